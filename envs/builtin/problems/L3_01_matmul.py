@@ -1,0 +1,29 @@
+"""Dense matrix multiplication C = A @ B of two fp32 matrices."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(A, B)
+
+
+# 2*M*N*K = 1.03e11 FLOPs: ~2 ms at ~50 TFLOP/s (fp32, no TF32).
+M = 4096
+K = 3072
+N = 4096
+
+SMALL_SIZES = {"M": 150, "K": 100, "N": 130}
+
+
+def get_inputs():
+    # B is scaled by 1/sqrt(K) so outputs are O(1): the fp32 accumulation-order
+    # error over K terms then stays well inside the default 1e-4 tolerance.
+    return [torch.randn(M, K), torch.randn(K, N) / K**0.5]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,61 @@
+"""SQLite store for verdicts and baseline timings, safe to share between threads and processes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+
+def cache_key(**parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+class SqliteCache:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
+        with self._lock, self._db:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, problem_id TEXT, "
+                             "verdict TEXT NOT NULL, created REAL NOT NULL)")
+            self._db.execute("CREATE TABLE IF NOT EXISTS baselines (key TEXT PRIMARY KEY, problem_id TEXT, "
+                             "timings TEXT NOT NULL, created REAL NOT NULL)")
+
+    def _get(self, table: str, column: str, key: str) -> dict | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT {column} FROM {table} WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def _put(self, table: str, column: str, key: str, problem_id: str, value: dict) -> None:
+        with self._lock, self._db:
+            self._db.execute(f"INSERT OR REPLACE INTO {table} (key, problem_id, {column}, created) "
+                             "VALUES (?, ?, ?, ?)", (key, problem_id, json.dumps(value), time.time()))
+
+    def get_verdict(self, key: str) -> dict | None:
+        return self._get("verdicts", "verdict", key)
+
+    def put_verdict(self, key: str, problem_id: str, verdict: dict) -> None:
+        self._put("verdicts", "verdict", key, problem_id, verdict)
+
+    def get_baselines(self, key: str) -> dict | None:
+        return self._get("baselines", "timings", key)
+
+    def put_baselines(self, key: str, problem_id: str, timings: dict) -> None:
+        self._put("baselines", "timings", key, problem_id, timings)
+
+    def count(self, table: str = "verdicts") -> int:
+        if table not in ("verdicts", "baselines"):
+            raise ValueError(table)
+        with self._lock:
+            return self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,31 @@
+"""Plain-text tables of verdicts for terminals and notes."""
+
+from __future__ import annotations
+
+from envs.problems import Problem
+from envs.verdict import Verdict
+
+
+def _ms(stats) -> str:
+    return f"{stats.median_ms:.3f}" if stats is not None else "-"
+
+
+def verdict_table(problems: list[Problem], verdicts: list[Verdict]) -> str:
+    header = ["problem", "lvl", "status", "eager ms", "inductor ms", "kernel ms", "speedup", "reward", "eval s", "cached"]
+    rows = []
+    for p, v in zip(problems, verdicts):
+        t = v.timings
+        rows.append([
+            p.id, "-" if p.level is None else str(p.level), v.status.value,
+            _ms(t.eager if t else None), _ms(t.inductor if t else None), _ms(t.kernel if t else None),
+            f"{v.speedup:.2f}" if v.speedup is not None else "-", f"{v.reward:.3f}",
+            f"{v.phase_seconds.get('total', 0.0):.1f}", "yes" if v.cached else "",
+        ])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    failures = [(p, v) for p, v in zip(problems, verdicts) if not v.correct]
+    for p, v in failures:
+        lines.append(f"\n{p.id}: {v.status.value}\n{v.error}")
+    return "\n".join(lines)

@@ -1,0 +1,64 @@
+"""Evaluation settings: one typed record shared by the evaluator, the CLI, the Hydra configs and the cache key."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseTimeouts:
+    """Wall-clock seconds allowed per phase of one evaluation (waiting for the GPU lock excluded)."""
+
+    load: float = 120.0  # import the problem, build the reference model
+    baseline: float = 900.0  # time eager and TorchInductor (includes torch.compile)
+    compile: float = 120.0  # import the solution, build ModelNew
+    correctness: float = 300.0  # all trials, including Triton JIT compilation on first launch
+    timing: float = 180.0
+
+    def as_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSettings:
+    device: str = "auto"  # cpu | cuda | auto (cuda when available)
+    size: str | None = None  # full | small; None: full on cuda, small on cpu
+    baseline: str = "inductor"  # what speedup divides by: inductor | eager
+    correctness_trials: int = 5
+    timed_runs: int = 100
+    warmup_ms: float = 25.0
+    seed: int | None = None  # None: fresh unpredictable seeds for every evaluation
+    timeouts: PhaseTimeouts = PhaseTimeouts()
+    memory_limit_gb: float = 16.0  # host RSS of one worker and its children
+    workers: int = 1  # worker processes (per GPU on cuda)
+    max_evals_per_worker: int = 200  # recycle warm workers now and then
+    startup_timeout: float = 180.0
+
+    def __post_init__(self) -> None:
+        if self.device not in ("cpu", "cuda", "auto"):
+            raise ValueError(f"device must be cpu, cuda or auto, not {self.device!r}")
+        if self.size not in (None, "full", "small"):
+            raise ValueError(f"size must be full or small, not {self.size!r}")
+        if self.baseline not in ("inductor", "eager"):
+            raise ValueError(f"baseline must be inductor or eager, not {self.baseline!r}")
+        if self.correctness_trials < 1 or self.timed_runs < 1 or self.workers < 1:
+            raise ValueError("correctness_trials, timed_runs and workers must be >= 1")
+
+    def resolved_size(self, device: str) -> str:
+        return self.size or ("full" if device == "cuda" else "small")
+
+    def cache_fields(self, device: str) -> dict[str, Any]:
+        """What changes a verdict (not how the evaluator is run)."""
+        return {"size": self.resolved_size(device), "baseline": self.baseline,
+                "trials": self.correctness_trials, "runs": self.timed_runs}
+
+    @classmethod
+    def from_mapping(cls, m: dict[str, Any]) -> EvalSettings:
+        m = dict(m)
+        timeouts = m.pop("timeouts", None) or {}
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(m) - known
+        if unknown:
+            raise ValueError(f"unknown evaluation settings: {sorted(unknown)}")
+        return cls(timeouts=PhaseTimeouts(**timeouts), **m)

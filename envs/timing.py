@@ -1,0 +1,41 @@
+"""GPU timing with CUDA events: warm-up, then timed runs each preceded by an L2 flush.
+
+Runs inside the worker while it holds the GPU exclusively. Every run ends with a device-wide
+synchronize, so work a kernel left on any stream is finished before the next run starts.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+
+
+def flush_buffer(device: torch.device) -> torch.Tensor:
+    """A buffer twice the size of the L2 cache; zeroing it evicts whatever the last run left there."""
+    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20) or (64 << 20)
+    return torch.empty(2 * l2, dtype=torch.uint8, device=device)
+
+
+def time_cuda(fn: Callable[[], object], runs: int = 100, warmup_ms: float = 25.0,
+              max_warmup_runs: int = 50) -> list[float]:
+    """Per-run times in ms of `fn` measured with CUDA events."""
+    device = torch.device("cuda", torch.cuda.current_device())
+    flush = flush_buffer(device)
+    # Warm-up: at least 3 runs and about `warmup_ms` of work (JIT compiles, autotuning, allocator growth).
+    start = time.perf_counter()
+    n = 0
+    while n < 3 or (n < max_warmup_runs and (time.perf_counter() - start) * 1e3 < warmup_ms):
+        fn()
+        torch.cuda.synchronize()
+        n += 1
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
+    for begin, end in events:
+        flush.zero_()
+        torch.cuda.synchronize()
+        begin.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+    return [begin.elapsed_time(end) for begin, end in events]

@@ -1,0 +1,102 @@
+"""The typed result of evaluating one candidate: what the trainer, the CLI and the cache exchange."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    HACK = "hack"
+
+
+@dataclasses.dataclass(frozen=True)
+class HackFinding:
+    category: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingStats:
+    """Milliseconds over `runs` timed runs of one callable."""
+
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    p10_ms: float
+    p90_ms: float
+    runs: int
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float]) -> TimingStats:
+        if not samples_ms:
+            raise ValueError("no timing samples")
+        s = sorted(samples_ms)
+        n = len(s)
+        mean = sum(s) / n
+        var = sum((x - mean) ** 2 for x in s) / n
+
+        def pct(q: float) -> float:
+            return s[min(n - 1, int(round(q * (n - 1))))]
+
+        return cls(pct(0.5), mean, var**0.5, s[0], s[-1], pct(0.1), pct(0.9), n)
+
+
+@dataclasses.dataclass(frozen=True)
+class Timings:
+    """Kernel and baseline times measured by the same method on the same device."""
+
+    kernel: TimingStats | None = None
+    eager: TimingStats | None = None
+    inductor: TimingStats | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    status: Status
+    problem_id: str
+    device: str  # "cpu" or the GPU model name, e.g. "NVIDIA H200"
+    error: str | None = None  # text an LLM can act on
+    hack: HackFinding | None = None
+    timings: Timings | None = None
+    speedup: float | None = None  # t_baseline / t_kernel; None when not measured (CPU)
+    baseline: str | None = None  # which baseline `speedup` divides by
+    reward: float = 0.0
+    cached: bool = False
+    phase_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    mismatch: dict[str, Any] | None = None  # where and by how much outputs differed
+
+    @property
+    def correct(self) -> bool:
+        return self.status is Status.CORRECT
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["status"] = self.status.value
+        d["correct"] = self.correct
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Verdict:
+        d = dict(d)
+        d.pop("correct", None)
+        hack = d.pop("hack", None)
+        timings = d.pop("timings", None)
+        if timings is not None:
+            timings = Timings(**{k: TimingStats(**v) if v else None for k, v in timings.items()})
+        return cls(
+            status=Status(d.pop("status")),
+            hack=HackFinding(**hack) if hack else None,
+            timings=timings,
+            **d,
+        )

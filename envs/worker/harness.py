@@ -1,0 +1,328 @@
+"""The worker process: runs the untrusted candidate next to the trusted reference.
+
+Started by `envs.worker.process.WorkerProcess` as `python -m envs.worker.harness REQ_FD RES_FD ROOT`.
+It receives evaluation requests on REQ_FD and answers on RES_FD (length-prefixed JSON). The
+candidate's stdout/stderr go elsewhere, so printing cannot forge a verdict. Every message carries
+the request's nonce. One request = load the problem, (optionally) time the baselines before any
+candidate code is imported, import the candidate, check correctness on several fresh input sets,
+then time it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib.util
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import traceback
+import types
+from typing import Any, Callable, Iterator
+
+import torch
+import triton
+
+from envs.compare import ReferenceNotFinite, compare_outputs, format_mismatch
+from envs.timing import time_cuda
+from envs.verdict import TimingStats
+from envs.worker.protocol import read_frame, write_frame
+
+_MAX_ERROR_CHARS = 4000
+
+
+class Outcome(Exception):
+    """Ends an evaluation early with a status and a message."""
+
+    def __init__(self, status: str, error: str, **extra: Any):
+        super().__init__(error)
+        self.status, self.error, self.extra = status, error, extra
+
+
+class ParentLink:
+    def __init__(self, req_fd: int, res_fd: int):
+        self.req_fd, self.res_fd = req_fd, res_fd
+        self.nonce: str | None = None
+
+    def send(self, message: dict) -> None:
+        write_frame(self.res_fd, {**message, "nonce": self.nonce})
+
+    def phase(self, name: str) -> None:
+        self.send({"type": "phase", "name": name})
+
+    @contextlib.contextmanager
+    def gpu(self, mode: str) -> Iterator[None]:
+        """Hold the GPU shared (correctness) or exclusive (timing); the parent arbitrates."""
+        self.send({"type": "lock", "mode": mode})
+        reply = read_frame(self.req_fd)
+        if reply.get("type") != "granted":
+            raise RuntimeError(f"expected a lock grant, got {reply!r}")
+        try:
+            yield
+        finally:
+            self.send({"type": "unlock"})
+
+
+def _load_module(name: str, path: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # Triton and dataclasses look modules up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def describe_exception(exc: BaseException, solution_path: str | None) -> str:
+    """The solution's own frames and the final error: what an LLM needs to fix its code."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    lines = [f"  solution line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
+             for f in frames if solution_path and f.filename == solution_path]
+    if frames and (not lines or frames[-1].filename != solution_path):
+        last = frames[-1]
+        lines.append(f"  raised in {os.path.basename(last.filename)}:{last.lineno} ({last.name})")
+    chain = exc
+    message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    # Triton wraps the real error; show the cause too.
+    while chain.__cause__ is not None and len(message) < _MAX_ERROR_CHARS:
+        chain = chain.__cause__
+        message += "\ncaused by: " + "".join(traceback.format_exception_only(type(chain), chain)).strip()
+    text = ("Traceback (most relevant calls):\n" + "\n".join(lines) + "\n" if lines else "") + message
+    return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + "\n... (truncated)"
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    from triton.compiler.errors import CompilationError
+    while exc is not None:
+        if isinstance(exc, CompilationError):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def _to_device(x: Any, device: torch.device) -> Any:
+    return x.to(device) if isinstance(x, torch.Tensor) else x
+
+
+def _clone(args: list[Any]) -> list[Any]:
+    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+class Evaluation:
+    """One request, run inside the worker."""
+
+    def __init__(self, link: ParentLink, request: dict, root: str):
+        self.link, self.req, self.root = link, request, root
+        self.device = torch.device(request["device"])
+        self.workdir = tempfile.mkdtemp(prefix="eval-", dir=root)
+        self.solution_path: str | None = None
+        self.modules: list[str] = []
+        self.notes: list[str] = []
+
+    # --- helpers ---------------------------------------------------------------------------------
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def _gpu(self, mode: str) -> contextlib.AbstractContextManager:
+        return self.link.gpu(mode) if self.device.type == "cuda" else contextlib.nullcontext()
+
+    def _write(self, filename: str, source: str) -> str:
+        path = os.path.join(self.workdir, filename)
+        with open(path, "w") as f:
+            f.write(source)
+        return path
+
+    def _inputs(self, seed: int) -> list[Any]:
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            inputs = self.problem.get_inputs()
+        return [_to_device(x, self.device) for x in inputs]
+
+    def _build(self, cls: type, seed: int) -> torch.nn.Module:
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            model = cls(*self.init_inputs)
+        return model.to(self.device) if isinstance(model, torch.nn.Module) else model
+
+    def _run_candidate(self, fn: Callable[[], Any], what: str) -> Any:
+        try:
+            out = fn()
+            self._sync()
+            return out
+        except Exception as e:  # the candidate's failure, reported back to it
+            status = "compile_error" if _is_compile_error(e) else "runtime_error"
+            raise Outcome(status, f"{what} failed:\n{describe_exception(e, self.solution_path)}") from None
+
+    def _time(self, fn: Callable[[], Any]) -> dict:
+        timing = self.req["timing"]
+        with self._gpu("exclusive"):
+            samples = time_cuda(fn, runs=timing["runs"], warmup_ms=timing["warmup_ms"])
+        return TimingStats.from_samples(samples).__dict__
+
+    # --- phases -----------------------------------------------------------------------------------
+    def load_problem(self) -> None:
+        self.link.phase("load")
+        spec = self.req["problem"]
+        tag = self.req["nonce"][:12]
+        name = f"kernelrl_problem_{tag}"
+        self.problem = _load_module(name, self._write("problem.py", spec["source"]))
+        self.modules.append(name)
+        for key, value in (spec.get("sizes") or {}).items():
+            setattr(self.problem, key, value)
+        torch.manual_seed(self.req["init_seed"])
+        self.init_inputs = self.problem.get_init_inputs()
+        self.model = self._build(self.problem.Model, self.req["init_seed"])
+
+    def time_baselines(self) -> dict[str, Any]:
+        wanted = self.req.get("baselines") or []
+        results: dict[str, Any] = {}
+        if not wanted:
+            return results
+        self.link.phase("baseline")
+        inputs = self._inputs(self.req["timing_seed"])
+        with torch.no_grad():
+            if "eager" in wanted:
+                results["eager"] = self._time(lambda: self.model(*inputs))
+            if "inductor" in wanted:
+                try:
+                    compiled = torch.compile(self.model)
+                    with self._gpu("shared"):
+                        compiled(*inputs)  # compile outside the exclusive section
+                        self._sync()
+                    results["inductor"] = self._time(lambda: compiled(*inputs))
+                except Exception as e:
+                    results["inductor"] = None
+                    self.notes.append(f"TorchInductor baseline failed: {type(e).__name__}: {e}"[:500])
+                finally:
+                    torch._dynamo.reset()
+        return results
+
+    def load_candidate(self) -> None:
+        self.link.phase("compile")
+        tag = self.req["nonce"][:12]
+        name = f"kernelrl_solution_{tag}"
+        self.solution_path = self._write("solution.py", self.req["solution"])
+        try:
+            module = _load_module(name, self.solution_path)
+        except Exception as e:
+            raise Outcome("compile_error", f"importing the solution failed:\n"
+                                           f"{describe_exception(e, self.solution_path)}") from None
+        finally:
+            self.modules.append(name)
+        if not isinstance(getattr(module, "ModelNew", None), type):
+            raise Outcome("compile_error", "the solution defines no class ModelNew")
+        self.candidate = self._run_candidate(
+            lambda: self._build(module.ModelNew, self.req["init_seed"]), "ModelNew(*get_init_inputs())")
+
+    def check_correctness(self) -> None:
+        self.link.phase("correctness")
+        tolerance = self.req["problem"].get("tolerance")
+        with torch.no_grad(), self._gpu("shared"):
+            for trial, seed in enumerate(self.req["seeds"]):
+                inputs = self._inputs(seed)
+                try:
+                    expected = self.model(*_clone(inputs))
+                    self._sync()
+                except Exception as e:
+                    raise Outcome("runtime_error", "the reference model failed on this problem "
+                                                   f"(a problem bug, not the solution's): {e}") from None
+                got = self._run_candidate(lambda: self.candidate(*_clone(inputs)), "ModelNew.forward")
+                try:
+                    mismatch = compare_outputs(expected, got, tolerance)
+                except ReferenceNotFinite as e:
+                    raise Outcome("runtime_error", f"problem error: {e}") from None
+                if mismatch is not None:
+                    raise Outcome("incorrect", f"trial {trial + 1} of {len(self.req['seeds'])}: "
+                                               f"{format_mismatch(mismatch)}", mismatch=mismatch)
+                del inputs, expected, got
+
+    def time_candidate(self) -> dict | None:
+        if self.req.get("timing") is None:
+            return None
+        self.link.phase("timing")
+        inputs = self._inputs(self.req["timing_seed"] + 1)  # inputs the correctness phase never showed
+        with torch.no_grad():
+            return self._time(lambda: self._run_candidate(lambda: self.candidate(*inputs), "timed run"))
+
+    # --- driver -----------------------------------------------------------------------------------
+    def run(self) -> dict:
+        result: dict[str, Any] = {"type": "result", "status": "correct", "error": None}
+        os.chdir(self.workdir)
+        try:
+            self.load_problem()
+            result["baselines"] = self.time_baselines()
+            if self.req.get("solution") is not None:
+                self.load_candidate()
+                self.check_correctness()
+                result["kernel"] = self.time_candidate()
+        except Outcome as o:
+            result.update(status=o.status, error=o.error, **o.extra)
+        except BaseException as e:  # e.g. SystemExit raised by the candidate, or a harness bug
+            result.update(status="runtime_error", error=describe_exception(e, self.solution_path))
+        result["notes"] = self.notes
+        result["healthy"] = self._healthy()
+        return result
+
+    def _healthy(self) -> bool:
+        """False when the CUDA context is broken (e.g. after an illegal memory access)."""
+        if self.device.type != "cuda":
+            return True
+        try:
+            torch.cuda.synchronize()
+            return bool(torch.ones(1, device=self.device).sum().item() == 1)
+        except Exception:
+            return False
+
+    def cleanup(self) -> None:
+        for name in self.modules:
+            sys.modules.pop(name, None)
+        for attr in ("model", "candidate", "problem", "init_inputs"):
+            self.__dict__.pop(attr, None)
+        os.chdir(self.root)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        gc.collect()
+        if self.device.type == "cuda":
+            with contextlib.suppress(Exception):
+                torch.cuda.empty_cache()
+
+
+def device_info(device: str) -> dict:
+    info = {"torch": torch.__version__, "triton": triton.__version__, "device_name": "cpu"}
+    if device == "cuda":
+        info["device_name"] = torch.cuda.get_device_name(torch.cuda.current_device())
+    return info
+
+
+def main() -> None:
+    req_fd, res_fd, root, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    os.chdir(root)
+    link = ParentLink(req_fd, res_fd)
+    if device == "cpu":
+        # Backstop for huge allocations (the parent also polls RSS): fail them with MemoryError.
+        # Not on CUDA, whose driver reserves far more address space than it uses.
+        limit = 2 * int(os.environ.get("KERNELRL_WORKER_MEMORY_BYTES", 16 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if device == "cuda":
+        # The reference must be true fp32: no TF32 in cuBLAS or cuDNN.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.cuda.init()
+    link.send({"type": "hello", "pid": os.getpid(), **device_info(device)})
+    while True:
+        try:
+            request = read_frame(req_fd)
+        except EOFError:
+            return
+        if request.get("type") == "shutdown":
+            return
+        link.nonce = request["nonce"]
+        evaluation = Evaluation(link, request, root)
+        result = evaluation.run()
+        evaluation.cleanup()
+        link.send(result)
+        link.nonce = None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,284 @@
+"""Parent-side handle of one worker process: start, talk, enforce limits, kill the whole tree.
+
+Isolation, in order of defence:
+- the worker is a separate process in its own session/process group, with a scrubbed environment
+  (allow-listed variables only, anything that looks like a secret dropped) and a private temp root;
+- its stdout/stderr are a pipe the parent drains and only keeps the tail of (output floods cost
+  nothing), and results come on a separate pipe, framed, with the request's nonce;
+- every phase has a wall-clock deadline; host memory is polled; a dead, hung, over-budget or
+  protocol-violating worker is killed with its process group, every descendant psutil can see, and
+  any process still carrying the worker's tag in its environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from envs.gpu_lock import DeviceLock
+from envs.worker.protocol import HEADER, MAX_FRAME, ProtocolError, write_frame
+
+PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+_ENV_ALLOW = re.compile(
+    r"^(PATH|LANG|LC_\w+|TZ|LD_LIBRARY_PATH|CUDA_\w+|NVIDIA_\w+|NCCL_\w+|NVSHMEM_\w+|TRITON_\w+|"
+    r"TORCH_\w+|TORCHINDUCTOR_\w+|PYTORCH_\w+|OMP_NUM_THREADS|MKL_\w+|OPENBLAS_\w+|CC|CXX)$")
+_ENV_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASS|CRED|AUTH|COOKIE|SESSION|PRIVATE|SIGNATURE", re.I)
+_TAG_VAR = "KERNELRL_WORKER_TAG"
+_OUTPUT_TAIL = 16 << 10
+
+
+class WorkerFailure(Exception):
+    """The worker could not answer: `status` is 'timeout' or 'crash'."""
+
+    def __init__(self, status: str, message: str, phase: str, phase_seconds: dict[str, float]):
+        super().__init__(message)
+        self.status, self.message, self.phase, self.phase_seconds = status, message, phase, phase_seconds
+
+
+def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if _ENV_ALLOW.match(k) and not _ENV_SECRET.search(k)}
+    env.update(extra)
+    return env
+
+
+class WorkerProcess:
+    def __init__(self, device: str, gpu_index: int | None = None, memory_limit_bytes: int = 16 << 30,
+                 startup_timeout: float = 120.0, lock: DeviceLock | None = None):
+        self.device, self.gpu_index, self.lock = device, gpu_index, lock
+        self.memory_limit_bytes = memory_limit_bytes
+        self.tag = uuid.uuid4().hex
+        self.root = tempfile.mkdtemp(prefix="kernelrl-worker-")
+        self.evaluations = 0
+        self._buf = bytearray()
+        self._tail = bytearray()
+        self._tail_lock = threading.Lock()
+        self.info: dict[str, Any] = {}
+        self._start(startup_timeout)
+
+    # --- lifecycle --------------------------------------------------------------------------------
+    def _start(self, timeout: float) -> None:
+        req_r, self._req_w = os.pipe()
+        self._res_r, res_w = os.pipe()
+        extra = {
+            "HOME": self.root, "TMPDIR": self.root, "PYTHONPATH": PROJECT_ROOT, "PYTHONFAULTHANDLER": "1",
+            "PYTHONDONTWRITEBYTECODE": "1", _TAG_VAR: self.tag,
+            "KERNELRL_WORKER_MEMORY_BYTES": str(self.memory_limit_bytes),
+            # Caches stay shared across workers (HOME is private), so warm compiles survive recycling.
+            "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache")),
+        }
+        if self.device == "cpu":
+            extra["TRITON_INTERPRET"] = "1"  # must be set before triton is imported
+            extra["CUDA_VISIBLE_DEVICES"] = ""
+        elif self.gpu_index is not None:
+            extra["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "envs.worker.harness", str(req_r), str(res_w), self.root, self.device],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=(req_r, res_w), cwd=self.root, env=scrubbed_environment(extra), start_new_session=True)
+        os.close(req_r)
+        os.close(res_w)
+        self._drain = threading.Thread(target=self._drain_output, daemon=True)
+        self._drain.start()
+        try:
+            hello = self._read(time.monotonic() + timeout, "startup")
+        except WorkerFailure:
+            self.kill()
+            raise
+        if hello.get("type") != "hello":
+            self.kill()
+            raise WorkerFailure("crash", f"worker sent {hello!r} instead of hello", "startup", {})
+        self.info = hello
+
+    def _drain_output(self) -> None:
+        """Read the worker's stdout/stderr forever, keeping only the tail."""
+        stream = self.proc.stdout
+        while True:
+            chunk = stream.read1(1 << 16) if hasattr(stream, "read1") else stream.read(1 << 16)
+            if not chunk:
+                return
+            with self._tail_lock:
+                self._tail += chunk
+                del self._tail[:-_OUTPUT_TAIL]
+
+    def output_tail(self, limit: int = 2000) -> str:
+        with self._tail_lock:
+            return bytes(self._tail[-limit:]).decode(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _descendants(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            return []
+
+    def _tagged(self) -> list[int]:
+        """Processes that escaped the process group but still carry this worker's tag."""
+        found = []
+        needle = f"{_TAG_VAR}={self.tag}".encode()
+        for pid_dir in Path("/proc").glob("[0-9]*"):
+            try:
+                if needle in (pid_dir / "environ").read_bytes():
+                    found.append(int(pid_dir.name))
+            except OSError:
+                continue
+        return found
+
+    def kill(self) -> None:
+        """Kill the worker and everything it started; idempotent."""
+        victims = self._descendants()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for p in victims:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        for pid in self._tagged():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        psutil.wait_procs(victims, timeout=5)
+        for fd in (self._req_w, self._res_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._req_w = self._res_r = -1
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def shutdown(self) -> None:
+        """Ask politely, then make sure."""
+        if self.alive():
+            try:
+                write_frame(self._req_w, {"type": "shutdown"})
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    # --- talking ----------------------------------------------------------------------------------
+    def _memory_bytes(self) -> int:
+        total = 0
+        for p in [psutil.Process(self.proc.pid), *self._descendants()] if self.alive() else []:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    def _read(self, deadline: float, phase: str, phases: dict[str, float] | None = None) -> dict:
+        last_memory_check = 0.0
+        while True:
+            if len(self._buf) >= HEADER.size:
+                (size,) = HEADER.unpack(self._buf[:HEADER.size])
+                if size > MAX_FRAME:
+                    raise WorkerFailure("crash", f"worker sent an oversized frame ({size} bytes)", phase,
+                                        phases or {})
+                if len(self._buf) >= HEADER.size + size:
+                    data = bytes(self._buf[HEADER.size:HEADER.size + size])
+                    del self._buf[:HEADER.size + size]
+                    try:
+                        message = json.loads(data)
+                    except ValueError:
+                        raise WorkerFailure("crash", "worker sent a malformed frame", phase, phases or {})
+                    if not isinstance(message, dict):
+                        raise WorkerFailure("crash", "worker sent a non-object frame", phase, phases or {})
+                    return message
+            now = time.monotonic()
+            if now >= deadline:
+                raise WorkerFailure("timeout", f"the {phase} phase exceeded its time limit", phase, phases or {})
+            if now - last_memory_check > 0.2:
+                last_memory_check = now
+                used = self._memory_bytes()
+                if used > self.memory_limit_bytes:
+                    raise WorkerFailure("crash", f"the worker exceeded the host memory limit "
+                                                 f"({used / 2**30:.1f} GiB > {self.memory_limit_bytes / 2**30:.1f} GiB)",
+                                        phase, phases or {})
+            ready, _, _ = select.select([self._res_r], [], [], min(0.1, deadline - now))
+            if ready:
+                chunk = os.read(self._res_r, 1 << 16)
+                if chunk:
+                    self._buf += chunk
+                    continue
+            if not ready or not chunk:
+                if not self.alive():
+                    # Give the drain thread a moment to collect the last words (e.g. a faulthandler dump).
+                    self._drain.join(timeout=1)
+                    code = self.proc.returncode
+                    how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                    tail = self.output_tail()
+                    raise WorkerFailure("crash", f"the worker process died during the {phase} phase ({how})"
+                                        + (f"; its last output:\n{tail}" if tail.strip() else ""),
+                                        phase, phases or {})
+
+    def evaluate(self, request: dict, timeouts: dict[str, float]) -> tuple[dict, dict[str, float]]:
+        """Send one request; return (result message, wall seconds per phase). Raises WorkerFailure."""
+        nonce = request["nonce"]
+        phases: dict[str, float] = {}
+        phase, started = "load", time.monotonic()
+        deadline = started + timeouts["load"]
+        held: str | None = None
+        self.evaluations += 1
+        try:
+            write_frame(self._req_w, request)
+        except OSError as e:
+            raise WorkerFailure("crash", f"the worker stopped accepting requests ({e})", phase, phases)
+        try:
+            while True:
+                message = self._read(deadline, phase, phases)
+                if message.get("nonce") != nonce:
+                    raise WorkerFailure("crash", "worker sent a message without the request's nonce", phase, phases)
+                kind = message.get("type")
+                now = time.monotonic()
+                if kind == "phase" and message.get("name") in timeouts:
+                    phases[phase] = phases.get(phase, 0.0) + now - started
+                    phase, started = message["name"], now
+                    deadline = now + timeouts[phase]
+                elif kind == "lock" and message.get("mode") in ("shared", "exclusive") and held is None:
+                    if self.lock is not None:
+                        waited = self.lock.acquire(message["mode"])
+                        deadline += waited  # waiting for the GPU is not the candidate's time
+                        started += waited
+                    held = message["mode"]
+                    write_frame(self._req_w, {"type": "granted"})
+                elif kind == "unlock" and held is not None:
+                    if self.lock is not None:
+                        self.lock.release(held)
+                    held = None
+                elif kind == "result":
+                    phases[phase] = phases.get(phase, 0.0) + now - started
+                    return message, phases
+                else:
+                    raise WorkerFailure("crash", f"worker sent an unexpected message {str(message)[:200]}",
+                                        phase, phases)
+        except WorkerFailure as failure:
+            failure.phase_seconds[phase] = failure.phase_seconds.get(phase, 0.0) + time.monotonic() - started
+            raise
+        except (OSError, ProtocolError) as e:
+            raise WorkerFailure("crash", f"lost contact with the worker ({e})", phase, phases)
+        finally:
+            if held is not None and self.lock is not None:
+                self.lock.release(held)

@@ -1,0 +1,35 @@
+"""Makora's kernel reward (Fine-Tuning GPT-5 for GPU Kernel Generation, 2026).
+
+    V = 0                                  if the kernel is not correct (or is a detected hack)
+    V = sigmoid(1 + max(0, speedup) - delta)   otherwise
+
+The constant 1 rewards validity; the speedup term rewards being fast; delta shifts the sigmoid so
+that only kernels near or above baseline speed get most of the reward (delta = 1.8: parity with
+the baseline gives sigmoid(0.2) ~= 0.55, a 2x speedup sigmoid(1.2) ~= 0.77). Without a measured
+speedup (CPU evaluation under the Triton interpreter) the speedup term is 0: V = sigmoid(1 - delta).
+"""
+
+from __future__ import annotations
+
+import math
+
+from envs.verdict import Status, Verdict
+
+DEFAULT_DELTA = 1.8
+
+
+def makora_reward(correct: bool, speedup: float | None, delta: float = DEFAULT_DELTA) -> float:
+    if not math.isfinite(delta):
+        raise ValueError(f"delta must be finite, got {delta}")
+    if not correct:
+        return 0.0
+    if speedup is not None and not math.isfinite(speedup):
+        # An infinite or NaN speedup is a measurement failure, never a reward.
+        return 0.0
+    r_raw = 1.0 + max(0.0, speedup or 0.0)
+    return 1.0 / (1.0 + math.exp(-(r_raw - delta)))
+
+
+def reward_for_verdict(verdict: Verdict, delta: float = DEFAULT_DELTA) -> float:
+    """Reward of a verdict; any status other than `correct` (a hack included) earns 0."""
+    return makora_reward(verdict.status is Status.CORRECT and verdict.hack is None, verdict.speedup, delta)

@@ -1,0 +1,1 @@
+"""Rollouts, the GRPO/PPO learner and the training loop (built on the environment in `envs`)."""

@@ -1,0 +1,146 @@
+#!/usr/bin/env python
+"""Score candidate kernels against problems; prints one JSON verdict per evaluation on stdout.
+
+  python scripts/eval_kernel.py --problem P.py --solution S.py [--device cpu|cuda] [--baseline inductor|eager]
+  python scripts/eval_kernel.py --manifest pairs.jsonl     # lines {"problem": ..., "solution": ...}
+
+--problem takes a problem file or a built-in problem id (e.g. L2_01_softmax). A solution file may
+be bare Python or a model's markdown answer (its first fenced python block is used). Relative paths
+in a manifest are relative to the manifest. Bad input exits with code 2 before anything is evaluated
+or cached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from envs import EvalSettings, Evaluator, ProblemError, resolve_problem  # noqa: E402
+from envs.cache import SqliteCache  # noqa: E402
+from envs.evaluator import EvaluatorError  # noqa: E402
+from envs.source import SourceError, prepare_solution  # noqa: E402
+from rewards import DEFAULT_DELTA  # noqa: E402
+
+DEFAULT_CACHE = Path(os.environ.get("KERNELRL_CACHE", Path.home() / ".cache" / "kernelrl" / "verdicts.sqlite"))
+
+
+class BadInput(Exception):
+    pass
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = ap.add_argument_group("what to evaluate (a pair or a manifest)")
+    src.add_argument("--problem", help="problem file or built-in problem id")
+    src.add_argument("--solution", help="solution file (Python, or markdown with a fenced python block)")
+    src.add_argument("--manifest", help="JSONL file of {\"problem\": ..., \"solution\": ...} lines")
+    ap.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
+    ap.add_argument("--baseline", choices=["inductor", "eager"], default="inductor")
+    ap.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="reward shift (Makora: 1.8)")
+    ap.add_argument("--size", choices=["full", "small"], help="problem size (default: full on cuda, small on cpu)")
+    ap.add_argument("--trials", type=int, default=5, help="correctness input sets")
+    ap.add_argument("--runs", type=int, default=100, help="timed runs on GPU")
+    ap.add_argument("--seed", type=int, help="fixed seeds (default: fresh unpredictable seeds)")
+    ap.add_argument("--workers", type=int, default=1, help="worker processes (per GPU)")
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"SQLite cache (default {DEFAULT_CACHE})")
+    ap.add_argument("--no-cache", action="store_true")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    if args.manifest and (args.problem or args.solution):
+        ap.error("give either --manifest or --problem/--solution, not both")
+    if not args.manifest and not (args.problem and args.solution):
+        ap.error("give --problem and --solution, or --manifest")
+    return args
+
+
+def _load_solution(path: Path) -> str:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such solution file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"{path}: cannot read ({e})") from None
+    try:
+        prepare_solution(text)
+    except SourceError as e:
+        raise BadInput(f"{path}: not a usable solution: {e}") from None
+    return text
+
+
+def _pair(problem_spec: str, solution_path: Path) -> tuple:
+    try:
+        problem = resolve_problem(problem_spec)
+    except ProblemError as e:
+        raise BadInput(str(e)) from None
+    return problem, _load_solution(solution_path)
+
+
+def load_manifest(path: Path) -> list[tuple]:
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such manifest") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"{path}: cannot read ({e})") from None
+    pairs = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"{where}: not valid JSON ({e.msg})") from None
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("problem", "solution")):
+            raise BadInput(f'{where}: each line must be an object with string fields "problem" and "solution"')
+
+        def rel(p: str) -> str:
+            return p if Path(p).is_absolute() or not (path.parent / p).exists() else str(path.parent / p)
+        try:
+            pairs.append(_pair(rel(entry["problem"]), Path(rel(entry["solution"]))))
+        except BadInput as e:
+            raise BadInput(f"{where}: {e}") from None
+    if not pairs:
+        raise BadInput(f"{path}: the manifest holds no pairs")
+    return pairs
+
+
+def verdict_json(verdict) -> str:
+    d = verdict.to_dict()
+    ordered = {k: d[k] for k in ("status", "correct", "hack", "speedup", "reward", "timings", "error", "cached")}
+    ordered.update({k: v for k, v in d.items() if k not in ordered})
+    return json.dumps(ordered)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        pairs = load_manifest(Path(args.manifest)) if args.manifest else [_pair(args.problem, Path(args.solution))]
+        settings = EvalSettings(device=args.device, size=args.size, baseline=args.baseline,
+                                correctness_trials=args.trials, timed_runs=args.runs, seed=args.seed,
+                                workers=args.workers)
+    except (BadInput, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    cache = None if args.no_cache else SqliteCache(args.cache)
+    try:
+        with Evaluator(settings, cache=cache, delta=args.delta) as evaluator:
+            progress = bool(args.manifest) and not args.no_progress
+            for verdict in evaluator.iter_evaluate(pairs, progress=progress):
+                print(verdict_json(verdict), flush=True)
+    except EvaluatorError as e:
+        print(f"error: the evaluator failed: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+#!/usr/bin/env python
+"""KernelRL's main job.
+
+The RL training loop is not built yet; until it is, this job evaluates the reference solutions of
+the configured problem set with the full environment and prints a table of verdicts (also written
+to `verdicts.jsonl` in Hydra's output directory).
+
+  python scripts/train.py                       # built-in set, cuda if available else cpu
+  python scripts/train.py eval.device=cpu levels=[0,1]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from envs import EvalSettings, Evaluator, load_problem_set  # noqa: E402
+from envs.cache import SqliteCache  # noqa: E402
+from envs.report import verdict_table  # noqa: E402
+
+log = logging.getLogger("kernelrl")
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    settings = EvalSettings.from_mapping(OmegaConf.to_container(cfg.eval, resolve=True))
+    levels = list(cfg.levels) if cfg.levels is not None else None
+    problems = [p for p in load_problem_set(cfg.problems, levels) if p.reference_solution]
+    if not problems:
+        raise SystemExit(f"no problems with reference solutions in {cfg.problems!r} (levels={levels})")
+    cache = SqliteCache(cfg.cache_path) if cfg.cache_path else None
+    out_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
+    log.info("evaluating %d reference solutions (%s) -> %s", len(problems), cfg.problems, out_dir)
+    items = [(p, Path(p.reference_solution).read_text()) for p in problems]
+    with Evaluator(settings, cache=cache, delta=cfg.delta) as evaluator:
+        verdicts = evaluator.evaluate_many(items, progress=cfg.progress, desc="reference solutions")
+    with open(out_dir / "verdicts.jsonl", "w") as f:
+        for v in verdicts:
+            f.write(json.dumps(v.to_dict()) + "\n")
+    print(verdict_table(problems, verdicts))
+    n_ok = sum(v.correct for v in verdicts)
+    print(f"\n{n_ok}/{len(verdicts)} correct on {verdicts[0].device}; verdicts in {out_dir / 'verdicts.jsonl'}")
+    if n_ok != len(verdicts):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
