@@ -118,6 +118,11 @@ class Evaluator:
             self._device_kind = f"{info['device_name']}|torch {info['torch']}|triton {info['triton']}"
         return self._device_kind
 
+    @property
+    def device_name(self) -> str:
+        """`cpu` or the GPU model, e.g. `NVIDIA H200`."""
+        return self.device_kind.split("|")[0]
+
     # --- evaluation -------------------------------------------------------------------------------
     def _seeds(self) -> dict[str, Any]:
         n = self.settings.correctness_trials
@@ -141,7 +146,7 @@ class Evaluator:
         try:
             canonical = prepare_solution(answer)
         except SourceError as e:
-            verdict = Verdict(Status.COMPILE_ERROR, problem.id, self.device, error=str(e),
+            verdict = Verdict(Status.COMPILE_ERROR, problem.id, self.device_name, error=str(e),
                               phase_seconds={"static": time.monotonic() - started})
             return verdict
         static_s = time.monotonic() - started
@@ -198,7 +203,7 @@ class Evaluator:
         except WorkerFailure as failure:
             recycle = True
             name = "timeout" if failure.status == "timeout" else "crash"
-            return Verdict(Status(name), problem.id, self.device, error=failure.message,
+            return Verdict(Status(name), problem.id, self.device_name, error=failure.message,
                            phase_seconds=failure.phase_seconds)
         finally:
             if worker is not None:
@@ -251,7 +256,7 @@ class Evaluator:
         elif self.device == "cpu" and status is Status.CORRECT:
             notes.append("evaluated on CPU with the Triton interpreter: correctness only, no speedup measured")
         error = result.get("error")
-        return Verdict(status, problem.id, self.device, error=str(error)[:8000] if error else None,
+        return Verdict(status, problem.id, self.device_name, error=str(error)[:8000] if error else None,
                        timings=timings, speedup=speedup, baseline=baseline_name, phase_seconds=phases,
                        notes=notes, mismatch=result.get("mismatch") if status is Status.INCORRECT else None)
 

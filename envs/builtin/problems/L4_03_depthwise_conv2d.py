@@ -18,7 +18,7 @@ channels = 128
 height = 256
 width = 256
 
-SMALL_SIZES = {"batch_size": 2, "channels": 3, "height": 13, "width": 37}
+SMALL_SIZES = {"batch_size": 2, "channels": 3, "height": 19, "width": 37}
 
 
 def get_inputs():

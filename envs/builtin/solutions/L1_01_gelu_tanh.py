@@ -4,7 +4,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-SQRT_2_OVER_PI = 0.7978845608028654
+SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)  # kernels may only read constexpr globals
 
 
 @triton.jit

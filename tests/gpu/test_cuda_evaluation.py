@@ -1,0 +1,92 @@
+"""CUDA paths of the evaluator: timing, baselines, CUDA errors and worker replacement. Run on a GPU."""
+
+import psutil
+import pytest
+
+from envs import EvalSettings, Evaluator, PhaseTimeouts, Status
+from rewards import makora_reward
+from tests.conftest import builtin
+
+pytestmark = [pytest.mark.gpu, pytest.mark.integration]
+
+OOB_STORE = '''
+import torch, triton, triton.language as tl
+import torch.nn as nn
+
+@triton.jit
+def _bad(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs + (1 << 38), x)  # far outside any allocation
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        _bad[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+        return out
+'''
+
+HANG = '''
+import torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, x):
+        while True:
+            pass
+'''
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory):
+    from envs.cache import SqliteCache
+    cache = SqliteCache(tmp_path_factory.mktemp("gpu") / "cache.sqlite")
+    timeouts = PhaseTimeouts(correctness=60, timing=120)
+    with Evaluator(EvalSettings(device="cuda", timeouts=timeouts), cache=cache) as ev:
+        yield ev
+
+
+def test_reference_solution_is_timed_against_both_baselines(evaluator):
+    problem, solution = builtin("L0_02_relu")
+    v = evaluator.evaluate(problem, solution)
+    assert v.status is Status.CORRECT, v.error
+    assert v.device not in ("cpu", "cuda")  # the GPU model, e.g. "NVIDIA H200"
+    t = v.timings
+    assert t.kernel.runs == 100 and t.eager.runs == 100 and t.inductor.runs == 100
+    assert t.kernel.median_ms > 0 and t.eager.median_ms > 0 and t.inductor.median_ms > 0
+    assert t.kernel.min_ms <= t.kernel.median_ms <= t.kernel.max_ms
+    assert v.baseline == "inductor"
+    assert v.speedup == pytest.approx(t.inductor.median_ms / t.kernel.median_ms)
+    assert v.reward == pytest.approx(makora_reward(True, v.speedup))
+    # Full size: eager PyTorch takes >= 1 ms (KernelBench v0.1's rule on H100-class GPUs).
+    assert t.eager.median_ms >= 1.0
+    again = evaluator.evaluate(problem, solution)
+    assert again.cached and again.status is Status.CORRECT and again.speedup == v.speedup
+
+
+def test_illegal_memory_access_is_a_runtime_error_and_the_worker_is_replaced(evaluator):
+    problem, solution = builtin("L0_02_relu")
+    before = {s.future.result().proc.pid for s in evaluator._slots}
+    v = evaluator.evaluate(problem, OOB_STORE)
+    assert v.status in (Status.RUNTIME_ERROR, Status.CRASH), v
+    assert v.reward == 0.0
+    for pid in before:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    ok = evaluator.evaluate(problem, solution + "\n# fresh source so the cache misses\nX = 1\n")
+    assert ok.status is Status.CORRECT, ok.error
+
+
+def test_hang_on_gpu_times_out_and_next_evaluation_works(evaluator):
+    problem, solution = builtin("L0_04_sigmoid")
+    v = evaluator.evaluate(problem, HANG)
+    assert v.status is Status.TIMEOUT and "correctness" in v.error
+    ok = evaluator.evaluate(problem, solution)
+    assert ok.status is Status.CORRECT, ok.error
+
+
+def test_eager_baseline_is_selectable():
+    problem, solution = builtin("L1_05_row_sum")
+    with Evaluator(EvalSettings(device="cuda", baseline="eager")) as ev:
+        v = ev.evaluate(problem, solution)
+    assert v.status is Status.CORRECT, v.error
+    assert v.baseline == "eager"
+    assert v.speedup == pytest.approx(v.timings.eager.median_ms / v.timings.kernel.median_ms)
