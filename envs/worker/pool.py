@@ -1,0 +1,207 @@
+"""Warm worker processes on one machine: the execution stage of the evaluator.
+
+Slots hold one worker each (`workers` per GPU on CUDA, `workers` in all on CPU). A worker that
+crashed, timed out, broke its CUDA context, reached its evaluation budget, or ran a failing
+candidate under the CPU interpreter (where an out-of-bounds write can corrupt the process) is
+killed and a replacement starts in the background, so the next request rarely waits for a start.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import queue
+import secrets
+import time
+import uuid
+from typing import Any
+
+from envs.gpu_lock import DeviceLock
+from envs.problems import Problem
+from envs.settings import EvalSettings
+from envs.source import CanonicalSolution
+from envs.verdict import Status, Timings, TimingStats, Verdict
+from envs.worker.process import WorkerFailure, WorkerProcess
+
+log = logging.getLogger(__name__)
+
+
+class EvaluatorError(RuntimeError):
+    """The environment itself failed (e.g. no worker could start); not the candidate's fault."""
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class _Slot:
+    def __init__(self, gpu: int | None, future: concurrent.futures.Future):
+        self.gpu, self.future = gpu, future
+
+
+class WorkerPool:
+    def __init__(self, settings: EvalSettings, gpu_ids: list[int] | None = None):
+        self.settings = settings
+        self.device = resolve_device(settings.device)
+        if self.device == "cuda":
+            import torch
+            gpu_ids = gpu_ids if gpu_ids is not None else list(range(torch.cuda.device_count()))
+            if not gpu_ids:
+                raise EvaluatorError("device=cuda but no GPU is visible")
+        else:
+            gpu_ids = [None]
+        self._locks = {gpu: DeviceLock() for gpu in gpu_ids}
+        self.size = len(gpu_ids) * settings.workers
+        self._spawner = concurrent.futures.ThreadPoolExecutor(self.size, thread_name_prefix="worker-start")
+        self._slots = [_Slot(gpu, self._spawner.submit(self._start_worker, gpu))
+                       for gpu in gpu_ids for _ in range(settings.workers)]
+        self._idle: queue.Queue[_Slot] = queue.Queue()
+        for slot in self._slots:
+            self._idle.put(slot)
+        self._device_kind: str | None = None
+        self._closed = False
+
+    def _start_worker(self, gpu: int | None) -> WorkerProcess:
+        return WorkerProcess(self.device, gpu, int(self.settings.memory_limit_gb * 2**30),
+                             self.settings.startup_timeout, self._locks[gpu])
+
+    def _worker(self, slot: _Slot) -> WorkerProcess:
+        for attempt in range(2):
+            try:
+                worker = slot.future.result()
+                if worker.alive():
+                    return worker
+                worker.kill()
+            except WorkerFailure as e:
+                log.warning("worker failed to start (attempt %d): %s", attempt + 1, e.message)
+                if attempt:
+                    raise EvaluatorError(f"no worker could start: {e.message}") from None
+            slot.future = self._spawner.submit(self._start_worker, slot.gpu)
+        raise EvaluatorError("no worker could start")
+
+    def _recycle(self, slot: _Slot, worker: WorkerProcess) -> None:
+        worker.kill()
+        if not self._closed:
+            slot.future = self._spawner.submit(self._start_worker, slot.gpu)
+
+    def worker_pids(self) -> list[int]:
+        return [s.future.result().proc.pid for s in self._slots if s.future.done() and not s.future.exception()]
+
+    @property
+    def device_kind(self) -> str:
+        """`cpu` or the GPU model, with the software versions that change timings; part of cache keys."""
+        if self._device_kind is None:
+            slot = self._idle.get()
+            try:
+                info = self._worker(slot).info
+            finally:
+                self._idle.put(slot)
+            self._device_kind = f"{info['device_name']}|torch {info['torch']}|triton {info['triton']}"
+        return self._device_kind
+
+    @property
+    def device_name(self) -> str:
+        """`cpu` or the GPU model, e.g. `NVIDIA H200`."""
+        return self.device_kind.split("|")[0]
+
+    # --- one evaluation ---------------------------------------------------------------------------
+    def _seeds(self) -> dict[str, Any]:
+        n = self.settings.correctness_trials
+        if self.settings.seed is None:
+            draw = [secrets.randbits(62) for _ in range(n + 2)]
+        else:
+            draw = [self.settings.seed + i for i in range(n + 2)]
+        return {"init_seed": draw[0], "timing_seed": draw[1], "seeds": draw[2:]}
+
+    def _request(self, problem: Problem, solution: CanonicalSolution, measure_baselines: bool) -> dict:
+        small = self.settings.resolved_size(self.device) == "small"
+        return {
+            "type": "evaluate", "nonce": uuid.uuid4().hex, "device": self.device,
+            "problem": {"id": problem.id, "source": problem.source, "tolerance": problem.tolerance,
+                        "sizes": problem.small_sizes if small else {}},
+            "solution": solution.source,
+            "timing": {"runs": self.settings.timed_runs, "warmup_ms": self.settings.warmup_ms}
+            if self.device == "cuda" else None,
+            "baselines": ["eager", "inductor"] if measure_baselines else [],
+            **self._seeds(),
+        }
+
+    def execute(self, problem: Problem, solution: CanonicalSolution,
+                baselines: dict | None) -> tuple[Verdict, dict | None]:
+        """Run one candidate on a worker. On CUDA, `baselines=None` makes the worker measure them first;
+        returns (verdict without reward, baselines measured now or None)."""
+        measure = self.device == "cuda" and baselines is None
+        request = self._request(problem, solution, measure)
+        waited = time.monotonic()
+        slot = self._idle.get()
+        worker = result = None
+        try:
+            worker = self._worker(slot)
+            waited = time.monotonic() - waited
+            result, phases = worker.evaluate(request, self.settings.timeouts.as_dict())
+        except WorkerFailure as failure:
+            return Verdict(Status(failure.status), problem.id, self.device_name, error=failure.message,
+                           phase_seconds=failure.phase_seconds), None
+        finally:
+            if worker is not None and self._should_recycle(worker, result):
+                self._recycle(slot, worker)
+            self._idle.put(slot)
+        measured = result.get("baselines") or None
+        if not measure or not (measured and measured.get("eager")):
+            measured = None  # store complete measurements only
+        verdict = self._verdict(problem, result, {"queue": waited, **phases}, measured or baselines or {})
+        return verdict, measured
+
+    def _should_recycle(self, worker: WorkerProcess, result: dict | None) -> bool:
+        if result is None or not result.get("healthy", False) or not worker.alive():
+            return True
+        if worker.evaluations >= self.settings.max_evals_per_worker:
+            return True
+        status = result.get("status")
+        if status in ("runtime_error", "timeout", "crash"):
+            return True
+        # Under the interpreter a failing kernel may have written out of bounds into the process.
+        return self.device == "cpu" and status != "correct"
+
+    def _verdict(self, problem: Problem, result: dict, phases: dict[str, float], baselines: dict) -> Verdict:
+        try:
+            status = Status(result.get("status"))
+        except ValueError:
+            status = Status.CRASH
+        notes = [str(n)[:500] for n in result.get("notes") or []][:10]
+        timings = speedup = baseline_name = None
+        if self.device == "cuda" and status is Status.CORRECT:
+            kernel = result.get("kernel")
+            eager = TimingStats(**baselines["eager"]) if baselines.get("eager") else None
+            inductor = TimingStats(**baselines["inductor"]) if baselines.get("inductor") else None
+            timings = Timings(kernel=TimingStats(**kernel) if kernel else None, eager=eager, inductor=inductor)
+            reference = inductor if self.settings.baseline == "inductor" else eager
+            baseline_name = self.settings.baseline
+            if reference is None and eager is not None:
+                reference, baseline_name = eager, "eager"
+                notes.append("TorchInductor baseline unavailable; speedup is against eager PyTorch")
+            if reference is not None and timings.kernel is not None and timings.kernel.median_ms > 0:
+                speedup = reference.median_ms / timings.kernel.median_ms
+        elif self.device == "cpu" and status is Status.CORRECT:
+            notes.append("evaluated on CPU with the Triton interpreter: correctness only, no speedup measured")
+        error = result.get("error")
+        return Verdict(status, problem.id, self.device_name, error=str(error)[:8000] if error else None,
+                       timings=timings, speedup=speedup, baseline=baseline_name, phase_seconds=phases,
+                       notes=notes, mismatch=result.get("mismatch") if status is Status.INCORRECT else None)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for slot in self._slots:
+            try:
+                slot.future.result().shutdown()
+            except Exception:  # a worker that never started has nothing to stop
+                pass
+        self._spawner.shutdown(wait=True)
+        for slot in self._slots:  # a replacement may have started while closing
+            if slot.future.done() and slot.future.exception() is None:
+                slot.future.result().kill()
