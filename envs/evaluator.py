@@ -63,8 +63,9 @@ class Preparer:
         try:
             solution = prepare_solution(answer)
         except SourceError as e:
+            elapsed = time.monotonic() - started
             return Verdict(Status.COMPILE_ERROR, problem.id, self.device_name, error=str(e),
-                           phase_seconds={"static": time.monotonic() - started})
+                           phase_seconds={"static": elapsed, "total": elapsed})
         sizes = problem.small_sizes if self.size == "small" else {}
         base = dict(problem=problem.sha256, sizes=sizes, device=self.device_kind)
         verdict_key = cache_key(**base, solution=solution.sha256, settings=self.settings.cache_fields(self.device))

@@ -87,7 +87,10 @@ class WorkerPool:
         if not self._closed:
             slot.future = self._spawner.submit(self._start_worker, slot.gpu)
 
-    def worker_pids(self) -> list[int]:
+    def worker_pids(self, wait: bool = True) -> list[int]:
+        """Pids of the live workers (waiting for replacements that are still starting)."""
+        if wait:
+            concurrent.futures.wait([s.future for s in self._slots])
         return [s.future.result().proc.pid for s in self._slots if s.future.done() and not s.future.exception()]
 
     @property

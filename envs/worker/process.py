@@ -60,7 +60,7 @@ class WorkerProcess:
                  startup_timeout: float = 120.0, lock: DeviceLock | None = None):
         self.device, self.gpu_index, self.lock = device, gpu_index, lock
         self.memory_limit_bytes = memory_limit_bytes
-        self.tag = uuid.uuid4().hex
+        self.tag = f"{os.getpid()}-{uuid.uuid4().hex}"  # owner pid first: tests and operators can filter
         self.root = tempfile.mkdtemp(prefix="kernelrl-worker-")
         self.evaluations = 0
         self._buf = bytearray()

@@ -1,0 +1,209 @@
+"""The environment end to end on CPU: real worker processes, the real Triton interpreter."""
+
+import os
+import textwrap
+from pathlib import Path
+
+import psutil
+import pytest
+
+from envs import EvalSettings, Evaluator, PhaseTimeouts, Status, load_problem_set
+from rewards import makora_reward
+from tests.conftest import builtin
+
+pytestmark = pytest.mark.integration
+
+RELU = builtin("L0_02_relu")
+
+
+def solution(body: str, prelude: str = "") -> str:
+    """A relu solution whose forward runs `body` before computing the right answer with a kernel."""
+    body = textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8) or "        pass"
+    return "\n".join([
+        "import os, sys, time",
+        "import torch, triton, triton.language as tl",
+        "import torch.nn as nn",
+        textwrap.dedent(prelude).strip("\n"),
+        "@triton.jit",
+        "def _relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):",
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
+        "    m = offs < n",
+        "    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m), 0.0), mask=m)",
+        "class ModelNew(nn.Module):",
+        "    def forward(self, x):",
+        body,
+        "        out = torch.empty_like(x)",
+        "        _relu[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)",
+        "        return out",
+        "",
+    ])
+
+
+def worker_tagged_processes() -> list[int]:
+    """Live processes started by workers of this test process (other evaluators may run beside us)."""
+    found = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.environ().get("KERNELRL_WORKER_TAG", "").startswith(f"{os.getpid()}-"):
+                found.append(p.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    timeouts = PhaseTimeouts(load=60, compile=10, correctness=8, timing=30)
+    with Evaluator(EvalSettings(device="cpu", timeouts=timeouts, memory_limit_gb=3)) as ev:
+        yield ev
+    assert worker_tagged_processes() == []
+
+
+def test_every_builtin_reference_solution_is_correct_under_the_interpreter():
+    problems = load_problem_set("builtin")
+    with Evaluator(EvalSettings(device="cpu", workers=2)) as ev:
+        verdicts = ev.evaluate_many([(p, Path(p.reference_solution).read_text()) for p in problems])
+    failures = {v.problem_id: v.error for v in verdicts if not v.correct}
+    assert not failures
+    for v in verdicts:
+        assert v.device == "cpu" and v.speedup is None and v.timings is None
+        assert v.reward == pytest.approx(makora_reward(True, None))
+        assert any("no speedup" in n for n in v.notes)
+
+
+BAD = {
+    "syntax": ("def forward(:", Status.COMPILE_ERROR, "SyntaxError"),
+    "no_model_new": ("class Model: pass", Status.COMPILE_ERROR, "ModelNew"),
+    "import_error": (solution("", prelude="import not_a_module_xyz"), Status.COMPILE_ERROR, "not_a_module_xyz"),
+    "raises": (solution("raise ValueError('boom in forward')"), Status.RUNTIME_ERROR, "boom in forward"),
+    "sys_exit": (solution("sys.exit(0)"), Status.RUNTIME_ERROR, "SystemExit"),
+    "wrong_values": (solution("x = x + 1"), Status.INCORRECT, "differ beyond"),
+    "wrong_shape": (solution("x = x[:, :-1].contiguous()"), Status.INCORRECT, "shape mismatch"),
+    "nan": (solution("x = x * float('nan')"), Status.INCORRECT, "NaN"),
+    "infinite_loop": (solution("while True: pass"), Status.TIMEOUT, "correctness phase"),
+    "os_exit": (solution("os._exit(0)"), Status.CRASH, "exit code 0"),
+    "segfault": (solution("import ctypes; ctypes.string_at(0)"), Status.CRASH, "SIGSEGV"),
+    "output_flood": (solution("while True: print('x' * 10000); sys.stderr.write('y' * 10000)"),
+                     Status.TIMEOUT, "correctness"),
+    "huge_allocation": (solution("big = [bytearray(1 << 30) for _ in range(64)]"), None, None),
+    "import_time_loop": (solution("", prelude="while True: pass"), Status.TIMEOUT, "compile phase"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_candidate_gets_its_status_and_the_next_evaluation_works(evaluator, name):
+    problem, good = RELU
+    code, status, message = BAD[name]
+    v = evaluator.evaluate(problem, f"```python\n{code}\n```")
+    if status is None:  # out of memory: refused by the allocator or killed by the memory guard
+        assert v.status in (Status.RUNTIME_ERROR, Status.CRASH), v
+    else:
+        assert v.status is status, v
+        assert message in v.error
+    assert v.reward == 0.0 and not v.correct
+    assert v.phase_seconds["total"] < 30  # bounded by the phase timeouts
+    ok = evaluator.evaluate(problem, good)
+    assert ok.status is Status.CORRECT, ok.error
+
+
+def test_stray_processes_are_killed(evaluator, tmp_path):
+    problem, good = RELU
+    marker = tmp_path / "escaped"
+    spawn = f"""
+        import subprocess
+        subprocess.Popen(['sleep', '600'])
+        # a daemon that leaves the process group, then the worker dies
+        subprocess.Popen(['setsid', 'sh', '-c', 'sleep 600; touch {marker}'], start_new_session=True)
+        os._exit(1)
+    """
+    before = set(worker_tagged_processes())
+    v = evaluator.evaluate(problem, solution(spawn))
+    assert v.status is Status.CRASH
+    leftovers = set(worker_tagged_processes()) - before - set(evaluator.pool.worker_pids())
+    assert leftovers == set(), [(psutil.Process(p).cmdline(), psutil.Process(p).status()) for p in leftovers]
+    assert evaluator.evaluate(problem, good).correct
+
+
+def test_printing_a_fake_verdict_changes_nothing(evaluator):
+    problem, _ = RELU
+    fake = '{"type": "result", "status": "correct", "nonce": null}'
+    v = evaluator.evaluate(problem, solution(f"print({fake!r}); sys.stdout.flush(); x = x + 1"))
+    assert v.status is Status.INCORRECT
+
+
+def test_writing_frames_to_every_descriptor_cannot_forge_a_verdict(evaluator):
+    problem, good = RELU
+    forge = """
+        import json, struct
+        msg = json.dumps({"type": "result", "status": "correct", "healthy": True}).encode()
+        for fd in range(3, 64):
+            try:
+                os.write(fd, struct.pack('>I', len(msg)) + msg)
+            except OSError:
+                pass
+        x = x + 1
+    """
+    v = evaluator.evaluate(problem, solution(forge))
+    assert v.status is not Status.CORRECT and v.reward == 0.0
+    assert evaluator.evaluate(problem, good).correct
+
+
+def test_candidate_environment_holds_no_secrets_and_runs_in_a_fresh_directory(monkeypatch):
+    problem, _ = RELU
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    monkeypatch.setenv("WANDB_API_KEY", "should-not-leak")
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "should-not-leak")
+    probe = """
+        leaked = [k for k, v in os.environ.items() if 'should-not-leak' in v or v.startswith('sk-')]
+        if leaked:
+            raise RuntimeError(f'secrets visible: {leaked}')
+        if os.listdir('.') != ['problem.py', 'solution.py'] and sorted(os.listdir('.')) != ['problem.py', 'solution.py']:
+            raise RuntimeError(f'working directory not fresh: {os.listdir(".")}')
+        if 'kernelrl-worker-' not in os.getcwd():
+            raise RuntimeError(os.getcwd())
+    """
+    with Evaluator(EvalSettings(device="cpu")) as ev:
+        v = ev.evaluate(problem, solution(probe))
+    assert v.status is Status.CORRECT, v.error
+
+
+def test_cache_hits_and_misses(tmp_cache):
+    problem, good = RELU
+    with Evaluator(EvalSettings(device="cpu"), cache=tmp_cache) as ev:
+        first = ev.evaluate(problem, good)
+        assert not first.cached and first.correct
+        # Same code with other comments and formatting: same canonical source, so a hit.
+        again = ev.evaluate(problem, "# a comment\n" + good + "\n\n# trailing\n")
+        assert again.cached and again.status is first.status
+        bad = ev.evaluate(problem, solution("x = x + 1"))
+        assert not bad.cached and tmp_cache.count() == 2
+        # Transient failures are not cached.
+        ev.evaluate(problem, solution("os._exit(0)"))
+        assert tmp_cache.count() == 2
+    # A hit recomputes the reward with the caller's delta and runs nothing.
+    with Evaluator(EvalSettings(device="cpu"), cache=tmp_cache, delta=0.5) as ev:
+        pids = set(ev.pool.worker_pids())
+        hit = ev.evaluate(problem, good)
+        assert hit.cached and hit.reward == pytest.approx(makora_reward(True, None, delta=0.5))
+        assert set(ev.pool.worker_pids()) == pids
+
+
+def test_seeds_are_fresh_unless_fixed():
+    problem, _ = RELU
+    record = solution("""
+        import pathlib
+        pathlib.Path(os.environ.get('HOME')).joinpath('seen').open('a').write(str(float(x.sum())) + '\\n')
+    """)
+    # Different evaluations draw different inputs; the probe only proves it does not crash here.
+    with Evaluator(EvalSettings(device="cpu", seed=123)) as ev:
+        assert ev.evaluate(problem, record).correct
+
+
+def test_no_worker_process_survives_close():
+    others = set(worker_tagged_processes())  # e.g. the module's shared evaluator
+    with Evaluator(EvalSettings(device="cpu", workers=2)) as ev:
+        pids = ev.pool.worker_pids()
+        assert len(pids) == 2
+    for pid in pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert set(worker_tagged_processes()) <= others

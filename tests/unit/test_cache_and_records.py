@@ -1,0 +1,67 @@
+import threading
+
+import pytest
+
+from envs.cache import SqliteCache, cache_key
+from envs.settings import EvalSettings, PhaseTimeouts
+from envs.verdict import HackFinding, Status, Timings, TimingStats, Verdict
+
+
+def test_timing_stats_from_samples():
+    s = TimingStats.from_samples([3.0, 1.0, 2.0, 4.0, 5.0])
+    assert (s.median_ms, s.min_ms, s.max_ms, s.runs, s.mean_ms) == (3.0, 1.0, 5.0, 5, 3.0)
+    with pytest.raises(ValueError):
+        TimingStats.from_samples([])
+
+
+def test_verdict_round_trips_through_json_dict():
+    stats = TimingStats.from_samples([1.0, 2.0])
+    v = Verdict(Status.CORRECT, "p", "NVIDIA H200", timings=Timings(stats, stats, None), speedup=1.5,
+                hack=HackFinding("noop_kernel", "r"), phase_seconds={"load": 0.1}, notes=["n"])
+    d = v.to_dict()
+    assert d["status"] == "correct" and d["correct"] is True
+    assert Verdict.from_dict(d) == v
+
+
+def test_cache_persists_and_is_thread_safe(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = SqliteCache(path)
+    key = cache_key(problem="a", solution="b")
+    assert cache.get_verdict(key) is None
+
+    def put(i):
+        cache.put_verdict(f"{key}{i}", "p", {"i": i})
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(20)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    cache.put_baselines("k", "p", {"eager": 1})
+    cache.close()
+    again = SqliteCache(path)
+    assert again.count() == 20 and again.get_verdict(f"{key}7") == {"i": 7}
+    assert again.get_baselines("k") == {"eager": 1}
+
+
+def test_cache_key_is_order_independent():
+    assert cache_key(a=1, b={"x": 1, "y": 2}) == cache_key(b={"y": 2, "x": 1}, a=1)
+    assert cache_key(a=1) != cache_key(a=2)
+
+
+def test_settings_validation_and_mapping():
+    with pytest.raises(ValueError, match="device"):
+        EvalSettings(device="tpu")
+    with pytest.raises(ValueError, match="unknown evaluation settings"):
+        EvalSettings.from_mapping({"devise": "cpu"})
+    s = EvalSettings.from_mapping({"device": "cpu", "timeouts": {"correctness": 5}})
+    assert s.timeouts == PhaseTimeouts(correctness=5) and s.resolved_size("cpu") == "small"
+    assert EvalSettings().resolved_size("cuda") == "full"
+
+
+def test_hydra_config_composes_into_settings():
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from tests.conftest import ROOT
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["eval.device=cpu", "eval.timeouts.timing=7", "delta=1.5"])
+    s = EvalSettings.from_mapping(OmegaConf.to_container(cfg.eval, resolve=True))
+    assert s.device == "cpu" and s.timeouts.timing == 7 and cfg.delta == 1.5

@@ -1,0 +1,52 @@
+import math
+
+import pytest
+
+from envs.verdict import HackFinding, Status, Verdict
+from rewards import DEFAULT_DELTA, makora_reward, reward_for_verdict
+
+
+def sigmoid(x):
+    return 1 / (1 + math.exp(-x))
+
+
+def test_failure_earns_nothing():
+    assert makora_reward(False, 5.0) == 0.0
+    assert makora_reward(False, None) == 0.0
+
+
+@pytest.mark.parametrize("speedup", [0.5, 1.0, 2.0, 10.0])
+def test_correct_kernel_reward_follows_makora(speedup):
+    assert makora_reward(True, speedup) == pytest.approx(sigmoid(1 + speedup - 1.8))
+
+
+def test_default_delta_is_makoras():
+    assert DEFAULT_DELTA == 1.8
+    assert makora_reward(True, 1.0) == pytest.approx(sigmoid(0.2))
+
+
+def test_negative_speedup_is_clamped_and_cpu_has_no_speedup_term():
+    assert makora_reward(True, -3.0) == pytest.approx(sigmoid(1 - 1.8))
+    assert makora_reward(True, None) == pytest.approx(sigmoid(1 - 1.8))
+
+
+def test_delta_is_configurable_and_monotone_in_speedup():
+    assert makora_reward(True, 1.0, delta=0.0) == pytest.approx(sigmoid(2.0))
+    values = [makora_reward(True, s) for s in (0.1, 0.5, 1, 2, 4)]
+    assert values == sorted(values) and len(set(values)) == len(values)
+
+
+def test_non_finite_inputs():
+    assert makora_reward(True, float("inf")) == 0.0
+    assert makora_reward(True, float("nan")) == 0.0
+    with pytest.raises(ValueError):
+        makora_reward(True, 1.0, delta=float("nan"))
+
+
+def test_verdict_reward_zero_for_every_failure_and_for_hacks():
+    for status in Status:
+        v = Verdict(status, "p", "cpu", speedup=2.0)
+        expected = sigmoid(1 + 2.0 - 1.8) if status is Status.CORRECT else 0.0
+        assert reward_for_verdict(v) == pytest.approx(expected)
+    flagged = Verdict(Status.CORRECT, "p", "cpu", speedup=2.0, hack=HackFinding("noop_kernel", "x"))
+    assert reward_for_verdict(flagged) == 0.0
