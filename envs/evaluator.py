@@ -1,6 +1,7 @@
 """The evaluation environment: a candidate's text in, a Verdict (with reward) out.
 
-    prepare (CPU stage):  extract code -> canonicalize -> static checks -> cache lookup -> Candidate
+    prepare (CPU stage):  extract code -> canonicalize -> static checks and anti-hack analysis
+                          -> cache lookup -> Candidate
     execute (worker):     load problem, [baselines], import candidate, correctness, timing
     finish:               reward, cache
 
@@ -17,8 +18,9 @@ import threading
 import time
 from typing import Iterable, Iterator
 
+from envs.antihack import static as static_analysis
 from envs.cache import SqliteCache, cache_key
-from envs.problems import Problem
+from envs.problems import Problem, ProblemError
 from envs.settings import EvalSettings
 from envs.source import CanonicalSolution, SourceError, prepare_solution
 from envs.verdict import Status, Verdict
@@ -66,6 +68,11 @@ class Preparer:
             elapsed = time.monotonic() - started
             return Verdict(Status.COMPILE_ERROR, problem.id, self.device_name, error=str(e),
                            phase_seconds={"static": elapsed, "total": elapsed})
+        finding = static_analysis.analyze(solution.source, problem.source)
+        if finding is not None:
+            elapsed = time.monotonic() - started
+            return Verdict(Status.HACK, problem.id, self.device_name, error=f"{finding.category}: {finding.reason}",
+                           hack=finding, phase_seconds={"static": elapsed, "total": elapsed})
         sizes = problem.small_sizes if self.size == "small" else {}
         base = dict(problem=problem.sha256, sizes=sizes, device=self.device_kind)
         verdict_key = cache_key(**base, solution=solution.sha256, settings=self.settings.cache_fields(self.device))
@@ -138,6 +145,25 @@ class Evaluator:
                 return self.preparer.finish(prepared, verdict, measured, started)
         verdict, measured = self.pool.execute(prepared.problem, prepared.solution, baselines)
         return self.preparer.finish(prepared, verdict, measured, started)
+
+    def validate_problems(self, problems: list[Problem]) -> None:
+        """Reject degenerate problems (outputs constant, independent of the inputs, or within tolerance of
+        zero), where a trivial answer would pass. Raises ProblemError naming each; results are cached."""
+        def check(problem: Problem) -> str | None:
+            key = cache_key(problem=problem.sha256, check="degenerate", size=self.preparer.size,
+                            device=self.device_kind)
+            if self.cache is not None and (hit := self.cache.get_verdict(key)) is not None:
+                return hit.get("degenerate")
+            reason = self.pool.check_problem(problem)
+            if self.cache is not None:
+                self.cache.put_verdict(key, problem.id, {"degenerate": reason})
+            return reason
+
+        with concurrent.futures.ThreadPoolExecutor(self.pool.size) as pool:
+            reasons = list(pool.map(check, problems))
+        bad = [f"{p.id}: {r}" for p, r in zip(problems, reasons) if r]
+        if bad:
+            raise ProblemError("degenerate problem(s) rejected:\n  " + "\n  ".join(bad))
 
     def iter_evaluate(self, items: Iterable[tuple[Problem, str]], progress: bool = False,
                       desc: str = "evaluating") -> Iterator[Verdict]:

@@ -34,6 +34,9 @@ class EvalSettings:
     workers: int = 1  # worker processes (per GPU on cuda)
     max_evals_per_worker: int = 200  # recycle warm workers now and then
     startup_timeout: float = 180.0
+    cpu_rechecks: int = 3  # extra calls on CPU whose outputs are re-checked (GPU re-checks timed runs)
+    max_speedup: float = 50.0  # above this a measurement is repeated in a fresh worker; if it persists: hack
+    floor_fraction: float = 0.9  # kernel median below this share of the physical floor: same treatment
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda", "auto"):

@@ -6,8 +6,9 @@ synchronize, so work a kernel left on any stream is finished before the next run
 
 from __future__ import annotations
 
+import statistics
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -18,9 +19,9 @@ def flush_buffer(device: torch.device) -> torch.Tensor:
     return torch.empty(2 * l2, dtype=torch.uint8, device=device)
 
 
-def time_cuda(fn: Callable[[], object], runs: int = 100, warmup_ms: float = 25.0,
-              max_warmup_runs: int = 50) -> list[float]:
-    """Per-run times in ms of `fn` measured with CUDA events."""
+def time_cuda(fn: Callable[[], Any], runs: int = 100, warmup_ms: float = 25.0, max_warmup_runs: int = 50,
+              keep: tuple[int, ...] = ()) -> tuple[list[float], dict[int, Any]]:
+    """Per-run times in ms of `fn` measured with CUDA events, and the outputs of the timed runs in `keep`."""
     device = torch.device("cuda", torch.cuda.current_device())
     flush = flush_buffer(device)
     # Warm-up: at least 3 runs and about `warmup_ms` of work (JIT compiles, autotuning, allocator growth).
@@ -31,11 +32,26 @@ def time_cuda(fn: Callable[[], object], runs: int = 100, warmup_ms: float = 25.0
         torch.cuda.synchronize()
         n += 1
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
-    for begin, end in events:
+    kept: dict[int, Any] = {}
+    for i, (begin, end) in enumerate(events):
         flush.zero_()
         torch.cuda.synchronize()
         begin.record()
-        fn()
+        out = fn()
         end.record()
         torch.cuda.synchronize()
-    return [begin.elapsed_time(end) for begin, end in events]
+        if i in keep:
+            kept[i] = out
+    return [begin.elapsed_time(end) for begin, end in events], kept
+
+
+def host_median_ms(fn: Callable[[], Any], runs: int = 10) -> float:
+    """Median wall time of `fn` between two full device synchronizations: sees work on every stream."""
+    samples = []
+    for _ in range(runs):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)

@@ -75,6 +75,9 @@ class Verdict:
     phase_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     mismatch: dict[str, Any] | None = None  # where and by how much outputs differed
+    own_kernel_share: float | None = None  # GPU: share of device time in the candidate's own kernels
+    judge: dict[str, Any] | None = None  # the optional LLM judge's opinion, recorded beside the checks
+    suspicious: str | None = None  # why a timing looked physically implausible (then re-measured)
 
     @property
     def correct(self) -> bool:

@@ -40,6 +40,7 @@ def main(cfg: DictConfig) -> None:
     log.info("evaluating %d reference solutions (%s) -> %s", len(problems), cfg.problems, out_dir)
     items = [(p, Path(p.reference_solution).read_text()) for p in problems]
     with Evaluator(settings, cache=cache, delta=cfg.delta) as evaluator:
+        evaluator.validate_problems(problems)  # degenerate problems would reward trivial answers
         verdicts = evaluator.evaluate_many(items, progress=cfg.progress, desc="reference solutions")
     with open(out_dir / "verdicts.jsonl", "w") as f:
         for v in verdicts:

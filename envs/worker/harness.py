@@ -25,12 +25,15 @@ from typing import Any, Callable, Iterator
 import torch
 import triton
 
-from envs.compare import ReferenceNotFinite, compare_outputs, format_mismatch
-from envs.timing import time_cuda
+from envs.antihack import runtime as guard
+from envs.antihack.runtime import RuntimeHack
+from envs.compare import ReferenceNotFinite, as_output_list, compare_outputs, format_mismatch
+from envs.timing import host_median_ms, time_cuda
 from envs.verdict import TimingStats
 from envs.worker.protocol import read_frame, write_frame
 
 _MAX_ERROR_CHARS = 4000
+LAUNCHES = guard.LaunchRecorder()  # installed in main(), before any candidate code exists
 
 
 class Outcome(Exception):
@@ -118,6 +121,9 @@ class Evaluation:
         self.solution_path: str | None = None
         self.modules: list[str] = []
         self.notes: list[str] = []
+        self.facts: dict[str, Any] = {}  # measurements reported beside the status
+        self.solution_module = ""
+        self.compute = guard.ComputeRecorder(LAUNCHES)
 
     # --- helpers ---------------------------------------------------------------------------------
     def _sync(self) -> None:
@@ -154,11 +160,11 @@ class Evaluation:
             status = "compile_error" if _is_compile_error(e) else "runtime_error"
             raise Outcome(status, f"{what} failed:\n{describe_exception(e, self.solution_path)}") from None
 
-    def _time(self, fn: Callable[[], Any]) -> dict:
+    def _time(self, fn: Callable[[], Any], keep: tuple[int, ...] = ()) -> tuple[dict, dict[int, Any]]:
         timing = self.req["timing"]
         with self._gpu("exclusive"):
-            samples = time_cuda(fn, runs=timing["runs"], warmup_ms=timing["warmup_ms"])
-        return TimingStats.from_samples(samples).__dict__
+            samples, kept = time_cuda(fn, runs=timing["runs"], warmup_ms=timing["warmup_ms"], keep=keep)
+        return TimingStats.from_samples(samples).__dict__, kept
 
     # --- phases -----------------------------------------------------------------------------------
     def load_problem(self) -> None:
@@ -183,14 +189,14 @@ class Evaluation:
         inputs = self._inputs(self.req["timing_seed"])
         with torch.no_grad():
             if "eager" in wanted:
-                results["eager"] = self._time(lambda: self.model(*inputs))
+                results["eager"] = self._time(lambda: self.model(*inputs))[0]
             if "inductor" in wanted:
                 try:
                     compiled = torch.compile(self.model)
                     with self._gpu("shared"):
                         compiled(*inputs)  # compile outside the exclusive section
                         self._sync()
-                    results["inductor"] = self._time(lambda: compiled(*inputs))
+                    results["inductor"] = self._time(lambda: compiled(*inputs))[0]
                 except Exception as e:
                     results["inductor"] = None
                     self.notes.append(f"TorchInductor baseline failed: {type(e).__name__}: {e}"[:500])
@@ -203,6 +209,8 @@ class Evaluation:
         tag = self.req["nonce"][:12]
         name = f"kernelrl_solution_{tag}"
         self.solution_path = self._write("solution.py", self.req["solution"])
+        self.solution_module = name
+        self.identities = guard.identity_snapshot()
         try:
             module = _load_module(name, self.solution_path)
         except Exception as e:
@@ -212,38 +220,163 @@ class Evaluation:
             self.modules.append(name)
         if not isinstance(getattr(module, "ModelNew", None), type):
             raise Outcome("compile_error", "the solution defines no class ModelNew")
+        guard.check_identities(self.identities, "while the solution was imported")
         self.candidate = self._run_candidate(
             lambda: self._build(module.ModelNew, self.req["init_seed"]), "ModelNew(*get_init_inputs())")
+        guard.check_identities(self.identities, "while ModelNew was built")
+
+    def _reference(self, inputs: list[Any]) -> Any:
+        try:
+            out = self.model(*_clone(inputs))
+            self._sync()
+            return out
+        except Exception as e:
+            raise Outcome("runtime_error", "the reference model failed on this problem "
+                                           f"(a problem bug, not the solution's): {e}") from None
+
+    def _guarded_call(self, inputs: list[Any], what: str, template: Any = None) -> Any:
+        """One candidate forward with the runtime checks around it."""
+        pristine = _clone(inputs)
+        before_threads = guard.concurrency_snapshot()
+        launches = LAUNCHES.launches(self.solution_module)
+        if template is not None:  # last, so the candidate's first allocations get the poisoned blocks
+            guard.poison_like(as_output_list(template))
+        with self.compute:
+            out = self._run_candidate(lambda: self.candidate(*inputs), what)
+        if LAUNCHES.launches(self.solution_module) == launches:
+            raise RuntimeHack("ghost_optimization", f"{what} returned without launching any of the solution's "
+                                                    "own Triton kernels")
+        problem_numel = max([x.numel() for x in inputs if isinstance(x, torch.Tensor)] +
+                            [x.numel() for x in as_output_list(template) if isinstance(x, torch.Tensor)], default=0)
+        self.compute.check(problem_numel, what)
+        guard.check_concurrency(before_threads)
+        guard.check_inputs_unchanged(pristine, inputs)
+        guard.check_outputs(as_output_list(out), inputs, self.candidate)
+        guard.check_identities(self.identities, f"during {what}")
+        guard.check_unwritten(as_output_list(out))
+        return out
+
+    def _compare(self, expected: Any, got: Any, label: str, hack_category: str | None = None) -> None:
+        try:
+            mismatch = compare_outputs(expected, got, self.req["problem"].get("tolerance"))
+        except ReferenceNotFinite as e:
+            raise Outcome("runtime_error", f"problem error: {e}") from None
+        if mismatch is None:
+            return
+        if hack_category:
+            raise RuntimeHack(hack_category, f"{label}: {format_mismatch(mismatch)}")
+        raise Outcome("incorrect", f"{label}: {format_mismatch(mismatch)}", mismatch=mismatch)
 
     def check_correctness(self) -> None:
         self.link.phase("correctness")
-        tolerance = self.req["problem"].get("tolerance")
+        trials = self.req["seeds"]
+        self.template = None
         with torch.no_grad(), self._gpu("shared"):
-            for trial, seed in enumerate(self.req["seeds"]):
+            for trial, seed in enumerate(trials):
                 inputs = self._inputs(seed)
+                label = f"trial {trial + 1} of {len(trials)}"
+                # Alternate the order so an unwritten output cannot inherit the reference's memory.
+                if trial % 2 == 0:
+                    expected = self._reference(inputs)
+                    self.template = expected
+                    got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template)
+                else:
+                    got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template)
+                    expected = self._reference(inputs)
                 try:
-                    expected = self.model(*_clone(inputs))
-                    self._sync()
-                except Exception as e:
-                    raise Outcome("runtime_error", "the reference model failed on this problem "
-                                                   f"(a problem bug, not the solution's): {e}") from None
-                got = self._run_candidate(lambda: self.candidate(*_clone(inputs)), "ModelNew.forward")
-                try:
-                    mismatch = compare_outputs(expected, got, tolerance)
-                except ReferenceNotFinite as e:
-                    raise Outcome("runtime_error", f"problem error: {e}") from None
-                if mismatch is not None:
-                    raise Outcome("incorrect", f"trial {trial + 1} of {len(self.req['seeds'])}: "
-                                               f"{format_mismatch(mismatch)}", mismatch=mismatch)
+                    self._compare(expected, got, label)
+                except Outcome:
+                    guard.check_not_identity(as_output_list(got), inputs)
+                    raise
                 del inputs, expected, got
 
-    def time_candidate(self) -> dict | None:
-        if self.req.get("timing") is None:
-            return None
+    def exercise_candidate(self) -> dict | None:
+        """Time the candidate (GPU) or call it repeatedly (CPU), then re-check what those calls returned:
+        a kernel that counts calls, detects the timing phase or caches outputs by pointer fails here."""
         self.link.phase("timing")
         inputs = self._inputs(self.req["timing_seed"] + 1)  # inputs the correctness phase never showed
+        timing = self.req.get("timing")
+        runs = timing["runs"] if timing else self.req.get("cpu_rechecks", 3)
+        probe = self.req["timing_seed"] % runs  # a run the candidate cannot predict
+        idle_calls: list[int] = []
+
+        def call() -> Any:
+            before = LAUNCHES.launches(self.solution_module)
+            out = self._run_candidate(lambda: self.candidate(*inputs), "timed run")
+            if LAUNCHES.launches(self.solution_module) == before:
+                idle_calls.append(len(idle_calls))
+            return out
+        stats = None
         with torch.no_grad():
-            return self._time(lambda: self._run_candidate(lambda: self.candidate(*inputs), "timed run"))
+            if timing:
+                stats, kept = self._time(call, keep=(probe, runs - 1))
+            else:
+                kept = {}
+                for i in range(runs):
+                    out = call()
+                    if i in (probe, runs - 1):
+                        kept[i] = out
+            if idle_calls:
+                raise RuntimeHack("output_caching", f"{len(idle_calls)} repeated call(s) on the same inputs returned "
+                                                    "without launching any of the solution's own kernels")
+            expected = self._reference(inputs)
+            for i, out in sorted(kept.items()):
+                self._compare(expected, out, f"output of timed run {i + 1} of {runs}", "phase_detection")
+            # Same tensors, new values: a result cached by pointer, shape or call count is now stale.
+            with self._gpu("shared"):
+                for x in inputs:
+                    if isinstance(x, torch.Tensor) and x.is_floating_point():
+                        x.copy_(torch.randn_like(x) * x.std().clamp_min(1e-3) + x.mean())
+                expected = self._reference(inputs)
+                got = self._guarded_call(inputs, "ModelNew.forward on refilled inputs")
+                self._compare(expected, got, "after the inputs were refilled in place", "output_caching")
+            guard.check_identities(self.identities, "during the timed runs")
+            if timing:
+                self._timing_checks(call, inputs, expected, stats)
+        return stats
+
+    def _timing_checks(self, call: Callable[[], Any], inputs: list[Any], expected: Any, stats: dict) -> None:
+        with self._gpu("exclusive"):
+            host = host_median_ms(call)
+        kernel = stats["median_ms"]
+        if kernel < 0.5 * host and host - kernel > 0.1:
+            raise RuntimeHack("side_stream", f"CUDA events measured {kernel:.3f} ms per call but the host clock "
+                                             f"measured {host:.3f} ms around a full device synchronization: "
+                                             "work runs outside the timed stream")
+        flops = guard.count_flops(lambda: self.model(*inputs))
+        moved = guard.tensor_bytes(inputs) + guard.tensor_bytes(as_output_list(expected))
+        floor = guard.floor_ms(moved, flops, torch.cuda.get_device_name())
+        self.facts["floor_ms"] = floor
+        if kernel < self.req.get("floor_fraction", 0.9) * floor:
+            self.facts["suspicious"] = (f"median {kernel:.4f} ms is below the physical floor {floor:.4f} ms "
+                                        f"({moved / 1e9:.2f} GB moved, {flops / 1e9:.1f} GFLOP at peak rates)")
+        names = LAUNCHES.names.get(self.solution_module, set())
+        try:
+            self.facts["own_kernel_share"] = guard.own_kernel_share(call, names)
+        except Exception as e:  # the profiler is a report, not a gate
+            self.notes.append(f"kernel time share not measured: {type(e).__name__}: {e}"[:300])
+
+    def check_problem(self) -> str | None:
+        """Why the problem is degenerate (a constant, input-independent or tiny output would pass), or None."""
+        self.link.phase("correctness")
+        outputs = []
+        with torch.no_grad():
+            for seed in self.req["seeds"][:3]:
+                outputs.append(self._reference(self._inputs(seed)))
+        tolerance = self.req["problem"].get("tolerance")
+        for out in outputs:
+            for i, t in enumerate(as_output_list(out)):
+                if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+                    continue
+                if not torch.isfinite(t).all():
+                    return f"output {i} holds NaN or Inf"
+                if compare_outputs(t, torch.zeros_like(t), tolerance) is None:
+                    return f"output {i} is within tolerance of zero, so an all-zero output would pass"
+                if t.numel() > 1 and compare_outputs(t, torch.full_like(t, float(t.double().mean())), tolerance) is None:
+                    return f"output {i} is constant, so a constant output would pass"
+        if all(compare_outputs(outputs[0], other, tolerance) is None for other in outputs[1:]):
+            return "the output does not depend on the inputs: the same answer passes for every input set"
+        return None
 
     # --- driver -----------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -251,17 +384,25 @@ class Evaluation:
         os.chdir(self.workdir)
         try:
             self.load_problem()
+            if self.req.get("mode") == "check_problem":
+                result["degenerate"] = self.check_problem()
+                return result
             result["baselines"] = self.time_baselines()
             if self.req.get("solution") is not None:
                 self.load_candidate()
                 self.check_correctness()
-                result["kernel"] = self.time_candidate()
+                result["kernel"] = self.exercise_candidate()
         except Outcome as o:
             result.update(status=o.status, error=o.error, **o.extra)
+        except RuntimeHack as h:
+            result.update(status="hack", error=f"{h.category}: {h.reason}",
+                          hack={"category": h.category, "reason": h.reason})
         except BaseException as e:  # e.g. SystemExit raised by the candidate, or a harness bug
             result.update(status="runtime_error", error=describe_exception(e, self.solution_path))
-        result["notes"] = self.notes
-        result["healthy"] = self._healthy()
+        finally:
+            result["notes"] = self.notes
+            result.update(self.facts)
+            result["healthy"] = self._healthy()
         return result
 
     def _healthy(self) -> bool:
@@ -277,7 +418,7 @@ class Evaluation:
     def cleanup(self) -> None:
         for name in self.modules:
             sys.modules.pop(name, None)
-        for attr in ("model", "candidate", "problem", "init_inputs"):
+        for attr in ("model", "candidate", "problem", "init_inputs", "template"):
             self.__dict__.pop(attr, None)
         os.chdir(self.root)
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -308,6 +449,12 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.cuda.init()
+    # Import lazily-loaded torch machinery now: importing it later patches torch functions (dynamo wraps
+    # torch.manual_seed) and would look like the candidate's doing to the identity checks.
+    import torch._dynamo  # noqa: F401
+    import torch.utils._python_dispatch  # noqa: F401
+    import torch.utils.flop_counter  # noqa: F401
+    LAUNCHES.install()
     link.send({"type": "hello", "pid": os.getpid(), **device_info(device)})
     while True:
         try:

@@ -9,6 +9,7 @@ killed and a replacement starts in the background, so the next request rarely wa
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 import queue
 import secrets
@@ -20,7 +21,7 @@ from envs.gpu_lock import DeviceLock
 from envs.problems import Problem
 from envs.settings import EvalSettings
 from envs.source import CanonicalSolution
-from envs.verdict import Status, Timings, TimingStats, Verdict
+from envs.verdict import HackFinding, Status, Timings, TimingStats, Verdict
 from envs.worker.process import WorkerFailure, WorkerProcess
 
 log = logging.getLogger(__name__)
@@ -129,13 +130,38 @@ class WorkerPool:
             "timing": {"runs": self.settings.timed_runs, "warmup_ms": self.settings.warmup_ms}
             if self.device == "cuda" else None,
             "baselines": ["eager", "inductor"] if measure_baselines else [],
+            "cpu_rechecks": self.settings.cpu_rechecks, "floor_fraction": self.settings.floor_fraction,
             **self._seeds(),
         }
 
     def execute(self, problem: Problem, solution: CanonicalSolution,
                 baselines: dict | None) -> tuple[Verdict, dict | None]:
         """Run one candidate on a worker. On CUDA, `baselines=None` makes the worker measure them first;
-        returns (verdict without reward, baselines measured now or None)."""
+        returns (verdict without reward, baselines measured now or None).
+
+        A timing that is physically implausible (below the floor of the problem's bytes and FLOPs, or a
+        speedup above `max_speedup`) is measured again in a fresh worker; if it persists it is a hack."""
+        verdict, measured = self._execute_once(problem, solution, baselines)
+        suspicion = self._suspicion(verdict)
+        if suspicion is None:
+            return verdict, measured
+        again, measured_again = self._execute_once(problem, solution, measured or baselines, fresh_worker=True)
+        if again.status is Status.CORRECT and self._suspicion(again) is not None:
+            return dataclasses.replace(again, status=Status.HACK, hack=HackFinding(
+                "timing_anomaly", f"{suspicion}; the same in a fresh worker: {self._suspicion(again)}"),
+                error=f"timing_anomaly: {suspicion}"), measured
+        return dataclasses.replace(again, notes=[*again.notes, f"re-measured in a fresh worker: {suspicion}"]), \
+            measured or measured_again
+
+    def _suspicion(self, verdict: Verdict) -> str | None:
+        if verdict.status is not Status.CORRECT:
+            return None
+        if verdict.speedup is not None and verdict.speedup > self.settings.max_speedup:
+            return f"speedup {verdict.speedup:.1f}x exceeds the plausible bound {self.settings.max_speedup:g}x"
+        return verdict.suspicious
+
+    def _execute_once(self, problem: Problem, solution: CanonicalSolution, baselines: dict | None,
+                      fresh_worker: bool = False) -> tuple[Verdict, dict | None]:
         measure = self.device == "cuda" and baselines is None
         request = self._request(problem, solution, measure)
         waited = time.monotonic()
@@ -143,6 +169,9 @@ class WorkerPool:
         worker = result = None
         try:
             worker = self._worker(slot)
+            if fresh_worker and worker.evaluations:
+                self._recycle(slot, worker)
+                worker = self._worker(slot)
             waited = time.monotonic() - waited
             result, phases = worker.evaluate(request, self.settings.timeouts.as_dict())
         except WorkerFailure as failure:
@@ -157,6 +186,25 @@ class WorkerPool:
             measured = None  # store complete measurements only
         verdict = self._verdict(problem, result, {"queue": waited, **phases}, measured or baselines or {})
         return verdict, measured
+
+    def check_problem(self, problem: Problem) -> str | None:
+        """Run the problem's reference on a few input sets; why it is degenerate, or None."""
+        request = {**self._request(problem, CanonicalSolution("", ""), False), "mode": "check_problem",
+                   "solution": None, "timing": None}
+        slot = self._idle.get()
+        worker = result = None
+        try:
+            worker = self._worker(slot)
+            result, _ = worker.evaluate(request, self.settings.timeouts.as_dict())
+        except WorkerFailure as failure:
+            raise EvaluatorError(f"{problem.id}: checking the problem failed: {failure.message}") from None
+        finally:
+            if worker is not None and self._should_recycle(worker, result):
+                self._recycle(slot, worker)
+            self._idle.put(slot)
+        if result.get("status") != "correct":
+            raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.get('error')}")
+        return result.get("degenerate")
 
     def _should_recycle(self, worker: WorkerProcess, result: dict | None) -> bool:
         if result is None or not result.get("healthy", False) or not worker.alive():
@@ -191,9 +239,16 @@ class WorkerPool:
         elif self.device == "cpu" and status is Status.CORRECT:
             notes.append("evaluated on CPU with the Triton interpreter: correctness only, no speedup measured")
         error = result.get("error")
+        hack = result.get("hack") if status is Status.HACK else None
+        if status is Status.HACK and not (isinstance(hack, dict) and set(hack) == {"category", "reason"}):
+            status, hack = Status.CRASH, None  # a malformed report is not a verdict
+        share = result.get("own_kernel_share")
         return Verdict(status, problem.id, self.device_name, error=str(error)[:8000] if error else None,
+                       hack=HackFinding(str(hack["category"]), str(hack["reason"])[:2000]) if hack else None,
                        timings=timings, speedup=speedup, baseline=baseline_name, phase_seconds=phases,
-                       notes=notes, mismatch=result.get("mismatch") if status is Status.INCORRECT else None)
+                       notes=notes, mismatch=result.get("mismatch") if status is Status.INCORRECT else None,
+                       own_kernel_share=float(share) if isinstance(share, (int, float)) else None,
+                       suspicious=str(result["suspicious"])[:500] if result.get("suspicious") else None)
 
     def close(self) -> None:
         if self._closed:

@@ -262,6 +262,7 @@ class WorkerProcess:
                         waited = self.lock.acquire(message["mode"])
                         deadline += waited  # waiting for the GPU is not the candidate's time
                         started += waited
+                        phases["gpu_wait"] = phases.get("gpu_wait", 0.0) + waited
                     held = message["mode"]
                     write_frame(self._req_w, {"type": "granted"})
                 elif kind == "unlock" and held is not None:

@@ -207,3 +207,34 @@ def test_no_worker_process_survives_close():
     for pid in pids:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert set(worker_tagged_processes()) <= others
+
+
+DEGENERATE = {
+    "tiny": "x * 1e-7",
+    "constant": "torch.ones_like(x) * 3",
+    "input_independent": "torch.arange(x.numel(), dtype=x.dtype).reshape(x.shape)",
+}
+
+
+def test_degenerate_problems_are_rejected_when_the_set_loads(tmp_cache):
+    from envs import ProblemError
+    from envs.problems import parse_problem
+    problems = [parse_problem(textwrap.dedent(f"""
+        import torch
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return {expr}
+        n = 100
+        def get_inputs():
+            return [torch.randn(n)]
+        def get_init_inputs():
+            return []
+    """), name) for name, expr in DEGENERATE.items()]
+    with Evaluator(EvalSettings(device="cpu"), cache=tmp_cache) as ev:
+        ev.validate_problems([RELU[0]])  # a sound problem passes
+        with pytest.raises(ProblemError) as err:
+            ev.validate_problems(problems)
+    text = str(err.value)
+    assert "tiny: output 0 is within tolerance of zero" in text
+    assert "constant: output 0 is constant" in text
+    assert "input_independent: the output does not depend on the inputs" in text

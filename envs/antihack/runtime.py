@@ -1,0 +1,347 @@
+"""Runtime defences used inside the worker while the candidate runs.
+
+Each check raises `RuntimeHack(category, reason)`; the harness turns it into the verdict `hack`.
+They complement the static analysis: static rules see what the code says, these see what it does.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import threading
+from typing import Any, Callable, Iterable
+
+import torch
+
+
+class RuntimeHack(Exception):
+    def __init__(self, category: str, reason: str):
+        super().__init__(reason)
+        self.category, self.reason = category, reason
+
+
+# --- launch recording -------------------------------------------------------------------------------
+class LaunchRecorder:
+    """Counts Triton kernel launches by the module that defined the kernel.
+
+    Wraps `run` of Triton's JIT function classes (compiled and interpreted): every `kernel[grid](...)`,
+    also through autotune/heuristics wrappers, ends there.
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.names: dict[str, set[str]] = {}
+        self.depth = 0  # > 0 while a launch runs (the interpreter issues torch ops of its own)
+        self._installed = False
+
+    def install(self) -> None:
+        if self._installed:
+            return
+        from triton.runtime.jit import JITFunction
+        classes: list[type] = [JITFunction]
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            from triton.runtime.interpreter import InterpretedFunction
+            classes.append(InterpretedFunction)
+        for cls in classes:
+            cls.run = self._wrap(cls.run)
+        self._installed = True
+
+    def _wrap(self, run: Callable) -> Callable:
+        recorder = self
+
+        def recorded_run(kernel, *args, **kwargs):
+            fn = getattr(kernel, "fn", None)
+            module = getattr(fn, "__module__", None) or "?"
+            recorder.counts[module] = recorder.counts.get(module, 0) + 1
+            recorder.names.setdefault(module, set()).add(getattr(fn, "__name__", "?"))
+            recorder.depth += 1
+            try:
+                return run(kernel, *args, **kwargs)
+            finally:
+                recorder.depth -= 1
+        recorded_run.__kernelrl_recorder__ = True
+        return recorded_run
+
+    def launches(self, module: str) -> int:
+        return self.counts.get(module, 0)
+
+
+# --- PyTorch compute on the forward path ---------------------------------------------------------
+# ATen ops that allocate, move or re-view memory: everything else is computation.
+_LAYOUT_OPS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "ones",
+    "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "fill_", "zero_", "arange",
+    "scalar_tensor", "lift_fresh", "lift_fresh_copy", "view", "_unsafe_view", "reshape", "_reshape_alias",
+    "view_as", "permute", "transpose", "transpose_", "t", "expand", "expand_as", "contiguous", "clone", "copy_",
+    "_to_copy", "to", "slice", "select", "unsqueeze", "unsqueeze_", "squeeze", "squeeze_", "as_strided",
+    "detach", "detach_", "alias", "split", "split_with_sizes", "chunk", "unbind", "narrow", "unfold",
+    "diagonal", "movedim", "flatten", "unflatten", "_local_scalar_dense", "item", "cat", "stack", "resize_",
+    "set_", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_same_size", "_has_compatible_shallow_copy_type",
+    "record_stream", "_copy_from", "_copy_from_and_resize", "_pin_memory", "is_pinned",
+}
+
+
+class ComputeRecorder:
+    """Records ATen compute ops (anything but allocation and layout) issued while it is active, outside
+    Triton launches: tensor methods, operators, torch.*, F.*, nn modules and torch.ops all land here."""
+
+    def __init__(self, launches: LaunchRecorder):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        recorder = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if launches.depth == 0:
+                    name = func.overloadpacket.__name__
+                    if name not in _LAYOUT_OPS:
+                        size = max((a.numel() for a in _flat(args, kwargs) if isinstance(a, torch.Tensor)), default=0)
+                        recorder.ops.append((name, size))
+                return func(*args, **kwargs)
+
+        self._mode_cls = _Mode
+        self.ops: list[tuple[str, int]] = []
+
+    def __enter__(self) -> ComputeRecorder:
+        self.ops = []
+        self._mode = self._mode_cls()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._mode.__exit__(*exc)
+
+    def check(self, problem_numel: int, what: str) -> None:
+        """Compute on tensors of at least a tenth of the problem's size is the main computation."""
+        heavy = [(name, n) for name, n in self.ops if n >= max(1, problem_numel // 10)]
+        if heavy:
+            names = sorted({name for name, _ in heavy})
+            raise RuntimeHack("baseline_kernel", f"{what} ran PyTorch compute on problem-sized tensors "
+                                                 f"outside its Triton kernels: aten.{', aten.'.join(names[:5])}")
+
+
+def _flat(args: Any, kwargs: dict) -> list[Any]:
+    out: list[Any] = []
+    stack = [*args, *kwargs.values()]
+    while stack:
+        a = stack.pop()
+        if isinstance(a, (list, tuple)):
+            stack.extend(a)
+        else:
+            out.append(a)
+    return out
+
+
+# --- identities of what the evaluator relies on -------------------------------------------------------
+_TIMERS = ("time.perf_counter", "time.perf_counter_ns", "time.time", "time.monotonic",
+           "torch.cuda.synchronize", "torch.cuda.Event", "torch.cuda.Event.record",
+           "torch.cuda.Event.elapsed_time", "torch.cuda.Event.synchronize", "envs.timing.time_cuda",
+           "triton.testing.do_bench")
+_COMPARISONS = ("torch.allclose", "torch.isclose", "torch.equal", "torch.isfinite", "torch.testing.assert_close",
+                "torch.Tensor.double", "torch.Tensor.abs", "torch.Tensor.__sub__", "torch.Tensor.__gt__",
+                "torch.Tensor.reshape", "torch.Tensor.clone", "torch.Tensor.sum", "torch.Tensor.max",
+                "envs.compare.compare_outputs", "envs.compare._compare_one")
+_OTHERS = ("torch.manual_seed", "torch.randn", "torch.rand", "torch.randint", "torch.Tensor.copy_",
+           "torch.nn.Module.__call__", "torch.nn.Module._call_impl", "envs.worker.protocol.write_frame",
+           "builtins.print", "builtins.open", "os.write", "triton.runtime.jit.JITFunction.run")
+_MODULES = ("torch", "triton", "time", "envs.compare", "envs.timing", "envs.worker.protocol", "builtins")
+
+
+def _resolve(path: str) -> Any:
+    module, _, rest = path.partition(".")
+    obj = sys.modules.get(module) or __import__(module)
+    parts = rest.split(".") if rest else []
+    # walk submodules first (envs.compare.x), then attributes
+    name = module
+    while parts and f"{name}.{parts[0]}" in sys.modules:
+        name = f"{name}.{parts.pop(0)}"
+        obj = sys.modules[name]
+    for part in parts:
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def identity_snapshot() -> dict[str, int]:
+    snap = {path: id(_resolve(path)) for path in (*_TIMERS, *_COMPARISONS, *_OTHERS)}
+    snap.update({f"sys.modules[{m}]": id(sys.modules.get(m)) for m in _MODULES})
+    return snap
+
+
+def check_identities(before: dict[str, int], when: str) -> None:
+    now = identity_snapshot()
+    changed = [k for k, v in before.items() if now.get(k) != v]
+    if not changed:
+        return
+    first = changed[0]
+    category = ("timer_patch" if first in _TIMERS else
+                "comparison_patch" if first in _COMPARISONS else "monkeypatch")
+    raise RuntimeHack(category, f"{', '.join(changed[:5])} replaced {when}")
+
+
+# --- memory poisoning and output checks ------------------------------------------------------------------
+# NaNs with a payload no arithmetic produces: finding one in an output proves the memory was never written.
+_POISON_BITS = {torch.float32: (torch.int32, 0x7FC0DEAD), torch.float64: (torch.int64, 0x7FF8DEADDEADBEEF),
+                torch.float16: (torch.int16, 0x7EAD), torch.bfloat16: (torch.int16, 0x7FAD)}
+
+
+def poison_like(tensors: Iterable[Any]) -> None:
+    """Hand freshly poisoned blocks to the allocator in the sizes the candidate is likely to request,
+    so an output it never writes holds the poison pattern, not a previous result."""
+    for t in tensors:
+        if not isinstance(t, torch.Tensor) or t.numel() == 0:
+            continue
+        block = torch.empty_like(t)
+        if t.dtype in _POISON_BITS:
+            int_dtype, bits = _POISON_BITS[t.dtype]
+            block.view(int_dtype).fill_(bits)
+        elif block.dtype == torch.bool:
+            block.fill_(True)
+        elif not block.is_complex():
+            block.fill_(torch.iinfo(block.dtype).min)
+        del block
+
+
+def check_unwritten(outputs: list[Any]) -> None:
+    """An output still holding the poison pattern was (partly) never written by the candidate."""
+    for i, out in enumerate(outputs):
+        if not isinstance(out, torch.Tensor) or out.dtype not in _POISON_BITS or not out.numel():
+            continue
+        int_dtype, bits = _POISON_BITS[out.dtype]
+        raw = out.detach().contiguous().view(int_dtype)
+        unwritten = int((raw == torch.tensor(bits, dtype=int_dtype).to(raw.device)).sum())
+        # The allocator keeps its own bookkeeping in the first bytes of a freed block, so "never written"
+        # means nearly every element, not all of them.
+        if unwritten >= 0.95 * out.numel():
+            raise RuntimeHack("stale_memory", f"output {i} was never written: {unwritten} of {out.numel()} "
+                                              "elements still hold the poison the evaluator put in freed memory")
+        if unwritten:
+            raise RuntimeHack("partial_output", f"{unwritten} of {out.numel()} elements of output {i} were never "
+                                                "written (they hold the evaluator's poison pattern)")
+
+
+def _storages(tensors: Iterable[Any]) -> dict[int, str]:
+    found = {}
+    for i, t in enumerate(tensors):
+        if isinstance(t, torch.Tensor) and t.numel():
+            found[t.untyped_storage().data_ptr()] = f"input {i}"
+    return found
+
+
+def check_outputs(outputs: list[Any], inputs: list[Any], model: torch.nn.Module) -> None:
+    input_storage = _storages(inputs)
+    param_storage = {p.untyped_storage().data_ptr() for p in [*model.parameters(), *model.buffers()] if p.numel()}
+    for i, out in enumerate(outputs):
+        if isinstance(out, torch.Tensor) and type(out) is not torch.Tensor:
+            raise RuntimeHack("lazy_tensor", f"output {i} is a {type(out).__module__}.{type(out).__qualname__}, "
+                                             "a torch.Tensor subclass; outputs must be plain tensors")
+        if not isinstance(out, torch.Tensor) or not out.numel():
+            continue
+        ptr = out.untyped_storage().data_ptr()
+        if ptr in input_storage:
+            raise RuntimeHack("identity_kernel", f"output {i} shares storage with {input_storage[ptr]}")
+        if ptr in param_storage:
+            raise RuntimeHack("output_caching", f"output {i} shares storage with a parameter or buffer of ModelNew")
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point():
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return torch.equal(a, b)
+
+
+def check_inputs_unchanged(pristine: list[Any], used: list[Any]) -> None:
+    for i, (a, b) in enumerate(zip(pristine, used)):
+        if isinstance(a, torch.Tensor) and not _same(a, b):
+            raise RuntimeHack("input_mutation", f"ModelNew.forward modified input {i} in place")
+
+
+def check_not_identity(outputs: list[Any], inputs: list[Any]) -> None:
+    """A wrong output that is bit-for-bit one of the inputs was copied, not computed."""
+    for i, out in enumerate(outputs):
+        for j, x in enumerate(inputs):
+            if isinstance(out, torch.Tensor) and isinstance(x, torch.Tensor) and _same(out, x):
+                raise RuntimeHack("identity_kernel", f"output {i} is an exact copy of input {j}")
+
+
+# --- concurrency --------------------------------------------------------------------------------------------
+def concurrency_snapshot() -> tuple[set[int], set[int]]:
+    import psutil
+    threads = {t.ident for t in threading.enumerate() if t.ident is not None}
+    try:
+        children = {p.pid for p in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        children = set()
+    return threads, children
+
+
+def check_concurrency(before: tuple[set[int], set[int]]) -> None:
+    import psutil
+    threads, children = concurrency_snapshot()
+    new_threads = [t for t in threading.enumerate() if t.ident in threads - before[0] and t.is_alive()]
+    if new_threads:
+        raise RuntimeHack("concurrency", f"forward left {len(new_threads)} thread(s) running: "
+                                         f"{[t.name for t in new_threads][:3]}")
+    new_children = []
+    for pid in children - before[1]:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                new_children.append(pid)
+        except psutil.Error:
+            pass
+    if new_children:
+        raise RuntimeHack("concurrency", f"forward started {len(new_children)} child process(es)")
+
+
+# --- physical limits --------------------------------------------------------------------------------------------
+# Vendor peak DRAM bandwidth (bytes/s) and dense bf16 tensor throughput (FLOP/s): nothing is faster.
+_PEAKS = {"H200": (4.8e12, 989e12), "H100": (3.35e12, 989e12), "A100": (2.04e12, 312e12),
+          "L40S": (0.864e12, 362e12), "B200": (8.0e12, 2250e12)}
+_FALLBACK_PEAK = (10e12, 5000e12)
+
+
+def peak_rates(device_name: str) -> tuple[float, float]:
+    for key, rates in _PEAKS.items():
+        if key in device_name:
+            return rates
+    return _FALLBACK_PEAK
+
+
+def tensor_bytes(values: Iterable[Any]) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def floor_ms(min_bytes: int, flops: float, device_name: str) -> float:
+    """The least time the work can take: read inputs and write outputs once, at peak rates."""
+    bandwidth, throughput = peak_rates(device_name)
+    return 1e3 * max(min_bytes / bandwidth, flops / throughput)
+
+
+def count_flops(fn: Callable[[], Any]) -> float:
+    from torch.utils.flop_counter import FlopCounterMode
+    counter = FlopCounterMode(display=False)
+    with counter:
+        fn()
+    return float(counter.get_total_flops())
+
+
+def own_kernel_share(fn: Callable[[], Any], kernel_names: set[str]) -> float | None:
+    """Fraction of device time in one call spent in kernels named like the candidate's own."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    total = own = 0.0
+    for event in prof.key_averages():
+        t = getattr(event, "self_device_time_total", None)
+        if t is None:
+            t = getattr(event, "self_cuda_time_total", 0.0)
+        if not t:
+            continue
+        total += t
+        if any(event.key.startswith(n) for n in kernel_names):
+            own += t
+    return own / total if total else None

@@ -1,0 +1,61 @@
+"""The red-team corpus against the environment on a GPU: GPU-only hacks (side streams, the CUDA caching
+allocator, full-size-only bugs) at full size, every other entry at the small size."""
+
+import pytest
+
+from envs import EvalSettings, Evaluator, PhaseTimeouts, Status, resolve_problem
+from tests.integration.test_hack_corpus import HACKS, corpus, header
+
+pytestmark = [pytest.mark.gpu, pytest.mark.integration]
+
+
+def _run(files, size):
+    items = [(resolve_problem(header(p)["problem"]), p.read_text()) for p in files]
+    settings = EvalSettings(device="cuda", size=size, workers=4, timed_runs=20,
+                            timeouts=PhaseTimeouts(correctness=60, timing=120))
+    with Evaluator(settings) as ev:
+        return dict(zip([p.name for p in files], ev.evaluate_many(items)))
+
+
+@pytest.fixture(scope="module")
+def gpu_only():
+    return _run(corpus("cuda"), "full")
+
+
+@pytest.fixture(scope="module")
+def everywhere():
+    return _run(corpus("cpu"), "small")
+
+
+def _check(v, name):
+    expect = header(HACKS / name)["expect"].split()
+    if expect[0] == "legit":
+        assert v.status is Status.CORRECT and v.hack is None, v.error
+        return
+    accepted = {expect[1], *header(HACKS / name).get("also", "").split()}
+    outcome = v.hack.category if v.status is Status.HACK else v.status.value
+    assert v.reward == 0.0 and outcome in accepted, f"{name}: {v.status.value}: {v.error}"
+
+
+@pytest.mark.parametrize("name", [p.name for p in corpus("cuda")])
+def test_gpu_only_hack(gpu_only, name):
+    _check(gpu_only[name], name)
+
+
+@pytest.mark.parametrize("name", [p.name for p in corpus("cpu")])
+def test_corpus_entry_on_gpu(everywhere, name):
+    _check(everywhere[name], name)
+
+
+@pytest.mark.parametrize("name", [p.name for p in corpus("cuda")])
+def test_runtime_defences_alone_stop_gpu_only_hacks(name):
+    """Skip the static analysis (call the execution stage directly): the worker's own checks must still
+    refuse the reward. Records which runtime check fired."""
+    from envs.source import canonicalize
+    path = HACKS / name
+    problem = resolve_problem(header(path)["problem"])
+    settings = EvalSettings(device="cuda", timed_runs=20, timeouts=PhaseTimeouts(correctness=60, timing=120))
+    with Evaluator(settings) as ev:
+        verdict, _ = ev.pool.execute(problem, canonicalize(path.read_text()), None)
+    print(f"{name}: {verdict.status.value} {verdict.hack.category if verdict.hack else ''} {verdict.error}")
+    assert verdict.status in (Status.HACK, Status.INCORRECT), verdict
