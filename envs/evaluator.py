@@ -19,6 +19,7 @@ import time
 from typing import Iterable, Iterator
 
 from envs.antihack import static as static_analysis
+from envs.antihack.judge import LLMJudge, apply_judge
 from envs.cache import SqliteCache, cache_key
 from envs.problems import Problem, ProblemError
 from envs.settings import EvalSettings
@@ -48,8 +49,9 @@ class Preparer:
     """The CPU stage and the bookkeeping around execution: keys, cache, baselines, reward."""
 
     def __init__(self, settings: EvalSettings, device_kind: str, cache: SqliteCache | None = None,
-                 delta: float = DEFAULT_DELTA):
+                 delta: float = DEFAULT_DELTA, judge: LLMJudge | None = None):
         self.settings, self.device_kind, self.cache, self.delta = settings, device_kind, cache, delta
+        self.judge = judge
         self.device = resolve_device(settings.device)
         self.size = settings.resolved_size(self.device)
         self._baselines: dict[str, dict] = {}  # used when there is no cache
@@ -78,7 +80,8 @@ class Preparer:
         verdict_key = cache_key(**base, solution=solution.sha256, settings=self.settings.cache_fields(self.device))
         if self.cache is not None and (hit := self.cache.get_verdict(verdict_key)) is not None:
             verdict = Verdict.from_dict(hit)
-            return dataclasses.replace(verdict, cached=True, reward=reward_for_verdict(verdict, self.delta))
+            verdict = dataclasses.replace(verdict, cached=True, reward=reward_for_verdict(verdict, self.delta))
+            return self._judged(verdict, problem, solution)
         baseline_key = cache_key(**base, runs=self.settings.timed_runs, warmup_ms=self.settings.warmup_ms)
         return Candidate(problem, solution, verdict_key, baseline_key, time.monotonic() - started)
 
@@ -104,20 +107,28 @@ class Preparer:
         verdict = dataclasses.replace(verdict, phase_seconds=phases, reward=reward_for_verdict(verdict, self.delta))
         if self.cache is not None and verdict.status not in _TRANSIENT:
             self.cache.put_verdict(candidate.verdict_key, candidate.problem.id, verdict.to_dict())
-        return verdict
+        return self._judged(verdict, candidate.problem, candidate.solution)
+
+    def _judged(self, verdict: Verdict, problem: Problem, solution: CanonicalSolution) -> Verdict:
+        """The optional LLM judge reviews correct verdicts after the deterministic checks (its answers
+        have their own cache, so the verdict cache keeps the deterministic verdict)."""
+        if self.judge is None or not self.judge.config.enabled or not verdict.correct:
+            return verdict
+        record = self.judge.judge(solution.source, problem.source)
+        return apply_judge(verdict, record, self.judge.config.can_zero_reward)
 
 
 class Evaluator:
     """Both stages on this machine: what the CLI, the main job and the tests use."""
 
     def __init__(self, settings: EvalSettings | None = None, cache: SqliteCache | None = None,
-                 delta: float = DEFAULT_DELTA, gpu_ids: list[int] | None = None):
+                 delta: float = DEFAULT_DELTA, gpu_ids: list[int] | None = None, judge: LLMJudge | None = None):
         self.settings = settings or EvalSettings()
         self.pool = WorkerPool(self.settings, gpu_ids)
         self.device = self.pool.device
         self.cache = cache
         try:
-            self.preparer = Preparer(self.settings, self.pool.device_kind, cache, delta)
+            self.preparer = Preparer(self.settings, self.pool.device_kind, cache, delta, judge)
         except BaseException:
             self.pool.close()
             raise

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from envs import EvalSettings, Evaluator, load_problem_set  # noqa: E402
+from envs.antihack.judge import LLMJudge  # noqa: E402
 from envs.cache import SqliteCache  # noqa: E402
 from envs.report import verdict_table  # noqa: E402
 
@@ -36,10 +37,12 @@ def main(cfg: DictConfig) -> None:
     if not problems:
         raise SystemExit(f"no problems with reference solutions in {cfg.problems!r} (levels={levels})")
     cache = SqliteCache(cfg.cache_path) if cfg.cache_path else None
+    judge_cfg = OmegaConf.to_container(cfg.judge, resolve=True)
+    judge = LLMJudge.from_mapping(judge_cfg) if judge_cfg.get("enabled") else None
     out_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     log.info("evaluating %d reference solutions (%s) -> %s", len(problems), cfg.problems, out_dir)
     items = [(p, Path(p.reference_solution).read_text()) for p in problems]
-    with Evaluator(settings, cache=cache, delta=cfg.delta) as evaluator:
+    with Evaluator(settings, cache=cache, delta=cfg.delta, judge=judge) as evaluator:
         evaluator.validate_problems(problems)  # degenerate problems would reward trivial answers
         verdicts = evaluator.evaluate_many(items, progress=cfg.progress, desc="reference solutions")
     with open(out_dir / "verdicts.jsonl", "w") as f:
