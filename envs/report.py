@@ -29,3 +29,17 @@ def verdict_table(problems: list[Problem], verdicts: list[Verdict]) -> str:
     for p, v in failures:
         lines.append(f"\n{p.id}: {v.status.value}\n{v.error}")
     return "\n".join(lines)
+
+
+def markdown_table(problems: list[Problem], verdicts: list[Verdict]) -> str:
+    """Per-problem figures for docs/gpu-notes.md."""
+    lines = ["| problem | status | t_eager ms | t_inductor ms | t_reference ms | speedup vs inductor | "
+             "speedup vs eager | eval wall s |", "|---|---|---|---|---|---|---|---|"]
+    for p, v in zip(problems, verdicts):
+        t = v.timings
+        eager, inductor, kernel = (t.eager, t.inductor, t.kernel) if t else (None, None, None)
+        vs_eager = f"{eager.median_ms / kernel.median_ms:.2f}" if eager and kernel else "-"
+        vs_inductor = f"{inductor.median_ms / kernel.median_ms:.2f}" if inductor and kernel else "-"
+        lines.append(f"| {p.id} | {v.status.value} | {_ms(eager)} | {_ms(inductor)} | {_ms(kernel)} | "
+                     f"{vs_inductor} | {vs_eager} | {v.phase_seconds.get('total', 0.0):.1f} |")
+    return "\n".join(lines)

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from envs import EvalSettings, Evaluator, load_problem_set  # noqa: E402
-from envs.report import verdict_table  # noqa: E402
+from envs.report import markdown_table, verdict_table  # noqa: E402
 
 
 def phase_summary(verdicts) -> dict[str, dict[str, float]]:
@@ -62,6 +62,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="warm passes")
     ap.add_argument("--size", choices=["full", "small"])
     ap.add_argument("--out", type=Path, help="write results as JSON here")
+    ap.add_argument("--markdown", action="store_true", help="also print the per-problem table as markdown")
     args = ap.parse_args()
 
     problems = [p for p in load_problem_set("builtin", args.levels) if not args.problems or p.id in args.problems]
@@ -73,6 +74,8 @@ def main() -> None:
         startup = time.monotonic() - t0
         cold = run_pass(evaluator, items, "cold pass")
         print(verdict_table(problems, cold["verdicts"]))
+        if args.markdown:
+            print("\n" + markdown_table(problems, cold["verdicts"]))
         print(f"\nworker startup {startup:.1f} s; device {evaluator.device_kind}")
         print_summary("cold", cold)
         warm = run_pass(evaluator, items * args.repeats, "warm pass") if args.repeats else None
