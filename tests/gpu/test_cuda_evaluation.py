@@ -40,7 +40,7 @@ class ModelNew(nn.Module):
 def evaluator(tmp_path_factory):
     from envs.cache import SqliteCache
     cache = SqliteCache(tmp_path_factory.mktemp("gpu") / "cache.sqlite")
-    timeouts = PhaseTimeouts(correctness=60, timing=120)
+    timeouts = PhaseTimeouts(correctness=20, timing=120)
     with Evaluator(EvalSettings(device="cuda", timeouts=timeouts), cache=cache) as ev:
         yield ev
 

@@ -1,0 +1,522 @@
+"""KernelRL's evaluation as an HTTP service: `create_app(backend, problems, settings) -> FastAPI`.
+
+    POST /evaluate   {problem_id | problem_source, solution, settings?} -> the verdict
+    POST /reward     same body -> {reward, status, cached}   (for hosted fine-tuning graders)
+    GET  /problems   the loaded problem set;  GET /problems/{id}  one problem with its source
+    GET  /healthz    liveness, the only route without authentication
+
+FastAPI (served by uvicorn) is used rather than a hand-written ASGI app or http.server because the
+request validation (pydantic models -> 422 with the offending field) and the OpenAPI schema at
+/openapi.json come from the same typed models, so the documented contract cannot drift from the code.
+
+What FastAPI does not give us sits in `GuardMiddleware`, a plain ASGI middleware that runs before a
+route reads the body: bearer-token authentication (constant-time), a per-client token-bucket rate
+limit (429 + Retry-After) and the request body size limit (413, from Content-Length and by counting
+streamed bytes, so an oversized body is never read to its end).
+
+Evaluation is blocking (it waits on worker processes), so it runs in a dedicated thread pool of
+`max_concurrent_evaluations` threads; at most `max_queued_evaluations` more wait, beyond which the
+service answers 503 + Retry-After instead of queueing without bound.
+
+The backend is anything with `evaluate(problem, answer) -> Verdict` (`EvaluationBackend`): the local
+`envs.evaluator.Evaluator`, or the Ray pool (`envs.pool.RayEvaluationPool`, imported only when
+`make_backend("ray", ...)` asks for it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import hashlib
+import hmac
+import logging
+import math
+import time
+from typing import Any, Iterable, Literal, Protocol, runtime_checkable
+
+from fastapi import FastAPI, HTTPException, Request, Security
+from fastapi.security import HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse
+
+from envs.problems import Problem, ProblemError, parse_problem
+from envs.verdict import Status, Verdict
+from envs.worker.pool import EvaluatorError
+from rewards.makora import DEFAULT_DELTA, reward_for_verdict
+
+__all__ = ["BackendUnavailable", "EvaluationBackend", "ServiceSettings", "TokenBucketLimiter", "GuardMiddleware",
+           "create_app", "make_backend", "apply_overrides", "EvaluateRequest", "VerdictResponse", "RewardResponse"]
+
+log = logging.getLogger("kernelrl.service")
+
+OPEN_PATHS = frozenset({"/healthz"})  # reachable without a token
+SOURCE_ID_PREFIX = "source/"  # problem id given to a problem sent as problem_source
+
+
+@runtime_checkable
+class EvaluationBackend(Protocol):
+    """What the service needs from an evaluator: the local Evaluator and the Ray pool both fit."""
+
+    def evaluate(self, problem: Problem, answer: str) -> Verdict: ...
+
+
+class BackendUnavailable(RuntimeError):
+    """The chosen backend cannot be built here (e.g. `ray` without envs/ray_pool.py or ray installed)."""
+
+
+def make_backend(kind: Literal["local", "ray"], eval_settings, cache=None, delta: float = DEFAULT_DELTA,
+                 pool_config: dict[str, Any] | None = None):
+    """The evaluation backend the service runs on: the switch between `local` and `ray`.
+
+    local: `envs.evaluator.Evaluator`, worker processes on this machine.
+    ray:   `envs.pool.RayEvaluationPool` (PoolConfig from `pool_config`); imported, with Ray, only here."""
+    if kind == "local":
+        if pool_config:
+            raise ValueError("pool settings apply to the ray backend only")
+        from envs.evaluator import Evaluator
+        return Evaluator(eval_settings, cache=cache, delta=delta)
+    if kind == "ray":
+        try:
+            from envs.pool import PoolConfig
+            from envs.pool.ray_backend import RayEvaluationPool
+        except ImportError as e:
+            raise BackendUnavailable(f"backend 'ray' needs envs.pool (RayEvaluationPool) and ray: {e}") from e
+        return RayEvaluationPool(eval_settings, PoolConfig.from_mapping(pool_config), cache, delta)
+    raise ValueError(f"backend must be 'local' or 'ray', not {kind!r}")
+
+
+def _backpressure_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions by which a backend says 'full, retry later' (the Ray pool's PoolFullError)."""
+    try:
+        from envs.pool.scheduler import PoolFullError  # no Ray import
+    except ImportError:
+        return ()
+    return (PoolFullError,)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceSettings:
+    tokens: tuple[str, ...] = ()  # accepted bearer tokens; each one is a client with its own rate bucket
+    insecure_no_auth: bool = False  # must be set explicitly to serve without tokens
+    max_body_bytes: int = 1 << 20
+    rate_per_second: float = 5.0  # token-bucket refill per client; <= 0 disables the rate limit
+    rate_burst: int = 50  # bucket size: requests a client may make at once
+    max_concurrent_evaluations: int = 1  # threads running backend.evaluate
+    max_queued_evaluations: int = 64  # waiting beyond those -> 503
+    busy_retry_after_s: int = 5
+    default_baseline: str = "inductor"  # the backend's baseline (what a `baseline` override is relative to)
+    default_delta: float = DEFAULT_DELTA  # the backend's reward shift
+    allow_problem_source: bool = True  # accept problems sent inline (their code runs in the sandboxed worker)
+    close_backend_on_shutdown: bool = True  # the app's lifespan closes the backend (before uvicorn exits)
+    backend_name: str = "local"
+
+    def __post_init__(self) -> None:
+        if not self.tokens and not self.insecure_no_auth:
+            raise ValueError("no bearer token configured; give one or set insecure_no_auth explicitly")
+        if any(not t for t in self.tokens):
+            raise ValueError("empty bearer token")
+        if self.max_body_bytes < 1 or self.max_concurrent_evaluations < 1 or self.max_queued_evaluations < 0:
+            raise ValueError("max_body_bytes and max_concurrent_evaluations must be >= 1, "
+                             "max_queued_evaluations >= 0")
+        if self.rate_per_second > 0 and self.rate_burst < 1:
+            raise ValueError("rate_burst must be >= 1")
+        if self.default_baseline not in ("inductor", "eager"):
+            raise ValueError(f"default_baseline must be inductor or eager, not {self.default_baseline!r}")
+
+
+# --- API models ----------------------------------------------------------------------------------
+class EvalOverrides(BaseModel):
+    """Per-request settings. Only these: they re-derive speedup and reward from what was measured, so a
+    client cannot make evaluations costlier (trials, runs, timeouts) or predictable (seeds)."""
+
+    model_config = ConfigDict(extra="forbid")
+    baseline: Literal["inductor", "eager"] | None = Field(
+        None, description="what speedup divides by (re-derived from the measured timings; no effect on CPU)")
+    delta: float | None = Field(None, ge=-10.0, le=10.0, allow_inf_nan=False,
+                                description="reward shift: V = sigmoid(1 + max(0, speedup) - delta)")
+
+
+class EvaluateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"problem_id": "L0_02_relu", "solution": "```python\nimport torch\n...\n```", "settings": {"delta": 1.8}}]})
+    problem_id: str | None = Field(None, min_length=1, max_length=256, description="id from GET /problems")
+    problem_source: str | None = Field(None, min_length=1, description="a problem file's text (KernelBench format)")
+    solution: str = Field(..., description="the model's answer: markdown with a fenced python block, or bare code")
+    settings: EvalOverrides | None = None
+
+    @model_validator(mode="after")
+    def _one_problem(self) -> EvaluateRequest:
+        if (self.problem_id is None) == (self.problem_source is None):
+            raise ValueError("give exactly one of problem_id and problem_source")
+        return self
+
+
+class HackModel(BaseModel):
+    category: str
+    reason: str
+
+
+class TimingStatsModel(BaseModel):
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    p10_ms: float
+    p90_ms: float
+    runs: int
+
+
+class TimingsModel(BaseModel):
+    kernel: TimingStatsModel | None = None
+    eager: TimingStatsModel | None = None
+    inductor: TimingStatsModel | None = None
+
+
+class VerdictResponse(BaseModel):
+    """envs.verdict.Verdict.to_dict(), in the order scripts/eval_kernel.py prints it. A field Verdict gains
+    before it is typed here still passes through (extra="allow"); tests/unit/test_service_app.py notices."""
+
+    model_config = ConfigDict(extra="allow")
+    status: Status
+    correct: bool
+    hack: HackModel | None = None
+    speedup: float | None = None
+    reward: float
+    timings: TimingsModel | None = None
+    error: str | None = None
+    cached: bool
+    problem_id: str
+    device: str
+    baseline: str | None = None
+    phase_seconds: dict[str, float] = {}
+    notes: list[str] = []
+    mismatch: dict[str, Any] | None = None
+    own_kernel_share: float | None = None
+    judge: dict[str, Any] | None = None
+    suspicious: str | None = None
+
+
+class RewardResponse(BaseModel):
+    reward: float
+    status: Status
+    cached: bool
+
+
+class ProblemInfo(BaseModel):
+    id: str
+    level: int | None
+    has_reference: bool
+    small_sizes: dict[str, Any]
+
+
+class ProblemDetail(ProblemInfo):
+    source: str
+
+
+class ProblemList(BaseModel):
+    problems: list[ProblemInfo]
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class ErrorResponse(BaseModel):
+    detail: str
+
+
+class InvalidRequestResponse(BaseModel):
+    detail: str | list[dict[str, Any]] = Field(
+        ..., description="pydantic's list of field errors, or a problem_source's ProblemError message")
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: {"model": InvalidRequestResponse if code == 422 else ErrorResponse} for code in codes}
+
+
+# --- verdict post-processing ---------------------------------------------------------------------
+def apply_overrides(verdict: Verdict, overrides: EvalOverrides | None, default_baseline: str,
+                    default_delta: float) -> Verdict:
+    """Re-derive speedup (other baseline) and reward (other delta) from what the backend measured."""
+    if overrides is None or (overrides.baseline in (None, default_baseline)
+                             and overrides.delta in (None, default_delta)):
+        return verdict
+    delta = default_delta if overrides.delta is None else overrides.delta
+    t = verdict.timings
+    if overrides.baseline and overrides.baseline != verdict.baseline and t is not None \
+            and t.kernel is not None and t.kernel.median_ms > 0:
+        reference = getattr(t, overrides.baseline)
+        if reference is not None:
+            verdict = dataclasses.replace(verdict, speedup=reference.median_ms / t.kernel.median_ms,
+                                          baseline=overrides.baseline)
+        else:
+            verdict = dataclasses.replace(verdict, notes=[*verdict.notes, (
+                f"{overrides.baseline} baseline unavailable; speedup is against {verdict.baseline}")])
+    return dataclasses.replace(verdict, reward=reward_for_verdict(verdict, delta))
+
+
+def _finite(obj: Any, non_finite: Any) -> Any:
+    """JSON has no NaN/Infinity: replace them (recursively) by `non_finite(x)`."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return non_finite(obj)
+    if isinstance(obj, dict):
+        return {k: _finite(v, non_finite) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v, non_finite) for v in obj]
+    return obj
+
+
+def verdict_response(verdict: Verdict) -> VerdictResponse:
+    d = verdict.to_dict()
+    mismatch = d.pop("mismatch")
+    d = _finite(d, lambda x: None)
+    d["mismatch"] = _finite(mismatch, str)  # e.g. "value": "nan" where the candidate produced NaN
+    return VerdictResponse.model_validate(d)
+
+
+# --- rate limit -----------------------------------------------------------------------------------
+class TokenBucketLimiter:
+    """One bucket of `burst` requests per client key, refilled at `rate` per second. Used from the
+    event loop only (no locking needed)."""
+
+    def __init__(self, rate: float, burst: int, clock=time.monotonic, max_keys: int = 100_000):
+        self.rate, self.burst, self.clock, self.max_keys = rate, burst, clock, max_keys
+        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, last refill time)
+
+    def take(self, key: str) -> float:
+        """0.0 if a request may pass now (and count it), else the seconds until one may."""
+        if self.rate <= 0:
+            return 0.0
+        now = self.clock()
+        tokens, last = self._buckets.get(key, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+        if tokens >= 1.0:
+            self._buckets[key] = (tokens - 1.0, now)
+            if len(self._buckets) > self.max_keys:
+                self._forget_full(now)
+            return 0.0
+        self._buckets[key] = (tokens, now)
+        return (1.0 - tokens) / self.rate
+
+    def _forget_full(self, now: float) -> None:
+        """Drop buckets that have refilled (their clients are idle): they would start full anyway."""
+        for key, (tokens, last) in list(self._buckets.items()):
+            if tokens + (now - last) * self.rate >= self.burst:
+                del self._buckets[key]
+
+
+# --- authentication, rate limit and body limit, before any route reads the body --------------------
+def _digest(token: str | bytes) -> bytes:
+    return hashlib.sha256(token.encode() if isinstance(token, str) else token).digest()
+
+
+class GuardMiddleware:
+    """Pure ASGI middleware (not BaseHTTPMiddleware, which would hide the body stream from us)."""
+
+    def __init__(self, app, tokens: Iterable[str], limiter: TokenBucketLimiter, max_body_bytes: int,
+                 open_paths: frozenset[str] = OPEN_PATHS):
+        self.app, self.limiter, self.max_body_bytes, self.open_paths = app, limiter, max_body_bytes, open_paths
+        self._digests = [_digest(t) for t in tokens]
+
+    def _client(self, scope) -> tuple[str, bool]:
+        """(rate-limit key, authenticated). A valid token is the client; otherwise its address is."""
+        header = dict(scope.get("headers") or ()).get(b"authorization", b"")
+        scheme, _, presented = header.partition(b" ")
+        if self._digests and scheme.lower() == b"bearer" and presented.strip():
+            # Hashing first makes every comparison the same length; compare_digest is constant-time,
+            # and every configured token is compared so timing does not tell which one matched.
+            presented_digest = _digest(presented.strip())
+            match = None
+            for i, d in enumerate(self._digests):
+                if hmac.compare_digest(presented_digest, d):
+                    match = i
+            if match is not None:
+                return f"token:{match}", True
+        host = (scope.get("client") or ("unknown", 0))[0]
+        return f"ip:{host}", not self._digests
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        open_path = scope["path"] in self.open_paths
+        if not open_path:
+            key, authenticated = self._client(scope)
+            scope.setdefault("state", {})["client"] = key
+            wait = self.limiter.take(key)
+            if wait > 0:
+                return await _reply(scope, receive, send, 429, "rate limit exceeded; retry later",
+                                    {"Retry-After": str(max(1, math.ceil(wait)))})
+            if not authenticated:
+                return await _reply(scope, receive, send, 401, "missing or invalid bearer token",
+                                    {"WWW-Authenticate": 'Bearer realm="kernelrl"'})
+        # Body limit: refuse by the declared length first, then count what actually arrives (a chunked
+        # body declares none), never reading past the limit.
+        length = dict(scope.get("headers") or ()).get(b"content-length")
+        if length is not None:
+            try:
+                declared = int(length)
+            except ValueError:
+                return await _reply(scope, receive, send, 400, "invalid Content-Length")
+            if declared > self.max_body_bytes:
+                return await _reply(scope, receive, send, 413, self._too_large(), {"Connection": "close"})
+        buffered, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            size += len(message.get("body", b""))
+            if size > self.max_body_bytes:
+                return await _reply(scope, receive, send, 413, self._too_large(), {"Connection": "close"})
+            buffered.append(message)
+            if not message.get("more_body", False):
+                break
+
+        async def replay():
+            return buffered.pop(0) if buffered else await receive()
+
+        await self.app(scope, replay, send)
+
+    def _too_large(self) -> str:
+        return f"request body exceeds the limit of {self.max_body_bytes} bytes"
+
+
+async def _reply(scope, receive, send, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
+    await JSONResponse({"detail": detail}, status, headers=headers)(scope, receive, send)
+
+
+# --- bounded evaluation off the event loop --------------------------------------------------------
+class _Busy(Exception):
+    pass
+
+
+class EvaluationGate:
+    """Runs blocking evaluations in `max_concurrent` threads; refuses when `max_queued` already wait."""
+
+    def __init__(self, max_concurrent: int, max_queued: int):
+        self.capacity = max_concurrent + max_queued
+        self.in_flight = 0
+        self.executor = concurrent.futures.ThreadPoolExecutor(max_concurrent, thread_name_prefix="evaluate")
+
+    async def run(self, fn, *args):
+        if self.in_flight >= self.capacity:
+            raise _Busy
+        self.in_flight += 1
+        try:
+            # wrap_future: cancelling the request cancels the job if it has not started yet.
+            return await asyncio.wrap_future(self.executor.submit(fn, *args))
+        finally:
+            self.in_flight -= 1
+
+    def shutdown(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+# --- the app -------------------------------------------------------------------------------------
+def create_app(backend: EvaluationBackend, problems: Iterable[Problem], settings: ServiceSettings) -> FastAPI:
+    if not isinstance(backend, EvaluationBackend):
+        raise TypeError(f"{type(backend).__name__} has no evaluate(problem, answer) method")
+    by_id: dict[str, Problem] = {}
+    for p in problems:
+        if p.id in by_id:
+            raise ValueError(f"duplicate problem id {p.id!r}")
+        by_id[p.id] = p
+    gate = EvaluationGate(settings.max_concurrent_evaluations, settings.max_queued_evaluations)
+    busy_errors = _backpressure_errors()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        log.info("serving %d problems on the %s backend (auth %s)", len(by_id), settings.backend_name,
+                 "on" if settings.tokens else "OFF")
+        try:
+            yield
+        finally:
+            gate.shutdown()
+            close = getattr(backend, "close", None)
+            if settings.close_backend_on_shutdown and close is not None:
+                log.info("closing the evaluation backend")
+                await asyncio.to_thread(close)
+
+    app = FastAPI(title="KernelRL evaluation service", version="1",
+                  description="Evaluates candidate Triton kernels against KernelBench-format problems.",
+                  lifespan=lifespan, docs_url=None, redoc_url=None)  # the schema is at /openapi.json
+    app.add_middleware(GuardMiddleware, tokens=settings.tokens,
+                       limiter=TokenBucketLimiter(settings.rate_per_second, settings.rate_burst),
+                       max_body_bytes=settings.max_body_bytes)
+    # The middleware enforces the token; this dependency puts the bearer scheme into the OpenAPI schema.
+    secured = [Security(HTTPBearer(auto_error=False))] if settings.tokens else []
+    common = _errors(401, 413, 429)
+
+    async def resolve(req: EvaluateRequest) -> Problem:
+        if req.problem_id is not None:
+            problem = by_id.get(req.problem_id)
+            if problem is None:
+                raise HTTPException(404, f"unknown problem id {req.problem_id!r}; GET /problems lists them")
+            return problem
+        if not settings.allow_problem_source:
+            raise HTTPException(403, "this service does not accept problem_source; use problem_id")
+        source = req.problem_source
+        pid = SOURCE_ID_PREFIX + hashlib.sha256(source.encode()).hexdigest()[:16]
+        try:
+            return await run_in_threadpool(parse_problem, source, pid)
+        except ProblemError as e:
+            raise HTTPException(422, str(e)) from None
+
+    async def run(req: EvaluateRequest, client: str) -> Verdict:
+        problem = await resolve(req)
+        started = time.monotonic()
+        try:
+            verdict = await gate.run(backend.evaluate, problem, req.solution)
+        except (_Busy, *busy_errors):
+            raise HTTPException(503, "too many evaluations in progress; retry later",
+                                headers={"Retry-After": str(settings.busy_retry_after_s)}) from None
+        except EvaluatorError as e:
+            log.error("evaluator failure on %s: %s", problem.id, e)
+            raise HTTPException(503, f"the evaluator failed: {e}") from None
+        if verdict.problem_id != problem.id:
+            # The verdict cache is keyed by problem source, not id: a hit may carry another id for the same text.
+            verdict = dataclasses.replace(verdict, problem_id=problem.id)
+        verdict = apply_overrides(verdict, req.settings, settings.default_baseline, settings.default_delta)
+        log.info("%s %s -> %s reward=%.4f cached=%s in %.2fs", client, problem.id, verdict.status.value,
+                 verdict.reward, verdict.cached, time.monotonic() - started)
+        return verdict
+
+    def client_of(request) -> str:
+        return request.scope.get("state", {}).get("client", "?")
+
+    @app.post("/evaluate", response_model=VerdictResponse, dependencies=secured,
+              responses=_errors(401, 404, 413, 422, 429, 503), summary="Evaluate a solution; the full verdict")
+    async def evaluate(req: EvaluateRequest, request: Request) -> VerdictResponse:
+        return verdict_response(await run(req, client_of(request)))
+
+    @app.post("/reward", response_model=RewardResponse, dependencies=secured,
+              responses=_errors(401, 404, 413, 422, 429, 503), summary="Evaluate a solution; only its reward")
+    async def reward(req: EvaluateRequest, request: Request) -> RewardResponse:
+        verdict = await run(req, client_of(request))
+        return RewardResponse(reward=verdict.reward, status=verdict.status, cached=verdict.cached)
+
+    def info(p: Problem) -> dict[str, Any]:
+        return dict(id=p.id, level=p.level, has_reference=p.reference_solution is not None,
+                    small_sizes=_finite(p.small_sizes, str))
+
+    @app.get("/problems", response_model=ProblemList, dependencies=secured, responses=common,
+             summary="The loaded problem set")
+    async def list_problems() -> ProblemList:
+        return ProblemList(problems=[ProblemInfo(**info(p)) for p in by_id.values()])
+
+    @app.get("/problems/{problem_id:path}", response_model=ProblemDetail, dependencies=secured,
+             responses=_errors(401, 404, 413, 429), summary="One problem, with its source")
+    async def get_problem(problem_id: str) -> ProblemDetail:
+        p = by_id.get(problem_id)
+        if p is None:
+            raise HTTPException(404, f"unknown problem id {problem_id!r}")
+        return ProblemDetail(**info(p), source=p.source)
+
+    @app.get("/healthz", response_model=Health, summary="Liveness (no authentication)")
+    async def healthz() -> Health:
+        return Health()
+
+    return app
