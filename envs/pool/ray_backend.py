@@ -1,0 +1,176 @@
+"""The evaluation pool on Ray: `RayEvaluationPool` and the backend that manages its actors."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from typing import Any
+
+import psutil
+import ray
+import ray.exceptions
+
+from envs.cache import SqliteCache
+from envs.pool.config import PoolConfig
+from envs.pool.core import Backend, EvaluationPool
+from envs.pool.metrics import RayExporter
+from envs.problems import Problem
+from envs.settings import EvalSettings
+from envs.worker.pool import EvaluatorError
+from rewards.makora import DEFAULT_DELTA
+
+log = logging.getLogger(__name__)
+
+
+class RayBackend(Backend):
+    def __init__(self, settings: EvalSettings, config: PoolConfig):
+        self.config = config
+        self.owns_ray = False
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = dict(config.init_kwargs)
+            if config.address:
+                kwargs["address"] = config.address
+            if config.namespace:
+                kwargs["namespace"] = config.namespace
+            if config.runtime_env:
+                kwargs["runtime_env"] = config.runtime_env
+            ray.init(**kwargs)
+            self.owns_ray = True
+        try:
+            gpus = int(ray.cluster_resources().get("GPU", 0))
+            if settings.device == "auto":
+                self.device = "cuda" if gpus else "cpu"
+            else:
+                self.device = settings.device
+            if self.device == "cuda" and not gpus:
+                raise EvaluatorError("device=cuda but the Ray cluster has no GPU")
+            self._gpus = gpus
+            self._node_id = ray.get_runtime_context().get_node_id()
+        except BaseException:
+            self.close([])
+            raise
+
+    def default_num_actors(self) -> int:
+        return self._gpus if self.device == "cuda" else 2
+
+    def _options(self, settings: EvalSettings) -> dict[str, Any]:
+        return {"num_cpus": self.config.cpus_per_actor, "num_gpus": 1 if self.device == "cuda" else 0,
+                "max_concurrency": settings.workers, "max_restarts": 0, "max_task_retries": 0,
+                "resources": dict(self.config.actor_resources) or None}
+
+    def launch(self, settings: EvalSettings) -> tuple[Any, dict]:
+        from envs.pool.actor import EvalActor
+        handle = EvalActor.options(**self._options(settings)).remote(settings, self.config.reaper)
+        timeout = self.config.actor_startup_timeout
+        try:
+            info = ray.get(handle.ready.remote(), timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            ray.kill(handle)
+            need = f"{self.config.cpus_per_actor:g} CPU" + (", 1 GPU" if self.device == "cuda" else "")
+            raise EvaluatorError(f"an evaluation actor was not ready within {timeout:g} s; does the cluster have "
+                                 f"free resources for it ({need}{self.config.actor_resources or ''})?") from None
+        except Exception as e:
+            ray.kill(handle)
+            raise EvaluatorError(f"an evaluation actor failed to start: {self.unwrap(e)}") from None
+        return handle, info
+
+    def execute(self, handle: Any, problem: Problem, solution: Any,
+                baselines: dict | None) -> concurrent.futures.Future:
+        return handle.execute.remote(problem, solution, baselines).future()
+
+    def is_actor_failure(self, exc: BaseException) -> bool:
+        return isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
+                                ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError))
+
+    def unwrap(self, exc: BaseException) -> BaseException:
+        if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(getattr(exc, "cause", None), BaseException):
+            return exc.cause
+        return exc
+
+    def kill(self, handle: Any) -> None:
+        try:
+            ray.kill(handle, no_restart=True)
+        except Exception as e:  # already gone
+            log.debug("ray.kill: %s", e)
+
+    def stats(self, handles: dict[int, Any], timeout: float) -> dict[int, dict]:
+        refs = {i: h.stats.remote() for i, h in handles.items()}
+        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout)
+        out = {}
+        for i, ref in refs.items():
+            if ref in ready:
+                try:
+                    out[i] = ray.get(ref)
+                except Exception:
+                    pass
+        return out
+
+    def shutdown(self, handles: list[Any], graceful: bool) -> None:
+        if graceful and handles:
+            refs = [h.shutdown.remote() for h in handles]
+            ray.wait(refs, num_returns=len(refs), timeout=self.config.shutdown_timeout)
+        for h in handles:
+            self.kill(h)
+
+    def close(self, infos: list[dict]) -> None:
+        """Wait (here, for actors of this node) until each actor's reaper has exited, i.e. its
+        workers are gone; then disconnect from Ray if this pool started it."""
+        reapers = []
+        for info in infos:
+            pid = info.get("reaper_pid")
+            if pid and info.get("node_id") == getattr(self, "_node_id", None):
+                try:
+                    reapers.append(psutil.Process(pid))
+                except psutil.Error:
+                    pass
+        _, alive = psutil.wait_procs(reapers, timeout=15)
+        if alive:
+            log.warning("reapers %s still running 15 s after their actors were stopped", [p.pid for p in alive])
+        if self.owns_ray and ray.is_initialized():
+            ray.shutdown()
+
+    def exporter(self, name: str) -> Any:
+        try:
+            return RayExporter(name)
+        except Exception as e:
+            log.warning("Ray metrics export disabled: %s", e)
+            return None
+
+
+class RayEvaluationPool(EvaluationPool):
+    """Evaluation on Ray actors (GPUs of a cluster, or CPU actors running the Triton interpreter).
+
+        pool = RayEvaluationPool(EvalSettings(device="cpu"), PoolConfig(num_actors=2), cache)
+        verdict = pool.evaluate(problem, answer)                    # like Evaluator.evaluate
+        future = pool.submit(problem, answer, priority="validation")
+        verdicts = pool.evaluate_many(items, progress=True)
+        pool.metrics()                                              # flat dict for wandb.log
+        pool.close()
+    """
+
+    def __init__(self, settings: EvalSettings | None = None, config: PoolConfig | None = None,
+                 cache: SqliteCache | None = None, delta: float = DEFAULT_DELTA):
+        settings = settings or EvalSettings()
+        config = config or PoolConfig()
+        backend = RayBackend(settings, config)
+        try:
+            super().__init__(backend, settings, config, cache, delta)
+        except BaseException:
+            if backend.owns_ray and ray.is_initialized():
+                ray.shutdown()
+            raise
+
+    def worker_pids(self) -> dict[int, list[int]]:
+        """Worker process ids per live actor (diagnostics and tests)."""
+        with self._lock:
+            handles = {a.id: a.handle for a in self._actors.values() if a.alive}
+        return {i: ray.get(h.worker_pids.remote(), timeout=30) for i, h in handles.items()}
+
+    def kill_actor(self, actor_id: int | None = None) -> int:
+        """Kill one actor abruptly, as a node failure would (tests, chaos drills); its id."""
+        with self._lock:
+            alive = sorted(a.id for a in self._actors.values() if a.alive)
+            actor_id = alive[0] if actor_id is None else actor_id
+            handle = self._actors[actor_id].handle
+        ray.kill(handle, no_restart=True)
+        return actor_id

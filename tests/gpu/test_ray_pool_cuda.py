@@ -1,0 +1,80 @@
+"""The Ray evaluation pool on GPUs: one actor per GPU, each actor's workers on its own GPU, baselines
+measured once per problem and shared by every candidate, nothing left running after close."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from envs import EvalSettings, Status
+from envs.pool import PoolConfig
+from tests.conftest import builtin
+
+pytestmark = [pytest.mark.gpu, pytest.mark.integration]
+ray = pytest.importorskip("ray")
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode(errors="replace").split("=", 1) for item in raw if b"=" in item)
+
+
+def _tagged() -> list[int]:
+    found = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            if b"KERNELRL_WORKER_TAG=" in (d / "environ").read_bytes():
+                found.append(int(d.name))
+        except OSError:
+            pass
+    return found
+
+
+def test_one_actor_per_gpu_with_shared_baselines():
+    import torch
+    from envs.pool import RayEvaluationPool
+
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    before = set(_tagged())
+    config = PoolConfig(workers_per_actor=2, init_kwargs={"include_dashboard": False}, shutdown_timeout=20)
+    pool = RayEvaluationPool(EvalSettings(device="auto"), config)
+    try:
+        infos = pool.actor_infos()
+        assert pool.device == "cuda" and len(infos) == torch.cuda.device_count()
+        assert len({i["gpu"] for i in infos}) == len(infos)  # each actor has its own GPU
+        relu, relu_ref = builtin("L0_02_relu")
+        sigmoid, sigmoid_ref = builtin("L0_04_sigmoid")
+        items = [(relu, relu_ref + f"\nVARIANT = {i}\n") for i in range(3)] + \
+                [(sigmoid, sigmoid_ref + f"\nVARIANT = {i}\n") for i in range(3)]
+        started = time.monotonic()
+        verdicts = pool.evaluate_many(items)
+        print(f"\n{len(items)} evaluations in {time.monotonic() - started:.1f} s")
+        for v in verdicts:
+            print(v.problem_id, v.status.value, v.speedup, {k: round(s, 2) for k, s in v.phase_seconds.items()})
+        for problem_verdicts in (verdicts[:3], verdicts[3:]):
+            # One baseline measurement per problem, shared: identical eager and inductor statistics,
+            # and only the first evaluation of each problem has a baseline phase.
+            timed = [v for v in problem_verdicts if v.timings is not None]
+            assert timed and len({(v.timings.eager, v.timings.inductor) for v in timed}) == 1
+            assert sum("baseline" in v.phase_seconds for v in problem_verdicts) == 1
+        # Each actor's workers run on that actor's GPU only.
+        for actor_id, pids in pool.worker_pids().items():
+            gpu = next(i["gpu"] for i in infos if i["id"] == actor_id)
+            assert pids and all(_environ(pid)["CUDA_VISIBLE_DEVICES"] == gpu for pid in pids)
+        m = pool.metrics()
+        print({k: round(v, 3) for k, v in m.items() if "busy" in k or "p50" in k})
+        assert 0 < m["pool/gpu_busy_fraction"] <= 1 and m["pool/answered"] == len(items)
+    finally:
+        pool.close()
+    deadline = time.monotonic() + 15
+    while (left := [p for p in set(_tagged()) - before if psutil.pid_exists(p)
+                    and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left
+    assert not ray.is_initialized()  # the pool started Ray, so it shut it down
+    assert all(v.status is Status.CORRECT for v in verdicts), [v.error for v in verdicts]
+    assert all(v.speedup and v.timings.kernel.runs == 100 for v in verdicts)

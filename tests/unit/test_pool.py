@@ -1,0 +1,399 @@
+"""The evaluation pool's driver logic without Ray: an in-process fake backend whose behaviour each
+candidate chooses with a `MODE = "..."` constant (correct, incorrect, timeout, crash, block, die)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import re
+import threading
+import time
+
+import pytest
+
+from envs import EvalSettings, Status, Verdict, resolve_problem
+from envs.pool import EvaluationPool, PoolClosedError, PoolConfig, PoolFullError
+from envs.pool.core import Backend
+from envs.pool.scheduler import Admission, Job, JobQueue, JobState, Request
+from envs.worker.pool import EvaluatorError
+
+RELU = resolve_problem("L0_02_relu")
+ADD = resolve_problem("L0_01_vector_add")
+TIMING = {"median_ms": 1.0, "mean_ms": 1.0, "std_ms": 0.0, "min_ms": 1.0, "max_ms": 1.0, "p10_ms": 1.0,
+          "p90_ms": 1.0, "runs": 100}
+
+
+KERNEL = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+@triton.jit
+def _relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        _relu[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+        return out
+"""
+
+
+def code(mode: str = "correct", tag: int = 0) -> str:
+    """A candidate that passes the CPU stage; the fake backend reads MODE and TAG, it runs nothing."""
+    return f"{KERNEL}\nMODE = {mode!r}\nTAG = {tag}\n"
+
+
+class FakeDied(Exception):
+    pass
+
+
+class FakeActor:
+    def __init__(self, n: int):
+        self.id = n
+        self.killed = threading.Event()
+
+
+class FakeBackend(Backend):
+    def __init__(self, device: str = "cpu", actors: int = 1):
+        self.device = device
+        self.actors = actors
+        self.gate = threading.Event()
+        self.gate.set()
+        self.log: list[tuple[int, str, int, str, bool]] = []  # actor, mode, tag, problem, measured baselines
+        self.launched = 0
+        self._exec = concurrent.futures.ThreadPoolExecutor(32)
+        self._lock = threading.Lock()
+
+    def default_num_actors(self) -> int:
+        return self.actors
+
+    def launch(self, settings):
+        with self._lock:
+            self.launched += 1
+            n = self.launched
+        return FakeActor(n), {"device_kind": f"fake-{self.device}|v1", "workers": settings.workers}
+
+    def execute(self, handle, problem, solution, baselines):
+        if handle.killed.is_set():
+            raise FakeDied("actor is dead")
+        return self._exec.submit(self._run, handle, problem, solution, baselines)
+
+    def _run(self, actor, problem, solution, baselines):
+        mode = re.search(r"MODE = '(\w+)'", solution.source).group(1)
+        tag = int(re.search(r"TAG = (\d+)", solution.source).group(1))
+        with self._lock:
+            self.log.append((actor.id, mode, tag, problem.id, baselines is None))
+        if mode == "block":
+            while not self.gate.is_set() and not actor.killed.is_set():
+                time.sleep(0.005)
+        if mode == "die":
+            actor.killed.set()
+        if actor.killed.is_set():
+            raise FakeDied(f"actor {actor.id} died")
+        status = Status.CORRECT if mode in ("correct", "block", "nobaseline") else Status(mode)
+        measured = None
+        if self.device == "cuda" and baselines is None and mode != "nobaseline":
+            measured = {"eager": TIMING, "inductor": TIMING}
+        return Verdict(status, problem.id, "fake"), measured, {"busy_fraction": 0.25, "worker_utilization": 0.5}
+
+    def is_actor_failure(self, exc):
+        return isinstance(exc, FakeDied)
+
+    def kill(self, handle):
+        handle.killed.set()
+
+    def close(self, infos):
+        self._exec.shutdown(wait=True)
+
+    def order(self) -> list[tuple[str, int]]:
+        return [(mode, tag) for _, mode, tag, _, _ in self.log]
+
+
+def make_pool(backend=None, *, workers=1, cache=None, **config) -> tuple[EvaluationPool, FakeBackend]:
+    backend = backend or FakeBackend(actors=config.pop("actors", 1))
+    config.setdefault("ray_metrics", False)
+    pool = EvaluationPool(backend, EvalSettings(device="cpu"), PoolConfig(workers_per_actor=workers, **config), cache)
+    return pool, backend
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.005)
+
+
+def queued(pool: EvaluationPool) -> int:
+    m = pool.metrics()
+    return m["pool/queued"] + m["pool/parked"]
+
+
+# --- admission and queue alone ----------------------------------------------------------------------
+def test_admission_blocks_raises_and_releases():
+    gate = Admission(2)
+    gate.acquire()
+    gate.acquire()
+    with pytest.raises(PoolFullError, match="max_pending=2"):
+        gate.acquire(block=False)
+    t0 = time.monotonic()
+    with pytest.raises(PoolFullError, match="stayed full"):
+        gate.acquire(timeout=0.05)
+    assert time.monotonic() - t0 >= 0.05
+    threading.Timer(0.05, gate.release).start()
+    gate.acquire()  # blocks until the timer releases one
+    assert gate.pending == 2
+    with pytest.raises(PoolFullError):
+        gate.acquire(3, block=False)
+    gate.close()
+    with pytest.raises(PoolClosedError):
+        gate.acquire()
+
+
+class _Cand:
+    def __init__(self, key, bkey="b"):
+        self.verdict_key, self.baseline_key = key, bkey
+        self.problem = RELU
+
+
+def _job(key, rank, seq, bkey="b"):
+    return Job(_Cand(key, bkey), Request(RELU, "", rank, seq))
+
+
+def test_job_queue_priority_fifo_promotion_and_parking():
+    q = JobQueue()
+    jobs = {k: _job(k, r, s) for k, r, s in [("t1", 1, 1), ("t2", 1, 2), ("v1", 0, 3), ("t3", 1, 4)]}
+    for j in jobs.values():
+        q.push(j)
+    q.attach(jobs["t3"], Request(RELU, "", 0, 5))  # a validation duplicate promotes t3
+    assert q.get("t3") is jobs["t3"]
+    order = [q.pop()[0].key for _ in range(4)]
+    assert order == ["v1", "t3", "t1", "t2"] and q.pop() is None
+
+    q = JobQueue()
+    a, b, c = _job("a", 1, 1), _job("b", 1, 2), _job("c", 1, 3, bkey="other")
+    for j in (a, b, c):
+        q.push(j)
+    known = {}
+    first, baselines = q.pop(lambda j: known.get(j.baseline_key))
+    assert first is a and baselines is None and a.measuring
+    second, _ = q.pop(lambda j: known.get(j.baseline_key))
+    assert second is c and b.state is JobState.PARKED  # b waits for a's measurement
+    known["b"] = {"eager": 1}
+    q.finish(a)
+    job, baselines = q.pop(lambda j: known.get(j.baseline_key))
+    assert job is b and baselines == {"eager": 1}
+
+
+# --- the pool with a fake backend -------------------------------------------------------------------
+def test_mixed_batch_in_input_order():
+    pool, backend = make_pool(actors=2, workers=2)
+    with pool:
+        modes = ["correct", "incorrect", "timeout", "crash", "runtime_error", "correct"]
+        items = [(RELU, code(m, i)) for i, m in enumerate(modes)] + [(ADD, "def f(:\n")]
+        verdicts = pool.evaluate_many(items)
+    assert [v.status.value for v in verdicts] == [*modes, "compile_error"]
+    assert verdicts[0].reward > verdicts[1].reward == 0.0
+    assert all("total" in v.phase_seconds for v in verdicts)
+
+
+def test_priority_validation_first_then_fifo():
+    pool, backend = make_pool(actors=1, workers=1)
+    with pool:
+        backend.gate.clear()
+        futures = [pool.submit(RELU, code("block", 0))]
+        wait_for(lambda: backend.log)
+        futures += [pool.submit(RELU, code("correct", t)) for t in (1, 2, 3)]
+        futures += [pool.submit(RELU, code("correct", t), priority="validation") for t in (4, 5)]
+        wait_for(lambda: queued(pool) == 5)
+        backend.gate.set()
+        assert all(f.result(10).correct for f in futures)
+    assert backend.order() == [("block", 0), ("correct", 4), ("correct", 5), ("correct", 1), ("correct", 2),
+                               ("correct", 3)]
+    with pytest.raises(ValueError, match="priority"):
+        pool.submit(RELU, code(), priority="urgent")
+
+
+def test_identical_in_flight_candidates_share_one_execution():
+    pool, backend = make_pool(actors=1, workers=1)
+    with pool:
+        backend.gate.clear()
+        blocker = pool.submit(RELU, code("block", 0))
+        wait_for(lambda: backend.log)
+        other = pool.submit(RELU, code("correct", 1))
+        # Same code up to comments and formatting: same verdict key.
+        dupes = [pool.submit(RELU, code("correct", 2) + "\n# variant %d\n" % i) for i in range(3)]
+        dupes.append(pool.submit(RELU, code("correct", 2), priority="validation"))  # promotes the job
+        wait_for(lambda: queued(pool) == 2)
+        running_dupe = pool.submit(RELU, code("block", 0))  # attaches to the running blocker
+        wait_for(lambda: pool.metrics()["pool/dedup_hits"] == 4)
+        backend.gate.set()
+        verdicts = [f.result(10) for f in [blocker, running_dupe, other, *dupes]]
+        assert all(v.correct for v in verdicts)
+        m = pool.metrics()
+    assert backend.order() == [("block", 0), ("correct", 2), ("correct", 1)]
+    assert m["pool/dedup_hits"] == 4 and m["pool/executions"] == 3 and m["pool/answered"] == 7
+
+
+def test_backpressure_blocks_or_raises():
+    pool, backend = make_pool(actors=1, workers=1, max_pending=2)
+    with pool:
+        backend.gate.clear()
+        first = pool.submit(RELU, code("block", 0))
+        second = pool.submit(RELU, code("correct", 1))
+        with pytest.raises(PoolFullError, match="max_pending=2"):
+            pool.submit(RELU, code("correct", 2), block=False)
+        with pytest.raises(PoolFullError):
+            pool.submit(RELU, code("correct", 2), timeout=0.05)
+        with pytest.raises(PoolFullError):
+            pool.submit_batch([(RELU, code("correct", t)) for t in (3, 4, 5)], block=False)
+        assert pool.metrics()["pool/pending"] == 2
+        late: list = []
+        submitter = threading.Thread(target=lambda: late.append(pool.submit(RELU, code("correct", 6))))
+        submitter.start()
+        time.sleep(0.1)
+        assert submitter.is_alive()  # blocked on backpressure
+        backend.gate.set()
+        submitter.join(5)
+        assert first.result(5).correct and second.result(5).correct and late[0].result(5).correct
+        assert len(pool.submit_batch([(RELU, code("correct", t)) for t in (7, 8)], block=False)) == 2
+
+
+def test_cancelled_request_never_runs():
+    pool, backend = make_pool(actors=1, workers=1, max_pending=2)
+    with pool:
+        backend.gate.clear()
+        blocker = pool.submit(RELU, code("block", 0))
+        wait_for(lambda: backend.log)
+        doomed = pool.submit(RELU, code("correct", 1))
+        wait_for(lambda: queued(pool) == 1)
+        assert doomed.cancel()
+        assert pool.metrics()["pool/pending"] == 1 and queued(pool) == 0
+        assert not blocker.cancel()  # running already
+        backend.gate.set()
+        assert blocker.result(5).correct
+    assert backend.order() == [("block", 0)]
+
+
+def test_dead_actor_is_replaced_and_its_request_retried():
+    pool, backend = make_pool(actors=2, workers=1)
+    with pool:
+        backend.gate.clear()
+        futures = [pool.submit(RELU, code("block", t)) for t in (0, 1)]
+        wait_for(lambda: len(backend.log) == 2)
+        victim = next(a for a in pool._actors.values() if a.id == 0)
+        backend.kill(victim.handle)
+        wait_for(lambda: pool.metrics()["pool/actor_restarts"] == 1)
+        backend.gate.set()
+        assert all(f.result(5).correct for f in futures)
+        m = pool.metrics()
+    assert m["pool/retries"] == 1 and m["pool/actor_failures"] == 1 and m["pool/answered"] == 2
+    assert m["pool/actors_alive"] == 2 and backend.launched == 3
+    assert sorted(tag for _, _, tag, _, _ in backend.log) == [0, 0, 1]  # the killed one ran twice
+
+
+def test_request_that_kills_actors_twice_gets_a_crash_verdict():
+    pool, backend = make_pool(actors=2, workers=1)
+    with pool:
+        verdicts = pool.evaluate_many([(RELU, code("die", 0)), (RELU, code("correct", 1)), (ADD, code("correct", 2))])
+        m = pool.metrics()
+    assert [v.status for v in verdicts] == [Status.CRASH, Status.CORRECT, Status.CORRECT]
+    assert "died 2 times" in verdicts[0].error and verdicts[0].reward == 0.0
+    assert m["pool/retries"] == 1 and m["pool/crashes_after_retry"] == 1 and m["pool/actor_restarts"] == 2
+
+
+def test_no_actor_left_fails_requests_with_an_error():
+    pool, backend = make_pool(actors=1, workers=1, max_actor_restarts=0)
+    with pool:
+        future = pool.submit(RELU, code("die", 0))
+        with pytest.raises(EvaluatorError, match="no evaluation actor is alive"):
+            future.result(5)
+        with pytest.raises(EvaluatorError):
+            pool.evaluate(RELU, code("correct", 1))
+
+
+def test_close_without_draining_answers_pending_with_an_error():
+    pool, backend = make_pool(actors=1, workers=1)
+    backend.gate.clear()
+    futures = [pool.submit(RELU, code("block" if t == 0 else "correct", t)) for t in range(4)]
+    wait_for(lambda: backend.log)
+    pool.close(drain=False)
+    for f in futures:
+        with pytest.raises(PoolClosedError, match="drain=False"):
+            f.result(1)
+    with pytest.raises(PoolClosedError):
+        pool.submit(RELU, code())
+    assert pool.metrics()["pool/pending"] == 0
+
+
+def test_close_drains_in_flight_work():
+    pool, backend = make_pool(actors=1, workers=1)
+    backend.gate.clear()
+    futures = [pool.submit(RELU, code("block" if t == 0 else "correct", t)) for t in range(4)]
+    threading.Timer(0.2, backend.gate.set).start()
+    pool.close()
+    assert all(f.result(0).correct for f in futures)
+    pool.close()  # idempotent
+
+
+def test_cuda_baselines_measured_once_per_problem():
+    backend = FakeBackend(device="cuda", actors=2)
+    pool, _ = make_pool(backend, workers=2)
+    with pool:
+        backend.gate.clear()
+        first = [pool.submit(RELU, code("block", 0)), pool.submit(ADD, code("nobaseline", 1))]
+        rest = [pool.submit(p, code("correct", t)) for t in range(2, 8) for p in (RELU, ADD)]
+        wait_for(lambda: len(backend.log) >= 3)
+        backend.gate.set()
+        assert all(f.result(5).correct for f in first + rest)
+    measured = [(problem, mode) for _, mode, _, problem, measure in backend.log if measure]
+    # RELU: the first job measures, the rest wait for it. ADD: the first job returns no baselines,
+    # so exactly one later job measures them.
+    assert sorted(measured) == [("L0_01_vector_add", "correct"), ("L0_01_vector_add", "nobaseline"),
+                                ("L0_02_relu", "block")]
+
+
+def test_evaluate_async_and_cache_hits(tmp_cache):
+    pool, backend = make_pool(actors=1, workers=2, cache=tmp_cache)
+
+    async def main():
+        return await asyncio.gather(*[pool.evaluate_async(RELU, code("correct", t)) for t in range(3)])
+
+    with pool:
+        assert all(v.correct for v in asyncio.run(main()))
+        again = pool.evaluate(RELU, code("correct", 0))
+        m = pool.metrics()
+    assert again.cached and len(backend.log) == 3
+    assert m["pool/cache_hits"] == 1 and m["pool/cache_hit_rate"] == pytest.approx(0.25)
+
+
+def test_metrics_are_flat_and_sane():
+    pool, backend = make_pool(actors=2, workers=1)
+    with pool:
+        pool.evaluate_many([(RELU, code(m, i)) for i, m in enumerate(["correct", "incorrect", "correct"])])
+        m = pool.metrics()
+    for stage in ("cpu_stage", "queue_wait", "execution", "total"):
+        assert 0 <= m[f"pool/latency/{stage}_p50_s"] <= m[f"pool/latency/{stage}_p90_s"] \
+            <= m[f"pool/latency/{stage}_p99_s"]
+        assert m[f"pool/latency/{stage}_count"] == 3
+    assert m["pool/verdicts/correct"] == 2 and m["pool/verdicts/incorrect"] == 1
+    assert m["pool/verdict_frac/correct"] == pytest.approx(2 / 3)
+    assert m["pool/queue_depth"] == m["pool/pending"] == m["pool/in_flight"] == 0
+    assert m["pool/gpu_busy_fraction"] == 0.25 and m["pool/actors_alive"] == 2
+    assert all(isinstance(v, (int, float)) for v in m.values())
+
+
+def test_request_overrunning_execution_timeout_kills_its_actor():
+    pool, backend = make_pool(actors=1, workers=1, execution_timeout=0.3)
+    with pool:
+        backend.gate.clear()  # "block" never returns by itself: the watchdog must step in
+        verdict = pool.submit(RELU, code("block", 0)).result(20)
+        assert pool.evaluate(RELU, code("correct", 1)).correct  # on a replacement actor
+        m = pool.metrics()
+    assert verdict.status is Status.CRASH and "execution_timeout=0.3" in verdict.error
+    assert m["pool/actor_failures"] == 2 and m["pool/actor_restarts"] == 2
