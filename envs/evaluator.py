@@ -30,6 +30,10 @@ from rewards.makora import DEFAULT_DELTA, reward_for_verdict
 
 __all__ = ["Candidate", "Evaluator", "EvaluatorError", "Preparer"]
 
+# CPython 3.11's ast module is not safe to use from several threads at once (cpython#106905: "AST
+# constructor recursion depth mismatch"), and the CPU stage parses heavily: one thread at a time.
+_PARSE_LOCK = threading.Lock()
+
 # Verdicts that may depend on the machine's state rather than the code are not cached.
 _TRANSIENT = {Status.TIMEOUT, Status.CRASH}
 
@@ -64,6 +68,10 @@ class Preparer:
     def prepare(self, problem: Problem, answer: str) -> Candidate | Verdict:
         """A Candidate to execute, or the final Verdict when nothing needs to run."""
         started = time.monotonic()
+        with _PARSE_LOCK:
+            return self._prepare(problem, answer, started)
+
+    def _prepare(self, problem: Problem, answer: str, started: float) -> Candidate | Verdict:
         try:
             solution = prepare_solution(answer)
         except SourceError as e:

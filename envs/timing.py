@@ -6,7 +6,6 @@ synchronize, so work a kernel left on any stream is finished before the next run
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Any, Callable
 
@@ -45,8 +44,9 @@ def time_cuda(fn: Callable[[], Any], runs: int = 100, warmup_ms: float = 25.0, m
     return [begin.elapsed_time(end) for begin, end in events], kept
 
 
-def host_median_ms(fn: Callable[[], Any], runs: int = 10) -> float:
-    """Median wall time of `fn` between two full device synchronizations: sees work on every stream."""
+def host_min_ms(fn: Callable[[], Any], runs: int = 10) -> float:
+    """Least wall time of `fn` between two full device synchronizations: sees work on every stream, and
+    the minimum drops the scheduling noise other busy processes add on the host."""
     samples = []
     for _ in range(runs):
         torch.cuda.synchronize()
@@ -54,4 +54,4 @@ def host_median_ms(fn: Callable[[], Any], runs: int = 10) -> float:
         fn()
         torch.cuda.synchronize()
         samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples)
+    return min(samples)

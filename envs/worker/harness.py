@@ -23,12 +23,17 @@ import types
 from typing import Any, Callable, Iterator
 
 import torch
+# Import lazily-loaded torch machinery up front: importing it later patches torch functions (dynamo wraps
+# torch.manual_seed) and would look like the candidate's doing to the identity checks.
+import torch._dynamo  # noqa: F401
+import torch.utils._python_dispatch  # noqa: F401
+import torch.utils.flop_counter  # noqa: F401
 import triton
 
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
 from envs.compare import ReferenceNotFinite, as_output_list, compare_outputs, format_mismatch
-from envs.timing import host_median_ms, time_cuda
+from envs.timing import host_min_ms, time_cuda
 from envs.verdict import TimingStats
 from envs.worker.protocol import read_frame, write_frame
 
@@ -337,9 +342,11 @@ class Evaluation:
 
     def _timing_checks(self, call: Callable[[], Any], inputs: list[Any], expected: Any, stats: dict) -> None:
         with self._gpu("exclusive"):
-            host = host_median_ms(call)
+            host = host_min_ms(call)
         kernel = stats["median_ms"]
-        if kernel < 0.5 * host and host - kernel > 0.1:
+        # Honest kernels: the host sees the event time plus launch and wake-up latency. Work on a stream
+        # the events do not wait for leaves the events far below the host clock.
+        if kernel < 0.5 * host and host - kernel > 0.2:
             raise RuntimeHack("side_stream", f"CUDA events measured {kernel:.3f} ms per call but the host clock "
                                              f"measured {host:.3f} ms around a full device synchronization: "
                                              "work runs outside the timed stream")
@@ -449,11 +456,6 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.cuda.init()
-    # Import lazily-loaded torch machinery now: importing it later patches torch functions (dynamo wraps
-    # torch.manual_seed) and would look like the candidate's doing to the identity checks.
-    import torch._dynamo  # noqa: F401
-    import torch.utils._python_dispatch  # noqa: F401
-    import torch.utils.flop_counter  # noqa: F401
     LAUNCHES.install()
     link.send({"type": "hello", "pid": os.getpid(), **device_info(device)})
     while True:

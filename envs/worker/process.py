@@ -76,6 +76,9 @@ class WorkerProcess:
         extra = {
             "HOME": self.root, "TMPDIR": self.root, "PYTHONPATH": PROJECT_ROOT, "PYTHONFAULTHANDLER": "1",
             "PYTHONDONTWRITEBYTECODE": "1", _TAG_VAR: self.tag,
+            # No background pool of compile processes from TorchInductor (the eager/inductor baselines):
+            # child processes appearing during a candidate's forward are a hack signal.
+            "TORCHINDUCTOR_COMPILE_THREADS": "1",
             "KERNELRL_WORKER_MEMORY_BYTES": str(self.memory_limit_bytes),
             # Caches stay shared across workers (HOME is private), so warm compiles survive recycling.
             "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache")),

@@ -27,13 +27,9 @@ class ModelNew(nn.Module):
         return out
 '''
 
-HANG = '''
-import torch.nn as nn
-class ModelNew(nn.Module):
-    def forward(self, x):
-        while True:
-            pass
-'''
+HANG = OOB_STORE.replace("tl.store(out_ptr + offs + (1 << 38), x)  # far outside any allocation",
+                        "tl.store(out_ptr + offs, x, mask=offs < n)").replace(
+    "        return out", "        while out.numel() > 0:\n            pass\n        return out")
 
 
 @pytest.fixture(scope="module")
