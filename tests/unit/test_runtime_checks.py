@@ -1,0 +1,113 @@
+"""The worker's runtime defences, exercised directly on CPU tensors."""
+
+import pytest
+import torch
+
+from envs.antihack import runtime as guard
+from envs.antihack.runtime import RuntimeHack
+
+
+def poisoned(shape, dtype=torch.float32):
+    t = torch.empty(shape, dtype=dtype)
+    int_dtype, bits = guard._POISON_BITS[dtype]
+    t.view(int_dtype).fill_(bits)
+    return t
+
+
+def test_unwritten_outputs_are_recognised_by_the_poison_payload():
+    guard.check_unwritten([torch.randn(100)])  # written: fine
+    guard.check_unwritten([torch.full((7,), float("nan"))])  # a computed NaN is not the poison
+    with pytest.raises(RuntimeHack) as e:
+        guard.check_unwritten([poisoned((1000,))])
+    assert e.value.category == "stale_memory"
+    half = poisoned((1000,))
+    half[:500] = 1.0
+    with pytest.raises(RuntimeHack) as e:
+        guard.check_unwritten([half])
+    assert e.value.category == "partial_output" and "500 of 1000" in e.value.reason
+    for dtype in (torch.float16, torch.bfloat16, torch.float64):
+        with pytest.raises(RuntimeHack):
+            guard.check_unwritten([poisoned((64,), dtype)])
+
+
+def test_identity_storage_and_subclass_outputs():
+    x = torch.randn(4, 4)
+    model = torch.nn.Linear(4, 4)
+    guard.check_outputs([x.clone()], [x], model)
+    with pytest.raises(RuntimeHack, match="shares storage with input 0") as e:
+        guard.check_outputs([x.view(16)], [x], model)
+    assert e.value.category == "identity_kernel"
+    with pytest.raises(RuntimeHack) as e:
+        guard.check_outputs([model.weight.detach()], [x], model)
+    assert e.value.category == "output_caching"
+
+    class Lazy(torch.Tensor):
+        pass
+    with pytest.raises(RuntimeHack) as e:
+        guard.check_outputs([x.clone().as_subclass(Lazy)], [x], model)
+    assert e.value.category == "lazy_tensor"
+    with pytest.raises(RuntimeHack, match="exact copy of input 0"):
+        guard.check_not_identity([x.clone()], [x])
+
+
+def test_inputs_must_be_unchanged():
+    x = torch.randn(8)
+    guard.check_inputs_unchanged([x.clone()], [x])
+    pristine = x.clone()
+    x.add_(1)
+    with pytest.raises(RuntimeHack) as e:
+        guard.check_inputs_unchanged([pristine], [x])
+    assert e.value.category == "input_mutation"
+
+
+def test_identity_snapshot_sees_patched_timers_and_comparisons(monkeypatch):
+    import time
+    before = guard.identity_snapshot()
+    guard.check_identities(before, "now")
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
+    with pytest.raises(RuntimeHack) as e:
+        guard.check_identities(before, "during forward")
+    assert e.value.category == "timer_patch" and "time.perf_counter" in e.value.reason
+    monkeypatch.undo()
+    monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
+    with pytest.raises(RuntimeHack) as e:
+        guard.check_identities(before, "x")
+    assert e.value.category == "comparison_patch"
+
+
+def test_compute_recorder_flags_problem_sized_torch_compute_only():
+    launches = guard.LaunchRecorder()
+    recorder = guard.ComputeRecorder(launches)
+    x = torch.randn(1000)
+    with recorder:
+        out = torch.empty_like(x)  # allocation, views and copies are layout
+        out.copy_(x.view(10, 100).t().contiguous().reshape(-1))
+        small = x[:10].sum()  # a tiny reduction stays below the threshold
+    recorder.check(x.numel(), "forward")
+    assert small is not None
+    with recorder:
+        torch.nn.functional.relu(x)
+    with pytest.raises(RuntimeHack, match="aten.relu") as e:
+        recorder.check(x.numel(), "forward")
+    assert e.value.category == "baseline_kernel"
+
+
+def test_concurrency_snapshot_sees_new_threads():
+    import threading
+    before = guard.concurrency_snapshot()
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(RuntimeHack) as e:
+            guard.check_concurrency(before)
+        assert e.value.category == "concurrency"
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_physical_floor():
+    assert guard.floor_ms(4_800_000_000, 0, "NVIDIA H200") == pytest.approx(1.0)
+    assert guard.floor_ms(0, 989e12, "NVIDIA H100 80GB HBM3") == pytest.approx(1000.0)
+    assert guard.peak_rates("Some Future GPU") == guard._FALLBACK_PEAK
