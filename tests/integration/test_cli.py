@@ -1,0 +1,97 @@
+"""scripts/eval_kernel.py and scripts/train.py as a user runs them: real subprocesses, CPU."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+RELU_SOLUTION = ROOT / "envs" / "builtin" / "solutions" / "L0_02_relu.py"
+REQUIRED = {"status", "correct", "hack", "speedup", "reward", "timings", "error", "cached"}
+
+
+def run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_kernel.py"), "--device", "cpu", *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def test_pair_prints_one_json_verdict_last_and_caches(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    answer = tmp_path / "answer.md"
+    answer.write_text(f"Here is my kernel:\n```python\n{RELU_SOLUTION.read_text()}```\n")
+    first = run("--problem", "L0_02_relu", "--solution", str(answer), "--cache", str(cache))
+    assert first.returncode == 0, first.stderr
+    verdict = json.loads(first.stdout.strip().splitlines()[-1])
+    assert REQUIRED <= set(verdict)
+    assert verdict["status"] == "correct" and verdict["correct"] and verdict["speedup"] is None
+    assert verdict["cached"] is False and verdict["reward"] == pytest.approx(0.3100255)
+    problem_file = ROOT / "envs" / "builtin" / "problems" / "L0_02_relu.py"
+    second = run("--problem", str(problem_file), "--solution", str(RELU_SOLUTION), "--cache", str(cache),
+                 "--delta", "1.0")
+    again = json.loads(second.stdout.strip().splitlines()[-1])
+    assert again["cached"] is True and again["reward"] == pytest.approx(0.5)  # sigmoid(1 - 1.0)
+
+
+def test_manifest_keeps_input_order_with_progress_on_stderr(tmp_path):
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(RELU_SOLUTION.read_text().replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.5)"))
+    manifest = tmp_path / "pairs.jsonl"
+    manifest.write_text("\n".join(json.dumps(p) for p in [
+        {"problem": "L0_02_relu", "solution": str(RELU_SOLUTION)},
+        {"problem": "L0_02_relu", "solution": "wrong.py"},  # relative to the manifest
+        {"problem": "L0_04_sigmoid", "solution": str(ROOT / "envs/builtin/solutions/L0_04_sigmoid.py")},
+    ]) + "\n\n")
+    result = run("--manifest", str(manifest), "--no-cache", "--workers", "2")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.strip().splitlines()]
+    assert [(v["problem_id"], v["status"]) for v in lines] == [
+        ("L0_02_relu", "correct"), ("L0_02_relu", "incorrect"), ("L0_04_sigmoid", "correct")]
+    assert "3/3" in result.stderr  # the progress bar
+
+
+def _bad_inputs(tmp_path):
+    not_problem = tmp_path / "not_problem.py"
+    not_problem.write_text("x = 1\n")
+    no_model_new = tmp_path / "no_model_new.py"
+    no_model_new.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
+    bad_json = tmp_path / "bad.jsonl"
+    bad_json.write_text('{"problem": "L0_02_relu", "solution": \n')
+    missing_field = tmp_path / "missing.jsonl"
+    missing_field.write_text('{"problem": "L0_02_relu"}\n')
+    missing_file = tmp_path / "missing_file.jsonl"
+    missing_file.write_text(json.dumps({"problem": "L0_02_relu", "solution": "nope.py"}) + "\n")
+    return {
+        "missing problem": (["--problem", str(tmp_path / "nope.py"), "--solution", str(RELU_SOLUTION)], "no such file"),
+        "unknown id": (["--problem", "L9_99_x", "--solution", str(RELU_SOLUTION)], "no such problem"),
+        "missing solution": (["--problem", "L0_02_relu", "--solution", str(tmp_path / "s.py")], "no such solution"),
+        "not a problem": (["--problem", str(not_problem), "--solution", str(RELU_SOLUTION)], "not a problem file"),
+        "no ModelNew": (["--problem", "L0_02_relu", "--solution", str(no_model_new)], "ModelNew"),
+        "malformed manifest": (["--manifest", str(bad_json)], "not valid JSON"),
+        "manifest field": (["--manifest", str(missing_field)], '"solution"'),
+        "manifest file": (["--manifest", str(missing_file)], "no such solution"),
+    }
+
+
+def test_bad_input_exits_2_with_a_clear_message_and_writes_nothing(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    for name, (args, message) in _bad_inputs(tmp_path).items():
+        result = run(*args, "--cache", str(cache))
+        assert result.returncode == 2, (name, result.stderr)
+        assert message in result.stderr, (name, result.stderr)
+        assert result.stdout == ""
+        assert not cache.exists(), name
+
+
+def test_main_job_prints_the_verdict_table(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), "eval.device=cpu", "levels=[0]",
+                             "cache_path=null", "progress=false", f"hydra.run.dir={tmp_path}"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "7/7 correct on cpu" in result.stdout
+    assert "L0_07_elementwise_mul_add" in result.stdout
+    rows = (tmp_path / "verdicts.jsonl").read_text().splitlines()
+    assert len(rows) == 7 and all(json.loads(r)["status"] == "correct" for r in rows)
