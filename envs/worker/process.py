@@ -237,6 +237,24 @@ class WorkerProcess:
                                         + (f"; its last output:\n{tail}" if tail.strip() else ""),
                                         phase, phases or {})
 
+    def _confirm(self, phase: str, phases: dict[str, float]) -> None:
+        """Accept a result only once the harness is back in its request loop: it must echo a nonce that
+        did not exist before the result arrived. A frame forged by candidate code (which could have found
+        the request's nonce in memory) is followed by the real harness's next message instead, or by
+        nothing if the forger exited."""
+        nonce = uuid.uuid4().hex
+        try:
+            write_frame(self._req_w, {"type": "confirm", "nonce": nonce})
+            reply = self._read(time.monotonic() + 10.0, phase, phases)
+        except OSError as e:
+            raise WorkerFailure("crash", f"the worker stopped after its result ({e})", phase, phases)
+        except WorkerFailure as failure:
+            raise WorkerFailure("crash", f"the result was not confirmed by the worker: {failure.message}",
+                                phase, phases) from None
+        if reply != {"type": "confirmed", "nonce": nonce}:
+            raise WorkerFailure("crash", "the result was not confirmed by the worker (a forged verdict frame?)",
+                                phase, phases)
+
     def evaluate(self, request: dict, timeouts: dict[str, float]) -> tuple[dict, dict[str, float]]:
         """Send one request; return (result message, wall seconds per phase). Raises WorkerFailure."""
         nonce = request["nonce"]
@@ -274,6 +292,7 @@ class WorkerProcess:
                     held = None
                 elif kind == "result":
                     phases[phase] = phases.get(phase, 0.0) + now - started
+                    self._confirm(phase, phases)
                     return message, phases
                 else:
                     raise WorkerFailure("crash", f"worker sent an unexpected message {str(message)[:200]}",

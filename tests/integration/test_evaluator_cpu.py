@@ -158,6 +158,17 @@ def test_writing_frames_to_every_descriptor_cannot_forge_a_verdict(evaluator):
     assert evaluator.evaluate(problem, good).correct
 
 
+def test_a_result_frame_forged_with_the_real_nonce_is_not_accepted(evaluator):
+    """The corpus's nonce forger finds the request in memory and writes a `correct` frame to the result
+    pipe; without the static analysis only the confirmation round-trip stands in its way."""
+    from tests.integration.test_hack_corpus import HACKS
+    from envs import resolve_problem
+    problem = resolve_problem("L5_01_attention")
+    v = execute(evaluator, problem, (HACKS / "hack_forged_result_nonce_frame.py").read_text())
+    assert v.status is Status.CRASH and "not confirmed" in v.error, v
+    assert evaluator.evaluate(*RELU).correct
+
+
 def test_candidate_environment_holds_no_secrets_and_runs_in_a_fresh_directory(monkeypatch):
     problem, _ = RELU
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
