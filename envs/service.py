@@ -43,7 +43,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from envs.problems import Problem, ProblemError, parse_problem
-from envs.verdict import Status, Verdict
+from envs.verdict import HackFinding, Status, Timings, Verdict
 from envs.worker.pool import EvaluatorError
 from rewards.makora import DEFAULT_DELTA, reward_for_verdict
 
@@ -154,28 +154,6 @@ class EvaluateRequest(BaseModel):
         return self
 
 
-class HackModel(BaseModel):
-    category: str
-    reason: str
-
-
-class TimingStatsModel(BaseModel):
-    median_ms: float
-    mean_ms: float
-    std_ms: float
-    min_ms: float
-    max_ms: float
-    p10_ms: float
-    p90_ms: float
-    runs: int
-
-
-class TimingsModel(BaseModel):
-    kernel: TimingStatsModel | None = None
-    eager: TimingStatsModel | None = None
-    inductor: TimingStatsModel | None = None
-
-
 class VerdictResponse(BaseModel):
     """envs.verdict.Verdict.to_dict(), in the order scripts/eval_kernel.py prints it. A field Verdict gains
     before it is typed here still passes through (extra="allow"); tests/unit/test_service_app.py notices."""
@@ -183,10 +161,10 @@ class VerdictResponse(BaseModel):
     model_config = ConfigDict(extra="allow")
     status: Status
     correct: bool
-    hack: HackModel | None = None
+    hack: HackFinding | None = None  # pydantic validates the dataclasses of envs.verdict directly
     speedup: float | None = None
     reward: float
-    timings: TimingsModel | None = None
+    timings: Timings | None = None
     error: str | None = None
     cached: bool
     problem_id: str
