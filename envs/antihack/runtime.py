@@ -180,6 +180,26 @@ def check_identities(before: dict[str, int], when: str) -> None:
     raise RuntimeHack(category, f"{', '.join(changed[:5])} replaced {when}")
 
 
+def broad_snapshot() -> dict[str, int]:
+    """Identities of every public attribute of the modules a reference model runs on. Compared after each
+    evaluation: a candidate that patched any of them must not leave a warm worker behind for the next."""
+    import torch.nn.functional
+    import triton.language
+    namespaces = {"torch": torch, "torch.nn.functional": torch.nn.functional, "torch.Tensor": torch.Tensor,
+                  "torch.nn.Module": torch.nn.Module, "triton.language": triton.language}
+    snap = {}
+    for label, ns in namespaces.items():
+        for name, value in list(vars(ns).items()):
+            if not name.startswith("__"):
+                snap[f"{label}.{name}"] = id(value)
+    return snap
+
+
+def broad_changes(before: dict[str, int]) -> list[str]:
+    now = broad_snapshot()
+    return sorted(k for k, v in before.items() if now.get(k) != v)
+
+
 # --- memory poisoning and output checks ------------------------------------------------------------------
 # NaNs with a payload no arithmetic produces: finding one in an output proves the memory was never written.
 _POISON_BITS = {torch.float32: (torch.int32, 0x7FC0DEAD), torch.float64: (torch.int64, 0x7FF8DEADDEADBEEF),

@@ -39,6 +39,7 @@ from envs.worker.protocol import read_frame, write_frame
 
 _MAX_ERROR_CHARS = 4000
 LAUNCHES = guard.LaunchRecorder()  # installed in main(), before any candidate code exists
+BASELINE_IDENTITIES: dict[str, int] = {}  # torch/triton as the worker started, taken in main()
 
 
 class Outcome(Exception):
@@ -410,6 +411,13 @@ class Evaluation:
             result["notes"] = self.notes
             result.update(self.facts)
             result["healthy"] = self._healthy()
+            changed = guard.broad_changes(BASELINE_IDENTITIES) if BASELINE_IDENTITIES else []
+            if changed:  # never let a patched torch or triton serve the next candidate
+                result["healthy"] = False
+                if result["status"] == "correct" and self.req.get("solution") is not None:
+                    reason = f"replaced {', '.join(changed[:5])}"
+                    result.update(status="hack", error=f"monkeypatch: {reason}",
+                                  hack={"category": "monkeypatch", "reason": reason})
         return result
 
     def _healthy(self) -> bool:
@@ -457,6 +465,7 @@ def main() -> None:
         torch.backends.cudnn.allow_tf32 = False
         torch.cuda.init()
     LAUNCHES.install()
+    BASELINE_IDENTITIES.update(guard.broad_snapshot())
     link.send({"type": "hello", "pid": os.getpid(), **device_info(device)})
     while True:
         try:

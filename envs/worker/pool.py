@@ -212,7 +212,7 @@ class WorkerPool:
         if worker.evaluations >= self.settings.max_evals_per_worker:
             return True
         status = result.get("status")
-        if status in ("runtime_error", "timeout", "crash"):
+        if status in ("runtime_error", "timeout", "crash", "hack"):
             return True
         # Under the interpreter a failing kernel may have written out of bounds into the process.
         return self.device == "cpu" and status != "correct"

@@ -270,3 +270,13 @@ def test_degenerate_problems_are_rejected_when_the_set_loads(tmp_cache):
     assert "tiny: output 0 is within tolerance of zero" in text
     assert "constant: output 0 is constant" in text
     assert "input_independent: the output does not depend on the inputs" in text
+
+
+def test_a_patch_to_torch_never_outlives_its_evaluation(evaluator):
+    """A patch of something no specific check watches is still found when the evaluation ends, and the
+    worker that ran it is replaced rather than handed to the next candidate."""
+    problem, good = RELU
+    v = execute(evaluator, problem, solution("", prelude="torch.nn.functional.softsign = lambda x: x"))
+    assert v.status is Status.HACK and v.hack.category == "monkeypatch", v
+    assert "torch.nn.functional.softsign" in v.hack.reason
+    assert evaluator.evaluate(problem, good).correct
