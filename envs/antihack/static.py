@@ -986,6 +986,15 @@ class _Analysis(_Index):
             self._all_references = list(self.references(self.nodes))
         return self._all_references
 
+    def reference_finding(self, prefixes: tuple[str, ...], category: str, why: str = "",
+                          nodes=None) -> HackFinding | None:
+        """A finding naming the first use of anything under `prefixes`, and `why` it matters."""
+        hit = self.first_reference(prefixes, nodes)
+        if hit is None:
+            return None
+        node, scope, path = hit
+        return _finding(category, f"{self.where(scope, node)} uses {path}{why}")
+
     def first_reference(self, prefixes: tuple[str, ...], nodes=None):
         for node, scope, path in self.all_references if nodes is None else self.references(nodes):
             if _under(path, prefixes):
@@ -1313,11 +1322,10 @@ def _finding(category: str, reason: str) -> HackFinding:
 
 
 def rule_dynamic_code(a: _Analysis) -> HackFinding | None:
-    hit = a.first_reference(_DYNAMIC_CODE)
-    if hit:
-        node, scope, path = hit
-        return _finding("dynamic_code", f"{a.where(scope, node)} uses {path}, which runs or decodes code "
-                                        "that cannot be checked before it runs")
+    if finding := a.reference_finding(_DYNAMIC_CODE, "dynamic_code",
+                                      ", which runs or decodes code that cannot be checked before "
+                                      "it runs"):
+        return finding
     for node, scope in a.nodes:  # getattr(torch, name): an attribute picked at run time
         if isinstance(node, ast.Call) and "builtins.getattr" in a.quals(node.func, scope) and node.args:
             owners = [q for q in a.quals(node.args[0], scope) if _is_module_path(q) and not q.startswith("builtins.")]
@@ -1384,11 +1392,9 @@ def rule_monkeypatch(a: _Analysis) -> HackFinding | None:
 
 def rule_forged_result(a: _Analysis) -> HackFinding | None:
     """Writing to raw file descriptors or the process's standard streams: the evaluator's result channel."""
-    hit = a.first_reference(_RESULT_CHANNELS)
-    if hit:
-        node, scope, path = hit
-        return _finding("forged_result", f"{a.where(scope, node)} uses {path}, writing where the evaluator "
-                                         "reads results")
+    if finding := a.reference_finding(_RESULT_CHANNELS, "forged_result",
+                                      ", writing where the evaluator reads results"):
+        return finding
     return None
 
 
@@ -1416,19 +1422,14 @@ def rule_introspection(a: _Analysis) -> HackFinding | None:
                 _is_module_path(q) for q in a.quals(node.value, scope))):
             return _finding("introspection", f"{a.where(scope, node)} reads {_short(node)}: frame, code, class or "
                                              "module internals")
-    hit = a.first_reference(_INTROSPECTION)
-    if hit:
-        node, scope, path = hit
-        return _finding("introspection", f"{a.where(scope, node)} uses {path}, which can reach the "
-                                         "evaluator's state")
+    if finding := a.reference_finding(_INTROSPECTION, "introspection", ", which can reach the evaluator's state"):
+        return finding
     return None
 
 
 def rule_system_access(a: _Analysis) -> HackFinding | None:
-    hit = a.first_reference(_SYSTEM)
-    if hit:
-        node, scope, path = hit
-        return _finding("system_access", f"{a.where(scope, node)} uses {path}")
+    if finding := a.reference_finding(_SYSTEM, "system_access"):
+        return finding
     for node, scope in a.nodes:
         if not isinstance(node, ast.Call):
             continue
@@ -1446,10 +1447,8 @@ def rule_system_access(a: _Analysis) -> HackFinding | None:
 
 
 def rule_concurrency(a: _Analysis) -> HackFinding | None:
-    hit = a.first_reference(_CONCURRENCY)
-    if hit:
-        node, scope, path = hit
-        return _finding("concurrency", f"{a.where(scope, node)} uses {path}: work outside the timed call")
+    if finding := a.reference_finding(_CONCURRENCY, "concurrency", ": work outside the timed call"):
+        return finding
     return None
 
 
@@ -1466,19 +1465,16 @@ def rule_lazy_tensor(a: _Analysis) -> HackFinding | None:
             return _finding("lazy_tensor", f"{a.where(scope, node)} defines {node.name}")
         if isinstance(node, ast.Attribute) and node.attr in ("__torch_function__", "__torch_dispatch__"):
             return _finding("lazy_tensor", f"{a.where(scope, node)} uses {_short(node)}")
-    hit = a.first_reference(_LAZY)
-    if hit:
-        node, scope, path = hit
-        return _finding("lazy_tensor", f"{a.where(scope, node)} uses {path}")
+    if finding := a.reference_finding(_LAZY, "lazy_tensor"):
+        return finding
     return None
 
 
 def rule_torch_compile(a: _Analysis) -> HackFinding | None:
-    hit = a.first_reference(_COMPILE)
-    if hit:
-        node, scope, path = hit
-        return _finding("torch_compile", f"{a.where(scope, node)} uses {path}: a compiler, not the solution's "
-                                         "Triton kernels, would do the work")
+    if finding := a.reference_finding(_COMPILE, "torch_compile",
+                                      ": a compiler, not the solution's Triton kernels, would do "
+                                      "the work"):
+        return finding
     for node, scope in a.nodes:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [al.name for al in node.names] if isinstance(node, ast.Import) else [node.module or ""]
@@ -1513,11 +1509,10 @@ def rule_model_subclass(a: _Analysis) -> HackFinding | None:
 
 
 def rule_library_call(a: _Analysis) -> HackFinding | None:
-    hit = a.first_reference(_LIBRARY_ANYWHERE)
-    if hit:
-        node, scope, path = hit
-        return _finding("library_call", f"{a.where(scope, node)} uses {path}: PyTorch's compiled operators or "
-                                        "custom extensions instead of the solution's kernels")
+    if finding := a.reference_finding(_LIBRARY_ANYWHERE, "library_call",
+                                      ": PyTorch's compiled operators or custom extensions instead "
+                                      "of the solution's kernels"):
+        return finding
     for node, f in a.forward_nodes():
         if not isinstance(node, ast.Call):
             continue
@@ -1534,11 +1529,10 @@ def rule_library_call(a: _Analysis) -> HackFinding | None:
 
 
 def rule_side_stream(a: _Analysis) -> HackFinding | None:
-    hit = a.first_reference(_STREAMS, a.forward_nodes())
-    if hit:
-        node, scope, path = hit
-        return _finding("side_stream", f"{a.where(scope, node)} uses {path} on the forward path: work on another "
-                                       "stream or a captured graph escapes the timer")
+    if finding := a.reference_finding(_STREAMS, "side_stream",
+                                      " on the forward path: work on another stream or a captured "
+                                      "graph escapes the timer", nodes=a.forward_nodes()):
+        return finding
     return None
 
 
