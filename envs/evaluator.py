@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 import threading
 import time
@@ -155,14 +156,11 @@ class Evaluator:
         prepared = self.preparer.prepare(problem, answer)
         if isinstance(prepared, Verdict):
             return prepared
-        baselines = self.preparer.baselines(prepared)
-        if baselines is None and self.device == "cuda":
-            # First evaluation of this problem on this device: measure its baselines once.
-            with self.preparer.baseline_lock(prepared):
-                baselines = self.preparer.baselines(prepared)
-                verdict, measured = self.pool.execute(prepared.problem, prepared.solution, baselines)
-                return self.preparer.finish(prepared, verdict, measured, started)
-        verdict, measured = self.pool.execute(prepared.problem, prepared.solution, baselines)
+        first = self.device == "cuda" and self.preparer.baselines(prepared) is None
+        # The first evaluation of a problem on this device measures its baselines, once: others wait.
+        with self.preparer.baseline_lock(prepared) if first else contextlib.nullcontext():
+            baselines = self.preparer.baselines(prepared)
+            verdict, measured = self.pool.execute(prepared.problem, prepared.solution, baselines)
         return self.preparer.finish(prepared, verdict, measured, started)
 
     def validate_problems(self, problems: list[Problem]) -> None:

@@ -160,10 +160,9 @@ class WorkerPool:
             return f"speedup {verdict.speedup:.1f}x exceeds the plausible bound {self.settings.max_speedup:g}x"
         return verdict.suspicious
 
-    def _execute_once(self, problem: Problem, solution: CanonicalSolution, baselines: dict | None,
-                      fresh_worker: bool = False) -> tuple[Verdict, dict | None]:
-        measure = self.device == "cuda" and baselines is None
-        request = self._request(problem, solution, measure)
+    def _run(self, request: dict, fresh_worker: bool = False) -> tuple[dict, dict[str, float], float]:
+        """One request on an idle worker: (result, wall seconds per phase, seconds waited for the worker).
+        The worker is recycled afterwards when it must be. Raises WorkerFailure."""
         waited = time.monotonic()
         slot = self._idle.get()
         worker = result = None
@@ -174,13 +173,20 @@ class WorkerPool:
                 worker = self._worker(slot)
             waited = time.monotonic() - waited
             result, phases = worker.evaluate(request, self.settings.timeouts.as_dict())
-        except WorkerFailure as failure:
-            return Verdict(Status(failure.status), problem.id, self.device_name, error=failure.message,
-                           phase_seconds=failure.phase_seconds), None
+            return result, phases, waited
         finally:
             if worker is not None and self._should_recycle(worker, result):
                 self._recycle(slot, worker)
             self._idle.put(slot)
+
+    def _execute_once(self, problem: Problem, solution: CanonicalSolution, baselines: dict | None,
+                      fresh_worker: bool = False) -> tuple[Verdict, dict | None]:
+        measure = self.device == "cuda" and baselines is None
+        try:
+            result, phases, waited = self._run(self._request(problem, solution, measure), fresh_worker)
+        except WorkerFailure as failure:
+            return Verdict(Status(failure.status), problem.id, self.device_name, error=failure.message,
+                           phase_seconds=failure.phase_seconds), None
         measured = result.get("baselines") or None
         if not measure or not (measured and measured.get("eager")):
             measured = None  # store complete measurements only
@@ -191,17 +197,10 @@ class WorkerPool:
         """Run the problem's reference on a few input sets; why it is degenerate, or None."""
         request = {**self._request(problem, CanonicalSolution("", ""), False), "mode": "check_problem",
                    "solution": None, "timing": None}
-        slot = self._idle.get()
-        worker = result = None
         try:
-            worker = self._worker(slot)
-            result, _ = worker.evaluate(request, self.settings.timeouts.as_dict())
+            result, _, _ = self._run(request)
         except WorkerFailure as failure:
             raise EvaluatorError(f"{problem.id}: checking the problem failed: {failure.message}") from None
-        finally:
-            if worker is not None and self._should_recycle(worker, result):
-                self._recycle(slot, worker)
-            self._idle.put(slot)
         if result.get("status") != "correct":
             raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.get('error')}")
         return result.get("degenerate")
