@@ -1,19 +1,27 @@
 #!/usr/bin/env python
 """Evaluator throughput on the built-in problem set's reference solutions.
 
-Two passes over the same candidates, both without the verdict cache:
+Passes over the same candidates, all without the verdict cache (baselines are shared):
   cold  - the first evaluation of each problem (on GPU this also measures the eager and TorchInductor
           baselines, compiling the latter), printed as a per-problem table;
   warm  - `--repeats` more passes with baselines known and workers warm: the steady state that RL sees.
-Reports evaluations per minute, latency percentiles and wall time per evaluation split by phase.
+Every pass gets its own copy of each candidate (a tag line appended), so neither the verdict cache nor
+the pool's deduplication of identical in-flight candidates can answer without running it.
+Reports evaluations per minute, latency percentiles, wall time per evaluation split by phase, and the
+wall time per evaluation against the GPU time of its correctness and timing phases.
 
 `--backend ray` measures the Ray evaluation pool instead of the local evaluator. `--vs-fresh-process`
-then evaluates the warm pass's candidates with a KernelBench-style harness (a fresh worker process per
-evaluation doing the same correctness and timing work, baselines known) and reports the speed ratio and
-whether every verdict agrees.
+then evaluates (every `--fresh-every`-th of) the warm pass's candidates with a KernelBench-style harness
+(a fresh worker process per evaluation doing the same correctness and timing work, baselines known) and
+reports the speed ratio and whether every verdict agrees.
+
+`--scale 1 2 4` (Ray) measures the pool with each number of actors in turn (one GPU per actor on cuda)
+on the same candidates: evaluations per minute, scaling efficiency against the first count, latency
+percentiles, verdict agreement and the spread of each kernel's measured time.
 
   python scripts/bench_eval.py --device cpu --workers 2
   python scripts/bench_eval.py --device cuda --backend ray --workers 4 --vs-fresh-process --out bench.json
+  python scripts/bench_eval.py --device cuda --backend ray --workers 4 --scale 1 2 4 --repeats 3
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -33,6 +42,8 @@ from envs import EvalSettings, Evaluator, load_problem_set  # noqa: E402
 from envs.cache import SqliteCache  # noqa: E402
 from envs.report import markdown_table, verdict_table  # noqa: E402
 
+GPU_PHASES = ("correctness", "timing")
+
 
 class BaselineOnlyCache(SqliteCache):
     """Shares measured baselines but never answers with a stored verdict: every evaluation really runs."""
@@ -42,6 +53,11 @@ class BaselineOnlyCache(SqliteCache):
 
     def put_verdict(self, key: str, problem_id: str, verdict: dict) -> None:
         pass
+
+
+def tagged(items, tag: str):
+    """The same candidates as new sources (a module-level constant appended): no cache or dedup hit."""
+    return [(problem, f"{answer}\n_KERNELRL_BENCH_PASS = {tag!r}\n") for problem, answer in items]
 
 
 def percentiles(xs: list[float]) -> dict[str, float]:
@@ -59,17 +75,22 @@ def phase_summary(verdicts) -> dict[str, dict[str, float]]:
             for name, xs in phases.items()}
 
 
-def summarize(verdicts, wall: float) -> dict:
-    return {"verdicts": verdicts, "wall_s": wall, "evals": len(verdicts),
+def summarize(verdicts, wall: float, devices: int = 1) -> dict:
+    gpu_s = statistics.fmean(sum(v.phase_seconds.get(p, 0.0) for p in GPU_PHASES) for v in verdicts)
+    # Wall time one device spends per evaluation (the pool's steady-state cost of an evaluation),
+    # against the time the evaluation's correctness and timing phases need on that device.
+    per_eval = wall * devices / len(verdicts)
+    return {"verdicts": verdicts, "wall_s": wall, "evals": len(verdicts), "devices": devices,
             "evals_per_min": 60 * len(verdicts) / wall, "phases": phase_summary(verdicts),
             "latency": percentiles([v.phase_seconds.get("total", 0.0) for v in verdicts]),
+            "wall_per_eval_s": per_eval, "gpu_phases_s": gpu_s, "wall_over_gpu": per_eval / gpu_s if gpu_s else None,
             "statuses": {s: sum(v.status.value == s for v in verdicts) for s in {v.status.value for v in verdicts}}}
 
 
-def run_pass(evaluator, items, desc: str) -> dict:
+def run_pass(evaluator, items, desc: str, devices: int = 1) -> dict:
     start = time.monotonic()
     verdicts = evaluator.evaluate_many(items, progress=True, desc=desc)
-    return summarize(verdicts, time.monotonic() - start)
+    return summarize(verdicts, time.monotonic() - start, devices)
 
 
 def fresh_process_pass(settings: EvalSettings, items, baselines: SqliteCache) -> dict:
@@ -88,21 +109,130 @@ def fresh_process_pass(settings: EvalSettings, items, baselines: SqliteCache) ->
     return summarize(verdicts, time.monotonic() - start)
 
 
+def agreement(a, b) -> str:
+    same = sum(x.status is y.status and x.hack == y.hack for x, y in zip(a, b))
+    return f"{same}/{len(b)}"
+
+
+def kernel_times(verdicts) -> dict[str, list[float]]:
+    """Each problem's measured kernel medians (ms), one per evaluation."""
+    out: dict[str, list[float]] = {}
+    for v in verdicts:
+        if v.timings is not None and v.timings.kernel is not None:
+            out.setdefault(v.problem_id, []).append(v.timings.kernel.median_ms)
+    return out
+
+
+def timing_spread(verdicts) -> dict[str, float]:
+    """How much the same kernel's measured time varies between its evaluations (coefficient of variation
+    per problem, then the median and worst over problems)."""
+    cvs = [statistics.pstdev(xs) / statistics.fmean(xs) for xs in kernel_times(verdicts).values() if len(xs) > 1]
+    return {"median_cv": statistics.median(cvs), "max_cv": max(cvs)} if cvs else {}
+
+
+def time_shift(reference, other) -> dict[str, float]:
+    """Relative change of each problem's median kernel time between two runs (median and worst)."""
+    a, b = kernel_times(reference), kernel_times(other)
+    shifts = [abs(statistics.median(b[k]) / statistics.median(a[k]) - 1) for k in a if k in b]
+    return {"median_shift": statistics.median(shifts), "max_shift": max(shifts)} if shifts else {}
+
+
 def print_summary(name: str, result: dict) -> None:
     lat = result["latency"]
     print(f"\n[{name}] {result['evals']} evaluations in {result['wall_s']:.1f} s = "
           f"{result['evals_per_min']:.1f} evaluations/min; latency p50 {lat['p50_s']:.2f} s, "
           f"p90 {lat['p90_s']:.2f} s, p99 {lat['p99_s']:.2f} s; statuses {result['statuses']}")
+    if result["wall_over_gpu"] is not None:
+        print(f"  wall per evaluation and device {result['wall_per_eval_s']:.2f} s vs correctness+timing "
+              f"{result['gpu_phases_s']:.2f} s: {result['wall_over_gpu']:.2f}x")
     print(f"  {'phase':<12} {'mean s':>8} {'median s':>9} {'max s':>8}")
     for phase, s in result["phases"].items():
         print(f"  {phase:<12} {s['mean_s']:8.3f} {s['median_s']:9.3f} {s['max_s']:8.3f}")
 
 
-def make_evaluator(args, settings: EvalSettings, cache: SqliteCache):
+def make_evaluator(args, settings: EvalSettings, cache: SqliteCache, actors: int | None = None):
     if args.backend == "local":
         return Evaluator(settings, cache=cache)
     from envs.pool import PoolConfig, RayEvaluationPool
-    return RayEvaluationPool(settings, PoolConfig(num_actors=args.actors), cache=cache)
+    config = PoolConfig(num_actors=actors or args.actors, init_kwargs={"include_dashboard": False})
+    return RayEvaluationPool(settings, config, cache=cache)
+
+
+def single(args, settings, problems, items, cache) -> dict:
+    """One evaluator: cold pass, warm passes, optionally the fresh-process harness on the same candidates."""
+    with make_evaluator(args, settings, cache) as evaluator:
+        t0 = time.monotonic()
+        device_kind = evaluator.device_kind  # waits for the first worker: startup is reported apart
+        startup = time.monotonic() - t0
+        devices = len(evaluator.actor_infos()) if hasattr(evaluator, "actor_infos") else 1
+        cold = run_pass(evaluator, tagged(items, "cold"), "cold pass", devices)
+        print(verdict_table(problems, cold["verdicts"]))
+        if args.markdown:
+            print("\n" + markdown_table(problems, cold["verdicts"]))
+        print(f"\nstartup {startup:.1f} s; device {device_kind}; backend {args.backend}")
+        print_summary("cold", cold)
+        warm_items = [c for r in range(args.repeats) for c in tagged(items, f"warm {r}")]
+        warm = run_pass(evaluator, warm_items, "warm pass", devices) if warm_items else None
+        if warm:
+            print_summary("warm", warm)
+            spread = timing_spread(warm["verdicts"])
+            if spread:
+                print(f"  kernel time spread between repeats: median CV {spread['median_cv']:.4f}, "
+                      f"max {spread['max_cv']:.4f}")
+        metrics = evaluator.metrics() if hasattr(evaluator, "metrics") else None
+    fresh = None
+    if args.vs_fresh_process and warm:
+        picked = list(range(0, len(warm_items), args.fresh_every))
+        fresh = fresh_process_pass(settings, [warm_items[i] for i in picked], cache)
+        print_summary("fresh process per evaluation", fresh)
+        fresh["agreement"] = agreement([warm["verdicts"][i] for i in picked], fresh["verdicts"])
+        fresh["speedup"] = warm["evals_per_min"] / fresh["evals_per_min"]
+        print(f"\n{args.backend} warm vs fresh process ({len(picked)} of the warm candidates): "
+              f"{fresh['speedup']:.2f}x evaluations/min; verdicts agree {fresh['agreement']}")
+    return {"device": device_kind, "startup_s": startup, "cold": cold, "warm": warm, "fresh_process": fresh,
+            "metrics": metrics}
+
+
+def scaling(args, settings, problems, items, cache) -> dict:
+    """The Ray pool at each actor count in turn, same candidates; baselines measured once and shared."""
+    import ray
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    ray.init(include_dashboard=False)  # one Ray instance for every pool size
+    runs: dict[int, dict] = {}
+    cold = None
+    try:
+        for n in args.scale:
+            with make_evaluator(args, settings, cache, actors=n) as pool:
+                device_kind = pool.device_kind
+                if cold is None:
+                    cold = run_pass(pool, tagged(items, "cold"), f"cold pass, {n} actor(s)", n)
+                    print(verdict_table(problems, cold["verdicts"]))
+                    print_summary("cold", cold)
+                # Unmeasured: starts every worker and loads every kernel once on this pool's devices.
+                pool.evaluate_many(tagged(items, f"prime {n}"), progress=True, desc=f"prime, {n} actor(s)")
+                warm_items = [c for r in range(args.repeats) for c in tagged(items, f"warm {r}")]
+                run = run_pass(pool, warm_items, f"warm, {n} actor(s)", n)
+                run["metrics"] = pool.metrics()
+            run["device"] = device_kind
+            runs[n] = run
+            print_summary(f"{n} actor(s)", run)
+    finally:
+        ray.shutdown()
+    first = args.scale[0]
+    base = runs[first]
+    print(f"\n{'actors':>6} {'evals/min':>10} {'efficiency':>10} {'p50 s':>7} {'p90 s':>7} {'p99 s':>7} "
+          f"{'agree':>8} {'median CV':>10} {'max CV':>8} {'time shift':>10} {'busy':>6}")
+    for n, run in runs.items():
+        run["efficiency"] = run["evals_per_min"] / (base["evals_per_min"] * n / first)
+        run["agreement"] = agreement(base["verdicts"], run["verdicts"])
+        run["spread"] = timing_spread(run["verdicts"])
+        run["shift_vs_first"] = time_shift(base["verdicts"], run["verdicts"])
+        lat, sp = run["latency"], run["spread"]
+        print(f"{n:>6} {run['evals_per_min']:>10.1f} {run['efficiency']:>10.2f} {lat['p50_s']:>7.2f} "
+              f"{lat['p90_s']:>7.2f} {lat['p99_s']:>7.2f} {run['agreement']:>8} {sp.get('median_cv', 0):>10.4f} "
+              f"{sp.get('max_cv', 0):>8.4f} {run['shift_vs_first'].get('median_shift', 0):>10.4f} "
+              f"{run['metrics'].get('pool/gpu_busy_fraction', 0):>6.2f}")
+    return {"device": base["device"], "cold": cold, "scaling": {str(n): r for n, r in runs.items()}}
 
 
 def main() -> None:
@@ -117,44 +247,34 @@ def main() -> None:
     ap.add_argument("--size", choices=["full", "small"])
     ap.add_argument("--vs-fresh-process", action="store_true",
                     help="also run the warm candidates through a fresh-process-per-evaluation harness")
+    ap.add_argument("--fresh-every", type=int, default=1, help="fresh-process harness on every k-th warm candidate")
+    ap.add_argument("--scale", type=int, nargs="+", help="Ray pool sizes (actors; one GPU each on cuda) to compare")
     ap.add_argument("--markdown", action="store_true", help="also print the per-problem table as markdown")
     ap.add_argument("--out", type=Path, help="write results as JSON here")
     args = ap.parse_args()
+    if args.scale and args.backend != "ray":
+        ap.error("--scale measures the Ray pool: add --backend ray")
+    if args.fresh_every < 1 or args.repeats < 0 or (args.scale and min(args.scale) < 1):
+        ap.error("--fresh-every and --scale counts must be >= 1, --repeats >= 0")
 
     problems = [p for p in load_problem_set("builtin", args.levels) if not args.problems or p.id in args.problems]
+    if not problems:
+        ap.error("no problem matches --levels/--problems")
     items = [(p, Path(p.reference_solution).read_text()) for p in problems]
     settings = EvalSettings(device=args.device, workers=args.workers, size=args.size)
     with tempfile.TemporaryDirectory() as tmp:
         cache = BaselineOnlyCache(Path(tmp) / "baselines.sqlite")
-        with make_evaluator(args, settings, cache) as evaluator:
-            t0 = time.monotonic()
-            device_kind = evaluator.device_kind  # waits for the first worker: startup is reported apart
-            startup = time.monotonic() - t0
-            cold = run_pass(evaluator, items, "cold pass")
-            print(verdict_table(problems, cold["verdicts"]))
-            if args.markdown:
-                print("\n" + markdown_table(problems, cold["verdicts"]))
-            print(f"\nstartup {startup:.1f} s; device {device_kind}; backend {args.backend}")
-            print_summary("cold", cold)
-            warm = run_pass(evaluator, items * args.repeats, "warm pass") if args.repeats else None
-            if warm:
-                print_summary("warm", warm)
-            metrics = evaluator.metrics() if hasattr(evaluator, "metrics") else None
-        fresh = None
-        if args.vs_fresh_process and warm:
-            fresh = fresh_process_pass(settings, items * args.repeats, cache)
-            print_summary("fresh process per evaluation", fresh)
-            agree = sum(a.status is b.status and a.hack == b.hack for a, b in zip(warm["verdicts"], fresh["verdicts"]))
-            fresh["agreement"] = f"{agree}/{len(fresh['verdicts'])}"
-            print(f"\n{args.backend} warm vs fresh process: {warm['evals_per_min'] / fresh['evals_per_min']:.2f}x "
-                  f"evaluations/min; verdicts agree {fresh['agreement']}")
-        cache.close()
+        try:
+            result = (scaling if args.scale else single)(args, settings, problems, items, cache)
+        finally:
+            cache.close()
     if args.out:
         def strip(r):
-            return {k: v for k, v in r.items() if k != "verdicts"} if r else None
-        report = {"device": device_kind, "backend": args.backend, "workers": args.workers, "startup_s": startup,
-                  "cold": strip(cold), "warm": strip(warm), "fresh_process": strip(fresh), "metrics": metrics,
-                  "problems": [v.to_dict() for v in cold["verdicts"]]}
+            if not isinstance(r, dict):
+                return r
+            return {k: strip(v) for k, v in r.items() if k != "verdicts"}
+        report = {"backend": args.backend, "workers": args.workers, "repeats": args.repeats, **strip(result),
+                  "problems": [v.to_dict() for v in result["cold"]["verdicts"]]}
         args.out.write_text(json.dumps(report, indent=1, default=str))
 
 

@@ -206,10 +206,56 @@ _POISON_BITS = {torch.float32: (torch.int32, 0x7FC0DEAD), torch.float64: (torch.
                 torch.float16: (torch.int16, 0x7EAD), torch.bfloat16: (torch.int16, 0x7FAD)}
 
 
-def poison_like(tensors: Iterable[Any]) -> None:
-    """Hand freshly poisoned blocks to the allocator in the sizes the candidate is likely to request,
-    so an output it never writes holds the poison pattern, not a previous result."""
-    for t in tensors:
+def _poison_bits(dtype: torch.dtype) -> tuple[torch.dtype, int]:
+    return _POISON_BITS.get(dtype, _POISON_BITS[torch.float32])
+
+
+def _first_float_dtype(tensors: Iterable[Any]) -> torch.dtype:
+    return next((t.dtype for t in tensors if isinstance(t, torch.Tensor) and t.dtype in _POISON_BITS),
+                torch.float32)
+
+
+class _DeviceBytes:
+    """A raw range of device memory in the CUDA array interface, so torch can view it without owning it."""
+
+    def __init__(self, address: int, nbytes: int):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False),
+                                         "strides": None, "version": 3}
+
+
+def free_cuda_blocks() -> list[torch.Tensor]:
+    """uint8 views of every block the CUDA caching allocator holds for this device that no tensor uses.
+
+    Whatever the candidate allocates next is carved out of one of these (or is fresh from cudaMalloc),
+    so filling them decides what an output it never writes contains, whichever block it gets."""
+    device = torch.cuda.current_device()
+    views = []
+    for segment in torch.cuda.memory_snapshot():
+        # Free parts of expandable segments may be unmapped: writing there would fault.
+        if segment.get("device", device) != device or segment.get("is_expandable", False):
+            continue
+        address = segment["address"]
+        for block in segment["blocks"]:
+            if block["state"] == "inactive" and block["size"]:
+                start = block.get("address", address)
+                views.append(torch.as_tensor(_DeviceBytes(start, block["size"]), device=f"cuda:{device}"))
+            address += block["size"]
+    return views
+
+
+def poison_free_memory(template: list[Any], device: torch.device) -> None:
+    """Fill memory the candidate may be handed next with the poison pattern (of the outputs' dtype), so an
+    output it never writes holds the poison, not a result the reference left behind.
+
+    On CUDA every free block of the caching allocator is filled. The CPU allocator cannot be enumerated:
+    blocks of the outputs' sizes are poisoned and freed, and are usually (not always) handed back."""
+    if device.type == "cuda":
+        int_dtype, bits = _poison_bits(_first_float_dtype(template))
+        for view in free_cuda_blocks():
+            view[:view.numel() // 8 * 8].view(int_dtype).fill_(bits)
+        torch.cuda.synchronize()
+        return
+    for t in template:
         if not isinstance(t, torch.Tensor) or t.numel() == 0:
             continue
         block = torch.empty_like(t)
@@ -220,6 +266,27 @@ def poison_like(tensors: Iterable[Any]) -> None:
             block.fill_(True)
         elif not block.is_complex():
             block.fill_(torch.iinfo(block.dtype).min)
+        del block
+
+
+def bait_free_memory(expected: list[Any], device: torch.device) -> None:
+    """Fill memory the candidate may be handed next with copies of the expected outputs: a solution that
+    returns memory it never computed becomes "right" now, which proves where its answer came from."""
+    tensors = [t.detach().contiguous() for t in expected if isinstance(t, torch.Tensor) and t.numel()]
+    if device.type == "cuda":
+        if not tensors:
+            return
+        pattern = tensors[0].view(-1).view(torch.uint8)
+        p = pattern.numel()
+        for view in free_cuda_blocks():
+            whole = view.numel() // p
+            view[:whole * p].view(whole, p).copy_(pattern.expand(whole, p))
+            view[whole * p:].copy_(pattern[:view.numel() - whole * p])
+        torch.cuda.synchronize()
+        return
+    for t in tensors:
+        block = torch.empty_like(t)
+        block.copy_(t)
         del block
 
 

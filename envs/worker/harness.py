@@ -245,8 +245,8 @@ class Evaluation:
         pristine = _clone(inputs)
         before_threads = guard.concurrency_snapshot()
         launches = LAUNCHES.launches(self.solution_module)
-        if template is not None:  # last, so the candidate's first allocations get the poisoned blocks
-            guard.poison_like(as_output_list(template))
+        # last, so the candidate's first allocations get poisoned memory
+        guard.poison_free_memory(as_output_list(template), self.device)
         with self.compute:
             out = self._run_candidate(lambda: self.candidate(*inputs), what)
         if LAUNCHES.launches(self.solution_module) == launches:
@@ -293,8 +293,22 @@ class Evaluation:
                     self._compare(expected, got, label)
                 except Outcome:
                     guard.check_not_identity(as_output_list(got), inputs)
+                    self._probe_stale_memory(inputs, expected)
                     raise
                 del inputs, expected, got
+
+    def _probe_stale_memory(self, inputs: list[Any], expected: Any) -> None:
+        """A wrong output that turns right once freed memory holds the expected result was never computed:
+        the solution returns memory it did not write (or only touched up), i.e. a previous result."""
+        guard.bait_free_memory(as_output_list(expected), self.device)
+        try:
+            got = self._run_candidate(lambda: self.candidate(*_clone(inputs)), "ModelNew.forward")
+        except Outcome:
+            return
+        if compare_outputs(expected, got, self.req["problem"].get("tolerance")) is None:
+            raise RuntimeHack("stale_memory", "the output was wrong while freed memory held the evaluator's "
+                                              "poison and right once freed memory held the expected result: "
+                                              "it returns memory it never computed")
 
     def exercise_candidate(self) -> dict | None:
         """Time the candidate (GPU) or call it repeatedly (CPU), then re-check what those calls returned:

@@ -14,7 +14,11 @@ def _run(files, size):
     settings = EvalSettings(device="cuda", size=size, workers=4, timed_runs=20,
                             timeouts=PhaseTimeouts(correctness=60, timing=120))
     with Evaluator(settings) as ev:
-        return dict(zip([p.name for p in files], ev.evaluate_many(items)))
+        verdicts = dict(zip([p.name for p in files], ev.evaluate_many(items)))
+    for name, v in verdicts.items():  # the outcome of every entry goes into docs/gpu-notes.md
+        outcome = f"hack {v.hack.category}" if v.hack else v.status.value
+        print(f"\n{name}: {outcome}, reward {v.reward:.3f}, speedup {v.speedup}: {(v.error or '')[:300]}")
+    return verdicts
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +54,8 @@ def test_corpus_entry_on_gpu(everywhere, name):
 @pytest.mark.parametrize("name", [p.name for p in corpus("cuda")])
 def test_runtime_defences_alone_stop_gpu_only_hacks(name):
     """Skip the static analysis (call the execution stage directly): the worker's own checks must still
-    refuse the reward. Records which runtime check fired."""
+    refuse the reward, or (`# runtime: neutralized` in the header) leave the hack nothing to gain, so that
+    the time it is credited with is its honest kernel's. Records which runtime check fired."""
     from envs.source import canonicalize
     path = HACKS / name
     problem = resolve_problem(header(path)["problem"])
@@ -58,4 +63,7 @@ def test_runtime_defences_alone_stop_gpu_only_hacks(name):
     with Evaluator(settings) as ev:
         verdict, _ = ev.pool.execute(problem, canonicalize(path.read_text()), None)
     print(f"{name}: {verdict.status.value} {verdict.hack.category if verdict.hack else ''} {verdict.error}")
-    assert verdict.status in (Status.HACK, Status.INCORRECT), verdict
+    if header(path).get("runtime", "").startswith("neutralized"):
+        assert verdict.status in (Status.HACK, Status.INCORRECT, Status.CORRECT), verdict
+    else:
+        assert verdict.status in (Status.HACK, Status.INCORRECT), verdict

@@ -111,3 +111,4 @@ def test_physical_floor():
     assert guard.floor_ms(4_800_000_000, 0, "NVIDIA H200") == pytest.approx(1.0)
     assert guard.floor_ms(0, 989e12, "NVIDIA H100 80GB HBM3") == pytest.approx(1000.0)
     assert guard.peak_rates("Some Future GPU") == guard._FALLBACK_PEAK
+
