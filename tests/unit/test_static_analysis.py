@@ -1,4 +1,4 @@
-"""Static reward-hacking analysis (envs/antihack/static.py): clean on every reference solution and on
+"""Static reward-hacking analysis (envs/antihack/static/): clean on every reference solution and on
 legitimate-but-unusual kernels, and each hack pattern gets its category."""
 
 from __future__ import annotations

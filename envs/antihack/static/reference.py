@@ -1,0 +1,52 @@
+"""The reference problem: which ops `Model.forward` computes with.
+
+`_reference` indexes the problem's source and records the normalised names of the ops its `Model`
+uses, so that reasons can say a solution's PyTorch call is the problem's main computation, and so that
+copies and casts count as compute when moving data is the whole problem (a concat or transpose-copy).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from envs.antihack.static.index import _Index
+from envs.antihack.static.names import _CONSTRUCTION, _MOVEMENT_KEYS, _NN_MODULE_CALL, _OP_KEYS, _is_module_path, \
+    _norm_key
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reference:
+    ops: frozenset[str]      # normalised names of what Model.forward computes with
+    pure_movement: bool      # it only allocates, views, copies or casts
+
+
+def _reference(problem_source: str | None) -> _Reference | None:
+    if not problem_source:
+        return None
+    try:
+        a = _Index(problem_source)
+    except (SyntaxError, ValueError):
+        return None
+    kind, cls = a.lookup("Model", a.module)
+    if kind != "scope" or cls.kind != "class":
+        return None
+    keys: set[str] = set()
+    for name, m in cls.methods().items():
+        if name in _CONSTRUCTION:
+            continue
+        for node in ast.walk(m.node):
+            if isinstance(node, (ast.BinOp, ast.UnaryOp)) and type(node.op) in _OP_KEYS:
+                keys.add(_OP_KEYS[type(node.op)])
+            elif isinstance(node, ast.Call):
+                paths = a.quals(node.func, m)
+                for q in paths:
+                    match = _NN_MODULE_CALL.match(q)
+                    if match:
+                        keys.add(match.group(1))
+                    elif q.startswith("torch.") and _is_module_path(q):
+                        keys.add(q)
+                if isinstance(node.func, ast.Attribute):
+                    keys.add(node.func.attr)  # also tensor methods: x.sum(), torch.ones(...).triu(1)
+    ops = frozenset(_norm_key(k) for k in keys)
+    return _Reference(ops, bool(ops) and ops <= {_norm_key(k) for k in _MOVEMENT_KEYS})
