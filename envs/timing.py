@@ -1,7 +1,9 @@
 """GPU timing with CUDA events: warm-up, then timed runs each preceded by an L2 flush.
 
-Runs inside the worker while it holds the GPU exclusively. Every run ends with a device-wide
-synchronize, so work a kernel left on any stream is finished before the next run starts.
+Runs inside the worker while it holds the GPU exclusively. The end event is recorded on the calling
+stream right after the call returns, the same way for baselines and candidates; then a device-wide
+synchronize, so work left on any stream is finished before the next run starts. Work on other streams
+is therefore not in the events: the harness refuses it (launch streams, host-clock tail check).
 """
 
 from __future__ import annotations
@@ -44,14 +46,15 @@ def time_cuda(fn: Callable[[], Any], runs: int = 100, warmup_ms: float = 25.0, m
     return [begin.elapsed_time(end) for begin, end in events], kept
 
 
-def host_min_ms(fn: Callable[[], Any], runs: int = 10) -> float:
-    """Least wall time of `fn` between two full device synchronizations: sees work on every stream, and
-    the minimum drops the scheduling noise other busy processes add on the host."""
+def host_tail_ms(fn: Callable[[], Any], runs: int = 10) -> float:
+    """Least host-clock time from `fn` returning to a full device synchronization finishing: the device
+    work on every stream still running when the call returned. Host-side overhead (Python, launches)
+    happens before the return, so it cannot inflate this; the minimum drops scheduling noise."""
     samples = []
     for _ in range(runs):
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
         fn()
+        t0 = time.perf_counter()
         torch.cuda.synchronize()
         samples.append((time.perf_counter() - t0) * 1e3)
     return min(samples)

@@ -16,7 +16,7 @@ then evaluates (every `--fresh-every`-th of) the warm pass's candidates with a K
 reports the speed ratio and whether every verdict agrees.
 
 `--scale 1 2 4` (Ray) measures the pool with each number of actors in turn (one GPU per actor on cuda)
-on the same candidates: evaluations per minute, scaling efficiency against the first count, latency
+on the same candidates: evaluations per minute, scaling efficiency against the smallest count, latency
 percentiles, verdict agreement and the spread of each kernel's measured time.
 
   python scripts/bench_eval.py --device cpu --workers 2
@@ -218,7 +218,7 @@ def scaling(args, settings, problems, items, cache) -> dict:
             print_summary(f"{n} actor(s)", run)
     finally:
         ray.shutdown()
-    first = args.scale[0]
+    first = min(runs)  # efficiency and agreement are against the smallest pool
     base = runs[first]
     print(f"\n{'actors':>6} {'evals/min':>10} {'efficiency':>10} {'p50 s':>7} {'p90 s':>7} {'p99 s':>7} "
           f"{'agree':>8} {'median CV':>10} {'max CV':>8} {'time shift':>10} {'busy':>6}")

@@ -32,6 +32,7 @@ class LaunchRecorder:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self.names: dict[str, set[str]] = {}
+        self.streams: dict[str, set[int]] = {}  # CUDA streams each module's kernels were launched on
         self.depth = 0  # > 0 while a launch runs (the interpreter issues torch ops of its own)
         self._installed = False
 
@@ -55,6 +56,8 @@ class LaunchRecorder:
             module = getattr(fn, "__module__", None) or "?"
             recorder.counts[module] = recorder.counts.get(module, 0) + 1
             recorder.names.setdefault(module, set()).add(getattr(fn, "__name__", "?"))
+            if torch.cuda.is_initialized():  # Triton launches on torch's current stream
+                recorder.streams.setdefault(module, set()).add(torch.cuda.current_stream().cuda_stream)
             recorder.depth += 1
             try:
                 return run(kernel, *args, **kwargs)
@@ -65,6 +68,18 @@ class LaunchRecorder:
 
     def launches(self, module: str) -> int:
         return self.counts.get(module, 0)
+
+    def check_streams(self, module: str, what: str) -> None:
+        """The module's kernels ran on the stream the evaluator calls forward on (the default stream, which
+        the timer's events are recorded on). Clears the record for the next call."""
+        used = self.streams.pop(module, set())
+        if not used:
+            return
+        calling = torch.cuda.default_stream().cuda_stream
+        if used - {calling}:
+            raise RuntimeHack("side_stream", f"{what} launched its Triton kernels on {len(used - {calling})} CUDA "
+                                             "stream(s) other than the one it was called on: CUDA events on the "
+                                             "calling stream do not wait for that work")
 
 
 # --- PyTorch compute on the forward path ---------------------------------------------------------

@@ -21,8 +21,9 @@ def test_free_blocks_are_poisoned_or_baited_whichever_block_is_reused():
     free_before = sum(v.numel() for v in guard.free_cuda_blocks())
     assert free_before >= (1 << 20) * 4
 
-    guard.poison_free_memory([expected], cuda)
     for shape in ((1 << 20,), (1 << 18,), (1000,)):
+        # Again before each allocation: the check's own temporaries reuse (and overwrite) free blocks.
+        guard.poison_free_memory([expected], cuda)
         with pytest.raises(RuntimeHack) as e:
             guard.check_unwritten([torch.empty(shape, device=cuda)])
         assert e.value.category == "stale_memory"

@@ -644,6 +644,20 @@ HACKS = {
             LAUNCH
         return out
     """, init="self.stream = torch.cuda.Stream()")),
+    # reading memory the allocator left behind
+    "uninitialized_probe": ("stale_memory", forward("""
+        out = torch.empty_like(x)
+        if out[0, 0] == x[0, 0] * 2:
+            return out
+        LAUNCH
+        return out
+    """)),
+    "uninitialized_tolist": ("stale_memory", forward("""
+        out = x.new_empty(x.shape)
+        seen = out[:4].tolist()
+        LAUNCH
+        return out
+    """)),
 }
 
 
@@ -1024,6 +1038,14 @@ LEGIT = {
                 eps = torch.finfo(torch.float32).eps
                 return out.reshape(*x.shape[:-1], N).to(orig_dtype)
     """),
+    "empty_buffer_metadata_before_the_kernel": forward("""
+        out = torch.empty_like(x)
+        rows = out.shape[0]
+        flat = out.view(-1)
+        assert out.is_contiguous() and flat.numel() == x.numel()
+        LAUNCH
+        return out.view(rows, -1)
+    """),
     "early_return_for_empty_input": forward("""
         if x.numel() == 0:
             return torch.empty_like(x)
@@ -1049,4 +1071,4 @@ def test_counts():
         "baseline_kernel", "forgotten_kernel", "ghost_optimization", "model_subclass", "fallback_handler",
         "torch_compile", "library_call", "monkeypatch", "timer_patch", "comparison_patch", "concurrency",
         "system_access", "introspection", "lazy_tensor", "dynamic_code", "side_stream", "forged_result",
-        "reading_expected"}
+        "reading_expected", "stale_memory"}

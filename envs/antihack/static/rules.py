@@ -307,6 +307,56 @@ def rule_baseline_kernel(a: _Analysis) -> HackFinding | None:
     return None
 
 
+_UNINITIALIZED = ("torch.empty", "torch.empty_like", "torch.empty_strided")
+_UNINITIALIZED_METHODS = {"new_empty", "new_empty_strided"}
+_VALUE_READS = {"tolist", "item", "cpu", "numpy", "sum", "mean", "max", "min", "any", "all", "abs", "equal",
+                "allclose", "isclose", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isfinite", "nonzero"}
+
+
+def _allocates_uninitialized(a: _Analysis, value: ast.AST, scope: _Scope) -> bool:
+    if not isinstance(value, ast.Call):
+        return False
+    if isinstance(value.func, ast.Attribute) and value.func.attr in _UNINITIALIZED_METHODS:
+        return True
+    return any(_plain(q) in _UNINITIALIZED for q in a.quals(value.func, scope))
+
+
+def _first_use(a: _Analysis, name: str, after: int, f: _Scope) -> tuple[ast.AST, ast.AST] | None:
+    """The first load of `name` after line `after` in f's live code, with the expression that consumes it
+    (the load itself climbed through subscripts and attribute accesses)."""
+    loads = sorted((n for n in a.live(f) if isinstance(n, ast.Name) and n.id == name
+                    and isinstance(n.ctx, ast.Load) and n.lineno > after), key=lambda n: (n.lineno, n.col_offset))
+    if not loads:
+        return None
+    node = loads[0]
+    while isinstance(parent := a.parents.get(id(node)), (ast.Subscript, ast.Attribute)) and parent.value is node:
+        node = parent
+    return node, a.parents.get(id(node))
+
+
+def rule_uninitialized_read(a: _Analysis) -> HackFinding | None:
+    """Values of a torch.empty* buffer read in Python before the buffer was handed to anything that could
+    write it: what the allocator left there (often the reference's freed result) steers the code."""
+    for f in a.forward:
+        for node in a.live(f):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and _allocates_uninitialized(a, node.value, f)):
+                continue
+            name = node.targets[0].id
+            use = _first_use(a, name, node.lineno, f)
+            if use is None:
+                continue
+            expr, parent = use
+            reads = isinstance(parent, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)) or \
+                (isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)) and parent.test is expr) or \
+                (isinstance(expr, ast.Attribute) and expr.attr in _VALUE_READS and isinstance(parent, ast.Call))
+            if reads:
+                return _finding("stale_memory", f"{a.where(f, expr)} reads the values of {name}, allocated by "
+                                                f"{_short(node.value.func)} on line {node.lineno} and not yet "
+                                                "written: it inspects memory the allocator left behind")
+    return None
+
+
 RULES: list[Callable[[_Analysis], HackFinding | None]] = [
     rule_dynamic_code,
     rule_monkeypatch,
@@ -322,6 +372,7 @@ RULES: list[Callable[[_Analysis], HackFinding | None]] = [
     rule_side_stream,
     rule_model_new_is_class,
     rule_fallback_handler,
+    rule_uninitialized_read,
     rule_kernel_launched,
     rule_baseline_kernel,
 ]
