@@ -46,15 +46,20 @@ def time_cuda(fn: Callable[[], Any], runs: int = 100, warmup_ms: float = 25.0, m
     return [begin.elapsed_time(end) for begin, end in events], kept
 
 
-def host_tail_ms(fn: Callable[[], Any], runs: int = 10) -> float:
-    """Least host-clock time from `fn` returning to a full device synchronization finishing: the device
-    work on every stream still running when the call returned. Host-side overhead (Python, launches)
-    happens before the return, so it cannot inflate this; the minimum drops scheduling noise."""
-    samples = []
+def host_tail_ms(fn: Callable[[], Any], runs: int = 10) -> tuple[float, float]:
+    """Least host-clock time from `fn` returning to a full device synchronization finishing (the device
+    work on every stream still running when the call returned), and the same for a one-element kernel
+    as a control: the platform's own launch-to-sync latency, which can reach a millisecond in a VM.
+    Host-side overhead (Python, launches) happens before the return, so it cannot inflate the tail;
+    alternating the two and keeping the minimum drops scheduling noise."""
+    tick = torch.zeros(1, device=torch.device("cuda", torch.cuda.current_device()))
+    tails: list[float] = []
+    controls: list[float] = []
     for _ in range(runs):
-        torch.cuda.synchronize()
-        fn()
-        t0 = time.perf_counter()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return min(samples)
+        for work, samples in ((fn, tails), (tick.zero_, controls)):
+            torch.cuda.synchronize()
+            work()
+            t0 = time.perf_counter()
+            torch.cuda.synchronize()
+            samples.append((time.perf_counter() - t0) * 1e3)
+    return min(tails), min(controls)
