@@ -1,0 +1,50 @@
+"""scripts/bench_eval.py as a user runs it (real subprocess, local Ray, CPU actors running the Triton
+interpreter): the pool-size comparison and the fresh-process comparison report what they promise."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def bench(tmp_path, *args):
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_eval.py"), "--device", "cpu",
+                           "--workers", "1", "--problems", "L0_02_relu", "L0_04_sigmoid", *args, "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
+def test_scale_runs_each_pool_size_on_the_same_candidates(tmp_path):
+    report, stdout = bench(tmp_path, "--backend", "ray", "--repeats", "2", "--scale", "2", "1")
+    runs = report["scaling"]
+    assert set(runs) == {"1", "2"}
+    for n, run in runs.items():
+        # every copy really ran (no cache or dedup answer): 2 problems x 2 repeats, all correct
+        assert run["evals"] == 4 and run["statuses"] == {"correct": 4}
+        assert run["agreement"] == "4/4" and run["metrics"]["pool/executions"] >= 4 + 2  # prime pass too
+        assert run["devices"] == int(n) and run["evals_per_min"] > 0
+    assert runs["1"]["efficiency"] == pytest.approx(1.0)
+    assert "efficiency" in stdout and [p["status"] for p in report["problems"]] == ["correct", "correct"]
+
+
+def test_fresh_process_comparison_reports_speed_and_agreement(tmp_path):
+    report, stdout = bench(tmp_path, "--repeats", "1", "--vs-fresh-process", "--fresh-every", "2")
+    fresh = report["fresh_process"]
+    assert fresh["evals"] == 1 and fresh["agreement"] == "1/1" and fresh["speedup"] > 1
+    assert report["warm"]["evals"] == 2 and report["warm"]["wall_over_gpu"] is not None
+    assert "warm vs fresh process" in stdout
+
+
+def test_scale_needs_the_ray_backend(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_eval.py"), "--scale", "1", "2"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and "--backend ray" in proc.stderr
