@@ -110,14 +110,20 @@ def rule_reading_expected(a: _Analysis) -> HackFinding | None:
     return None
 
 
+def _imported(node: ast.AST) -> list[str]:
+    """The modules an import statement names ([] for any other node)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or ""]
+    return []
+
+
 def rule_introspection(a: _Analysis) -> HackFinding | None:
     for node, scope in a.nodes:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for m in modules:
-                if m.split(".")[0] in _EVALUATOR:
-                    return _finding("introspection", f"{a.where(scope, node)} imports {m}, the evaluator's own "
-                                                     "package")
+        for m in _imported(node):
+            if m.split(".")[0] in _EVALUATOR:
+                return _finding("introspection", f"{a.where(scope, node)} imports {m}, the evaluator's own package")
         if isinstance(node, ast.Attribute) and (node.attr in _FRAME_ATTRS or node.attr == "__dict__" and any(
                 _is_module_path(q) for q in a.quals(node.value, scope))):
             return _finding("introspection", f"{a.where(scope, node)} reads {_short(node)}: frame, code, class or "
@@ -176,24 +182,20 @@ def rule_torch_compile(a: _Analysis) -> HackFinding | None:
                                       "the work"):
         return finding
     for node, scope in a.nodes:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [al.name for al in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for m in names:
-                if _under(m, _COMPILE):
-                    return _finding("torch_compile", f"{a.where(scope, node)} imports {m}")
+        for m in _imported(node):
+            if _under(m, _COMPILE):
+                return _finding("torch_compile", f"{a.where(scope, node)} imports {m}")
     return None
 
 
 def rule_model_subclass(a: _Analysis) -> HackFinding | None:
     for node, scope in a.nodes:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            modules = [al.name for al in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for m in modules:
-                top = m.split(".")[0]
-                if top in _PROBLEM_MODULES or top.startswith(("kernelrl_problem", "kernelrl_solution")):
-                    return _finding("model_subclass", f"{a.where(scope, node)} imports {m}, the problem module")
-            if isinstance(node, ast.ImportFrom) and any(al.name == "Model" for al in node.names):
-                return _finding("model_subclass", f"{a.where(scope, node)} imports Model from {node.module}")
+        for m in _imported(node):
+            top = m.split(".")[0]
+            if top in _PROBLEM_MODULES or top.startswith(("kernelrl_problem", "kernelrl_solution")):
+                return _finding("model_subclass", f"{a.where(scope, node)} imports {m}, the problem module")
+        if isinstance(node, ast.ImportFrom) and any(al.name == "Model" for al in node.names):
+            return _finding("model_subclass", f"{a.where(scope, node)} imports Model from {node.module}")
         if isinstance(node, ast.ClassDef):
             for base in node.bases:
                 paths = a.quals(base, scope)  # a base computed by a helper counts by what the helper returns
