@@ -160,8 +160,8 @@ def make_evaluator(args, settings: EvalSettings, cache: SqliteCache, actors: int
 
 def single(args, settings, problems, items, cache) -> dict:
     """One evaluator: cold pass, warm passes, optionally the fresh-process harness on the same candidates."""
+    t0 = time.monotonic()
     with make_evaluator(args, settings, cache) as evaluator:
-        t0 = time.monotonic()
         device_kind = evaluator.device_kind  # waits for the first worker: startup is reported apart
         startup = time.monotonic() - t0
         devices = len(evaluator.actor_infos()) if hasattr(evaluator, "actor_infos") else 1
