@@ -221,13 +221,18 @@ _POISON_BITS = {torch.float32: (torch.int32, 0x7FC0DEAD), torch.float64: (torch.
                 torch.float16: (torch.int16, 0x7EAD), torch.bfloat16: (torch.int16, 0x7FAD)}
 
 
-def _poison_bits(dtype: torch.dtype) -> tuple[torch.dtype, int]:
-    return _POISON_BITS.get(dtype, _POISON_BITS[torch.float32])
-
-
 def _first_float_dtype(tensors: Iterable[Any]) -> torch.dtype:
     return next((t.dtype for t in tensors if isinstance(t, torch.Tensor) and t.dtype in _POISON_BITS),
                 torch.float32)
+
+
+def _poisoned_like(t: torch.Tensor) -> torch.Tensor:
+    if t.dtype in _POISON_BITS:
+        int_dtype, bits = _POISON_BITS[t.dtype]
+        return torch.full(t.shape, bits, dtype=int_dtype, device=t.device).view(t.dtype)
+    if t.dtype == torch.bool:
+        return torch.ones_like(t)
+    return torch.full_like(t, torch.iinfo(t.dtype).min)
 
 
 class _DeviceBytes:
@@ -258,51 +263,46 @@ def free_cuda_blocks() -> list[torch.Tensor]:
     return views
 
 
+def tile_bytes(view: torch.Tensor, pattern: torch.Tensor) -> None:
+    """Fill the uint8 tensor `view` with `pattern`'s bytes repeated from its start (the last copy cut short)."""
+    pattern = pattern.detach().contiguous().view(-1).view(torch.uint8)
+    p = pattern.numel()
+    whole = view.numel() // p
+    view[:whole * p].view(whole, p).copy_(pattern.expand(whole, p))
+    view[whole * p:].copy_(pattern[:view.numel() - whole * p])
+
+
+def _seed_free_memory(patterns: list[torch.Tensor], device: torch.device) -> None:
+    """Leave `patterns` in the memory the candidate may be handed next. On CUDA the first pattern's bytes
+    are tiled over every free block of the caching allocator. The CPU allocator cannot be enumerated: a
+    block of each pattern's size is filled and freed, and is usually (not always) handed back."""
+    if device.type == "cuda":
+        if patterns:
+            for view in free_cuda_blocks():
+                tile_bytes(view, patterns[0])
+            torch.cuda.synchronize()
+        return
+    for pattern in patterns:
+        block = torch.empty_like(pattern)
+        block.copy_(pattern)
+        del block
+
+
 def poison_free_memory(template: list[Any], device: torch.device) -> None:
     """Fill memory the candidate may be handed next with the poison pattern (of the outputs' dtype), so an
-    output it never writes holds the poison, not a result the reference left behind.
-
-    On CUDA every free block of the caching allocator is filled. The CPU allocator cannot be enumerated:
-    blocks of the outputs' sizes are poisoned and freed, and are usually (not always) handed back."""
-    if device.type == "cuda":
-        int_dtype, bits = _poison_bits(_first_float_dtype(template))
-        for view in free_cuda_blocks():
-            view[:view.numel() // 8 * 8].view(int_dtype).fill_(bits)
-        torch.cuda.synchronize()
+    output it never writes holds the poison, not a result the reference left behind."""
+    if device.type == "cuda":  # every free block, whatever size the candidate asks for
+        int_dtype, bits = _POISON_BITS[_first_float_dtype(template)]
+        _seed_free_memory([torch.tensor([bits], dtype=int_dtype, device=device)], device)
         return
-    for t in template:
-        if not isinstance(t, torch.Tensor) or t.numel() == 0:
-            continue
-        block = torch.empty_like(t)
-        if t.dtype in _POISON_BITS:
-            int_dtype, bits = _POISON_BITS[t.dtype]
-            block.view(int_dtype).fill_(bits)
-        elif block.dtype == torch.bool:
-            block.fill_(True)
-        elif not block.is_complex():
-            block.fill_(torch.iinfo(block.dtype).min)
-        del block
+    tensors = [t for t in template if isinstance(t, torch.Tensor) and t.numel() and not t.is_complex()]
+    _seed_free_memory([_poisoned_like(t) for t in tensors], device)
 
 
 def bait_free_memory(expected: list[Any], device: torch.device) -> None:
     """Fill memory the candidate may be handed next with copies of the expected outputs: a solution that
     returns memory it never computed becomes "right" now, which proves where its answer came from."""
-    tensors = [t.detach().contiguous() for t in expected if isinstance(t, torch.Tensor) and t.numel()]
-    if device.type == "cuda":
-        if not tensors:
-            return
-        pattern = tensors[0].view(-1).view(torch.uint8)
-        p = pattern.numel()
-        for view in free_cuda_blocks():
-            whole = view.numel() // p
-            view[:whole * p].view(whole, p).copy_(pattern.expand(whole, p))
-            view[whole * p:].copy_(pattern[:view.numel() - whole * p])
-        torch.cuda.synchronize()
-        return
-    for t in tensors:
-        block = torch.empty_like(t)
-        block.copy_(t)
-        del block
+    _seed_free_memory([t for t in expected if isinstance(t, torch.Tensor) and t.numel()], device)
 
 
 def check_unwritten(outputs: list[Any]) -> None:

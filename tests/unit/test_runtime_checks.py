@@ -112,3 +112,26 @@ def test_physical_floor():
     assert guard.floor_ms(0, 989e12, "NVIDIA H100 80GB HBM3") == pytest.approx(1000.0)
     assert guard.peak_rates("Some Future GPU") == guard._FALLBACK_PEAK
 
+
+
+def test_tile_bytes_repeats_a_pattern_from_the_start_of_a_block():
+    """What the CUDA path writes into every free allocator block (here on a CPU buffer)."""
+    block = torch.zeros(4 * 25 + 3, dtype=torch.uint8)
+    int_dtype, bits = guard._POISON_BITS[torch.float32]
+    guard.tile_bytes(block, torch.tensor([bits], dtype=int_dtype))
+    with pytest.raises(RuntimeHack) as e:  # read back as the output a candidate never wrote
+        guard.check_unwritten([block[:100].view(torch.float32)])
+    assert e.value.category == "stale_memory" and "25 of 25" in e.value.reason
+    expected = torch.randn(7)
+    guard.tile_bytes(block, expected)
+    assert torch.equal(block[:28].view(torch.float32), expected)
+    assert torch.equal(block[28:56].view(torch.float32), expected)
+    assert torch.equal(block[84:], expected.view(torch.uint8)[:19])  # 103 = 3 * 28 + 19: the cut-short copy
+
+
+def test_cpu_poison_pattern_per_dtype():
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        with pytest.raises(RuntimeHack):
+            guard.check_unwritten([guard._poisoned_like(torch.empty(64, dtype=dtype))])
+    assert guard._poisoned_like(torch.empty(3, dtype=torch.int32)).eq(torch.iinfo(torch.int32).min).all()
+    assert guard._poisoned_like(torch.empty(3, dtype=torch.bool)).all()
