@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from envs import EvalSettings, Evaluator, load_problem_set  # noqa: E402
 from envs.cache import SqliteCache  # noqa: E402
+from envs.pool.metrics import percentile  # noqa: E402
 from envs.report import markdown_table, verdict_table  # noqa: E402
 
 GPU_PHASES = ("correctness", "timing")
@@ -60,10 +61,13 @@ def tagged(items, tag: str):
     return [(problem, f"{answer}\n_KERNELRL_BENCH_PASS = {tag!r}\n") for problem, answer in items]
 
 
+def warm_copies(items, repeats: int):
+    return [c for r in range(repeats) for c in tagged(items, f"warm {r}")]
+
+
 def percentiles(xs: list[float]) -> dict[str, float]:
     s = sorted(xs)
-    pick = lambda q: s[min(len(s) - 1, int(round(q * (len(s) - 1))))]  # noqa: E731
-    return {"p50_s": pick(0.5), "p90_s": pick(0.9), "p99_s": pick(0.99)}
+    return {"p50_s": percentile(s, 0.5), "p90_s": percentile(s, 0.9), "p99_s": percentile(s, 0.99)}
 
 
 def phase_summary(verdicts) -> dict[str, dict[str, float]]:
@@ -171,7 +175,7 @@ def single(args, settings, problems, items, cache) -> dict:
             print("\n" + markdown_table(problems, cold["verdicts"]))
         print(f"\nstartup {startup:.1f} s; device {device_kind}; backend {args.backend}")
         print_summary("cold", cold)
-        warm_items = [c for r in range(args.repeats) for c in tagged(items, f"warm {r}")]
+        warm_items = warm_copies(items, args.repeats)
         warm = run_pass(evaluator, warm_items, "warm pass", devices) if warm_items else None
         if warm:
             print_summary("warm", warm)
@@ -210,8 +214,7 @@ def scaling(args, settings, problems, items, cache) -> dict:
                     print_summary("cold", cold)
                 # Unmeasured: starts every worker and loads every kernel once on this pool's devices.
                 pool.evaluate_many(tagged(items, f"prime {n}"), progress=True, desc=f"prime, {n} actor(s)")
-                warm_items = [c for r in range(args.repeats) for c in tagged(items, f"warm {r}")]
-                run = run_pass(pool, warm_items, f"warm, {n} actor(s)", n)
+                run = run_pass(pool, warm_copies(items, args.repeats), f"warm, {n} actor(s)", n)
                 run["metrics"] = pool.metrics()
             run["device"] = device_kind
             runs[n] = run
