@@ -60,8 +60,12 @@ class EvalSettings:
     def from_mapping(cls, m: dict[str, Any]) -> EvalSettings:
         m = dict(m)
         timeouts = m.pop("timeouts", None) or {}
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(m) - known
-        if unknown:
-            raise ValueError(f"unknown evaluation settings: {sorted(unknown)}")
+        reject_unknown(cls, m, "evaluation")
         return cls(timeouts=PhaseTimeouts(**timeouts), **m)
+
+
+def reject_unknown(cls: type, m: dict[str, Any], what: str) -> None:
+    """A config mapping may only name fields of the dataclass it becomes (a typo is an error, not ignored)."""
+    unknown = set(m) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise ValueError(f"unknown {what} settings: {sorted(unknown)}")

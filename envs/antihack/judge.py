@@ -33,6 +33,7 @@ from typing import Any, Mapping
 
 from envs.antihack.categories import CATEGORIES
 from envs.cache import cache_key
+from envs.settings import reject_unknown
 from envs.verdict import HackFinding, Status, Verdict
 
 __all__ = ["JudgeCache", "JudgeConfig", "LLMJudge", "RateLimiter", "apply_judge", "build_messages",
@@ -76,10 +77,7 @@ class JudgeConfig:
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any] | None) -> JudgeConfig:
         m = dict(m or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(m) - known
-        if unknown:
-            raise ValueError(f"unknown judge settings: {sorted(unknown)}")
+        reject_unknown(cls, m, "judge")
         return cls(**m)
 
 

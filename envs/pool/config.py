@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from envs.settings import reject_unknown
+
 
 @dataclasses.dataclass(frozen=True)
 class PoolConfig:
@@ -52,10 +54,7 @@ class PoolConfig:
     @classmethod
     def from_mapping(cls, m: dict[str, Any] | None) -> PoolConfig:
         m = dict(m or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(m) - known
-        if unknown:
-            raise ValueError(f"unknown pool settings: {sorted(unknown)}")
+        reject_unknown(cls, m, "pool")
         for key in ("init_kwargs", "actor_resources"):
             if m.get(key) is None:
                 m.pop(key, None)
