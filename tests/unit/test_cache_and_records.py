@@ -56,6 +56,16 @@ def test_settings_validation_and_mapping():
     assert EvalSettings().resolved_size("cuda") == "full"
 
 
+def test_pool_and_judge_configs_refuse_unknown_keys():
+    from envs.antihack.judge import JudgeConfig
+    from envs.pool import PoolConfig
+    with pytest.raises(ValueError, match=r"unknown pool settings: \['num_actor'\]"):
+        PoolConfig.from_mapping({"num_actor": 2})
+    with pytest.raises(ValueError, match=r"unknown judge settings: \['modle'\]"):
+        JudgeConfig.from_mapping({"modle": "gpt-5"})
+    assert PoolConfig.from_mapping({"num_actors": 2}).num_actors == 2
+
+
 def test_hydra_config_composes_into_settings():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
