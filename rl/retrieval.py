@@ -44,7 +44,7 @@ def tokenize(text: str) -> list[str]:
     tokens: list[str] = []
     for ident in _IDENTIFIER.findall(text):
         parts = [p.lower() for piece in ident.split("_") for p in _CAMEL.findall(piece)]
-        whole = ident.lower()
+        whole = ident.strip("_").lower()
         for token in ([whole] if len(parts) <= 1 else [whole, *parts]):
             if len(token) > 1 and token not in _STOP and not token.isdigit():
                 tokens.append(token)
