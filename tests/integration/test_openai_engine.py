@@ -262,3 +262,25 @@ def test_engine_inside_a_ray_actor(server):
         assert sorted(s.index for s in samples) == [0, 1] and all(s.finish_reason == "stop" for s in samples)
     finally:
         ray.shutdown()
+
+
+def test_tokenizer_gives_ids_when_the_server_does_not(server):
+    try:
+        from rl.models import SMOLLM2, resolve_model
+        model_dir = resolve_model(SMOLLM2)
+        from transformers import AutoTokenizer
+    except Exception as e:  # noqa: BLE001 - any reason the real tokenizer is unavailable here
+        pytest.skip(f"SmolLM2's tokenizer is not available: {e}")
+    engine = make(server, tokenizer=str(model_dir))
+    req = request(n=2)
+    samples = collect(engine, [req])
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    prompt = tokenizer.apply_chat_template(req.messages, tokenize=True, add_generation_prompt=True)
+    prompt = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
+    for s in samples:
+        assert s.prompt_ids == list(prompt) and s.usage["prompt_token_ids"] == "tokenizer"
+        assert s.completion_ids == tokenizer.encode(s.text, add_special_tokens=False)
+        assert s.usage["token_ids"] == "tokenizer" and s.usage["completion_tokens"] == len(s.completion_ids)
+        assert s.logprobs is None  # the server's "tokens" (words) do not align with the tokenizer's ids
+    with pytest.raises(EngineError, match="cannot load tokenizer"):
+        make(server, tokenizer="/nonexistent/tokenizer").start()
