@@ -35,7 +35,7 @@ from typing import Any, AsyncIterator
 
 from rl.rollout.api_limits import AsyncTokenBucket, backoff_delay, retry_after_seconds
 from rl.rollout.openai_config import OpenAIEngineConfig
-from rl.rollout.openai_response import error_samples, load_tokenizer, response_samples
+from rl.rollout.openai_response import MalformedResponse, error_samples, load_tokenizer, response_samples
 from rl.rollout.pricing import PriceTable
 from rl.types import RolloutRequest, Sample, WeightUpdate
 
@@ -84,8 +84,8 @@ class OpenAIEngine:
         self.server_token_ids: bool | None = config.server_token_ids
         self.server_kind: str | None = None  # "vllm" when the models preflight recognises one
         self.started = False
-        self.stats: dict[str, float] = {k: 0 for k in (
-            "requests", "failed_requests", "retries", "samples", "prompt_tokens", "completion_tokens",
+        self.stats: dict[str, float] = {k: 0 for k in (  # "http_requests" counts attempts, retries included
+            "http_requests", "failed_requests", "retries", "samples", "prompt_tokens", "completion_tokens",
             "reasoning_tokens", "cost_usd", "wait_seconds")}
         self._rng = random.Random(seed)
         self._rpm = AsyncTokenBucket(config.requests_per_minute, config.rate_limit_burst_s)
@@ -290,8 +290,10 @@ class OpenAIEngine:
                     failure = self._classify_status(e)
                 except openai.APIConnectionError as e:  # includes APITimeoutError
                     failure = _Attempt(f"{type(e).__name__}: {_short(e)}", retryable=True)
+                except ValueError as e:  # a 200 whose body is not JSON: a broken server or proxy
+                    failure = _Attempt(f"malformed response: {_short(e)}", retryable=True)
                 api_seconds = time.monotonic() - sent
-            self.stats["requests"] += 1
+            self.stats["http_requests"] += 1
             if failure is None:
                 break
             self._tpm.adjust(-estimate)  # a refused request used no tokens
@@ -308,9 +310,14 @@ class OpenAIEngine:
                 waited += delay
                 continue
             return self._failed(request, indices, failure, retries, accepted, waited)
+        try:
+            samples = self._samples(request, indices, response, retries, accepted, waited, api_seconds, estimate)
+        except MalformedResponse as e:
+            return self._failed(request, indices, _Attempt(f"malformed response: {e}", False), retries, accepted,
+                                waited)
         self._failure_streak = 0
         self.stats["wait_seconds"] += waited
-        return self._samples(request, indices, response, retries, accepted, waited, api_seconds, estimate)
+        return samples
 
     def _classify_status(self, e: Any) -> _Attempt:
         status = e.status_code

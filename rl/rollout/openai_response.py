@@ -19,12 +19,16 @@ from typing import Any
 from rl.rollout.pricing import PriceTable, RequestUsage
 from rl.types import FinishReason, Message, RolloutRequest, Sample
 
-__all__ = ["FINISH_REASONS", "ResponseSamples", "encode_chat", "error_samples", "load_tokenizer",
+__all__ = ["FINISH_REASONS", "MalformedResponse", "ResponseSamples", "encode_chat", "error_samples", "load_tokenizer",
            "request_usage", "response_samples"]
 
 FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop", "length": "length", "tool_calls": "stop", "function_call": "stop",
     "content_filter": "abort", "abort": "abort", "error": "error"}  # anything else: abort
+
+
+class MalformedResponse(ValueError):
+    """A 200 answer that is not a chat completion (a broken server or proxy)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +82,18 @@ def _logprobs(choice: Any) -> list[float] | None:
     return [float(t.logprob) for t in content] if content else None
 
 
+def _choices(response: Any) -> list[Any]:
+    """The response's choices in index order; MalformedResponse when they are not choices at all
+    (the SDK builds its objects without validating them)."""
+    choices = getattr(response, "choices", None) or []
+    ok = isinstance(choices, list) and all(
+        isinstance(getattr(c, "index", None), int) and getattr(c, "message", None) is not None
+        and isinstance(getattr(c.message, "content", None), (str, type(None))) for c in choices)
+    if not ok:
+        raise MalformedResponse(f"the answer is not a chat completion: choices={str(choices)[:200]}")
+    return sorted(choices, key=lambda c: c.index)
+
+
 def response_samples(request: RolloutRequest, indices: list[int], response: Any, *, model: str,
                      prices: PriceTable, tokenizer: Any = None, seconds: float = 0.0,
                      extra_usage: dict[str, Any] | None = None) -> ResponseSamples:
@@ -90,8 +106,8 @@ def response_samples(request: RolloutRequest, indices: list[int], response: Any,
         prompt_ids, prompt_source = (encode_chat(tokenizer, request.messages), "tokenizer") if tokenizer else ([], "none")
 
     rows = []
-    for choice in sorted(response.choices or [], key=lambda c: c.index)[:len(indices)]:
-        text = (choice.message.content if choice.message is not None else None) or ""
+    for choice in _choices(response)[:len(indices)]:
+        text = choice.message.content or ""
         ids, source = _ids(getattr(choice, "token_ids", None)), "server"
         if ids is None:
             ids, source = (list(tokenizer.encode(text, add_special_tokens=False)), "tokenizer") \

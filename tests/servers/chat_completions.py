@@ -22,7 +22,7 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 
 @dataclasses.dataclass
@@ -31,6 +31,7 @@ class Fault:
     delay_s: float = 0.0  # stall before answering
     retry_after: str | None = None  # Retry-After header value
     code: str | None = None  # OpenAI error code, e.g. "insufficient_quota"
+    raw_body: str | None = None  # answer 200 with this body verbatim (a broken server or proxy)
 
 
 def token_id(word: str) -> int:
@@ -93,6 +94,8 @@ class ChatServer:
                     return self._error(401, why, "invalid_api_key")
                 if body.get("model") not in self.models:
                     return self._error(404, f"The model `{body.get('model')}` does not exist", "model_not_found")
+                if fault is not None and fault.raw_body is not None:
+                    return Response(fault.raw_body, media_type="application/json")
                 if fault is not None and fault.status is not None:
                     headers = {"retry-after": fault.retry_after} if fault.retry_after is not None else None
                     return self._error(fault.status, f"injected {fault.status}", fault.code, headers)
