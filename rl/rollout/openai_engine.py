@@ -172,12 +172,16 @@ class OpenAIEngine:
             client.close()
         if self.server_token_ids is None:
             self.server_token_ids = self.server_kind == "vllm"
+        self._load_tokenizer()
+        self.started = True
+
+    def _load_tokenizer(self) -> None:
+        # Also after unpickling (tokenizers do not travel): the copy in a Ray actor loads its own.
         if self.config.tokenizer and self._tokenizer is None:
             try:
                 self._tokenizer = load_tokenizer(self.config.tokenizer)
             except ValueError as e:
                 raise EngineError(f"openai engine: {e}") from None
-        self.started = True
 
     def _preflight_models(self, client: Any, where: str) -> None:
         models = list(client.models.list())
@@ -232,6 +236,8 @@ class OpenAIEngine:
         """Yield every sample of every request as soon as its HTTP request finishes."""
         if not self.started:
             await asyncio.to_thread(self.start)
+        if self.config.tokenizer and self._tokenizer is None:
+            await asyncio.to_thread(self._load_tokenizer)
         self._async_client()
         accepted = time.monotonic()
         done: asyncio.Queue = asyncio.Queue()

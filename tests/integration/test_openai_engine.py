@@ -283,6 +283,8 @@ def test_tokenizer_gives_ids_when_the_server_does_not(server):
         assert s.completion_ids == tokenizer.encode(s.text, add_special_tokens=False)
         assert s.usage["token_ids"] == "tokenizer" and s.usage["completion_tokens"] == len(s.completion_ids)
         assert s.logprobs is None  # the server's "tokens" (words) do not align with the tokenizer's ids
+    copy = pickle.loads(pickle.dumps(engine))  # the tokenizer does not travel: the copy loads its own
+    assert copy._tokenizer is None and collect(copy, [req])[0].prompt_ids == list(prompt)
     with pytest.raises(EngineError, match="cannot load tokenizer"):
         make(server, tokenizer="/nonexistent/tokenizer").start()
 
