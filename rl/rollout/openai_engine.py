@@ -151,11 +151,15 @@ class OpenAIEngine:
         import openai
         client = openai.OpenAI(api_key=self._api_key(), base_url=self.config.base_url,
                                timeout=min(60.0, self.config.timeout_s), max_retries=2)
-        where = self.config.base_url or "the OpenAI API"
+        where, stage = self.config.base_url or "the OpenAI API", ""
         try:
             if "models" in self.config.preflight:
+                stage = "models"
                 self._preflight_models(client, where)
+            if self.server_token_ids is None:
+                self.server_token_ids = self.server_kind == "vllm"
             if "completion" in self.config.preflight:
+                stage = "completion"
                 response = client.chat.completions.create(
                     **self._params([{"role": "user", "content": "Say OK."}], n=1, max_tokens=1, seed=None,
                                    stop=(), temperature=1.0, top_p=1.0))
@@ -163,15 +167,15 @@ class OpenAIEngine:
                     raise EngineError(f"openai engine: {where} answered a test completion with no choices")
         except openai.APIStatusError as e:
             reason = _FATAL_STATUS.get(e.status_code, "the endpoint refused the preflight request")
+            hint = ("; an endpoint without GET /models can be checked with preflight: [completion]"
+                    if stage == "models" and e.status_code in (404, 405) else "")
             raise EngineError(self._redact(f"openai engine: {reason} (model {self.config.model!r} at {where}, "
-                                           f"HTTP {e.status_code}): {_short(e)}")) from None
+                                           f"HTTP {e.status_code}): {_short(e)}{hint}")) from None
         except openai.APIConnectionError as e:
             raise EngineError(self._redact(f"openai engine: cannot reach {where}: {type(e).__name__}: "
                                            f"{_short(e)}")) from None
         finally:
             client.close()
-        if self.server_token_ids is None:
-            self.server_token_ids = self.server_kind == "vllm"
         self._load_tokenizer()
         self.started = True
 

@@ -213,6 +213,13 @@ def test_start_refuses_unknown_model_missing_key_and_unreachable_endpoint(server
     assert not server.requests  # the models check costs no completion
 
 
+def test_endpoint_without_models_list(server):
+    server.serve_models = False
+    with pytest.raises(EngineError, match=r"HTTP 404.*preflight: \[completion\]"):
+        make(server).start()
+    make(server, preflight=("completion",)).start()
+
+
 def test_completion_preflight_and_fatal_errors_during_generation(server, monkeypatch):
     engine = make(server, preflight=("models", "completion"))
     engine.start()

@@ -41,10 +41,11 @@ def token_id(word: str) -> int:
 class ChatServer:
     def __init__(self, *, api_key: str | None = "sk-test-0123456789abcdef", models: tuple[str, ...] = ("test-model",),
                  owned_by: str = "test", latency_s: float = 0.0, reasoning_tokens: int = 0, cached_tokens: int = 0,
-                 completion_words: int = 12, supports_token_ids: bool = False):
+                 completion_words: int = 12, supports_token_ids: bool = False, serve_models: bool = True):
         self.api_key, self.models, self.owned_by = api_key, models, owned_by
         self.latency_s, self.reasoning_tokens, self.cached_tokens = latency_s, reasoning_tokens, cached_tokens
         self.completion_words, self.supports_token_ids = completion_words, supports_token_ids
+        self.serve_models = serve_models  # False: GET /v1/models is 404, like some gateways
         self.faults: list[Fault] = []
         self.requests: list[dict[str, Any]] = []  # {"t", "body", "auth"}
         self.in_flight = 0
@@ -76,6 +77,8 @@ class ChatServer:
         async def models(request: Request):
             if (why := self._authorized(request)) is not None:
                 return self._error(401, why, "invalid_api_key")
+            if not self.serve_models:
+                return self._error(404, "Not Found")
             return {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": self.owned_by}
                                                for m in self.models]}
 
