@@ -6,8 +6,10 @@
 
 --problem takes a problem file or a built-in problem id (e.g. L2_01_softmax). A solution file may
 be bare Python or a model's markdown answer (its first fenced python block is used). Relative paths
-in a manifest are relative to the manifest. Bad input exits with code 2 before anything is evaluated
-or cached.
+in a manifest are relative to the manifest. Usage errors (a missing or unreadable file, a file that is
+not a problem, a malformed manifest line, unknown options) exit with code 2 before anything is evaluated
+or cached. What a solution file holds is never a usage error: it is what is judged, so a syntax error or
+a missing ModelNew gets its verdict (compile_error, reward 0) like any other candidate.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from envs import EvalSettings, Evaluator, ProblemError, resolve_problem  # noqa: E402
 from envs.cache import SqliteCache  # noqa: E402
 from envs.evaluator import EvaluatorError  # noqa: E402
-from envs.source import SourceError, prepare_solution  # noqa: E402
 from rewards import DEFAULT_DELTA  # noqa: E402
 
 DEFAULT_CACHE = Path(os.environ.get("KERNELRL_CACHE", Path.home() / ".cache" / "kernelrl" / "verdicts.sqlite"))
@@ -61,17 +62,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _load_solution(path: Path) -> str:
+    """The file's text, judged as it is: the evaluator's CPU stage turns unusable code into compile_error."""
     try:
-        text = path.read_text()
+        return path.read_text()
     except FileNotFoundError:
         raise BadInput(f"{path}: no such solution file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise BadInput(f"{path}: cannot read ({e})") from None
-    try:
-        prepare_solution(text)
-    except SourceError as e:
-        raise BadInput(f"{path}: not a usable solution: {e}") from None
-    return text
 
 
 def _pair(problem_spec: str, solution_path: Path) -> tuple:

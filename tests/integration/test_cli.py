@@ -56,8 +56,6 @@ def test_manifest_keeps_input_order_with_progress_on_stderr(tmp_path):
 def _bad_inputs(tmp_path):
     not_problem = tmp_path / "not_problem.py"
     not_problem.write_text("x = 1\n")
-    no_model_new = tmp_path / "no_model_new.py"
-    no_model_new.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
     bad_json = tmp_path / "bad.jsonl"
     bad_json.write_text('{"problem": "L0_02_relu", "solution": \n')
     missing_field = tmp_path / "missing.jsonl"
@@ -69,7 +67,9 @@ def _bad_inputs(tmp_path):
         "unknown id": (["--problem", "L9_99_x", "--solution", str(RELU_SOLUTION)], "no such problem"),
         "missing solution": (["--problem", "L0_02_relu", "--solution", str(tmp_path / "s.py")], "no such solution"),
         "not a problem": (["--problem", str(not_problem), "--solution", str(RELU_SOLUTION)], "not a problem file"),
-        "no ModelNew": (["--problem", "L0_02_relu", "--solution", str(no_model_new)], "ModelNew"),
+        "solution is a directory": (["--problem", "L0_02_relu", "--solution", str(tmp_path)], "cannot read"),
+        "unknown option": (["--problem", "L0_02_relu", "--solution", str(RELU_SOLUTION), "--fast"],
+                           "unrecognized arguments"),
         "malformed manifest": (["--manifest", str(bad_json)], "not valid JSON"),
         "manifest field": (["--manifest", str(missing_field)], '"solution"'),
         "manifest file": (["--manifest", str(missing_file)], "no such solution"),
@@ -84,6 +84,30 @@ def test_bad_input_exits_2_with_a_clear_message_and_writes_nothing(tmp_path):
         assert message in result.stderr, (name, result.stderr)
         assert result.stdout == ""
         assert not cache.exists(), name
+
+
+def test_unusable_solutions_get_a_compile_error_verdict_in_pair_and_manifest_mode(tmp_path):
+    """The candidate's code is what is judged, not the user's input: a syntax error or a missing ModelNew is
+    a compile_error verdict with reward 0, and the rest of a manifest is evaluated as usual."""
+    syntax = tmp_path / "syntax.py"
+    syntax.write_text(RELU_SOLUTION.read_text().replace("def forward(self, x:", "def forward(self, x,,:"))
+    no_model_new = tmp_path / "no_model_new.md"
+    no_model_new.write_text("```python\nimport torch\nclass Model(torch.nn.Module):\n    pass\n```\n")
+    cache = tmp_path / "cache.sqlite"
+    for path, message in ((syntax, "SyntaxError"), (no_model_new, "ModelNew")):
+        result = run("--problem", "L0_02_relu", "--solution", str(path), "--cache", str(cache))
+        assert result.returncode == 0, result.stderr
+        verdict = json.loads(result.stdout.strip().splitlines()[-1])
+        assert verdict["status"] == "compile_error" and verdict["reward"] == 0.0, verdict
+        assert message in verdict["error"], verdict["error"]
+    manifest = tmp_path / "pairs.jsonl"
+    manifest.write_text("\n".join(json.dumps({"problem": "L0_02_relu", "solution": s})
+                                  for s in ("syntax.py", str(RELU_SOLUTION), "no_model_new.md")) + "\n")
+    result = run("--manifest", str(manifest), "--no-cache", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.strip().splitlines()]
+    assert [v["status"] for v in lines] == ["compile_error", "correct", "compile_error"]
+    assert "SyntaxError" in lines[0]["error"] and "ModelNew" in lines[2]["error"]
 
 
 def test_main_job_prints_the_verdict_table(tmp_path):
