@@ -38,12 +38,11 @@ class EvalActorBody:
     """Plain-Python body of the actor (also usable without Ray)."""
 
     def __init__(self, settings: EvalSettings, reaper: bool = True):
-        self.reaper_pid = None
-        if reaper:
-            from envs.pool import reaper as reaper_mod
-            self.reaper_pid = reaper_mod.start(os.getpid())
         gpu_ids = [_visible_gpu()] if settings.device == "cuda" else None
-        self.pool = WorkerPool(settings, gpu_ids)
+        # Its workers die with this actor (envs/worker/lifeline.py); the pool's reaper kills what their
+        # candidates started once the actor is gone.
+        self.pool = WorkerPool(settings, gpu_ids, reap=reaper)
+        self.reaper_pid = self.pool.reaper_pid
         self._lock = threading.Lock()
         self._active = 0
         self._busy_since = 0.0

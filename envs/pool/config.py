@@ -25,7 +25,7 @@ class PoolConfig:
     actor_startup_timeout: float = 600.0  # seconds for an actor to start and warm its first worker
     max_actor_restarts: int = 32  # replacements of dead actors over the pool's life
     execution_timeout: float | None = None  # one request on an actor; None: derived from the phase timeouts
-    reaper: bool = True  # a sidecar per actor kills its workers if the actor dies abruptly
+    reaper: bool = True  # a sidecar per actor kills what its workers started if the actor dies abruptly
     shutdown_timeout: float = 30.0  # seconds close() lets actors stop their workers before killing them
 
     # Driver.

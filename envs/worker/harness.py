@@ -35,6 +35,7 @@ from envs.antihack.runtime import RuntimeHack
 from envs.compare import ReferenceNotFinite, as_output_list, compare_outputs, format_mismatch
 from envs.timing import host_tail_ms, time_cuda
 from envs.verdict import TimingStats
+from envs.worker.lifeline import bind_to_owner
 from envs.worker.protocol import read_frame, write_frame
 
 _MAX_ERROR_CHARS = 4000
@@ -479,6 +480,7 @@ def device_info(device: str) -> dict:
 
 def main() -> None:
     req_fd, res_fd, root, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    lifeline = bind_to_owner(req_fd)  # first: from here on this process dies with its owner
     os.chdir(root)
     link = ParentLink(req_fd, res_fd)
     if device == "cpu":
@@ -493,7 +495,7 @@ def main() -> None:
         torch.cuda.init()
     LAUNCHES.install()
     BASELINE_IDENTITIES.update(guard.broad_snapshot())
-    link.send({"type": "hello", "pid": os.getpid(), **device_info(device)})
+    link.send({"type": "hello", "pid": os.getpid(), "lifeline": lifeline, **device_info(device)})
     while True:
         try:
             request = read_frame(req_fd)

@@ -4,6 +4,11 @@ Slots hold one worker each (`workers` per GPU on CUDA, `workers` in all on CPU).
 crashed, timed out, broke its CUDA context, reached its evaluation budget, or ran a failing
 candidate under the CPU interpreter (where an out-of-bounds write can corrupt the process) is
 killed and a replacement starts in the background, so the next request rarely waits for a start.
+
+Workers die with the process that owns the pool (envs/worker/lifeline.py). They are started only from
+the pool's spawner threads, which live until the pool is closed: a worker's parent-death signal fires
+when the thread that started it exits, so a short-lived thread must never start one. A per-process
+reaper (envs/worker/reaper.py) kills what candidates started once the owner is gone.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from envs.problems import Problem
 from envs.settings import EvalSettings
 from envs.source import CanonicalSolution
 from envs.verdict import HackFinding, Status, Timings, TimingStats, Verdict
+from envs.worker import reaper
 from envs.worker.process import WorkerFailure, WorkerProcess
 
 log = logging.getLogger(__name__)
@@ -44,7 +50,7 @@ class _Slot:
 
 
 class WorkerPool:
-    def __init__(self, settings: EvalSettings, gpu_ids: list[int] | None = None):
+    def __init__(self, settings: EvalSettings, gpu_ids: list[int] | None = None, reap: bool = True):
         self.settings = settings
         self.device = resolve_device(settings.device)
         if self.device == "cuda":
@@ -55,6 +61,7 @@ class WorkerPool:
         else:
             gpu_ids = [None]
         self._locks = {gpu: DeviceLock() for gpu in gpu_ids}
+        self.reaper_pid = reaper.ensure_started() if reap else None  # before any worker exists
         self.size = len(gpu_ids) * settings.workers
         self._spawner = concurrent.futures.ThreadPoolExecutor(self.size, thread_name_prefix="worker-start")
         self._slots = [_Slot(gpu, self._spawner.submit(self._start_worker, gpu))

@@ -1,0 +1,82 @@
+"""Inside the worker: die with the owner (the process holding the other end of the request pipe).
+
+A worker runs untrusted kernels that may never return. When its owner (the CLI, the trainer, the
+service, a Ray pool actor) is killed abruptly, nothing on the owner's side is left to kill it, and it
+would be re-parented to init and spin (on a GPU node: holding the GPU and its memory). Two mechanisms,
+because each misses cases the other covers:
+
+- PR_SET_PDEATHSIG(SIGKILL): the kernel kills the worker the moment its parent goes, even while the
+  worker's Python is wedged in C code (a GPU synchronize, a native loop holding the GIL). It fires
+  when the parent *thread* that started the worker exits, so the owner must start workers from
+  threads that live as long as the workers (the pool's spawner threads do); and it is tied to the
+  direct parent, which is not the owner when a wrapper (a sandbox) sits in between.
+- a watchdog thread waiting for POLLHUP on the request pipe: the owner's write end closes when the
+  owner process dies, whoever the parent is, and also when it died before the prctl took effect
+  (the hangup is then already pending). It kills the worker's process group, which holds what the
+  candidate started.
+
+The worker is also made a child subreaper, so that processes the candidate daemonizes (double fork,
+setsid) are re-parented to the worker instead of init and stay visible as its descendants, to the
+owner's kill and to the owner's reaper (envs/worker/reaper.py), which kills them after the owner died.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import select
+import signal
+import sys
+import threading
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def bind_to_owner(owner_fd: int) -> dict[str, bool]:
+    """Tie this process's life to the owner behind `owner_fd` (the read end of the request pipe);
+    returns which mechanisms are in place (reported in the worker's hello)."""
+    state = {"pdeathsig": _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL),
+             "subreaper": _prctl(_PR_SET_CHILD_SUBREAPER, 1)}
+    watchdog = threading.Thread(target=_watch, args=(owner_fd,), name="kernelrl-owner-watchdog", daemon=True)
+    watchdog.start()
+    state["watchdog"] = watchdog.is_alive()
+    return state
+
+
+def _watch(fd: int) -> None:
+    poller = select.poll()
+    poller.register(fd, 0)  # no POLLIN: requests stay for the main thread; POLLHUP/ERR/NVAL always report
+    while True:
+        try:
+            events = poller.poll()
+        except InterruptedError:
+            continue
+        if any(mask & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, mask in events):
+            die_with_descendants()
+
+
+def die_with_descendants() -> None:
+    """SIGKILL everything this worker started (its descendants, its process group), then itself."""
+    try:
+        import psutil
+        for child in psutil.Process().children(recursive=True):
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
+    except Exception:  # psutil missing or /proc unreadable: the process group still goes
+        pass
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
