@@ -21,6 +21,44 @@ class PhaseTimeouts:
 
 
 @dataclasses.dataclass(frozen=True)
+class StepBudget:
+    """Seconds one step of a candidate phase (a call of the candidate's code and the harness's work around
+    it) may take: fixed_s + multiple x the reference model's seconds per call, plus up to compile_s per
+    Triton launch still compiling. The phase timeouts stay upper bounds. Why: envs/worker/progress.py."""
+
+    fixed_s: float
+    multiple: float
+    compile_s: float = 0.0
+
+    def step_seconds(self, reference_s: float) -> float:
+        return self.fixed_s + self.multiple * max(reference_s, 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepDeadlines:
+    """Step budgets per device. GPU: honest calls take milliseconds (full size: eager >= 1 ms), so 5 s
+    covers the harness's work (the profiler's start is the slowest) and 100x eager a slow but correct
+    kernel; compiling is excused. CPU (Triton interpreter): a call costs a fixed overhead per launch and
+    program, 2-900 ms for the built-in references at the small size against 0.005-110 ms for eager
+    PyTorch, so the fixed part dominates, with room for a loaded machine."""
+
+    cuda: StepBudget = StepBudget(fixed_s=5.0, multiple=100.0, compile_s=60.0)
+    cpu: StepBudget = StepBudget(fixed_s=10.0, multiple=100.0)
+
+    def for_device(self, device: str) -> StepBudget:
+        return self.cuda if device == "cuda" else self.cpu
+
+    @classmethod
+    def from_mapping(cls, m: dict[str, Any]) -> StepDeadlines:
+        reject_unknown(cls, m, "deadlines")
+        budgets = {}
+        for device, budget in m.items():
+            reject_unknown(StepBudget, dict(budget), f"deadlines.{device}")
+            budgets[device] = dataclasses.replace(getattr(cls(), device), **budget)
+        return cls(**budgets)
+
+
+@dataclasses.dataclass(frozen=True)
 class EvalSettings:
     device: str = "auto"  # cpu | cuda | auto (cuda when available)
     size: str | None = None  # full | small; None: full on cuda, small on cpu
@@ -29,7 +67,8 @@ class EvalSettings:
     timed_runs: int = 100
     warmup_ms: float = 25.0
     seed: int | None = None  # None: fresh unpredictable seeds for every evaluation
-    timeouts: PhaseTimeouts = PhaseTimeouts()
+    timeouts: PhaseTimeouts = PhaseTimeouts()  # upper bounds per phase
+    deadlines: StepDeadlines = StepDeadlines()  # derived from the problem's reference time, within them
     memory_limit_gb: float = 16.0  # host RSS of one worker and its children
     workers: int = 1  # worker processes (per GPU on cuda)
     max_evals_per_worker: int = 200  # recycle warm workers now and then
@@ -60,8 +99,9 @@ class EvalSettings:
     def from_mapping(cls, m: dict[str, Any]) -> EvalSettings:
         m = dict(m)
         timeouts = m.pop("timeouts", None) or {}
+        deadlines = m.pop("deadlines", None) or {}
         reject_unknown(cls, m, "evaluation")
-        return cls(timeouts=PhaseTimeouts(**timeouts), **m)
+        return cls(timeouts=PhaseTimeouts(**timeouts), deadlines=StepDeadlines.from_mapping(dict(deadlines)), **m)
 
 
 def reject_unknown(cls: type, m: dict[str, Any], what: str) -> None:

@@ -18,6 +18,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import time
 import traceback
 import types
 from typing import Any, Callable, Iterator
@@ -36,11 +37,13 @@ from envs.compare import ReferenceNotFinite, as_output_list, compare_outputs, fo
 from envs.timing import host_tail_ms, time_cuda
 from envs.verdict import TimingStats
 from envs.worker.lifeline import bind_to_owner
+from envs.worker.progress import ProgressBoard
 from envs.worker.protocol import read_frame, write_frame
 
 _MAX_ERROR_CHARS = 4000
 LAUNCHES = guard.LaunchRecorder()  # installed in main(), before any candidate code exists
 BASELINE_IDENTITIES: dict[str, int] = {}  # torch/triton as the worker started, taken in main()
+PROGRESS: ProgressBoard | None = None  # completed candidate calls, read by the parent's step deadlines
 
 
 class Outcome(Exception):
@@ -165,6 +168,8 @@ class Evaluation:
             out = fn()
             if sync:
                 self._sync()
+            if PROGRESS is not None:
+                PROGRESS.call_done()
             return out
         except Exception as e:  # the candidate's failure, reported back to it
             status = "compile_error" if _is_compile_error(e) else "runtime_error"
@@ -189,6 +194,18 @@ class Evaluation:
         torch.manual_seed(self.req["init_seed"])
         self.init_inputs = self.problem.get_init_inputs()
         self.model = self._build(self.problem.Model, self.req["init_seed"])
+
+    def report_reference(self) -> None:
+        """The reference's seconds per call (the better of two), measured before any candidate code exists:
+        the parent derives the deadlines of the candidate's steps from it (envs/worker/progress.py)."""
+        inputs = self._inputs(self.req["timing_seed"])
+        seconds = []
+        with torch.no_grad():
+            for _ in range(2):
+                started = time.perf_counter()
+                self._reference(inputs)
+                seconds.append(time.perf_counter() - started)
+        self.link.send({"type": "reference", "seconds": min(seconds)})
 
     def time_baselines(self) -> dict[str, Any]:
         wanted = self.req.get("baselines") or []
@@ -423,6 +440,8 @@ class Evaluation:
             if self.req.get("mode") == "check_problem":
                 result["degenerate"] = self.check_problem()
                 return result
+            if self.req.get("solution") is not None:
+                self.report_reference()
             result["baselines"] = self.time_baselines()
             if self.req.get("solution") is not None:
                 self.load_candidate()
@@ -479,8 +498,10 @@ def device_info(device: str) -> dict:
 
 
 def main() -> None:
+    global PROGRESS
     req_fd, res_fd, root, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     lifeline = bind_to_owner(req_fd)  # first: from here on this process dies with its owner
+    PROGRESS = ProgressBoard.attach(int(sys.argv[5])) if len(sys.argv) > 5 else None
     os.chdir(root)
     link = ParentLink(req_fd, res_fd)
     if device == "cpu":
@@ -493,6 +514,8 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.cuda.init()
+        if PROGRESS is not None:
+            PROGRESS.install_launch_flag()  # compiling is excused from the step deadlines
     LAUNCHES.install()
     BASELINE_IDENTITIES.update(guard.broad_snapshot())
     link.send({"type": "hello", "pid": os.getpid(), "lifeline": lifeline, **device_info(device)})

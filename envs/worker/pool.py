@@ -179,7 +179,8 @@ class WorkerPool:
                 self._recycle(slot, worker)
                 worker = self._worker(slot)
             waited = time.monotonic() - waited
-            result, phases = worker.evaluate(request, self.settings.timeouts.as_dict())
+            result, phases = worker.evaluate(request, self.settings.timeouts.as_dict(),
+                                             self.settings.deadlines.for_device(self.device))
             return result, phases, waited
         finally:
             if worker is not None and self._should_recycle(worker, result):

@@ -5,7 +5,9 @@ Isolation, in order of defence:
   (allow-listed variables only, anything that looks like a secret dropped) and a private temp root;
 - its stdout/stderr are a pipe the parent drains and only keeps the tail of (output floods cost
   nothing), and results come on a separate pipe, framed, with the request's nonce;
-- every phase has a wall-clock deadline; host memory is polled; a dead, hung, over-budget or
+- every phase has a wall-clock deadline, and while candidate code runs each step between two of its
+  calls has a tighter one derived from the reference's time per call (envs/worker/progress.py);
+  host memory is polled; a dead, hung, over-budget or
   protocol-violating worker is killed with its process group, every descendant psutil can see, and
   any process still carrying the worker's tag in its environment.
 """
@@ -30,6 +32,8 @@ from typing import Any
 import psutil
 
 from envs.gpu_lock import DeviceLock
+from envs.settings import StepBudget
+from envs.worker.progress import ProgressBoard, StepWatch
 from envs.worker.protocol import HEADER, MAX_FRAME, ProtocolError, write_frame
 
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
@@ -39,6 +43,7 @@ _ENV_ALLOW = re.compile(
 _ENV_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASS|CRED|AUTH|COOKIE|SESSION|PRIVATE|SIGNATURE", re.I)
 _TAG_VAR = "KERNELRL_WORKER_TAG"
 _OUTPUT_TAIL = 16 << 10
+_CANDIDATE_PHASES = ("compile", "correctness", "timing")  # where candidate code runs: step deadlines apply
 
 
 class WorkerFailure(Exception):
@@ -88,12 +93,18 @@ class WorkerProcess:
             extra["CUDA_VISIBLE_DEVICES"] = ""
         elif self.gpu_index is not None:
             extra["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
+        self.board = ProgressBoard.create()
+        board_fd = self.board.fd if self.board is not None else -1
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "envs.worker.harness", str(req_r), str(res_w), self.root, self.device],
+            [sys.executable, "-m", "envs.worker.harness", str(req_r), str(res_w), self.root, self.device,
+             str(board_fd)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=(req_r, res_w), cwd=self.root, env=scrubbed_environment(extra), start_new_session=True)
+            pass_fds=(req_r, res_w) + ((board_fd,) if board_fd >= 0 else ()), cwd=self.root,
+            env=scrubbed_environment(extra), start_new_session=True)
         os.close(req_r)
         os.close(res_w)
+        if self.board is not None:
+            self.board.close_fd()
         self._drain = threading.Thread(target=self._drain_output, daemon=True)
         self._drain.start()
         try:
@@ -170,6 +181,9 @@ class WorkerProcess:
             except OSError:
                 pass
         self._req_w = self._res_r = -1
+        if self.board is not None:
+            self.board.close()
+            self.board = None
         shutil.rmtree(self.root, ignore_errors=True)
 
     def shutdown(self) -> None:
@@ -192,7 +206,8 @@ class WorkerProcess:
                 pass
         return total
 
-    def _read(self, deadline: float, phase: str, phases: dict[str, float] | None = None) -> dict:
+    def _read(self, deadline: float, phase: str, phases: dict[str, float] | None = None,
+              watch: StepWatch | None = None) -> dict:
         last_memory_check = 0.0
         while True:
             if len(self._buf) >= HEADER.size:
@@ -213,6 +228,11 @@ class WorkerProcess:
             now = time.monotonic()
             if now >= deadline:
                 raise WorkerFailure("timeout", f"the {phase} phase exceeded its time limit", phase, phases or {})
+            limit = deadline
+            if watch is not None and (step_end := watch.deadline(now)) < deadline:
+                if now >= step_end:
+                    raise WorkerFailure("timeout", f"the {phase} phase: {watch.describe()}", phase, phases or {})
+                limit = step_end
             if now - last_memory_check > 0.2:
                 last_memory_check = now
                 used = self._memory_bytes()
@@ -220,7 +240,7 @@ class WorkerProcess:
                     raise WorkerFailure("crash", f"the worker exceeded the host memory limit "
                                                  f"({used / 2**30:.1f} GiB > {self.memory_limit_bytes / 2**30:.1f} GiB)",
                                         phase, phases or {})
-            ready, _, _ = select.select([self._res_r], [], [], min(0.1, deadline - now))
+            ready, _, _ = select.select([self._res_r], [], [], min(0.1, limit - now))
             if ready:
                 chunk = os.read(self._res_r, 1 << 16)
                 if chunk:
@@ -255,13 +275,19 @@ class WorkerProcess:
             raise WorkerFailure("crash", "the result was not confirmed by the worker (a forged verdict frame?)",
                                 phase, phases)
 
-    def evaluate(self, request: dict, timeouts: dict[str, float]) -> tuple[dict, dict[str, float]]:
-        """Send one request; return (result message, wall seconds per phase). Raises WorkerFailure."""
+    def evaluate(self, request: dict, timeouts: dict[str, float],
+                 budget: StepBudget | None = None) -> tuple[dict, dict[str, float]]:
+        """Send one request; return (result message, wall seconds per phase). Raises WorkerFailure.
+        `timeouts` bound each phase; with `budget`, each step of the candidate's phases has a deadline
+        derived from the reference time the worker reports (envs/worker/progress.py)."""
         nonce = request["nonce"]
         phases: dict[str, float] = {}
         phase, started = "load", time.monotonic()
         deadline = started + timeouts["load"]
+        order, entered = list(timeouts), set()
         held: str | None = None
+        reference_s: float | None = None
+        watch: StepWatch | None = None
         self.evaluations += 1
         try:
             write_frame(self._req_w, request)
@@ -269,20 +295,36 @@ class WorkerProcess:
             raise WorkerFailure("crash", f"the worker stopped accepting requests ({e})", phase, phases)
         try:
             while True:
-                message = self._read(deadline, phase, phases)
+                message = self._read(deadline, phase, phases, watch if phase in _CANDIDATE_PHASES else None)
                 if message.get("nonce") != nonce:
                     raise WorkerFailure("crash", "worker sent a message without the request's nonce", phase, phases)
                 kind = message.get("type")
                 now = time.monotonic()
                 if kind == "phase" and message.get("name") in timeouts:
+                    if message["name"] in entered or order.index(message["name"]) < order.index(phase):
+                        # Phases only advance: a replayed phase message must not restart a deadline.
+                        raise WorkerFailure("crash", f"worker went back to the {message['name']} phase", phase, phases)
+                    entered.add(message["name"])
                     phases[phase] = phases.get(phase, 0.0) + now - started
                     phase, started = message["name"], now
                     deadline = now + timeouts[phase]
+                    if watch is None and phase in _CANDIDATE_PHASES and budget is not None \
+                            and reference_s is not None and self.board is not None:
+                        watch = StepWatch(self.board, budget, reference_s, allow_compile=self.device == "cuda")
+                    if watch is not None:
+                        watch.restart(now)
+                elif kind == "reference" and phase == "load" and reference_s is None:
+                    seconds = message.get("seconds")
+                    if not isinstance(seconds, (int, float)) or not 0 <= seconds < 1e6:
+                        raise WorkerFailure("crash", f"worker reported a reference time of {seconds!r}", phase, phases)
+                    reference_s = float(seconds)
                 elif kind == "lock" and message.get("mode") in ("shared", "exclusive") and held is None:
                     if self.lock is not None:
                         waited = self.lock.acquire(message["mode"])
                         deadline += waited  # waiting for the GPU is not the candidate's time
                         started += waited
+                        if watch is not None:
+                            watch.pause(waited)
                         phases["gpu_wait"] = phases.get("gpu_wait", 0.0) + waited
                     held = message["mode"]
                     write_frame(self._req_w, {"type": "granted"})

@@ -1,0 +1,79 @@
+"""Shared by the fault-containment tests (CPU integration and GPU): a hanging kernel and process helpers."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+
+import psutil
+
+# A model-written bug: the loop bound is right but the counter never advances. Passes the static analysis.
+SPIN = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _relu_spin(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        x = tl.load(x_ptr + offs, mask=m, other=0.0)
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        i = 0
+        while i < n:  # volatile: no compiler may drop the loop
+            acc += tl.load(x_ptr + offs, mask=m, other=0.0, volatile=True)
+        tl.store(out_ptr + offs, tl.maximum(x, 0.0) + acc * 0.0, mask=m)
+
+
+    class ModelNew(nn.Module):
+        def forward(self, x):
+            out = torch.empty_like(x)
+            _relu_spin[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+            return out
+""")
+
+
+def processes_matching(marker: str | None, tag_prefixes: tuple[str, ...] = ()) -> list[psutil.Process]:
+    """Live processes whose command line holds `marker` or whose worker tag starts with one of the prefixes."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if proc.pid == os.getpid() or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            hit = marker is not None and marker in " ".join(proc.info["cmdline"] or [])
+            if not hit and tag_prefixes:
+                tag = proc.environ().get("KERNELRL_WORKER_TAG", "")
+                hit = bool(tag) and tag.startswith(tag_prefixes)
+            if hit:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def wait_until_spinning(pid: int, timeout: float = 120.0) -> None:
+    """Until the process burns CPU steadily (the interpreter running the hanging kernel)."""
+    deadline = time.monotonic() + timeout
+    proc = psutil.Process(pid)
+    while time.monotonic() < deadline:
+        before = sum(proc.cpu_times()[:2])
+        time.sleep(1.0)
+        if sum(proc.cpu_times()[:2]) - before > 0.6:
+            return
+    raise AssertionError(f"process {pid} never started spinning")
+
+
+def wait_gone(find, timeout: float) -> float:
+    """Seconds until `find()` returns nothing; fails (and kills what is left) after `timeout`."""
+    started = time.monotonic()
+    while (left := find()) and time.monotonic() - started < timeout:
+        time.sleep(0.1)
+    if left:
+        described = [(p.pid, p.cmdline()[:4]) for p in left if p.is_running()]
+        for p in left:
+            p.kill()
+        raise AssertionError(f"left running {timeout:.0f} s after the owner was killed: {described}")
+    return time.monotonic() - started
