@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import textwrap
 import time
+from pathlib import Path
 
 import psutil
 
@@ -77,3 +78,28 @@ def wait_gone(find, timeout: float) -> float:
             p.kill()
         raise AssertionError(f"left running {timeout:.0f} s after the owner was killed: {described}")
     return time.monotonic() - started
+
+
+def worker_under(tmp_path: Path, timeout: float = 120.0) -> int:
+    """The pid of the worker whose private root lies under tmp_path, once it has a candidate to run."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if list(tmp_path.glob("kernelrl-worker-*/eval-*/solution.py")):
+            for proc in processes_matching(str(tmp_path)):
+                if "envs.worker.harness" in proc.cmdline():
+                    return proc.pid
+        time.sleep(0.2)
+    raise AssertionError("no worker started evaluating the candidate")
+
+
+def owner_script(device: str, settings: str = "") -> str:
+    """A process owning an Evaluator that runs the candidate read from stdin on a worker, skipping the static
+    analysis (candidates here may start processes). `settings`: extra EvalSettings arguments."""
+    return (
+        "import sys\n"
+        "from envs import EvalSettings, Evaluator, resolve_problem\n"
+        "from envs.settings import StepBudget, StepDeadlines\n"
+        "from envs.source import prepare_solution\n"
+        "code = sys.stdin.read()\n"
+        f"with Evaluator(EvalSettings(device={device!r}, {settings})) as ev:\n"
+        "    ev.pool.execute(resolve_problem('L0_02_relu'), prepare_solution(code), None)\n")

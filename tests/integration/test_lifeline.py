@@ -10,26 +10,17 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import psutil
 import pytest
 
 from tests.conftest import ROOT
-from tests.faults import SPIN, processes_matching, wait_gone, wait_until_spinning
+from tests.faults import SPIN, owner_script, processes_matching, wait_gone, wait_until_spinning, worker_under
 
 pytestmark = pytest.mark.integration
 
-def _worker_under(tmp_path: Path, timeout: float = 120.0) -> int:
-    """The pid of the worker whose private root lies under tmp_path, once it has a candidate to run."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if list(tmp_path.glob("kernelrl-worker-*/eval-*/solution.py")):
-            for proc in processes_matching(str(tmp_path)):
-                if "envs.worker.harness" in proc.cmdline():
-                    return proc.pid
-        time.sleep(0.2)
-    raise AssertionError("no worker started evaluating the candidate")
+# The owner must die while the kernel still hangs, not after the derived deadline cut it.
+NO_STEP_DEADLINE = "deadlines=StepDeadlines(cpu=StepBudget(600.0, 1.0))"
 
 
 def test_sigkilled_cli_leaves_no_worker_behind(tmp_path):
@@ -41,23 +32,13 @@ def test_sigkilled_cli_leaves_no_worker_behind(tmp_path):
                             "--problem", "L0_02_relu", "--solution", str(solution)],
                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until_spinning(_worker_under(tmp_path))
+        wait_until_spinning(worker_under(tmp_path))
         cli.kill()
         cli.wait()
         seconds = wait_gone(lambda: processes_matching(str(tmp_path), (f"{cli.pid}-",)), timeout=10)
         print(f"no worker left {seconds:.2f} s after the CLI was SIGKILLed")
     finally:
         cli.kill()
-
-
-OWNER = """
-import sys, time
-from envs import EvalSettings, Evaluator, resolve_problem
-from envs.source import prepare_solution
-code = sys.stdin.read()
-with Evaluator(EvalSettings(device="cpu")) as ev:
-    ev.pool.execute(resolve_problem("L0_02_relu"), prepare_solution(code), None)  # no static analysis: it spawns
-"""
 
 
 def test_sigkilled_owner_takes_what_the_candidate_started_along(tmp_path):
@@ -71,12 +52,12 @@ def test_sigkilled_owner_takes_what_the_candidate_started_along(tmp_path):
     candidate = SPIN.replace("        out = torch.empty_like(x)\n",
                              textwrap.indent(spawn, " " * 8) + "        out = torch.empty_like(x)\n")
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    owner = subprocess.Popen([sys.executable, "-c", OWNER], env=env, cwd=ROOT, stdin=subprocess.PIPE,
+    owner = subprocess.Popen([sys.executable, "-c", owner_script("cpu", NO_STEP_DEADLINE)], env=env, cwd=ROOT, stdin=subprocess.PIPE,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     try:
         owner.stdin.write(candidate)
         owner.stdin.close()
-        wait_until_spinning(_worker_under(tmp_path))
+        wait_until_spinning(worker_under(tmp_path))
         assert len(processes_matching(marker)) >= 2  # both started (a sh each, the daemon's after setsid forks)
         time.sleep(0.5)  # the reaper polls the owner's descendants every 0.2 s
         owner.kill()
@@ -94,7 +75,9 @@ import ray
 ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
 from envs import EvalSettings, resolve_problem
 from envs.pool import PoolConfig, RayEvaluationPool
-pool = RayEvaluationPool(EvalSettings(device="cpu"), PoolConfig(num_actors=1, workers_per_actor=1))
+from envs.settings import StepBudget, StepDeadlines
+settings = EvalSettings(device="cpu", deadlines=StepDeadlines(cpu=StepBudget(600.0, 1.0)))
+pool = RayEvaluationPool(settings, PoolConfig(num_actors=1, workers_per_actor=1))
 future = pool.submit(resolve_problem("L0_02_relu"), sys.stdin.read())
 print(json.dumps({"workers": pool.worker_pids(), "actors": pool.actor_infos()}), flush=True)
 future.result()
@@ -116,10 +99,7 @@ def test_sigkilled_ray_driver_leaves_no_worker_behind(tmp_path):
         workers = [pid for pids in started["workers"].values() for pid in pids]
         actors = [info["pid"] for info in started["actors"]]
         assert workers and actors
-        deadline = time.monotonic() + 120
-        while not any(sum(psutil.Process(w).cpu_times()[:2]) > 3 for w in workers):  # one runs the kernel
-            assert time.monotonic() < deadline, "no worker started spinning"
-            time.sleep(0.5)
+        wait_until_spinning(workers[0])  # the only worker: it runs the kernel
         ray_processes = psutil.Process(driver.pid).children(recursive=True)
         driver.kill()
         driver.wait()
@@ -143,3 +123,27 @@ def test_sigkilled_ray_driver_leaves_no_worker_behind(tmp_path):
                 p.send_signal(signal.SIGKILL)
             except psutil.Error:
                 pass
+
+
+def test_workers_outlive_the_thread_that_built_their_pool():
+    """The parent-death signal fires when the *thread* that started a worker exits: workers are started by
+    the pool's long-lived spawner threads, never by the caller's thread, which may be short-lived."""
+    import threading
+
+    from envs import EvalSettings, Evaluator
+    from tests.conftest import builtin
+    built = {}
+    maker = threading.Thread(target=lambda: built.setdefault("ev", Evaluator(EvalSettings(device="cpu"))))
+    maker.start()
+    maker.join()
+    ev = built["ev"]
+    try:
+        pids = ev.pool.worker_pids()
+        info = ev.pool._worker(ev.pool._slots[0]).info
+        assert info["lifeline"] == {"pdeathsig": True, "subreaper": True, "watchdog": True}
+        time.sleep(1.0)
+        assert all(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+        problem, good = builtin("L0_02_relu")
+        assert ev.evaluate(problem, good).correct
+    finally:
+        ev.close()
