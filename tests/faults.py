@@ -55,16 +55,18 @@ def processes_matching(marker: str | None, tag_prefixes: tuple[str, ...] = ()) -
     return found
 
 
-def wait_until_spinning(pid: int, timeout: float = 120.0) -> None:
-    """Until the process burns CPU steadily (the interpreter running the hanging kernel)."""
+def wait_until_spinning(pid: int, cpu_seconds: float = 1.5, timeout: float = 180.0) -> None:
+    """Until the process has burnt `cpu_seconds` more CPU time (running the hanging kernel). Counted in CPU
+    time, not wall time: on a loaded machine a spinning process gets a fraction of a core."""
     deadline = time.monotonic() + timeout
-    proc = psutil.Process(pid)
-    while time.monotonic() < deadline:
-        before = sum(proc.cpu_times()[:2])
-        time.sleep(1.0)
-        if sum(proc.cpu_times()[:2]) - before > 0.6:
-            return
-    raise AssertionError(f"process {pid} never started spinning")
+    try:
+        proc = psutil.Process(pid)
+        start = sum(proc.cpu_times()[:2])
+        while sum(proc.cpu_times()[:2]) - start < cpu_seconds:
+            assert time.monotonic() < deadline, f"process {pid} never started spinning"
+            time.sleep(0.2)
+    except psutil.NoSuchProcess:
+        raise AssertionError(f"process {pid} exited before it had spun {cpu_seconds} CPU seconds") from None
 
 
 def wait_gone(find, timeout: float) -> float:

@@ -32,7 +32,7 @@ def test_sigkilled_cli_leaves_no_worker_behind(tmp_path):
                             "--problem", "L0_02_relu", "--solution", str(solution)],
                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until_spinning(worker_under(tmp_path))
+        wait_until_spinning(worker_under(tmp_path), cpu_seconds=0.5)  # the step deadline cuts it after 10 s
         cli.kill()
         cli.wait()
         seconds = wait_gone(lambda: processes_matching(str(tmp_path), (f"{cli.pid}-",)), timeout=10)
