@@ -1,6 +1,7 @@
 """The worker process: runs the untrusted candidate next to the trusted reference.
 
-Started by `envs.worker.process.WorkerProcess` as `python -m envs.worker.harness REQ_FD RES_FD ROOT`.
+Started by `envs.worker.process.WorkerProcess` as `python -m envs.worker.harness REQ_FD RES_FD ROOT DEVICE
+PROGRESS_FD` (PROGRESS_FD: the progress board of envs/worker/progress.py, -1 for none).
 It receives evaluation requests on REQ_FD and answers on RES_FD (length-prefixed JSON). The
 candidate's stdout/stderr go elsewhere, so printing cannot forge a verdict. Every message carries
 the request's nonce. One request = load the problem, (optionally) time the baselines before any
