@@ -47,7 +47,7 @@ def test_a_hanging_kernel_is_cut_within_seconds_and_its_worker_replaced():
         budget = settings.deadlines.cuda
         print(f"\nGPU hang cut after {cut:.2f} s in the correctness phase ({v.error})")
         assert budget.fixed_s <= cut < budget.fixed_s + 20  # compiling the tiny kernel is excused
-        ok = ev.evaluate(problem, good + "\n# a fresh copy\n")
+        ok = ev.evaluate(problem, good)  # no cache: evaluated again, on the replacement worker
         assert ok.status is Status.CORRECT, ok.error
         assert not set(before) & set(ev.pool.worker_pids())
 
