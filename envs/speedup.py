@@ -22,13 +22,19 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import statistics
 
 from envs.verdict import SpeedupInterval, TimingStats, Verdict
 
 MAX_DRIFT = 1.5
 CONFIDENCE = 0.95
 RESAMPLES = 1000
+
+
+def _median(samples: list[float]) -> float:
+    """The median as TimingStats reports it (nearest rank), so a speedup equals the ratio of the verdict's
+    printed medians."""
+    s = sorted(samples)
+    return s[min(len(s) - 1, int(round(0.5 * (len(s) - 1))))]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,8 +55,8 @@ def bootstrap_ratio(numerator: list[float], denominator: list[float], scale: flo
     rng = random.Random(seed)
     stats = []
     for _ in range(resamples):
-        num = numerator[0] if len(numerator) == 1 else statistics.median(rng.choices(numerator, k=len(numerator)))
-        den = statistics.median(rng.choices(denominator, k=len(denominator)))
+        num = numerator[0] if len(numerator) == 1 else _median(rng.choices(numerator, k=len(numerator)))
+        den = _median(rng.choices(denominator, k=len(denominator)))
         stats.append(scale * num / den if den > 0 else float("inf"))
     stats.sort()
     tail = (1 - confidence) / 2
@@ -72,14 +78,14 @@ def estimate_speedup(kernel: list[float], eager: TimingStats | None, inductor: T
     kernel = [t for t in kernel if t > 0]
     if chosen is None or not kernel:
         return None
-    cached = chosen.median_ms / statistics.median(kernel)
+    cached = chosen.median_ms / _median(kernel)
     cached_low, cached_high = bootstrap_ratio([chosen.median_ms], kernel)
     if not anchor or eager is None or eager.median_ms <= 0:
         return SpeedupEstimate(cached, SpeedupInterval(cached_low, cached_high, CONFIDENCE, False, None, RESAMPLES),
                                name, tuple(notes))
-    drift = statistics.median(anchor) / eager.median_ms
+    drift = _median(anchor) / eager.median_ms
     scale = chosen.median_ms / eager.median_ms  # 1 for eager; the cached inductor/eager ratio otherwise
-    anchored = scale * statistics.median(anchor) / statistics.median(kernel)
+    anchored = scale * _median(anchor) / _median(kernel)
     low, high = bootstrap_ratio(anchor, kernel, scale)
     if not 1 / MAX_DRIFT <= drift <= MAX_DRIFT and cached < anchored:
         notes.append(f"the re-anchored baseline is {drift:.2f}x its cached time: the smaller, cached speedup is used")

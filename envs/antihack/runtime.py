@@ -115,16 +115,18 @@ class ComputeRecorder:
     def __exit__(self, *exc: object) -> None:
         self._mode.__exit__(*exc)
 
-    def check(self, reference: list[OpCost], what: str, max_share: float) -> TorchShare | None:
-        """The share of the reference's cost the recorded ops spent in PyTorch; above `max_share` PyTorch
-        does the main computation."""
-        share = torch_share(self.ops, reference)
-        if share is not None and share.share > max_share:
-            raise RuntimeHack("baseline_kernel", f"{what} ran PyTorch compute outside its Triton kernels costing "
-                                                 f"{share.share:.0%} of the reference's work ({share.flop_share:.0%} "
-                                                 f"of its FLOPs, {share.byte_share:.0%} of its bytes; allowed: "
-                                                 f"{max_share:.0%}): aten.{', aten.'.join(share.top_ops)}")
-        return share
+    def share(self, reference: list[OpCost]) -> TorchShare | None:
+        """The recorded ops' cost as a share of the reference's (None when the reference costs nothing)."""
+        return torch_share(self.ops, reference)
+
+
+def check_torch_share(share: TorchShare | None, what: str, max_share: float) -> None:
+    """Above `max_share` of the reference's cost in PyTorch, PyTorch does the main computation."""
+    if share is not None and share.share > max_share:
+        raise RuntimeHack("baseline_kernel", f"{what} ran PyTorch compute outside its Triton kernels costing "
+                                             f"{share.share:.0%} of the reference's work ({share.flop_share:.0%} "
+                                             f"of its FLOPs, {share.byte_share:.0%} of its bytes; allowed: "
+                                             f"{max_share:.0%}): aten.{', aten.'.join(share.top_ops)}")
 
 
 def _flat(args: Any, kwargs: dict) -> list[Any]:

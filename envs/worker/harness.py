@@ -271,9 +271,10 @@ class Evaluation:
             raise RuntimeHack("ghost_optimization", f"{what} returned without launching any of the solution's "
                                                     "own Triton kernels")
         LAUNCHES.check_streams(self.solution_module, what)
-        share = self.compute.check(reference_cost, what, self.req.get("max_torch_share", 0.25))
-        if share is not None:  # the largest share any checked call spent in PyTorch
+        share = self.compute.share(reference_cost)
+        if share is not None:  # the largest share any checked call spent in PyTorch, flagged or not
             self.facts["torch_share"] = max(self.facts.get("torch_share", 0.0), share.share)
+        guard.check_torch_share(share, what, self.req.get("max_torch_share", 0.25))
         guard.check_concurrency(before_threads)
         guard.check_inputs_unchanged(pristine, inputs)
         guard.check_outputs(as_output_list(out), inputs, self.candidate)

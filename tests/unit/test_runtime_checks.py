@@ -90,12 +90,13 @@ def test_compute_recorder_prices_torch_compute_against_the_reference():
         out = torch.empty_like(x)  # allocation, views and copies are layout: free
         out.copy_(x.view(10, 100).t().contiguous().reshape(-1))
         small = x[:10].sum()  # a tiny reduction: a small share
-    share = recorder.check(reference, "forward", max_share=0.25)
+    share = recorder.share(reference)
+    guard.check_torch_share(share, "forward", max_share=0.25)
     assert share is not None and 0 < share.share < 0.05 and small is not None
     with recorder:
         torch.nn.functional.relu(x)
     with pytest.raises(RuntimeHack, match="aten.relu") as e:
-        recorder.check(reference, "forward", max_share=0.25)
+        guard.check_torch_share(recorder.share(reference), "forward", max_share=0.25)
     assert e.value.category == "baseline_kernel" and "100% of the reference's work" in e.value.reason
 
 

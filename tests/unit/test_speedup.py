@@ -122,3 +122,20 @@ def test_verdict_with_interval_and_shares_round_trips_and_rebases():
     assert Verdict.from_dict(v.to_dict()) == v
     speedup, rebased = rebase_speedup(v, v.timings.eager)
     assert speedup == pytest.approx(2.0) and rebased.low == pytest.approx(1.5 / 0.8) and rebased.anchored
+
+
+def test_bench_reports_per_kernel_speedup_spread_over_repeats():
+    import importlib.util
+
+    from tests.conftest import ROOT
+    spec = importlib.util.spec_from_file_location("bench_eval", ROOT / "scripts" / "bench_eval.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    interval = SpeedupInterval(0.9, 1.1, 0.95, True, 1.0, 1000)
+    verdicts = [Verdict(Status.CORRECT, pid, "NVIDIA H200", speedup=s, speedup_interval=interval)
+                for pid, s in [("a", 1.0), ("a", 1.02), ("a", 0.99), ("b", 2.0), ("b", 2.2), ("c", 3.0)]]
+    rep = bench.speedup_repeatability(verdicts)
+    assert rep["kernels"] == 2  # "c" ran once: no spread
+    assert rep["median_spread"] == pytest.approx((0.03 / 1.0 + 0.2 / 2.1) / 2)
+    assert rep["max_spread"] == pytest.approx(0.2 / 2.1) and rep["p95_spread"] == rep["max_spread"]
+    assert bench.speedup_repeatability(verdicts[-1:]) == {}
