@@ -1110,6 +1110,8 @@ def test_cheap_torch_after_a_triton_gemm_is_left_to_the_cost_check(body, compute
     ("return torch.relu(x)", "L0_02_relu"),                            # the problem's op on its input
     ("return x.view(-1).relu().view(x.shape)", "L0_02_relu"),          # ... through a view
     ("return torch.softmax(x.float(), dim=-1)", "L2_01_softmax"),      # ... through a cast
+    ("x = x.contiguous()\n        return torch.relu(x)", "L0_02_relu"),  # ... rebound to a copy of itself
+    ("flat = x.reshape(-1)\n        return flat.relu().view_as(x)", "L0_02_relu"),  # ... through a local name
 ])
 def test_torch_doing_the_main_op_is_flagged_by_name(body, problem):
     source = forward(f"""
@@ -1121,13 +1123,17 @@ def test_torch_doing_the_main_op_is_flagged_by_name(body, problem):
     assert finding.category == "baseline_kernel" and "main computation" in finding.reason
 
 
-def test_the_main_op_on_a_kernels_result_is_left_to_the_cost_check():
+@pytest.mark.parametrize("body", [
+    "return torch.relu(out)",
+    "x = out\n        return torch.relu(x)",  # forward's parameter name rebound to the kernel's result
+])
+def test_the_main_op_on_a_kernels_result_is_left_to_the_cost_check(body):
     # A relu of what a copy kernel wrote is as cheap by name as an honest epilogue; its cost (the whole
     # reference) is what the runtime check sees.
-    source = forward("""
+    source = forward(f"""
         out = torch.empty_like(x)
         LAUNCH
-        return torch.relu(out)
+        {body}
     """)
     assert analyze(source, _problem("L0_02_relu")) is None
 

@@ -198,9 +198,10 @@ class _Analysis(_Reachability):
                 flat.append(x)
         return any(self._input_derived(x, f) for x in flat)
 
-    def _input_derived(self, expr: ast.AST, f: _Scope) -> bool:
+    def _input_derived(self, expr: ast.AST, f: _Scope, seen: frozenset[str] = frozenset()) -> bool:
+        """`expr` is forward's input, or a view, slice or cast of one (through local names too)."""
         while True:
-            if isinstance(expr, ast.Subscript) or isinstance(expr, ast.Starred):
+            if isinstance(expr, (ast.Subscript, ast.Starred)):
                 expr = expr.value
             elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
                     _method_kind(expr.func.attr) in ("ok", "move"):
@@ -211,6 +212,18 @@ class _Analysis(_Reachability):
                 break
         if not isinstance(expr, ast.Name) or f not in self.roots or expr.id == f.self_name:
             return False
-        rebound = any(isinstance(n, ast.Name) and n.id == expr.id and isinstance(n.ctx, ast.Store)
-                      for n in self.live(f))
-        return expr.id in self.tensors.names.get(f, set()) and expr.id in _params(f) and not rebound
+        name = expr.id
+        if name in seen:  # x = x.view(-1): as input-derived as x was
+            return True
+        param = name in _params(f) and name in self.tensors.names.get(f, set())
+        stores = [n for n in self.live(f) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
+        values = []
+        for store in stores:  # every binding must be a plain assignment of an input-derived value
+            parent = self.parents.get(id(store))
+            if not (isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is not None
+                    and (getattr(parent, "targets", None) or [parent.target]) == [store]):
+                return False
+            values.append(parent.value)
+        if not param and not values:
+            return False
+        return all(self._input_derived(v, f, seen | {name}) for v in values)
