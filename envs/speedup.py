@@ -21,7 +21,8 @@ used and a note says so.
 from __future__ import annotations
 
 import dataclasses
-import random
+
+import torch
 
 from envs.verdict import SpeedupInterval, TimingStats, Verdict
 
@@ -45,6 +46,14 @@ class SpeedupEstimate:
     notes: tuple[str, ...] = ()
 
 
+def _resampled_medians(samples: list[float], resamples: int, generator: torch.Generator) -> torch.Tensor:
+    """The nearest-rank median of each of `resamples` bootstrap resamples of `samples`."""
+    values = torch.tensor(samples, dtype=torch.float64)
+    n = len(samples)
+    picks = values[torch.randint(n, (resamples, n), generator=generator)]
+    return picks.kthvalue(int(round(0.5 * (n - 1))) + 1, dim=1).values
+
+
 def bootstrap_ratio(numerator: list[float], denominator: list[float], scale: float = 1.0,
                     resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
                     seed: int = 0) -> tuple[float, float]:
@@ -52,17 +61,15 @@ def bootstrap_ratio(numerator: list[float], denominator: list[float], scale: flo
     `numerator` is a constant (a cached median). Seeded, so the same samples give the same interval."""
     if not numerator or not denominator:
         raise ValueError("bootstrap needs samples on both sides")
-    rng = random.Random(seed)
-    stats = []
-    for _ in range(resamples):
-        num = numerator[0] if len(numerator) == 1 else _median(rng.choices(numerator, k=len(numerator)))
-        den = _median(rng.choices(denominator, k=len(denominator)))
-        stats.append(scale * num / den if den > 0 else float("inf"))
-    stats.sort()
+    generator = torch.Generator().manual_seed(seed)
+    num = torch.full((resamples,), float(numerator[0]), dtype=torch.float64) if len(numerator) == 1 else \
+        _resampled_medians(numerator, resamples, generator)
+    den = _resampled_medians(denominator, resamples, generator)
+    stats = (scale * num / den).sort().values
     tail = (1 - confidence) / 2
     low = stats[min(resamples - 1, int(tail * resamples))]
     high = stats[min(resamples - 1, int((1 - tail) * resamples))]
-    return low, high
+    return float(low), float(high)
 
 
 def estimate_speedup(kernel: list[float], eager: TimingStats | None, inductor: TimingStats | None,
@@ -79,18 +86,21 @@ def estimate_speedup(kernel: list[float], eager: TimingStats | None, inductor: T
     if chosen is None or not kernel:
         return None
     cached = chosen.median_ms / _median(kernel)
-    cached_low, cached_high = bootstrap_ratio([chosen.median_ms], kernel)
+
+    def from_cache(drift: float | None) -> SpeedupEstimate:
+        low, high = bootstrap_ratio([chosen.median_ms], kernel)
+        return SpeedupEstimate(cached, SpeedupInterval(low, high, CONFIDENCE, False, drift, RESAMPLES), name,
+                               tuple(notes))
+
     if not anchor or eager is None or eager.median_ms <= 0:
-        return SpeedupEstimate(cached, SpeedupInterval(cached_low, cached_high, CONFIDENCE, False, None, RESAMPLES),
-                               name, tuple(notes))
+        return from_cache(None)
     drift = _median(anchor) / eager.median_ms
     scale = chosen.median_ms / eager.median_ms  # 1 for eager; the cached inductor/eager ratio otherwise
     anchored = scale * _median(anchor) / _median(kernel)
-    low, high = bootstrap_ratio(anchor, kernel, scale)
     if not 1 / MAX_DRIFT <= drift <= MAX_DRIFT and cached < anchored:
         notes.append(f"the re-anchored baseline is {drift:.2f}x its cached time: the smaller, cached speedup is used")
-        return SpeedupEstimate(cached, SpeedupInterval(cached_low, cached_high, CONFIDENCE, False, drift, RESAMPLES),
-                               name, tuple(notes))
+        return from_cache(drift)
+    low, high = bootstrap_ratio(anchor, kernel, scale)
     return SpeedupEstimate(anchored, SpeedupInterval(low, high, CONFIDENCE, True, drift, RESAMPLES), name,
                            tuple(notes))
 
