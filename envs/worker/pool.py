@@ -129,7 +129,8 @@ class WorkerPool:
                         "sizes": problem.small_sizes if small else {}},
             "solution": solution.source,
             "timing": {"runs": self.settings.timed_runs, "warmup_ms": self.settings.warmup_ms,
-                       "anchor_runs": self.settings.anchor_runs if self.settings.reanchor else 0}
+                       "anchor_runs": min(self.settings.anchor_runs, self.settings.timed_runs)
+                       if self.settings.reanchor else 0}
             if self.device == "cuda" else None,
             "max_torch_share": self.settings.max_torch_share,
             "baselines": ["eager", "inductor"] if measure_baselines else [],
