@@ -33,7 +33,8 @@ LAYOUT_OPS = {
     "_to_copy", "to", "slice", "select", "unsqueeze", "unsqueeze_", "squeeze", "squeeze_", "as_strided",
     "detach", "detach_", "alias", "split", "split_with_sizes", "chunk", "unbind", "narrow", "unfold",
     "diagonal", "movedim", "flatten", "unflatten", "_local_scalar_dense", "item", "cat", "stack", "resize_",
-    "set_", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_same_size", "_has_compatible_shallow_copy_type",
+    "set_", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_same_size",
+    "_has_compatible_shallow_copy_type",
     "record_stream", "_copy_from", "_copy_from_and_resize", "_pin_memory", "is_pinned",
 }
 

@@ -16,8 +16,9 @@ from envs.antihack.static.names import (_COMPARISON_NAMES, _COMPARISONS, _COMPIL
                                         _DYNAMIC_CODE, _EVALUATOR, _FILE_WRITE_METHODS, _FRAME_ATTRS,
                                         _GPU_LIBRARIES, _HEAP_SCANS, _INTROSPECTION, _LAZY, _LIBRARY_ANYWHERE,
                                         _MOCKS, _OP_OVERRIDES, _PROBLEM_MODULES, _REFERENCE_TARGETS,
-                                        _RESULT_CHANNELS, _SIDE_EFFECT_METHODS, _SIDE_EFFECTS, _STREAMS, _SYSTEM, _TENSOR_CLASSES, _TIMER_NAMES,
-                                        _TIMERS, _is_module_path, _plain, _short, _under)
+                                        _RESULT_CHANNELS, _SIDE_EFFECT_METHODS, _SIDE_EFFECTS, _STREAMS, _SYSTEM,
+                                        _TENSOR_CLASSES, _TIMER_NAMES, _TIMERS, _is_module_path, _plain, _short,
+                                        _under)
 from envs.verdict import HackFinding
 
 
