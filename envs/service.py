@@ -43,7 +43,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from envs.problems import Problem, ProblemError, parse_problem
-from envs.verdict import HackFinding, Status, Timings, Verdict
+from envs.speedup import rebase_speedup
+from envs.verdict import HackFinding, SpeedupInterval, Status, Timings, Verdict
 from envs.worker.pool import EvaluatorError
 from rewards.makora import DEFAULT_DELTA, reward_for_verdict
 
@@ -176,6 +177,8 @@ class VerdictResponse(BaseModel):
     own_kernel_share: float | None = None
     judge: dict[str, Any] | None = None
     suspicious: str | None = None
+    speedup_interval: SpeedupInterval | None = None
+    torch_share: float | None = None
 
 
 class RewardResponse(BaseModel):
@@ -229,7 +232,8 @@ def apply_overrides(verdict: Verdict, overrides: EvalOverrides | None, default_b
             and t.kernel is not None and t.kernel.median_ms > 0:
         reference = getattr(t, overrides.baseline)
         if reference is not None:
-            verdict = dataclasses.replace(verdict, speedup=reference.median_ms / t.kernel.median_ms,
+            speedup, interval = rebase_speedup(verdict, reference)
+            verdict = dataclasses.replace(verdict, speedup=speedup, speedup_interval=interval,
                                           baseline=overrides.baseline)
         else:
             verdict = dataclasses.replace(verdict, notes=[*verdict.notes, (

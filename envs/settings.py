@@ -76,6 +76,13 @@ class EvalSettings:
     cpu_rechecks: int = 3  # extra calls on CPU whose outputs are re-checked (GPU re-checks timed runs)
     max_speedup: float = 50.0  # above this a measurement is repeated in a fresh worker; if it persists: hack
     floor_fraction: float = 0.9  # kernel median below this share of the physical floor: same treatment
+    # Re-anchoring (GPU): time eager PyTorch again in the kernel's window, `anchor_runs` runs interleaved
+    # with the kernel's, and derive the speedup from that (envs/speedup.py) instead of the cached baseline.
+    reanchor: bool = True
+    anchor_runs: int = 50
+    # PyTorch compute the candidate may run outside its kernels, as a share of the reference's cost
+    # (FLOPs and bytes of the ATen ops at the problem's size, envs/antihack/cost.py); above it: baseline_kernel.
+    max_torch_share: float = 0.25
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda", "auto"):
@@ -86,6 +93,10 @@ class EvalSettings:
             raise ValueError(f"baseline must be inductor or eager, not {self.baseline!r}")
         if self.correctness_trials < 1 or self.timed_runs < 1 or self.workers < 1:
             raise ValueError("correctness_trials, timed_runs and workers must be >= 1")
+        if self.reanchor and self.anchor_runs < 1:
+            raise ValueError("anchor_runs must be >= 1 when reanchor is on")
+        if not 0 <= self.max_torch_share:
+            raise ValueError(f"max_torch_share must be >= 0, not {self.max_torch_share!r}")
 
     def resolved_size(self, device: str) -> str:
         return self.size or ("full" if device == "cuda" else "small")
@@ -93,7 +104,8 @@ class EvalSettings:
     def cache_fields(self, device: str) -> dict[str, Any]:
         """What changes a verdict (not how the evaluator is run)."""
         return {"size": self.resolved_size(device), "baseline": self.baseline,
-                "trials": self.correctness_trials, "runs": self.timed_runs}
+                "trials": self.correctness_trials, "runs": self.timed_runs,
+                "anchor_runs": self.anchor_runs if self.reanchor else 0, "max_torch_share": self.max_torch_share}
 
     @classmethod
     def from_mapping(cls, m: dict[str, Any]) -> EvalSettings:

@@ -53,11 +53,26 @@ class TimingStats:
 
 @dataclasses.dataclass(frozen=True)
 class Timings:
-    """Kernel and baseline times measured by the same method on the same device."""
+    """Kernel and baseline times measured by the same method on the same device. `eager` and `inductor`
+    are the cached first measurements of the problem; `anchor` is eager PyTorch timed again in the same
+    window as the kernel, its runs interleaved with the kernel's (re-anchoring)."""
 
     kernel: TimingStats | None = None
     eager: TimingStats | None = None
     inductor: TimingStats | None = None
+    anchor: TimingStats | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedupInterval:
+    """How sure `speedup` is: a bootstrap interval over the timed runs it was derived from."""
+
+    low: float
+    high: float
+    confidence: float  # e.g. 0.95
+    anchored: bool  # the baseline was timed in the kernel's window (re-anchored), not only taken from the cache
+    drift: float | None  # anchor median now / cached eager median: how far the GPU moved since it was cached
+    resamples: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +93,8 @@ class Verdict:
     own_kernel_share: float | None = None  # GPU: share of device time in the candidate's own kernels
     judge: dict[str, Any] | None = None  # the optional LLM judge's opinion, recorded beside the checks
     suspicious: str | None = None  # why a timing looked physically implausible (then re-measured)
+    speedup_interval: SpeedupInterval | None = None  # GPU: bootstrap interval of `speedup`
+    torch_share: float | None = None  # cost of the candidate's own PyTorch compute / the reference's (ATen ops)
 
     @property
     def correct(self) -> bool:
@@ -95,11 +112,13 @@ class Verdict:
         d.pop("correct", None)
         hack = d.pop("hack", None)
         timings = d.pop("timings", None)
+        interval = d.pop("speedup_interval", None)
         if timings is not None:
             timings = Timings(**{k: TimingStats(**v) if v else None for k, v in timings.items()})
         return cls(
             status=Status(d.pop("status")),
             hack=HackFinding(**hack) if hack else None,
             timings=timings,
+            speedup_interval=SpeedupInterval(**interval) if interval else None,
             **d,
         )

@@ -35,7 +35,7 @@ import triton
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
 from envs.compare import ReferenceNotFinite, as_output_list, compare_outputs, format_mismatch
-from envs.timing import host_tail_ms, time_cuda
+from envs.timing import ANCHOR, KERNEL, host_tail_ms, interleaved_schedule, time_interleaved
 from envs.verdict import TimingStats
 from envs.worker.lifeline import bind_to_owner
 from envs.worker.progress import ProgressBoard
@@ -135,6 +135,7 @@ class Evaluation:
         self.facts: dict[str, Any] = {}  # measurements reported beside the status
         self.solution_module = ""
         self.compute = guard.ComputeRecorder(LAUNCHES)
+        self.reference_ops: list[guard.OpCost] | None = None
 
     # --- helpers ---------------------------------------------------------------------------------
     def _sync(self) -> None:
@@ -176,11 +177,24 @@ class Evaluation:
             status = "compile_error" if _is_compile_error(e) else "runtime_error"
             raise Outcome(status, f"{what} failed:\n{describe_exception(e, self.solution_path)}") from None
 
-    def _time(self, fn: Callable[[], Any], keep: tuple[int, ...] = ()) -> tuple[dict, dict[int, Any]]:
+    def _time(self, fn: Callable[[], Any], keep: tuple[int, ...] = (),
+              anchor: Callable[[], Any] | None = None) -> tuple[dict, dict[int, Any]]:
+        """Time `fn`; with `anchor` (the candidate's timing, re-anchoring on) eager PyTorch is timed in the
+        same window, its runs interleaved with fn's, and the raw samples of both are reported for the
+        speedup and its interval (envs/speedup.py)."""
         timing = self.req["timing"]
+        anchor_runs = timing.get("anchor_runs", 0) if anchor is not None else 0
+        fns = {KERNEL: fn, **({ANCHOR: anchor} if anchor_runs else {})}
         with self._gpu("exclusive"):
-            samples, kept = time_cuda(fn, runs=timing["runs"], warmup_ms=timing["warmup_ms"], keep=keep)
-        return TimingStats.from_samples(samples).__dict__, kept
+            timed = time_interleaved(fns, interleaved_schedule(timing["runs"], anchor_runs),
+                                     warmup_ms=timing["warmup_ms"], keep=keep)
+        if anchor is not None:
+            self.facts["kernel_samples"] = timed.samples[KERNEL]
+        if anchor_runs:
+            self.facts["anchor"] = TimingStats.from_samples(timed.samples[ANCHOR]).__dict__
+            self.facts["anchor_samples"] = timed.samples[ANCHOR]
+            self.facts["anchor_seconds"] = timed.seconds[ANCHOR]
+        return TimingStats.from_samples(timed.samples[KERNEL]).__dict__, timed.kept
 
     # --- phases -----------------------------------------------------------------------------------
     def load_problem(self) -> None:
@@ -264,6 +278,7 @@ class Evaluation:
 
     def _guarded_call(self, inputs: list[Any], what: str, template: Any = None) -> Any:
         """One candidate forward with the runtime checks around it."""
+        reference_cost = self._reference_cost(inputs)
         pristine = _clone(inputs)
         before_threads = guard.concurrency_snapshot()
         launches = LAUNCHES.launches(self.solution_module)
@@ -275,15 +290,26 @@ class Evaluation:
             raise RuntimeHack("ghost_optimization", f"{what} returned without launching any of the solution's "
                                                     "own Triton kernels")
         LAUNCHES.check_streams(self.solution_module, what)
-        problem_numel = max([x.numel() for x in inputs if isinstance(x, torch.Tensor)] +
-                            [x.numel() for x in as_output_list(template) if isinstance(x, torch.Tensor)], default=0)
-        self.compute.check(problem_numel, what)
+        share = self.compute.share(reference_cost)
+        if share is not None:  # the largest share any checked call spent in PyTorch, flagged or not
+            self.facts["torch_share"] = max(self.facts.get("torch_share", 0.0), share.share)
+        guard.check_torch_share(share, what, self.req.get("max_torch_share", 0.25))
         guard.check_concurrency(before_threads)
         guard.check_inputs_unchanged(pristine, inputs)
         guard.check_outputs(as_output_list(out), inputs, self.candidate)
         guard.check_identities(self.identities, f"during {what}")
         guard.check_unwritten(as_output_list(out))
         return out
+
+    def _reference_cost(self, inputs: list[Any]) -> list[guard.OpCost]:
+        """The ATen ops of one reference forward on inputs of these shapes, priced (once per evaluation):
+        what the candidate's own PyTorch compute is measured against."""
+        if self.reference_ops is None:
+            recorder = guard.ComputeRecorder(LAUNCHES)
+            with recorder:
+                self._reference(inputs)
+            self.reference_ops = recorder.ops
+        return self.reference_ops
 
     def _compare(self, expected: Any, got: Any, label: str, hack_category: str | None = None) -> None:
         try:
@@ -353,7 +379,9 @@ class Evaluation:
         stats = None
         with torch.no_grad():
             if timing:
-                stats, kept = self._time(call, keep=(probe, runs - 1))
+                # The re-anchoring baseline: the trusted reference on its own copy of the same inputs.
+                anchor_inputs = _clone(inputs)
+                stats, kept = self._time(call, keep=(probe, runs - 1), anchor=lambda: self.model(*anchor_inputs))
             else:
                 kept = {}
                 for i in range(runs):
