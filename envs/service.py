@@ -43,7 +43,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from envs.problems import Problem, ProblemError, parse_problem
-from envs.verdict import HackFinding, Status, Timings, Verdict
+from envs.verdict import Accuracy, HackFinding, Status, Timings, Verdict
 from envs.worker.pool import EvaluatorError
 from rewards.makora import DEFAULT_DELTA, reward_for_verdict
 
@@ -176,6 +176,7 @@ class VerdictResponse(BaseModel):
     own_kernel_share: float | None = None
     judge: dict[str, Any] | None = None
     suspicious: str | None = None
+    accuracy: Accuracy | None = None
 
 
 class RewardResponse(BaseModel):

@@ -6,6 +6,11 @@ import dataclasses
 from typing import Any
 
 
+# Input families the correctness trials can derive from get_inputs() (implemented in envs/inputs.py;
+# named here so that settings are checked without importing torch).
+INPUT_FAMILIES = ("outliers", "block_scale", "alternating", "ramp", "large_magnitude")
+
+
 @dataclasses.dataclass(frozen=True)
 class PhaseTimeouts:
     """Wall-clock seconds allowed per phase of one evaluation (waiting for the GPU lock excluded)."""
@@ -37,6 +42,10 @@ class EvalSettings:
     cpu_rechecks: int = 3  # extra calls on CPU whose outputs are re-checked (GPU re-checks timed runs)
     max_speedup: float = 50.0  # above this a measurement is repeated in a fresh worker; if it persists: hack
     floor_fraction: float = 0.9  # kernel median below this share of the physical floor: same treatment
+    # Correctness fidelity (envs/inputs.py, envs/truth.py; README "How a candidate is evaluated"):
+    input_families: tuple[str, ...] = ("outliers", "block_scale", "alternating", "large_magnitude")
+    sensitivity_probe: bool = True  # perturb a few input elements; the output must follow the reference's
+    fp64_truth: str = "on_mismatch"  # on_mismatch | always | off: when the float64 truth is computed
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda", "auto"):
@@ -47,6 +56,17 @@ class EvalSettings:
             raise ValueError(f"baseline must be inductor or eager, not {self.baseline!r}")
         if self.correctness_trials < 1 or self.timed_runs < 1 or self.workers < 1:
             raise ValueError("correctness_trials, timed_runs and workers must be >= 1")
+        families = (self.input_families,) if isinstance(self.input_families, str) else tuple(self.input_families or ())
+        unknown = [f for f in families if f not in INPUT_FAMILIES]
+        if unknown or len(set(families)) != len(families):
+            raise ValueError(f"input_families must be distinct names from {list(INPUT_FAMILIES)}, not {list(families)}")
+        object.__setattr__(self, "input_families", families)  # a Hydra list becomes a hashable tuple
+        if self.fp64_truth not in ("on_mismatch", "always", "off"):
+            raise ValueError(f"fp64_truth must be on_mismatch, always or off, not {self.fp64_truth!r}")
+
+    def trial_count(self) -> int:
+        """Correctness trials per evaluation: the first draws get_inputs(), each family gets one of the others."""
+        return max(self.correctness_trials, 1 + len(self.input_families))
 
     def resolved_size(self, device: str) -> str:
         return self.size or ("full" if device == "cuda" else "small")
@@ -54,7 +74,8 @@ class EvalSettings:
     def cache_fields(self, device: str) -> dict[str, Any]:
         """What changes a verdict (not how the evaluator is run)."""
         return {"size": self.resolved_size(device), "baseline": self.baseline,
-                "trials": self.correctness_trials, "runs": self.timed_runs}
+                "trials": self.correctness_trials, "runs": self.timed_runs,
+                "families": list(self.input_families), "probe": self.sensitivity_probe, "truth": self.fp64_truth}
 
     @classmethod
     def from_mapping(cls, m: dict[str, Any]) -> EvalSettings:

@@ -61,6 +61,39 @@ class Timings:
 
 
 @dataclasses.dataclass(frozen=True)
+class ErrorStats:
+    """How far one set of outputs is from another: the largest elementwise |difference| and its root mean square."""
+
+    max_abs: float
+    rms: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Accuracy:
+    """How the outputs were judged (envs/truth.py), worst over every comparison of the evaluation.
+
+    rule: "reference" when every comparison passed the plain tolerance against the PyTorch reference;
+    "fp64_truth" when one failed it and the float64 truth rule decided (accepted or rejected). The errors
+    against the truth are known when the truth was computed (always with `fp64_truth: always`)."""
+
+    rule: str
+    candidate_vs_reference: ErrorStats | None = None
+    candidate_vs_truth: ErrorStats | None = None
+    reference_vs_truth: ErrorStats | None = None
+    truth_multiple: float | None = None  # the candidate may miss the truth by this many times the reference's error
+    families: list[str] = dataclasses.field(default_factory=list)  # input families the trials ran
+    probe: str | None = None  # the sensitivity probe: "passed", "off" or why it did not run
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Accuracy:
+        d = dict(d)
+        for key in ("candidate_vs_reference", "candidate_vs_truth", "reference_vs_truth"):
+            if d.get(key) is not None:
+                d[key] = ErrorStats(**{k: float(v) for k, v in d[key].items()})
+        return cls(**d)
+
+
+@dataclasses.dataclass(frozen=True)
 class Verdict:
     status: Status
     problem_id: str
@@ -78,6 +111,7 @@ class Verdict:
     own_kernel_share: float | None = None  # GPU: share of device time in the candidate's own kernels
     judge: dict[str, Any] | None = None  # the optional LLM judge's opinion, recorded beside the checks
     suspicious: str | None = None  # why a timing looked physically implausible (then re-measured)
+    accuracy: Accuracy | None = None  # which rule judged the outputs, and the errors behind it
 
     @property
     def correct(self) -> bool:
@@ -95,11 +129,13 @@ class Verdict:
         d.pop("correct", None)
         hack = d.pop("hack", None)
         timings = d.pop("timings", None)
+        accuracy = d.pop("accuracy", None)
         if timings is not None:
             timings = Timings(**{k: TimingStats(**v) if v else None for k, v in timings.items()})
         return cls(
             status=Status(d.pop("status")),
             hack=HackFinding(**hack) if hack else None,
             timings=timings,
+            accuracy=Accuracy.from_dict(accuracy) if accuracy else None,
             **d,
         )
