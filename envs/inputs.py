@@ -6,10 +6,10 @@ lands within tolerance by the law of large numbers. Each family derives a new in
 integer and bool tensors (indices, lengths, masks) and floating tensors holding only whole numbers
 (labels or masks stored as floats) are left as they are, and so are non-tensor inputs.
 
-- outliers: about one element in a thousand (at least 4) at random positions pushed 100 standard
-  deviations away from zero (the sign kept, so positive-only inputs stay positive).
-- block_scale: every row (the last dimension; 1-D tensors in blocks of 256) scaled by its own factor,
-  log-uniform in [1/16, 16].
+- outliers: about one element in a thousand (at least 4) at random positions pushed 100 times the
+  tensor's magnitude (sqrt(mean^2 + std^2)) away from zero (the sign kept: positive inputs stay positive).
+- block_scale: every block of 256 consecutive elements of a row (the last dimension) scaled by its own
+  factor, log-uniform in [1/16, 16]: rows and tiles weigh differently.
 - alternating: |x| with signs alternating along the last dimension (sums cancel).
 - ramp: every row a linear ramp with a random slope and offset, at the tensor's mean and scale.
 - large_magnitude: scaled by 2^(maxexp / 8) (2^16 for float32 and bfloat16, 4 for float16): float32
@@ -19,8 +19,8 @@ integer and bool tensors (indices, lengths, masks) and floating tensors holding 
 A family that makes the reference output NaN or Inf is skipped for that problem (the harness runs a
 get_inputs() trial in its place and notes it).
 
-The probe (`perturb`) moves `PROBE_ELEMENTS` random elements of every floating input by a multiple of
-that tensor's standard deviation; the harness grows the multiple until the reference's output moves by
+The probe (`perturb`) moves `PROBE_ELEMENTS` random elements of every floating input away from zero by a
+multiple of that tensor's magnitude; the harness grows the multiple until the reference's output moves by
 at least `PROBE_RESPONSE` times its tolerance, then requires the candidate to match the reference there.
 """
 
@@ -35,13 +35,13 @@ from envs.compare import CHUNK_ELEMENTS, as_output_list, output_rms, tolerance_f
 from envs.settings import INPUT_FAMILIES
 
 PROBE_ELEMENTS = 8  # perturbed elements per floating input tensor
-PROBE_SIZES = (16.0, 256.0, 4096.0, 65536.0)  # perturbation, in standard deviations of its tensor, tried in turn
+PROBE_SIZES = (16.0, 256.0, 4096.0, 65536.0)  # moves, in multiples of the tensor's magnitude, tried in turn
 PROBE_RESPONSE = 100.0  # the reference's output must move by this many times its tolerance somewhere
 
 _OUTLIER_DENSITY = 1e-3
-_OUTLIER_SIGMAS = 100.0
+_OUTLIER_TIMES = 100.0
 _SCALE_LOG2_RANGE = 4.0  # block_scale factors in [2^-4, 2^4]
-_BLOCK_1D = 256
+_BLOCK = 256
 _INTEGRAL_SAMPLE = 4096
 
 
@@ -69,13 +69,17 @@ def generator(seed: int, device: torch.device) -> torch.Generator:
     return g
 
 
-def _scale_of(x: torch.Tensor) -> tuple[float, float]:
-    """(mean, standard deviation) of a tensor, with a usable scale even for a constant one."""
+def _scale_of(x: torch.Tensor) -> tuple[float, float, float]:
+    """(mean, standard deviation, magnitude) of a tensor; the magnitude sqrt(mean^2 + std^2) sizes outliers
+    and probe moves, so that they matter also for values near a large constant."""
     if x.numel() > 1:
         std, mean = (float(v) for v in torch.std_mean(x.detach().float()))
     else:
         std, mean = 0.0, float(x.detach().float().reshape(-1)[0])
-    return mean, std if std > 0 and math.isfinite(std) else max(abs(mean), 1.0)
+    if not math.isfinite(std) or not math.isfinite(mean):
+        std, mean = 1.0, 0.0
+    magnitude = math.hypot(mean, std)
+    return mean, std, magnitude if magnitude > 0 else 1.0
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
@@ -84,28 +88,26 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 
 
 def _outliers(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    _, std = _scale_of(x)
+    _, _, magnitude = _scale_of(x)
     flat = x.view(-1)
     k = max(4, int(flat.numel() * _OUTLIER_DENSITY))
     idx = torch.randint(0, flat.numel(), (k,), generator=g, device=x.device)
     picked = flat[idx]
-    flat[idx] = picked + torch.where(picked < 0, -1.0, 1.0).to(x.dtype) * (_OUTLIER_SIGMAS * std)
+    flat[idx] = picked + torch.where(picked < 0, -1.0, 1.0).to(x.dtype) * (_OUTLIER_TIMES * magnitude)
     return x
 
 
 def _block_scale(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    if x.dim() >= 2:
-        rows = _rows(x)
-        n_blocks, flat = rows.shape[0], None
-    else:  # 1-D: blocks of _BLOCK_1D consecutive elements
-        flat = x.view(-1)
-        n_blocks = -(-flat.numel() // _BLOCK_1D)
-    log2 = (torch.rand(n_blocks, 1, generator=g, device=x.device) * 2 - 1) * _SCALE_LOG2_RANGE
+    """Blocks of _BLOCK consecutive elements of every row (the last dimension), each with its own factor."""
+    rows = _rows(x)
+    n_rows, length = rows.shape
+    n_blocks = -(-length // _BLOCK)
+    log2 = (torch.rand(n_rows, n_blocks, generator=g, device=x.device) * 2 - 1) * _SCALE_LOG2_RANGE
     factors = torch.exp2(log2).to(x.dtype)
-    if flat is None:
-        rows.mul_(factors)
+    if length % _BLOCK == 0:
+        rows.view(n_rows, n_blocks, _BLOCK).mul_(factors.unsqueeze(-1))
     else:
-        flat.mul_(factors.view(-1).repeat_interleave(_BLOCK_1D)[: flat.numel()])
+        rows.mul_(factors.repeat_interleave(_BLOCK, dim=1)[:, :length])
     return x
 
 
@@ -117,7 +119,7 @@ def _alternating(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
 
 
 def _ramp(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    mean, std = _scale_of(x)
+    mean, std, _ = _scale_of(x)
     rows = _rows(x)
     n_rows, length = rows.shape
     line = torch.linspace(-math.sqrt(3.0), math.sqrt(3.0), length, device=x.device, dtype=torch.float64)
@@ -155,22 +157,22 @@ def derive(inputs: list[Any], family: str, g: torch.Generator) -> list[Any]:
     return [_like(x, transform(x.detach().contiguous().clone(), g)) if is_varied(x) else x for x in inputs]
 
 
-def perturb(inputs: list[Any], sigmas: float, g: torch.Generator) -> tuple[list[Any], list[str]]:
-    """A copy of `inputs` with PROBE_ELEMENTS random elements of every varied tensor moved `sigmas`
-    standard deviations of that tensor away from zero; and where (for messages). Values that would leave
-    the dtype's range are clamped to it."""
+def perturb(inputs: list[Any], times: float, g: torch.Generator) -> tuple[list[Any], list[str]]:
+    """A copy of `inputs` with PROBE_ELEMENTS random elements of every varied tensor moved `times` times
+    that tensor's magnitude away from zero; and where (for messages). Values that would leave the dtype's
+    range are clamped to it."""
     out, where = [], []
     for i, x in enumerate(inputs):
         if not is_varied(x):
             out.append(x)
             continue
-        _, std = _scale_of(x)
+        _, _, magnitude = _scale_of(x)
         y = x.detach().contiguous().clone()
         flat = y.view(-1)
         idx = torch.randint(0, flat.numel(), (min(PROBE_ELEMENTS, flat.numel()),), generator=g, device=y.device)
         picked = flat[idx].double()
         limit = torch.finfo(y.dtype).max / 4
-        moved = (picked + torch.where(picked < 0, -1.0, 1.0).double() * (sigmas * std)).clamp(-limit, limit)
+        moved = (picked + torch.where(picked < 0, -1.0, 1.0).double() * (times * magnitude)).clamp(-limit, limit)
         flat[idx] = moved.to(y.dtype)
         out.append(_like(x, y))
         where.append(f"input {i} at {unravel_index(int(idx[0]), y.shape)}")

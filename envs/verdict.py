@@ -82,7 +82,7 @@ class Accuracy:
     reference_vs_truth: ErrorStats | None = None
     truth_multiple: float | None = None  # the candidate may miss the truth by this many times the reference's error
     families: list[str] = dataclasses.field(default_factory=list)  # input families the trials ran
-    probe: str | None = None  # the sensitivity probe: "passed", "off" or why it did not run
+    probe: str | None = None  # the sensitivity probe: "passed|failed (Nx)", "off", "not run", "skipped: why"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Accuracy:

@@ -22,6 +22,7 @@ percentiles, verdict agreement and the spread of each kernel's measured time.
   python scripts/bench_eval.py --device cpu --workers 2
   python scripts/bench_eval.py --device cuda --backend ray --workers 4 --vs-fresh-process --out bench.json
   python scripts/bench_eval.py --device cuda --backend ray --workers 4 --scale 1 2 4 --repeats 3
+  python scripts/bench_eval.py --device cuda --workers 4 --repeats 2 --fidelity off   # then --fidelity on
 """
 
 from __future__ import annotations
@@ -252,6 +253,10 @@ def main() -> None:
                     help="also run the warm candidates through a fresh-process-per-evaluation harness")
     ap.add_argument("--fresh-every", type=int, default=1, help="fresh-process harness on every k-th warm candidate")
     ap.add_argument("--scale", type=int, nargs="+", help="Ray pool sizes (actors; one GPU each on cuda) to compare")
+    ap.add_argument("--fidelity", choices=["on", "off"], help="input families and the sensitivity probe (default: "
+                    "the settings' default, on); compare the correctness phase's seconds")
+    ap.add_argument("--fp64-truth", choices=["on_mismatch", "always", "off"], help="when the float64 truth is "
+                    "computed (default: the settings' default, on_mismatch)")
     ap.add_argument("--markdown", action="store_true", help="also print the per-problem table as markdown")
     ap.add_argument("--out", type=Path, help="write results as JSON here")
     args = ap.parse_args()
@@ -264,7 +269,10 @@ def main() -> None:
     if not problems:
         ap.error("no problem matches --levels/--problems")
     items = [(p, Path(p.reference_solution).read_text()) for p in problems]
-    settings = EvalSettings(device=args.device, workers=args.workers, size=args.size)
+    fidelity = {} if args.fidelity in (None, "on") else {"input_families": (), "sensitivity_probe": False}
+    if args.fp64_truth:
+        fidelity["fp64_truth"] = args.fp64_truth
+    settings = EvalSettings(device=args.device, workers=args.workers, size=args.size, **fidelity)
     with tempfile.TemporaryDirectory() as tmp:
         cache = BaselineOnlyCache(Path(tmp) / "baselines.sqlite")
         try:

@@ -27,7 +27,7 @@ class CorrectnessPhase:
     def _init_correctness(self, request: dict) -> None:
         self.fidelity = request.get("correctness") or {}  # input families, probe, fp64 truth mode
         self.accuracy = AccuracyLog(list(self.fidelity.get("families") or []),
-                                    None if self.fidelity.get("probe") else "off")
+                                    "not run" if self.fidelity.get("probe") else "off")
         self.truth = Float64Reference(self._float64_model)
         self.base_rms: list[float] = []  # the first trial's reference output magnitudes
 
@@ -110,14 +110,14 @@ class CorrectnessPhase:
         (subsampling, skipped tiles, fixed indices) misses the moved ones' share."""
         tolerance = self.req["problem"].get("tolerance")
         g = families.generator(seed ^ _PROBE_SALT, self.device)
-        for sigmas in families.PROBE_SIZES:
-            perturbed, where = families.perturb(inputs, sigmas, g)
+        for times in families.PROBE_SIZES:
+            perturbed, where = families.perturb(inputs, times, g)
             if not where:
                 self.accuracy.probe = "skipped: no floating-point input to perturb"
                 return
             moved = self._reference(perturbed)
             if not families.is_finite(moved):
-                self.accuracy.probe = f"skipped: the reference output holds NaN or Inf at {sigmas:g} sigma"
+                self.accuracy.probe = f"skipped: the reference output holds NaN or Inf at {times:g}x"
                 return
             scales = families.atol_scales(moved, self.base_rms)
             if families.response_ratio(expected, moved, tolerance, scales) >= families.PROBE_RESPONSE:
@@ -126,14 +126,15 @@ class CorrectnessPhase:
             self.accuracy.probe = "skipped: the reference output barely moves when a few input elements do"
             return
         after = self._guarded_call(_clone(perturbed), "ModelNew.forward (sensitivity probe)", moved)
-        label = (f"sensitivity probe ({families.PROBE_ELEMENTS} element(s) of each floating input moved "
-                 f"{sigmas:g} standard deviations, e.g. {where[0]})")
+        label = (f"sensitivity probe ({families.PROBE_ELEMENTS} element(s) of each floating input moved by "
+                 f"{times:g} times its magnitude, e.g. {where[0]})")
         try:
             self._compare(moved, after, label, perturbed, atol_scales=scales)
         except Outcome as o:
+            self.accuracy.probe = f"failed ({times:g}x)"
             o.error += _probe_change(o.extra.get("mismatch"), expected, moved, got, after)
             raise
-        self.accuracy.probe = f"passed ({sigmas:g} sigma)"
+        self.accuracy.probe = f"passed ({times:g}x)"
 
     def _probe_stale_memory(self, inputs: list[Any], expected: Any) -> None:
         """A wrong output that turns right once freed memory holds the expected result was never computed:
