@@ -60,12 +60,14 @@ class CorrectnessPhase:
         plan = families.trial_plan(len(seeds), self.accuracy.families)
         self.template = None
         with torch.no_grad(), self._gpu("shared"):
-            last = None
+            first = None
             for trial, (seed, family) in enumerate(zip(seeds, plan)):
-                last = None  # free the previous trial's tensors first
-                last = self._trial(trial, len(seeds), seed, family)
-            if self.fidelity.get("probe"):
-                self._sensitivity_probe(*last, seeds[-1])
+                outcome = self._trial(trial, len(seeds), seed, family)
+                if trial == 0 and self.fidelity.get("probe"):
+                    first = outcome  # the probe moves the problem's own inputs (a family may saturate them)
+                del outcome
+            if first is not None:
+                self._sensitivity_probe(*first, seeds[0])
 
     def _trial(self, trial: int, trials: int, seed: int, family: str | None) -> tuple[list[Any], Any, Any]:
         """One trial on get_inputs() or on a family derived from it: (inputs, expected, got)."""

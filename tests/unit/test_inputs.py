@@ -72,7 +72,9 @@ def test_trial_plan_starts_plain_and_gives_each_family_a_trial():
     assert fam.trial_plan(5, ["outliers", "ramp"]) == [None, "outliers", "ramp", None, None]
     assert fam.trial_plan(3, []) == [None, None, None]
     assert EvalSettings(correctness_trials=2).trial_count() == 1 + len(EvalSettings().input_families)
-    assert EvalSettings(correctness_trials=7, input_families=[]).trial_count() == 7
+    # the probe takes the place of a get_inputs() trial: 5 candidate calls by default, as without families
+    assert EvalSettings().trial_count() == 4 and EvalSettings(sensitivity_probe=False).trial_count() == 5
+    assert EvalSettings(correctness_trials=7, input_families=[], sensitivity_probe=False).trial_count() == 7
 
 
 def test_settings_check_and_key_the_fidelity_options():
