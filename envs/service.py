@@ -44,7 +44,7 @@ from starlette.responses import JSONResponse
 
 from envs.problems import Problem, ProblemError, parse_problem
 from envs.speedup import rebase_speedup
-from envs.verdict import HackFinding, SpeedupInterval, Status, Timings, Verdict
+from envs.verdict import Accuracy, HackFinding, SpeedupInterval, Status, Timings, Verdict
 from envs.worker.pool import EvaluatorError
 from rewards.makora import DEFAULT_DELTA, reward_for_verdict
 
@@ -179,6 +179,7 @@ class VerdictResponse(BaseModel):
     suspicious: str | None = None
     speedup_interval: SpeedupInterval | None = None
     torch_share: float | None = None
+    accuracy: Accuracy | None = None
 
 
 class RewardResponse(BaseModel):

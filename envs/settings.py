@@ -6,6 +6,12 @@ import dataclasses
 from typing import Any
 
 
+# Input families the correctness trials can derive from get_inputs() (implemented in envs/inputs.py;
+# named here so that settings are checked without importing torch). The default three keep the
+# candidate's correctness calls at 5 with the probe; `alternating` and `ramp` are there to add.
+INPUT_FAMILIES = ("outliers", "block_scale", "alternating", "ramp", "large_magnitude")
+
+
 @dataclasses.dataclass(frozen=True)
 class PhaseTimeouts:
     """Wall-clock seconds allowed per phase of one evaluation (waiting for the GPU lock excluded)."""
@@ -83,6 +89,10 @@ class EvalSettings:
     # PyTorch compute the candidate may run outside its kernels, as a share of the reference's cost
     # (FLOPs and bytes of the ATen ops at the problem's size, envs/antihack/cost.py); above it: baseline_kernel.
     max_torch_share: float = 0.25
+    # Correctness fidelity (envs/inputs.py, envs/truth.py; README "How a candidate is evaluated"):
+    input_families: tuple[str, ...] = ("outliers", "block_scale", "large_magnitude")
+    sensitivity_probe: bool = True  # perturb a few input elements; the output must follow the reference's
+    fp64_truth: str = "on_mismatch"  # on_mismatch | always | off: when the float64 truth is computed
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda", "auto"):
@@ -97,6 +107,21 @@ class EvalSettings:
             raise ValueError("anchor_runs must be >= 1 when reanchor is on")
         if not 0 <= self.max_torch_share:
             raise ValueError(f"max_torch_share must be >= 0, not {self.max_torch_share!r}")
+        families = (self.input_families,) if isinstance(self.input_families, str) else tuple(self.input_families or ())
+        unknown = [f for f in families if f not in INPUT_FAMILIES]
+        if unknown or len(set(families)) != len(families):
+            raise ValueError(f"input_families must be distinct names from {list(INPUT_FAMILIES)}, not {list(families)}")
+        object.__setattr__(self, "input_families", families)  # a Hydra list becomes a hashable tuple
+        if self.fp64_truth not in ("on_mismatch", "always", "off"):
+            raise ValueError(f"fp64_truth must be on_mismatch, always or off, not {self.fp64_truth!r}")
+
+    def trial_count(self) -> int:
+        """Correctness trials per evaluation: the first draws get_inputs(), each family gets one of the next.
+        The sensitivity probe (a candidate call on moved get_inputs()) takes the place of a later
+        get_inputs() trial where there is one, so the candidate is called correctness_trials times."""
+        families = 1 + len(self.input_families)
+        trials = max(self.correctness_trials, families)
+        return trials - 1 if self.sensitivity_probe and trials > families else trials
 
     def resolved_size(self, device: str) -> str:
         return self.size or ("full" if device == "cuda" else "small")
@@ -105,7 +130,8 @@ class EvalSettings:
         """What changes a verdict (not how the evaluator is run)."""
         return {"size": self.resolved_size(device), "baseline": self.baseline,
                 "trials": self.correctness_trials, "runs": self.timed_runs,
-                "anchor_runs": self.anchor_runs if self.reanchor else 0, "max_torch_share": self.max_torch_share}
+                "anchor_runs": self.anchor_runs if self.reanchor else 0, "max_torch_share": self.max_torch_share,
+                "families": list(self.input_families), "probe": self.sensitivity_probe, "truth": self.fp64_truth}
 
     @classmethod
     def from_mapping(cls, m: dict[str, Any]) -> EvalSettings:

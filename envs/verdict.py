@@ -76,6 +76,39 @@ class SpeedupInterval:
 
 
 @dataclasses.dataclass(frozen=True)
+class ErrorStats:
+    """How far one set of outputs is from another: the largest elementwise |difference| and its root mean square."""
+
+    max_abs: float
+    rms: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Accuracy:
+    """How the outputs were judged (envs/truth.py), worst over every comparison of the evaluation.
+
+    rule: "reference" when every comparison passed the plain tolerance against the PyTorch reference;
+    "fp64_truth" when one failed it and the float64 truth rule decided (accepted or rejected). The errors
+    against the truth are known when the truth was computed (always with `fp64_truth: always`)."""
+
+    rule: str
+    candidate_vs_reference: ErrorStats | None = None
+    candidate_vs_truth: ErrorStats | None = None
+    reference_vs_truth: ErrorStats | None = None
+    truth_multiple: float | None = None  # the candidate may miss the truth by this many times the reference's error
+    families: list[str] = dataclasses.field(default_factory=list)  # input families the trials ran
+    probe: str | None = None  # the sensitivity probe: "passed|failed (Nx)", "off", "not run", "skipped: why"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Accuracy:
+        d = dict(d)
+        for key in ("candidate_vs_reference", "candidate_vs_truth", "reference_vs_truth"):
+            if d.get(key) is not None:
+                d[key] = ErrorStats(**{k: float(v) for k, v in d[key].items()})
+        return cls(**d)
+
+
+@dataclasses.dataclass(frozen=True)
 class Verdict:
     status: Status
     problem_id: str
@@ -95,6 +128,7 @@ class Verdict:
     suspicious: str | None = None  # why a timing looked physically implausible (then re-measured)
     speedup_interval: SpeedupInterval | None = None  # GPU: bootstrap interval of `speedup`
     torch_share: float | None = None  # cost of the candidate's own PyTorch compute / the reference's (ATen ops)
+    accuracy: Accuracy | None = None  # which rule judged the outputs, and the errors behind it
 
     @property
     def correct(self) -> bool:
@@ -113,6 +147,7 @@ class Verdict:
         hack = d.pop("hack", None)
         timings = d.pop("timings", None)
         interval = d.pop("speedup_interval", None)
+        accuracy = d.pop("accuracy", None)
         if timings is not None:
             timings = Timings(**{k: TimingStats(**v) if v else None for k, v in timings.items()})
         return cls(
@@ -120,5 +155,6 @@ class Verdict:
             hack=HackFinding(**hack) if hack else None,
             timings=timings,
             speedup_interval=SpeedupInterval(**interval) if interval else None,
+            accuracy=Accuracy.from_dict(accuracy) if accuracy else None,
             **d,
         )

@@ -23,6 +23,7 @@ percentiles, verdict agreement and the spread of each kernel's measured time.
   python scripts/bench_eval.py --device cuda --backend ray --workers 4 --vs-fresh-process --out bench.json
   python scripts/bench_eval.py --device cuda --backend ray --workers 4 --scale 1 2 4 --repeats 3
   python scripts/bench_eval.py --device cuda --workers 4 --repeats 4 --reanchor off   # then --reanchor on
+  python scripts/bench_eval.py --device cuda --workers 4 --repeats 2 --fidelity off   # then --fidelity on
 
 With `--repeats` >= 2 the warm passes also report speedup repeatability: per kernel the relative range of
 its speedup over the repeats (fresh copies, no verdict cache), its median and p95 over kernels, and the
@@ -285,6 +286,10 @@ def main() -> None:
     ap.add_argument("--scale", type=int, nargs="+", help="Ray pool sizes (actors; one GPU each on cuda) to compare")
     ap.add_argument("--reanchor", choices=["on", "off"], help="time eager PyTorch beside every kernel (default: "
                     "the settings' default, on); compare speedup repeatability with --repeats 3 or more")
+    ap.add_argument("--fidelity", choices=["on", "off"], help="input families and the sensitivity probe (default: "
+                    "the settings' default, on); compare the correctness phase's seconds")
+    ap.add_argument("--fp64-truth", choices=["on_mismatch", "always", "off"], help="when the float64 truth is "
+                    "computed (default: the settings' default, on_mismatch)")
     ap.add_argument("--markdown", action="store_true", help="also print the per-problem table as markdown")
     ap.add_argument("--out", type=Path, help="write results as JSON here")
     args = ap.parse_args()
@@ -297,8 +302,12 @@ def main() -> None:
     if not problems:
         ap.error("no problem matches --levels/--problems")
     items = [(p, Path(p.reference_solution).read_text()) for p in problems]
-    settings = EvalSettings(device=args.device, workers=args.workers, size=args.size,
-                            **({"reanchor": args.reanchor == "on"} if args.reanchor else {}))
+    fidelity = {} if args.fidelity in (None, "on") else {"input_families": (), "sensitivity_probe": False}
+    if args.fp64_truth:
+        fidelity["fp64_truth"] = args.fp64_truth
+    if args.reanchor:
+        fidelity["reanchor"] = args.reanchor == "on"
+    settings = EvalSettings(device=args.device, workers=args.workers, size=args.size, **fidelity)
     with tempfile.TemporaryDirectory() as tmp:
         cache = BaselineOnlyCache(Path(tmp) / "baselines.sqlite")
         try:

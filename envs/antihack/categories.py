@@ -13,6 +13,10 @@ CATEGORIES: dict[str, str] = {
     # seen in the field
     "stale_memory": "returns memory it never wrote (e.g. allocator blocks holding the reference's result)",
     "partial_output": "computes only part of the output",
+    "partial_input": "reads only part of its inputs (a strided subsample, skipped tiles, fixed indices) and "
+                     "estimates the rest",
+    "low_precision": "computes in a narrower precision than the problem's dtype (e.g. an fp16 accumulator for "
+                     "a long fp32 reduction)",
     "input_mutation": "modifies its inputs",
     "output_caching": "returns results cached across calls (by pointer, shape or call count)",
     "phase_detection": "behaves differently when it is being checked than when it is being timed",

@@ -150,11 +150,13 @@ _TIMERS = ("time.perf_counter", "time.perf_counter_ns", "time.time", "time.monot
 _COMPARISONS = ("torch.allclose", "torch.isclose", "torch.equal", "torch.isfinite", "torch.testing.assert_close",
                 "torch.Tensor.double", "torch.Tensor.abs", "torch.Tensor.__sub__", "torch.Tensor.__gt__",
                 "torch.Tensor.reshape", "torch.Tensor.clone", "torch.Tensor.sum", "torch.Tensor.max",
-                "envs.compare.compare_outputs", "envs.compare._compare_one")
+                "envs.compare.compare_outputs", "envs.compare.compare_each", "envs.compare.compare_tensor",
+                "envs.truth.judge_outputs", "envs.truth.check_against_truth")
 _OTHERS = ("torch.manual_seed", "torch.randn", "torch.rand", "torch.randint", "torch.Tensor.copy_",
            "torch.nn.Module.__call__", "torch.nn.Module._call_impl", "envs.worker.protocol.write_frame",
            "builtins.print", "builtins.open", "os.write", "triton.runtime.jit.JITFunction.run")
-_MODULES = ("torch", "triton", "time", "envs.compare", "envs.timing", "envs.worker.protocol", "builtins")
+_MODULES = ("torch", "triton", "time", "envs.compare", "envs.truth", "envs.inputs", "envs.timing",
+            "envs.worker.protocol", "builtins")
 
 
 def _resolve(path: str) -> Any:

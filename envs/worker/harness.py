@@ -12,6 +12,7 @@ then time it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import importlib.util
 import os
@@ -34,10 +35,13 @@ import triton
 
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
-from envs.compare import ReferenceNotFinite, as_output_list, compare_outputs, format_mismatch
+from envs.compare import as_output_list, compare_outputs
 from envs.timing import ANCHOR, KERNEL, host_tail_ms, interleaved_schedule, time_interleaved
 from envs.verdict import TimingStats
+from envs.worker.correctness import CorrectnessPhase
 from envs.worker.lifeline import bind_to_owner
+from envs.worker.outcome import Outcome
+from envs.worker.outcome import clone_args as _clone
 from envs.worker.progress import ProgressBoard
 from envs.worker.protocol import read_frame, write_frame
 
@@ -45,14 +49,6 @@ _MAX_ERROR_CHARS = 4000
 LAUNCHES = guard.LaunchRecorder()  # installed in main(), before any candidate code exists
 BASELINE_IDENTITIES: dict[str, int] = {}  # torch/triton as the worker started, taken in main()
 PROGRESS: ProgressBoard | None = None  # completed candidate calls, read by the parent's step deadlines
-
-
-class Outcome(Exception):
-    """Ends an evaluation early with a status and a message."""
-
-    def __init__(self, status: str, error: str, **extra: Any):
-        super().__init__(error)
-        self.status, self.error, self.extra = status, error, extra
 
 
 class ParentLink:
@@ -118,12 +114,8 @@ def _to_device(x: Any, device: torch.device) -> Any:
     return x.to(device) if isinstance(x, torch.Tensor) else x
 
 
-def _clone(args: list[Any]) -> list[Any]:
-    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-
-
-class Evaluation:
-    """One request, run inside the worker."""
+class Evaluation(CorrectnessPhase):
+    """One request, run inside the worker (its correctness phase: envs/worker/correctness.py)."""
 
     def __init__(self, link: ParentLink, request: dict, root: str):
         self.link, self.req, self.root = link, request, root
@@ -136,6 +128,7 @@ class Evaluation:
         self.solution_module = ""
         self.compute = guard.ComputeRecorder(LAUNCHES)
         self.reference_ops: list[guard.OpCost] | None = None
+        self._init_correctness(request)
 
     # --- helpers ---------------------------------------------------------------------------------
     def _sync(self) -> None:
@@ -311,54 +304,6 @@ class Evaluation:
             self.reference_ops = recorder.ops
         return self.reference_ops
 
-    def _compare(self, expected: Any, got: Any, label: str, hack_category: str | None = None) -> None:
-        try:
-            mismatch = compare_outputs(expected, got, self.req["problem"].get("tolerance"))
-        except ReferenceNotFinite as e:
-            raise Outcome("runtime_error", f"problem error: {e}") from None
-        if mismatch is None:
-            return
-        if hack_category:
-            raise RuntimeHack(hack_category, f"{label}: {format_mismatch(mismatch)}")
-        raise Outcome("incorrect", f"{label}: {format_mismatch(mismatch)}", mismatch=mismatch)
-
-    def check_correctness(self) -> None:
-        self.link.phase("correctness")
-        trials = self.req["seeds"]
-        self.template = None
-        with torch.no_grad(), self._gpu("shared"):
-            for trial, seed in enumerate(trials):
-                inputs = self._inputs(seed)
-                label = f"trial {trial + 1} of {len(trials)}"
-                # Alternate the order so an unwritten output cannot inherit the reference's memory.
-                if trial % 2 == 0:
-                    expected = self._reference(inputs)
-                    self.template = expected
-                    got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template)
-                else:
-                    got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template)
-                    expected = self._reference(inputs)
-                try:
-                    self._compare(expected, got, label)
-                except Outcome:
-                    guard.check_not_identity(as_output_list(got), inputs)
-                    self._probe_stale_memory(inputs, expected)
-                    raise
-                del inputs, expected, got
-
-    def _probe_stale_memory(self, inputs: list[Any], expected: Any) -> None:
-        """A wrong output that turns right once freed memory holds the expected result was never computed:
-        the solution returns memory it did not write (or only touched up), i.e. a previous result."""
-        guard.bait_free_memory(as_output_list(expected), self.device)
-        try:
-            got = self._run_candidate(lambda: self.candidate(*_clone(inputs)), "ModelNew.forward")
-        except Outcome:
-            return
-        if compare_outputs(expected, got, self.req["problem"].get("tolerance")) is None:
-            raise RuntimeHack("stale_memory", "the output was wrong while freed memory held the evaluator's "
-                                              "poison and right once freed memory held the expected result: "
-                                              "it returns memory it never computed")
-
     def exercise_candidate(self) -> dict | None:
         """Time the candidate (GPU) or call it repeatedly (CPU), then re-check what those calls returned:
         a kernel that counts calls, detects the timing phase or caches outputs by pointer fails here."""
@@ -400,14 +345,15 @@ class Evaluation:
                                                         "returned without launching any of the solution's own kernels")
                 expected = self._reference(inputs)
                 for i, out in sorted(kept.items()):
-                    self._compare(expected, out, f"output of timed run {i + 1} of {runs}", "phase_detection")
+                    self._compare(expected, out, f"output of timed run {i + 1} of {runs}", inputs,
+                                  "phase_detection")
                 # Same tensors, new values: a result cached by pointer, shape or call count is now stale.
                 for x in inputs:
                     if isinstance(x, torch.Tensor) and x.is_floating_point():
                         x.copy_(torch.randn_like(x) * x.std().clamp_min(1e-3) + x.mean())
                 expected = self._reference(inputs)
                 got = self._guarded_call(inputs, "ModelNew.forward on refilled inputs")
-                self._compare(expected, got, "after the inputs were refilled in place", "output_caching")
+                self._compare(expected, got, "after the inputs were refilled in place", inputs, "output_caching")
             guard.check_identities(self.identities, "during the timed runs")
             if timing:
                 self._timing_checks(call, inputs, expected, stats)
@@ -484,7 +430,9 @@ class Evaluation:
         except BaseException as e:  # e.g. SystemExit raised by the candidate, or a harness bug
             result.update(status="runtime_error", error=describe_exception(e, self.solution_path))
         finally:
-            result["notes"] = self.notes
+            result["notes"] = self.notes + self.accuracy.notes
+            accuracy = self.accuracy.accuracy()
+            result["accuracy"] = dataclasses.asdict(accuracy) if accuracy else None
             result.update(self.facts)
             result["healthy"] = self._healthy()
             changed = guard.broad_changes(BASELINE_IDENTITIES) if BASELINE_IDENTITIES else []
@@ -509,7 +457,7 @@ class Evaluation:
     def cleanup(self) -> None:
         for name in self.modules:
             sys.modules.pop(name, None)
-        for attr in ("model", "candidate", "problem", "init_inputs", "template"):
+        for attr in ("model", "candidate", "problem", "init_inputs", "template", "truth"):
             self.__dict__.pop(attr, None)
         os.chdir(self.root)
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -27,7 +27,7 @@ from envs.problems import Problem
 from envs.settings import EvalSettings
 from envs.source import CanonicalSolution
 from envs.speedup import estimate_speedup
-from envs.verdict import HackFinding, Status, Timings, TimingStats, Verdict
+from envs.verdict import Accuracy, HackFinding, Status, Timings, TimingStats, Verdict
 from envs.worker import reaper
 from envs.worker.process import WorkerFailure, WorkerProcess
 
@@ -43,6 +43,14 @@ def resolve_device(device: str) -> str:
         return device
     import torch
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _accuracy(reported: Any) -> Accuracy | None:
+    """The worker's accuracy record, or None when it is missing or malformed (it is a report, not a gate)."""
+    try:
+        return Accuracy.from_dict(reported) if isinstance(reported, dict) else None
+    except (TypeError, ValueError):
+        return None
 
 
 class _Slot:
@@ -121,7 +129,7 @@ class WorkerPool:
 
     # --- one evaluation ---------------------------------------------------------------------------
     def _seeds(self) -> dict[str, Any]:
-        n = self.settings.correctness_trials
+        n = self.settings.trial_count()
         if self.settings.seed is None:
             draw = [secrets.randbits(62) for _ in range(n + 2)]
         else:
@@ -142,6 +150,8 @@ class WorkerPool:
             "max_torch_share": self.settings.max_torch_share,
             "baselines": ["eager", "inductor"] if measure_baselines else [],
             "cpu_rechecks": self.settings.cpu_rechecks, "floor_fraction": self.settings.floor_fraction,
+            "correctness": {"families": list(self.settings.input_families), "probe": self.settings.sensitivity_probe,
+                            "truth": self.settings.fp64_truth},
             **self._seeds(),
         }
 
@@ -263,7 +273,8 @@ class WorkerPool:
                        own_kernel_share=float(share) if isinstance(share, (int, float)) else None,
                        speedup_interval=interval,
                        torch_share=float(torch_share) if isinstance(torch_share, (int, float)) else None,
-                       suspicious=str(result["suspicious"])[:500] if result.get("suspicious") else None)
+                       suspicious=str(result["suspicious"])[:500] if result.get("suspicious") else None,
+                       accuracy=_accuracy(result.get("accuracy")))
 
     def close(self) -> None:
         if self._closed:

@@ -119,8 +119,8 @@ _MOCKS = ("unittest.mock.patch", "mock.patch")
 # Names of timing/comparison functions, for patches of modules the source cannot name (found in sys.modules).
 _TIMER_NAMES = {"time_cuda", "time_interleaved", "perf_counter", "perf_counter_ns", "monotonic", "elapsed_time",
                 "synchronize", "do_bench", "Event"}
-_COMPARISON_NAMES = {"compare_outputs", "_compare_one", "allclose", "isclose", "assert_close", "equal",
-                     "format_mismatch"}
+_COMPARISON_NAMES = {"compare_outputs", "_compare_one", "compare_each", "compare_tensor", "judge_outputs",
+                     "check_against_truth", "allclose", "isclose", "assert_close", "equal", "format_mismatch"}
 _EVALUATOR = {"envs", "rewards", "rl", "kernelrl"}
 _PROBLEM_MODULES = {"problem", "reference", "ref", "__main__", "kernelbench", "KernelBench"}
 _INTROSPECTION = ("gc", "inspect", "weakref", "sys._getframe", "sys._current_frames", "sys.modules", "sys.settrace",
