@@ -34,3 +34,25 @@ def tiny_llama(seed: int = 0, vocab_size: int = 128, **overrides):
                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
     shape.update(overrides)
     return random_causal_lm("llama", seed=seed, **shape)
+
+
+CHATML_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                   "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def byte_tokenizer():
+    """A byte-level tokenizer with no merges (256 byte tokens + 3 ChatML specials = 259) and a ChatML
+    chat template: real tokenization of any text for tiny test models, with nothing downloaded."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    for special in ("<|im_start|>", "<|im_end|>", "<|endoftext|>"):
+        vocab[special] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                        additional_special_tokens=["<|im_start|>"])
+    tokenizer.chat_template = CHATML_TEMPLATE
+    return tokenizer
