@@ -1,7 +1,7 @@
 """Learner throughput: tokens/s and MFU of a GRPO train_step (forward, backward, AdamW) on random tokens.
 
-    # one H200, random-init ~0.5B Qwen2-shaped model, bf16, LoRA and full fine-tuning
-    python scripts/bench_learner.py --arch qwen2 --finetune lora full --dtype bfloat16 --batch 8 --seq-len 2048
+    # one H200, random-init ~0.5B Llama (rl.models preset llama-0.5b), bf16, LoRA and full fine-tuning
+    python scripts/bench_learner.py --preset llama-0.5b --finetune lora full --dtype bfloat16 --batch 8 --seq-len 2048
     # CPU, SmolLM2-135M from a local HF directory, fp32 vs bf16 (the default CPU run's learner)
     python scripts/bench_learner.py --model DIR --device cpu --dtype float32 bfloat16 --batch 8 --seq-len 512 --steps 1
 
@@ -27,11 +27,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from rl.learner.config import AlgorithmConfig, LoraSettings, OptimizerSettings, PolicyConfig  # noqa: E402
 from rl.learner.policy import Policy  # noqa: E402
-from rl.learner.random_models import LLAMA_0_5B, QWEN2_0_5B, random_causal_lm, tiny_llama  # noqa: E402
+from rl.learner.random_models import from_preset  # noqa: E402
 from rl.types import TrainBatch  # noqa: E402
 
 H200_BF16_DENSE_FLOPS = 989e12
-SHAPES = {"qwen2": QWEN2_0_5B, "llama": LLAMA_0_5B}
 
 
 def random_batch(vocab: int, batch: int, seq_len: int, prompt_len: int, seed: int = 0) -> TrainBatch:
@@ -45,9 +44,7 @@ def random_batch(vocab: int, batch: int, seq_len: int, prompt_len: int, seed: in
 def build_model(args):
     if args.model:
         return None  # Policy loads policy.model
-    if args.arch == "tiny":
-        return tiny_llama(vocab_size=128)
-    return random_causal_lm(args.arch, seed=0, **SHAPES[args.arch])
+    return from_preset(args.preset)
 
 
 def bench_one(args, finetune: str, dtype: str) -> dict:
@@ -79,7 +76,7 @@ def bench_one(args, finetune: str, dtype: str) -> dict:
     seconds = statistics.median(times)
     tokens = args.batch * args.seq_len
     tps = tokens / seconds
-    result = {"arch": args.model or args.arch, "finetune": finetune, "dtype": dtype, "device": str(policy.device),
+    result = {"model": args.model or f"random:{args.preset}", "finetune": finetune, "dtype": dtype, "device": str(policy.device),
               "params": params, "trainable_params": trainable, "batch": args.batch, "seq_len": args.seq_len,
               "gradient_checkpointing": args.gradient_checkpointing, "micro_batch_tokens": args.micro_batch_tokens,
               "seconds_per_step": round(seconds, 4), "tokens_per_s": round(tps, 1),
@@ -95,8 +92,8 @@ def bench_one(args, finetune: str, dtype: str) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--arch", choices=["qwen2", "llama", "tiny"], default="qwen2",
-                   help="random-init shape (ignored with --model)")
+    p.add_argument("--preset", default="llama-0.5b",
+                   help="random-init shape from rl.models.RANDOM_PRESETS (ignored with --model)")
     p.add_argument("--model", default=None, help="a local HF model directory instead of a random-init one")
     p.add_argument("--finetune", nargs="+", choices=["lora", "full"], default=["lora", "full"])
     p.add_argument("--dtype", nargs="+", choices=["float32", "bfloat16"], default=["bfloat16"])
