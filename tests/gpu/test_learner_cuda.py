@@ -20,12 +20,13 @@ def _rows(n=6, vocab=128):
     return [torch.randint(0, vocab, (40 + 7 * i,), generator=g).tolist() for i in range(n)], [8] * n
 
 
+@pytest.mark.parametrize("layout", ["packed", "padded"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_packed_logprobs_match_one_sequence_at_a_time_on_cuda(dtype):
+def test_laid_out_logprobs_match_one_sequence_at_a_time_on_cuda(dtype, layout):
     model = tiny_llama().to("cuda", dtype).eval()
     ids, plens = _rows()
     with torch.no_grad():
-        packed = pack_rows(ids, plens, list(range(len(ids))), "cuda")
+        packed = pack_rows(ids, plens, list(range(len(ids))), "cuda", layout)
         together, _ = completion_logprobs(model, packed)
         for row in range(len(ids)):
             alone, _ = completion_logprobs(model, pack_rows(ids, plens, [row], "cuda"))
