@@ -23,6 +23,7 @@ from envs.settings import EvalSettings
 from envs.source import CanonicalSolution
 from envs.verdict import HackFinding, Status, Timings, TimingStats, Verdict
 from envs.worker.process import WorkerFailure, WorkerProcess
+from envs.worker.sandbox import resolve_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class WorkerPool:
                 raise EvaluatorError("device=cuda but no GPU is visible")
         else:
             gpu_ids = [None]
+        self.sandbox = resolve_sandbox(settings.sandbox, settings.sandbox_hide)  # raises when required and absent
         self._locks = {gpu: DeviceLock() for gpu in gpu_ids}
         self.size = len(gpu_ids) * settings.workers
         self._spawner = concurrent.futures.ThreadPoolExecutor(self.size, thread_name_prefix="worker-start")
@@ -67,7 +69,7 @@ class WorkerPool:
 
     def _start_worker(self, gpu: int | None) -> WorkerProcess:
         return WorkerProcess(self.device, gpu, int(self.settings.memory_limit_gb * 2**30),
-                             self.settings.startup_timeout, self._locks[gpu])
+                             self.settings.startup_timeout, self._locks[gpu], self.sandbox)
 
     def _worker(self, slot: _Slot) -> WorkerProcess:
         for attempt in range(2):

@@ -31,6 +31,7 @@ import psutil
 
 from envs.gpu_lock import DeviceLock
 from envs.worker.protocol import HEADER, MAX_FRAME, ProtocolError, write_frame
+from envs.worker.sandbox import Sandbox
 
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 _ENV_ALLOW = re.compile(
@@ -57,8 +58,8 @@ def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:
 
 class WorkerProcess:
     def __init__(self, device: str, gpu_index: int | None = None, memory_limit_bytes: int = 16 << 30,
-                 startup_timeout: float = 120.0, lock: DeviceLock | None = None):
-        self.device, self.gpu_index, self.lock = device, gpu_index, lock
+                 startup_timeout: float = 120.0, lock: DeviceLock | None = None, sandbox: Sandbox | None = None):
+        self.device, self.gpu_index, self.lock, self.sandbox = device, gpu_index, lock, sandbox
         self.memory_limit_bytes = memory_limit_bytes
         self.tag = f"{os.getpid()}-{uuid.uuid4().hex}"  # owner pid first: tests and operators can filter
         self.root = tempfile.mkdtemp(prefix="kernelrl-worker-")
@@ -88,8 +89,11 @@ class WorkerProcess:
             extra["CUDA_VISIBLE_DEVICES"] = ""
         elif self.gpu_index is not None:
             extra["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
+        argv = [sys.executable, "-m", "envs.worker.harness", str(req_r), str(res_w), self.root, self.device]
+        if self.sandbox is not None:
+            argv = self.sandbox.command(argv, self.root, self.device)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "envs.worker.harness", str(req_r), str(res_w), self.root, self.device],
+            argv,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             pass_fds=(req_r, res_w), cwd=self.root, env=scrubbed_environment(extra), start_new_session=True)
         os.close(req_r)
