@@ -175,11 +175,26 @@ class WorkerPool:
                 worker = self._worker(slot)
             waited = time.monotonic() - waited
             result, phases = worker.evaluate(request, self.settings.timeouts.as_dict())
+            result = self._check_strays(worker, result, request.get("solution") is not None)
             return result, phases, waited
         finally:
             if worker is not None and self._should_recycle(worker, result):
                 self._recycle(slot, worker)
             self._idle.put(slot)
+
+    @staticmethod
+    def _check_strays(worker: WorkerProcess, result: dict, candidate: bool) -> dict:
+        """A process the candidate started that outlived its evaluation (a daemon) could tamper with the next
+        one: the worker is replaced, and a verdict that was correct becomes a hack."""
+        strays = worker.stray_processes()
+        if not strays:
+            return result
+        reason = f"{len(strays)} process(es) it started were still running after its evaluation"
+        result = {**result, "healthy": False}
+        if result.get("status") == "correct" and candidate:
+            result.update(status="hack", error=f"concurrency: {reason}",
+                          hack={"category": "concurrency", "reason": reason})
+        return result
 
     def _execute_once(self, problem: Problem, solution: CanonicalSolution, baselines: dict | None,
                       fresh_worker: bool = False) -> tuple[Verdict, dict | None]:

@@ -134,6 +134,21 @@ class WorkerProcess:
         except psutil.Error:
             return []
 
+    def stray_processes(self) -> list[psutil.Process]:
+        """Processes still running under the worker between evaluations, which only the candidate can have
+        started: any descendant of the harness, or, in the sandbox, anything in its pid namespace beside
+        bubblewrap's init and the harness (its oldest child): daemons stay there too."""
+        try:
+            alive = [p for p in self._descendants() if p.status() != psutil.STATUS_ZOMBIE]
+            if self.sandbox is None:
+                return alive
+            init = {p.pid for p in alive if p.ppid() == self.proc.pid}
+            inside = [p for p in alive if p.pid not in init]
+            harness = min((p for p in inside if p.ppid() in init), key=lambda p: p.create_time(), default=None)
+            return [p for p in inside if p is not harness]
+        except psutil.Error:  # one of them ended meanwhile: look again at the next evaluation
+            return []
+
     def _tagged(self) -> list[int]:
         """Processes that escaped the process group but still carry this worker's tag."""
         found = []

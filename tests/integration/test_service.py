@@ -75,7 +75,7 @@ def server(tmp_path_factory) -> Server:
     proc = _serve(["--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--levels", "0", "1",
                    "--token-file", str(tokens), "--cache", str(tmp / "cache.sqlite"),
                    "--max-body-bytes", str(MAX_BODY), "--rate", "1", "--burst", str(BURST),
-                   "--log-level", "info"], env, log)
+                   "--allow-problem-source", "--log-level", "info"], env, log)
     srv = Server(proc, f"http://127.0.0.1:{port}", log, workers_tmp)
     deadline = time.monotonic() + 120
     while True:
@@ -282,6 +282,16 @@ def test_refuses_to_start_without_a_token(tmp_path):
     proc = _serve(["--device", "cpu", "--port", str(_free_port())], _env(), tmp_path / "log")
     assert proc.wait(60) == 2
     assert "no bearer token" in (tmp_path / "log").read_text()
+
+
+def test_refuses_a_public_bind_without_the_sandbox(tmp_path):
+    config = tmp_path / "eval.yaml"
+    config.write_text((ROOT / "conf/eval/default.yaml").read_text().replace("sandbox: auto", "sandbox: off"))
+    env = {**_env(), "KERNELRL_SERVICE_TOKEN": TOKEN}
+    proc = _serve(["--device", "cpu", "--host", "0.0.0.0", "--port", str(_free_port()), "--eval-config", str(config)],
+                  env, tmp_path / "log")
+    assert proc.wait(60) == 2
+    assert "refusing to serve on 0.0.0.0 with sandbox=off" in (tmp_path / "log").read_text()
 
 
 def _leftover_workers(tmpdir: Path) -> list[psutil.Process]:
