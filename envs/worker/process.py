@@ -5,7 +5,10 @@ Isolation, in order of defence:
   (allow-listed variables only, anything that looks like a secret dropped) and a private temp root;
 - its stdout/stderr are a pipe the parent drains and only keeps the tail of (output floods cost
   nothing), and results come on a separate pipe, framed, with the request's nonce;
-- every phase has a wall-clock deadline; host memory is polled; a dead, hung, over-budget or
+- with a `Sandbox` (envs/worker/sandbox.py) it runs inside bubblewrap: no network, a read-only host with
+  secrets masked, an unprivileged uid; a process it leaves behind between evaluations is visible
+  (`stray_processes`);
+- every phase has a wall-clock deadline (and a CPU-time backstop); host memory is polled; a dead, hung, over-budget or
   protocol-violating worker is killed with its process group, every descendant psutil can see, and
   any process still carrying the worker's tag in its environment.
 """
@@ -31,7 +34,7 @@ import psutil
 
 from envs.gpu_lock import DeviceLock
 from envs.worker.protocol import HEADER, MAX_FRAME, ProtocolError, write_frame
-from envs.worker.sandbox import Sandbox
+from envs.worker.sandbox import Sandbox, arm_cpu_backstop
 
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 _ENV_ALLOW = re.compile(
@@ -109,6 +112,8 @@ class WorkerProcess:
             self.kill()
             raise WorkerFailure("crash", f"worker sent {hello!r} instead of hello", "startup", {})
         self.info = hello
+        harness = self._harness()
+        self.harness_pid = harness.pid if harness is not None else self.proc.pid
 
     def _drain_output(self) -> None:
         """Read the worker's stdout/stderr forever, keeping only the tail."""
@@ -134,18 +139,27 @@ class WorkerProcess:
         except psutil.Error:
             return []
 
+    def _harness(self) -> psutil.Process | None:
+        """The harness process: the worker itself, or in the sandbox the oldest child of bubblewrap's init."""
+        if self.sandbox is None:
+            return psutil.Process(self.proc.pid) if self.alive() else None
+        try:
+            descendants = self._descendants()
+            init = {p.pid for p in descendants if p.ppid() == self.proc.pid}
+            return min((p for p in descendants if p.ppid() in init), key=lambda p: p.create_time(), default=None)
+        except psutil.Error:
+            return None
+
     def stray_processes(self) -> list[psutil.Process]:
         """Processes still running under the worker between evaluations, which only the candidate can have
         started: any descendant of the harness, or, in the sandbox, anything in its pid namespace beside
-        bubblewrap's init and the harness (its oldest child): daemons stay there too."""
+        bubblewrap's init and the harness: daemons stay there too."""
         try:
             alive = [p for p in self._descendants() if p.status() != psutil.STATUS_ZOMBIE]
             if self.sandbox is None:
                 return alive
-            init = {p.pid for p in alive if p.ppid() == self.proc.pid}
-            inside = [p for p in alive if p.pid not in init]
-            harness = min((p for p in inside if p.ppid() in init), key=lambda p: p.create_time(), default=None)
-            return [p for p in inside if p is not harness]
+            keep = {p.pid for p in alive if p.ppid() == self.proc.pid} | {self.harness_pid}
+            return [p for p in alive if p.pid not in keep]
         except psutil.Error:  # one of them ended meanwhile: look again at the next evaluation
             return []
 
@@ -280,6 +294,7 @@ class WorkerProcess:
         phases: dict[str, float] = {}
         phase, started = "load", time.monotonic()
         deadline = started + timeouts["load"]
+        arm_cpu_backstop(self.harness_pid, timeouts["load"])
         held: str | None = None
         self.evaluations += 1
         try:
@@ -297,6 +312,7 @@ class WorkerProcess:
                     phases[phase] = phases.get(phase, 0.0) + now - started
                     phase, started = message["name"], now
                     deadline = now + timeouts[phase]
+                    arm_cpu_backstop(self.harness_pid, timeouts[phase])
                 elif kind == "lock" and message.get("mode") in ("shared", "exclusive") and held is None:
                     if self.lock is not None:
                         waited = self.lock.acquire(message["mode"])

@@ -28,6 +28,7 @@ import functools
 import glob
 import logging
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -149,6 +150,24 @@ class Sandbox:
         for name, value in (("nofile", 8192), ("nproc", nproc), ("fsize", self.tmp_bytes), ("core", 0)):
             init += ["--limit", f"{name}={value}"]
         return [*args, "--", *init, "--", *argv]
+
+
+def arm_cpu_backstop(pid: int, wall_seconds: float) -> bool:
+    """Cap the harness's CPU time (RLIMIT_CPU, set from outside with prlimit) at what it used so far plus
+    `wall_seconds` on every core it may use: should its parent stop enforcing the phase deadline, the
+    worker still ends (SIGXCPU, then SIGKILL). The wall-clock deadline stays the real limit.
+
+    False where the evaluator may not set the worker's limits: a root evaluator without CAP_SYS_RESOURCE
+    (a default container) and a worker dropped to nobody; there --die-with-parent and the pid namespace
+    end the worker with its evaluator."""
+    import psutil
+    try:
+        times = psutil.Process(pid).cpu_times()
+        soft = int(times.user + times.system + wall_seconds * len(os.sched_getaffinity(pid))) + 10
+        resource.prlimit(pid, resource.RLIMIT_CPU, (soft, soft + 30))
+        return True
+    except (psutil.Error, OSError):  # gone already, or not ours to limit: the deadline still applies
+        return False
 
 
 _PROBE = ("import os, socket, sys\n"

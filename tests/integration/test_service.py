@@ -221,6 +221,26 @@ def test_problem_source_instead_of_id(server):
         assert r.json()["cached"] is True and r.json()["problem_id"].startswith("source/")
 
 
+def test_problem_source_runs_in_the_sandbox(server):
+    """Problem code is never analysed: a problem whose module body runs shell commands, writes outside its
+    directory and reads the token file gets its verdict, and none of it reached the host."""
+    from envs.worker.sandbox import sandbox_problem
+    if (reason := sandbox_problem("required")) is not None:
+        pytest.skip(f"the worker sandbox cannot run here: {reason}")
+    marker = ROOT / f".escape-{os.getpid()}-{time.monotonic_ns()}"
+    tokens = server.tmpdir.parent / "tokens.txt"
+    escape = (f"import os\nos.system('touch {marker} {server.tmpdir.parent}/escaped')\n"
+              f"TOKENS = open({str(tokens)!r}).read() if os.path.exists({str(tokens)!r}) else ''\n"
+              "if TOKENS:\n    raise RuntimeError('stolen ' + TOKENS)\n")
+    with server.client() as c:
+        r = c.post("/evaluate", json={"problem_source": escape + RELU_PROBLEM, "solution": RELU_SOLUTION})
+        assert r.status_code == 200, r.text
+        v = r.json()
+        assert TOKEN not in json.dumps(v) and v["status"] == "correct", v
+        assert not marker.exists() and not (server.tmpdir.parent / "escaped").exists()
+        assert c.post("/evaluate", json=_body()).json()["status"] == "correct"  # still serving
+
+
 def test_invalid_problem_source_is_422_with_the_problem_error(server):
     with server.client() as c:
         r = c.post("/evaluate", json={"problem_source": "import torch\nx = 1\n", "solution": RELU_SOLUTION})
