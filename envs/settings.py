@@ -47,6 +47,8 @@ class EvalSettings:
             raise ValueError(f"size must be full or small, not {self.size!r}")
         if self.baseline not in ("inductor", "eager"):
             raise ValueError(f"baseline must be inductor or eager, not {self.baseline!r}")
+        if self.sandbox is False:  # YAML 1.1 reads a bare `off` as false
+            object.__setattr__(self, "sandbox", "off")
         if self.sandbox not in ("auto", "required", "off"):
             raise ValueError(f"sandbox must be auto, required or off, not {self.sandbox!r}")
         if isinstance(self.sandbox_hide, str) or not all(isinstance(p, str) for p in self.sandbox_hide):

@@ -35,6 +35,7 @@ def test_modes_and_a_missing_bwrap(monkeypatch, caplog):
 def test_settings_validate_the_mode_and_collect_hidden_paths():
     with pytest.raises(ValueError, match="sandbox must be auto, required or off"):
         EvalSettings(sandbox="yes")
+    assert EvalSettings.from_mapping({"sandbox": False}).sandbox == "off"  # YAML's bare `off`
     s = EvalSettings.from_mapping({"sandbox": "required", "sandbox_hide": ["/srv/a"]})
     assert s.sandbox_hide == ("/srv/a",)
     assert s.hiding("/srv/b", None, "/srv/a").sandbox_hide == ("/srv/a", "/srv/b")
