@@ -173,7 +173,8 @@ def arm_cpu_backstop(pid: int, wall_seconds: float) -> bool:
 _PROBE = ("import os, socket, sys\n"
           "fd = int(sys.argv[1])\n"
           "ifaces = sorted(name for _, name in socket.if_nameindex())\n"
-          "os.write(fd, f'{os.getuid()} {os.getpid()} {\",\".join(ifaces)}'.encode())\n")
+          "unreadable = [p for p in sys.argv[2:] if not os.access(p, os.R_OK | os.X_OK)]\n"
+          "os.write(fd, f'{os.getuid()} {os.getpid()} {\",\".join(ifaces)} {\":\".join(unreadable)}'.encode())\n")
 
 
 @functools.lru_cache(maxsize=None)
@@ -182,18 +183,22 @@ def _probe(sandbox: Sandbox) -> str | None:
     root = tempfile.mkdtemp(prefix="kernelrl-probe-")
     read_fd, write_fd = os.pipe()
     try:
-        argv = sandbox.command([sys.executable, "-I", "-S", "-c", _PROBE, str(write_fd)], root, "cpu")
+        needed = [p for p in _interpreter_paths() if os.path.isdir(p)]
+        argv = sandbox.command([sys.executable, "-I", "-S", "-c", _PROBE, str(write_fd), *needed], root, "cpu")
         proc = subprocess.run(argv, pass_fds=(write_fd,), stdin=subprocess.DEVNULL, capture_output=True,
                               timeout=60, cwd=root)
         os.close(write_fd)
         write_fd = -1
-        answer = os.read(read_fd, 1 << 12).decode(errors="replace").split()
-        if proc.returncode != 0 or len(answer) != 3:
+        answer = os.read(read_fd, 1 << 16).decode(errors="replace").split(" ")
+        if proc.returncode != 0 or len(answer) != 4:
             return (f"{sandbox.bwrap} failed (exit code {proc.returncode}): "
                     f"{(proc.stderr or proc.stdout).decode(errors='replace').strip()[-500:]}")
-        uid, pid, ifaces = answer
+        uid, pid, ifaces, unreadable = answer
         if sandbox.uid is not None and int(uid) != sandbox.uid:
             return f"the sandboxed process runs as uid {uid}, not {sandbox.uid}"
+        if unreadable:
+            return (f"as uid {uid} the worker cannot read {unreadable.replace(':', ', ')} (the interpreter, the "
+                    "project or its packages): make them world-readable, or run the evaluator as another user")
         if int(pid) > 3 or ifaces != "lo":
             return f"namespaces not in effect (pid {pid}, network interfaces {ifaces})"
         return None
@@ -225,7 +230,7 @@ def resolve_sandbox(mode: str, hide: tuple[str, ...] = ()) -> Sandbox | None:
     return None
 
 
-def sandbox_problem(mode: str) -> str | None:
+def why_unsandboxed(mode: str) -> str | None:
     """Why workers would run unsandboxed under `mode` on this host, or None when they would be sandboxed."""
     if mode == "off":
         return "sandbox=off"

@@ -12,12 +12,12 @@ import pytest
 
 from envs import EvalSettings, Evaluator, PhaseTimeouts, Status, resolve_problem
 from envs.source import canonicalize
-from envs.worker.sandbox import sandbox_problem
+from envs.worker.sandbox import why_unsandboxed
 from tests.integration.test_hack_corpus import HACKS, header
 from tests.integration.test_sandbox_containment import ESCAPES, Listener, trap  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.integration]
-_REASON = sandbox_problem("required")
+_REASON = why_unsandboxed("required")
 if _REASON:
     pytestmark.append(pytest.mark.skip(reason=f"the worker sandbox cannot run here: {_REASON}"))
 

@@ -26,13 +26,13 @@ import pytest
 from envs import EvalSettings, Evaluator, PhaseTimeouts, Status, resolve_problem
 from envs.cache import SqliteCache
 from envs.source import canonicalize
-from envs.worker.sandbox import sandbox_problem
+from envs.worker.sandbox import why_unsandboxed
 from tests.integration.test_hack_corpus import HACKS, corpus, header
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-_REASON = sandbox_problem("required")
+_REASON = why_unsandboxed("required")
 if _REASON:
     pytestmark = [pytestmark, pytest.mark.skip(reason=f"the worker sandbox cannot run here: {_REASON}")]
 

@@ -224,8 +224,8 @@ def test_problem_source_instead_of_id(server):
 def test_problem_source_runs_in_the_sandbox(server):
     """Problem code is never analysed: a problem whose module body runs shell commands, writes outside its
     directory and reads the token file gets its verdict, and none of it reached the host."""
-    from envs.worker.sandbox import sandbox_problem
-    if (reason := sandbox_problem("required")) is not None:
+    from envs.worker.sandbox import why_unsandboxed
+    if (reason := why_unsandboxed("required")) is not None:
         pytest.skip(f"the worker sandbox cannot run here: {reason}")
     marker = ROOT / f".escape-{os.getpid()}-{time.monotonic_ns()}"
     tokens = server.tmpdir.parent / "tokens.txt"

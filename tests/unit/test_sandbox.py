@@ -97,3 +97,16 @@ def test_probe_runs_the_real_command():
     if reason is not None and "failed" in reason:
         pytest.skip(f"bubblewrap cannot create its namespaces here: {reason}")
     assert reason is None
+
+
+@pytest.mark.integration
+def test_probe_names_what_the_unprivileged_uid_cannot_read(tmp_path, monkeypatch):
+    if sb.find_bwrap() is None or os.geteuid() != 0:
+        pytest.skip("needs bubblewrap and a root evaluator (the worker then runs as nobody)")
+    private = tmp_path / "private-packages"
+    private.mkdir(mode=0o700)
+    monkeypatch.setattr(sb.sys, "path", [*sb.sys.path, str(private)])
+    reason = sb._probe.__wrapped__(Sandbox(sb.find_bwrap(), uid=sb.NOBODY))  # not the cached answer
+    if reason is not None and "failed" in reason:
+        pytest.skip(f"bubblewrap cannot create its namespaces here: {reason}")
+    assert reason is not None and str(private) in reason and "world-readable" in reason
