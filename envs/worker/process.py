@@ -264,6 +264,8 @@ class WorkerProcess:
                     # Give the drain thread a moment to collect the last words (e.g. a faulthandler dump).
                     self._drain.join(timeout=1)
                     code = self.proc.returncode
+                    if self.sandbox is not None:
+                        code = self.sandbox.returncode(code)
                     how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
                     tail = self.output_tail()
                     raise WorkerFailure("crash", f"the worker process died during the {phase} phase ({how})"

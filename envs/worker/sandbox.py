@@ -133,6 +133,12 @@ class Sandbox:
                 log.warning("sandbox: cannot hide %s: it holds files the worker needs", path)
         return args
 
+    @staticmethod
+    def returncode(code: int) -> int:
+        """The worker's own exit status from bwrap's (which is 128 + N when the worker died of signal N),
+        in Popen's convention (-N for a signal)."""
+        return -(code - 128) if 128 < code < 128 + 65 else code
+
     def command(self, argv: list[str], root: str, device: str) -> list[str]:
         """bwrap ... -- python sandbox_init.py ... -- argv. `root` becomes the worker's private tmpfs."""
         args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",

@@ -83,6 +83,11 @@ def test_cuda_workers_keep_the_nvidia_devices(monkeypatch):
     assert sorted(src for src, _ in _pairs(args, "--dev-bind")) == sorted(nodes)
 
 
+def test_bwrap_exit_status_maps_back_to_the_workers():
+    assert Sandbox.returncode(139) == -11 and Sandbox.returncode(137) == -9
+    assert Sandbox.returncode(0) == 0 and Sandbox.returncode(1) == 1
+
+
 def test_directories_between_a_mask_and_a_bound_path():
     assert sb._between("/root", "/root/a/b/c") == ["/root/a", "/root/a/b"]
     assert sb._between("/root", "/root/a") == []
