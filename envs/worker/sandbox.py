@@ -144,7 +144,10 @@ class Sandbox:
         args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
                 "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", *self._mount_args(root)]
         if device == "cuda":
-            for node in sorted(glob.glob("/dev/nvidia*")):
+            nodes = sorted(glob.glob("/dev/nvidia*"))
+            if "/dev/nvidia-uvm" not in nodes:  # created on first CUDA use by a setuid helper it cannot run
+                log.warning("sandbox: /dev/nvidia-uvm does not exist yet; run any CUDA program on the host once")
+            for node in nodes:
                 args += ["--dev-bind", node, node]
         args += ["--chdir", root, "--setenv", "TRITON_CACHE_DIR", os.path.join(root, ".triton-cache"),
                  "--cap-drop", "ALL"]

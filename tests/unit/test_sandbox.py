@@ -77,7 +77,7 @@ def test_hidden_paths_mask_their_directory_unless_the_worker_needs_it(tmp_path, 
 
 
 def test_cuda_workers_keep_the_nvidia_devices(monkeypatch):
-    nodes = ["/dev/nvidia0", "/dev/nvidia-caps", "/dev/nvidia-uvm", "/dev/nvidiactl"]
+    nodes = ["/dev/nvidia-caps", "/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidiactl"]
     monkeypatch.setattr(sb.glob, "glob", lambda pattern: nodes if pattern == "/dev/nvidia*" else [])
     args = Sandbox("/usr/bin/bwrap").command(["x"], "/w", "cuda")
     assert sorted(src for src, _ in _pairs(args, "--dev-bind")) == sorted(nodes)
