@@ -110,7 +110,7 @@ class ServiceSettings:
     busy_retry_after_s: int = 5
     default_baseline: str = "inductor"  # the backend's baseline (what a `baseline` override is relative to)
     default_delta: float = DEFAULT_DELTA  # the backend's reward shift
-    allow_problem_source: bool = True  # accept problems sent inline (their code runs in the sandboxed worker)
+    allow_problem_source: bool = False  # accept problems sent inline (their code runs in the sandboxed worker)
     close_backend_on_shutdown: bool = True  # the app's lifespan closes the backend (before uvicorn exits)
     backend_name: str = "local"
 
@@ -440,7 +440,8 @@ def create_app(backend: EvaluationBackend, problems: Iterable[Problem], settings
                 raise HTTPException(404, f"unknown problem id {req.problem_id!r}; GET /problems lists them")
             return problem
         if not settings.allow_problem_source:
-            raise HTTPException(403, "this service does not accept problem_source; use problem_id")
+            raise HTTPException(403, "this service does not accept problem_source (it was started without "
+                                     "--allow-problem-source); use problem_id")
         source = req.problem_source
         pid = SOURCE_ID_PREFIX + hashlib.sha256(source.encode()).hexdigest()[:16]
         try:

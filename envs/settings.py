@@ -93,6 +93,8 @@ class EvalSettings:
     input_families: tuple[str, ...] = ("outliers", "block_scale", "large_magnitude")
     sensitivity_probe: bool = True  # perturb a few input elements; the output must follow the reference's
     fp64_truth: str = "on_mismatch"  # on_mismatch | always | off: when the float64 truth is computed
+    sandbox: str = "auto"  # auto | required | off: run workers inside bubblewrap (envs/worker/sandbox.py)
+    sandbox_hide: tuple[str, ...] = ()  # more paths the sandboxed worker must not see (the cache's is added)
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda", "auto"):
@@ -101,6 +103,13 @@ class EvalSettings:
             raise ValueError(f"size must be full or small, not {self.size!r}")
         if self.baseline not in ("inductor", "eager"):
             raise ValueError(f"baseline must be inductor or eager, not {self.baseline!r}")
+        if self.sandbox is False:  # YAML 1.1 reads a bare `off` as false
+            object.__setattr__(self, "sandbox", "off")
+        if self.sandbox not in ("auto", "required", "off"):
+            raise ValueError(f"sandbox must be auto, required or off, not {self.sandbox!r}")
+        if isinstance(self.sandbox_hide, str) or not all(isinstance(p, str) for p in self.sandbox_hide):
+            raise ValueError("sandbox_hide must be a list of paths")
+        object.__setattr__(self, "sandbox_hide", tuple(self.sandbox_hide))
         if self.correctness_trials < 1 or self.timed_runs < 1 or self.workers < 1:
             raise ValueError("correctness_trials, timed_runs and workers must be >= 1")
         if self.reanchor and self.anchor_runs < 1:
@@ -122,6 +131,11 @@ class EvalSettings:
         families = 1 + len(self.input_families)
         trials = max(self.correctness_trials, families)
         return trials - 1 if self.sensitivity_probe and trials > families else trials
+
+    def hiding(self, *paths: str | None) -> EvalSettings:
+        """These settings with `paths` (None skipped) added to what the sandbox hides from workers."""
+        extra = tuple(str(p) for p in paths if p is not None and str(p) not in self.sandbox_hide)
+        return dataclasses.replace(self, sandbox_hide=self.sandbox_hide + extra) if extra else self
 
     def resolved_size(self, device: str) -> str:
         return self.size or ("full" if device == "cuda" else "small")

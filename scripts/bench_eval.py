@@ -20,6 +20,7 @@ on the same candidates: evaluations per minute, scaling efficiency against the s
 percentiles, verdict agreement and the spread of each kernel's measured time.
 
   python scripts/bench_eval.py --device cpu --workers 2
+  python scripts/bench_eval.py --device cuda --workers 4 --sandbox off    # vs --sandbox required
   python scripts/bench_eval.py --device cuda --backend ray --workers 4 --vs-fresh-process --out bench.json
   python scripts/bench_eval.py --device cuda --backend ray --workers 4 --scale 1 2 4 --repeats 3
   python scripts/bench_eval.py --device cuda --workers 4 --repeats 4 --reanchor off   # then --reanchor on
@@ -280,6 +281,8 @@ def main() -> None:
     ap.add_argument("--problems", nargs="*", help="only these problem ids")
     ap.add_argument("--repeats", type=int, default=1, help="warm passes")
     ap.add_argument("--size", choices=["full", "small"])
+    ap.add_argument("--sandbox", choices=["auto", "required", "off"], default="auto",
+                    help="run the workers inside the OS sandbox (bubblewrap); compare on and off")
     ap.add_argument("--vs-fresh-process", action="store_true",
                     help="also run the warm candidates through a fresh-process-per-evaluation harness")
     ap.add_argument("--fresh-every", type=int, default=1, help="fresh-process harness on every k-th warm candidate")
@@ -307,7 +310,8 @@ def main() -> None:
         fidelity["fp64_truth"] = args.fp64_truth
     if args.reanchor:
         fidelity["reanchor"] = args.reanchor == "on"
-    settings = EvalSettings(device=args.device, workers=args.workers, size=args.size, **fidelity)
+    settings = EvalSettings(device=args.device, workers=args.workers, size=args.size, sandbox=args.sandbox,
+                            **fidelity)
     with tempfile.TemporaryDirectory() as tmp:
         cache = BaselineOnlyCache(Path(tmp) / "baselines.sqlite")
         try:

@@ -30,6 +30,7 @@ from envs.speedup import estimate_speedup
 from envs.verdict import Accuracy, HackFinding, Status, Timings, TimingStats, Verdict
 from envs.worker import reaper
 from envs.worker.process import WorkerFailure, WorkerProcess
+from envs.worker.sandbox import resolve_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class WorkerPool:
                 raise EvaluatorError("device=cuda but no GPU is visible")
         else:
             gpu_ids = [None]
+        self.sandbox = resolve_sandbox(settings.sandbox, settings.sandbox_hide)  # raises when required and absent
         self._locks = {gpu: DeviceLock() for gpu in gpu_ids}
         self.reaper_pid = reaper.ensure_started() if reap else None  # before any worker exists
         self.size = len(gpu_ids) * settings.workers
@@ -83,7 +85,7 @@ class WorkerPool:
 
     def _start_worker(self, gpu: int | None) -> WorkerProcess:
         return WorkerProcess(self.device, gpu, int(self.settings.memory_limit_gb * 2**30),
-                             self.settings.startup_timeout, self._locks[gpu])
+                             self.settings.startup_timeout, self._locks[gpu], self.sandbox)
 
     def _worker(self, slot: _Slot) -> WorkerProcess:
         for attempt in range(2):
@@ -195,11 +197,26 @@ class WorkerPool:
             waited = time.monotonic() - waited
             result, phases = worker.evaluate(request, self.settings.timeouts.as_dict(),
                                              self.settings.deadlines.for_device(self.device))
+            result = self._check_strays(worker, result, request.get("solution") is not None)
             return result, phases, waited
         finally:
             if worker is not None and self._should_recycle(worker, result):
                 self._recycle(slot, worker)
             self._idle.put(slot)
+
+    @staticmethod
+    def _check_strays(worker: WorkerProcess, result: dict, candidate: bool) -> dict:
+        """A process the candidate started that outlived its evaluation (a daemon) could tamper with the next
+        one: the worker is replaced, and a verdict that was correct becomes a hack."""
+        strays = worker.stray_processes()
+        if not strays:
+            return result
+        reason = f"{len(strays)} process(es) it started were still running after its evaluation"
+        result = {**result, "healthy": False}
+        if result.get("status") == "correct" and candidate:
+            result.update(status="hack", error=f"concurrency: {reason}",
+                          hack={"category": "concurrency", "reason": reason})
+        return result
 
     def _execute_once(self, problem: Problem, solution: CanonicalSolution, baselines: dict | None,
                       fresh_worker: bool = False) -> tuple[Verdict, dict | None]:
