@@ -69,6 +69,19 @@ def wait_until_spinning(pid: int, cpu_seconds: float = 1.5, timeout: float = 180
         raise AssertionError(f"process {pid} exited before it had spun {cpu_seconds} CPU seconds") from None
 
 
+def still_running(pids) -> list[psutil.Process]:
+    """Those of `pids` that still run (a zombie has ended: it only waits for its parent to collect it)."""
+    found = []
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            if p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
 def wait_gone(find, timeout: float) -> float:
     """Seconds until `find()` returns nothing; fails (and kills what is left) after `timeout`."""
     started = time.monotonic()
@@ -82,14 +95,43 @@ def wait_gone(find, timeout: float) -> float:
     return time.monotonic() - started
 
 
+def is_harness(proc: psutil.Process) -> bool:
+    """The worker's harness itself (`python -m envs.worker.harness ...`), not bubblewrap around it, whose
+    command line holds the harness's."""
+    try:
+        return proc.cmdline()[1:3] == ["-m", "envs.worker.harness"]
+    except psutil.Error:
+        return False
+
+
+def sandbox_wrappers(harness: int) -> list[psutil.Process]:
+    """bubblewrap's processes around a sandboxed harness (its init, then the bwrap outside the namespaces),
+    or [] for an unsandboxed one."""
+    found = []
+    try:
+        parent = psutil.Process(harness).parent()
+        while parent is not None and parent.name() == "bwrap":
+            found.append(parent)
+            parent = parent.parent()
+    except psutil.Error:
+        pass
+    return found
+
+
 def worker_under(tmp_path: Path, timeout: float = 120.0) -> int:
-    """The pid of the worker whose private root lies under tmp_path, once it has a candidate to run."""
+    """The pid of the harness whose private root lies under tmp_path, once it has a candidate to run. The root
+    is read through the harness's own view of the filesystem: sandboxed, it is a tmpfs the host cannot see."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if list(tmp_path.glob("kernelrl-worker-*/eval-*/solution.py")):
-            for proc in processes_matching(str(tmp_path)):
-                if "envs.worker.harness" in proc.cmdline():
+        for proc in processes_matching(str(tmp_path)):
+            try:
+                if not is_harness(proc):
+                    continue
+                root = Path(f"/proc/{proc.pid}/root") / proc.cmdline()[5].lstrip("/")
+                if list(root.glob("eval-*/solution.py")):
                     return proc.pid
+            except (psutil.Error, OSError, IndexError):
+                continue
         time.sleep(0.2)
     raise AssertionError("no worker started evaluating the candidate")
 

@@ -91,8 +91,8 @@ class EvalActorBody:
                     "worker_utilization": min(1.0, self._busy_sum / (wall * self.pool.size)),
                     "executions": self._executions, "active": self._active}
 
-    def worker_pids(self) -> list[int]:
-        return self.pool.worker_pids()
+    def worker_pids(self, wrappers: bool = False) -> list[int]:
+        return self.pool.worker_pids(wrappers=wrappers)
 
     def shutdown(self) -> None:
         """Stop every worker process (running evaluations end as crashes)."""
@@ -110,8 +110,8 @@ class EvalActor(EvalActorBody):
         return super().stats()
 
     @ray.method(concurrency_group="control")
-    def worker_pids(self) -> list[int]:
-        return super().worker_pids()
+    def worker_pids(self, wrappers: bool = False) -> list[int]:
+        return super().worker_pids(wrappers)
 
     @ray.method(concurrency_group="control")
     def shutdown(self) -> None:

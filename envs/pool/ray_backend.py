@@ -161,11 +161,12 @@ class RayEvaluationPool(EvaluationPool):
                 ray.shutdown()
             raise
 
-    def worker_pids(self) -> dict[int, list[int]]:
-        """Worker process ids per live actor (diagnostics and tests)."""
+    def worker_pids(self, wrappers: bool = False) -> dict[int, list[int]]:
+        """Worker (harness) process ids per live actor, with `wrappers` also the sandbox's processes around
+        them (diagnostics and tests)."""
         with self._lock:
             handles = {a.id: a.handle for a in self._actors.values() if a.alive}
-        return {i: ray.get(h.worker_pids.remote(), timeout=30) for i, h in handles.items()}
+        return {i: ray.get(h.worker_pids.remote(wrappers), timeout=30) for i, h in handles.items()}
 
     def kill_actor(self, actor_id: int | None = None) -> int:
         """Kill one actor abruptly, as a node failure would (tests, chaos drills); its id."""

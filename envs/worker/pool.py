@@ -106,11 +106,13 @@ class WorkerPool:
         if not self._closed:
             slot.future = self._spawner.submit(self._start_worker, slot.gpu)
 
-    def worker_pids(self, wait: bool = True) -> list[int]:
-        """Pids of the live workers (waiting for replacements that are still starting)."""
+    def worker_pids(self, wait: bool = True, wrappers: bool = False) -> list[int]:
+        """Pids of the live workers' harnesses (waiting for replacements that are still starting); with
+        `wrappers`, also those of the sandbox's processes around them (WorkerProcess.pids)."""
         if wait:
             concurrent.futures.wait([s.future for s in self._slots])
-        return [s.future.result().proc.pid for s in self._slots if s.future.done() and not s.future.exception()]
+        workers = [s.future.result() for s in self._slots if s.future.done() and not s.future.exception()]
+        return [pid for w in workers for pid in (w.pids() if wrappers else [w.harness_pid])]
 
     @property
     def device_kind(self) -> str:

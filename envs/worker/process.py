@@ -124,7 +124,12 @@ class WorkerProcess:
             raise WorkerFailure("crash", f"worker sent {hello!r} instead of hello", "startup", {})
         self.info = hello
         harness = self._harness()
-        self.harness_pid = harness.pid if harness is not None else self.proc.pid
+        if harness is None:  # it just said hello, so it runs: the process tree could not be read
+            self.kill()
+            raise WorkerFailure("crash", "the worker's harness process could not be found", "startup", {})
+        self.harness_pid = harness.pid
+        # Sandboxed: bubblewrap outside the namespaces and its init inside, around the harness.
+        self.wrapper_pids = (self.proc.pid, harness.ppid()) if self.sandbox is not None else ()
 
     def _drain_output(self) -> None:
         """Read the worker's stdout/stderr forever, keeping only the tail."""
@@ -150,6 +155,11 @@ class WorkerProcess:
         except psutil.Error:
             return []
 
+    def pids(self) -> list[int]:
+        """The worker's own processes: the harness and, sandboxed, bubblewrap's two around it. Anything else
+        carrying the worker's tag was started by the candidate."""
+        return [*self.wrapper_pids, self.harness_pid]
+
     def _harness(self) -> psutil.Process | None:
         """The harness process: the worker itself, or in the sandbox the oldest child of bubblewrap's init."""
         if self.sandbox is None:
@@ -169,7 +179,7 @@ class WorkerProcess:
             alive = [p for p in self._descendants() if p.status() != psutil.STATUS_ZOMBIE]
             if self.sandbox is None:
                 return alive
-            keep = {p.pid for p in alive if p.ppid() == self.proc.pid} | {self.harness_pid}
+            keep = set(self.pids())
             return [p for p in alive if p.pid not in keep]
         except psutil.Error:  # one of them ended meanwhile: look again at the next evaluation
             return []

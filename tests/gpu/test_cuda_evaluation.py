@@ -68,7 +68,7 @@ def test_reference_solution_is_timed_against_both_baselines(evaluator):
 
 def test_illegal_memory_access_is_a_runtime_error_and_the_worker_is_replaced(evaluator):
     problem, solution = builtin("L0_02_relu")
-    before = set(evaluator.pool.worker_pids())
+    before = set(evaluator.pool.worker_pids(wrappers=True))
     v = evaluator.evaluate(problem, OOB_STORE)
     assert v.status in (Status.RUNTIME_ERROR, Status.CRASH), v
     assert v.reward == 0.0

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 
-import psutil
 import pytest
 
 from envs import EvalSettings, Evaluator, Status
 from envs.settings import StepBudget, StepDeadlines
 from envs.source import prepare_solution
 from tests.conftest import builtin
-from tests.faults import SPIN, processes_matching
+from tests.faults import SPIN, processes_matching, still_running
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +23,7 @@ def test_a_hanging_kernel_is_cut_by_the_derived_deadline_and_its_worker_replaced
     settings = EvalSettings(device="cpu")
     assert settings.timeouts.correctness >= 300  # the bound that used to cut it
     with Evaluator(settings) as ev:
-        before = ev.pool.worker_pids()
+        before = ev.pool.worker_pids(wrappers=True)  # sandboxed, bubblewrap's processes too
         v = ev.evaluate(problem, SPIN)  # the full path: it passes the static analysis
         budget = settings.deadlines.cpu
         assert v.status is Status.TIMEOUT and v.reward == 0.0, v
@@ -35,9 +34,9 @@ def test_a_hanging_kernel_is_cut_by_the_derived_deadline_and_its_worker_replaced
         assert budget.fixed_s <= cut < budget.fixed_s + 15  # the reference is well under 10 ms here
         ok = ev.evaluate(problem, good)
         assert ok.status is Status.CORRECT, ok.error
-        after = ev.pool.worker_pids()
+        after = ev.pool.worker_pids(wrappers=True)
         assert not set(before) & set(after)  # the hung worker was killed and replaced
-        assert not [p for p in before if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        assert not still_running(before)
         leftovers = {p.pid for p in processes_matching(None, (f"{os.getpid()}-",))} - set(after)
         assert not leftovers  # nothing of the hung worker's is left
 

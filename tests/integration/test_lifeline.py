@@ -14,16 +14,27 @@ import time
 import psutil
 import pytest
 
+from envs.worker.sandbox import why_unsandboxed
 from tests.conftest import ROOT
-from tests.faults import SPIN, owner_script, processes_matching, wait_gone, wait_until_spinning, worker_under
+from tests.faults import (SPIN, owner_script, processes_matching, sandbox_wrappers, still_running, wait_gone,
+                          wait_until_spinning, worker_under)
 
 pytestmark = pytest.mark.integration
 
 # The owner must die while the kernel still hangs, not after the derived deadline cut it.
 NO_STEP_DEADLINE = "deadlines=StepDeadlines(cpu=StepBudget(600.0, 1.0))"
+SANDBOXED = why_unsandboxed("auto") is None  # what the default settings (sandbox: auto) give on this host
+
+
+def worker_processes(harness: int, sandboxed: bool) -> list[int]:
+    """The harness and, sandboxed, bubblewrap's processes around it: all must go with the owner."""
+    wrappers = [p.pid for p in sandbox_wrappers(harness)]
+    assert len(wrappers) == (2 if sandboxed else 0), f"expected sandboxed={sandboxed}, found bwrap {wrappers}"
+    return [harness, *wrappers]
 
 
 def test_sigkilled_cli_leaves_no_worker_behind(tmp_path):
+    """With the default settings: inside bubblewrap where it works here, so no harness and no bwrap is left."""
     solution = tmp_path / "spin.py"
     solution.write_text(SPIN)
     # TMPDIR puts the worker's private root, which is on its command line, under tmp_path: our marker.
@@ -32,18 +43,24 @@ def test_sigkilled_cli_leaves_no_worker_behind(tmp_path):
                             "--problem", "L0_02_relu", "--solution", str(solution)],
                            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until_spinning(worker_under(tmp_path), cpu_seconds=0.5)  # the step deadline cuts it after 10 s
+        harness = worker_under(tmp_path)
+        wait_until_spinning(harness, cpu_seconds=0.5)  # the step deadline cuts it after 10 s
+        worker = worker_processes(harness, SANDBOXED)
         cli.kill()
         cli.wait()
-        seconds = wait_gone(lambda: processes_matching(str(tmp_path), (f"{cli.pid}-",)), timeout=10)
-        print(f"no worker left {seconds:.2f} s after the CLI was SIGKILLed")
+        seconds = wait_gone(lambda: still_running(worker) + processes_matching(str(tmp_path), (f"{cli.pid}-",)),
+                            timeout=10)
+        print(f"no worker process ({'sandboxed: ' if SANDBOXED else ''}{worker}) left {seconds:.2f} s after "
+              "the CLI was SIGKILLed")
     finally:
         cli.kill()
 
 
-def test_sigkilled_owner_takes_what_the_candidate_started_along(tmp_path):
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+def test_sigkilled_owner_takes_what_the_candidate_started_along(tmp_path, sandbox):
     """A child in the worker's process group, and a daemon that left it through setsid with an empty
-    environment (no worker tag): both die once the owner is gone."""
+    environment (no worker tag): both die once the owner is gone. Sandboxed, the pid namespace ends them;
+    unsandboxed, the worker's subreaper and the owner's reaper must find the daemon."""
     marker = f"kernelrl-lifeline-{os.getpid()}-{time.time_ns()}"
     spawn = (f"import subprocess\n"
              f"subprocess.Popen(['sh', '-c', 'sleep 600; : {marker}-child'])\n"
@@ -52,17 +69,20 @@ def test_sigkilled_owner_takes_what_the_candidate_started_along(tmp_path):
     candidate = SPIN.replace("        out = torch.empty_like(x)\n",
                              textwrap.indent(spawn, " " * 8) + "        out = torch.empty_like(x)\n")
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    owner = subprocess.Popen([sys.executable, "-c", owner_script("cpu", NO_STEP_DEADLINE)], env=env, cwd=ROOT, stdin=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    settings = f"{NO_STEP_DEADLINE}, sandbox={sandbox!r}"
+    owner = subprocess.Popen([sys.executable, "-c", owner_script("cpu", settings)], env=env, cwd=ROOT,
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     try:
         owner.stdin.write(candidate)
         owner.stdin.close()
-        wait_until_spinning(worker_under(tmp_path))
+        harness = worker_under(tmp_path)
+        wait_until_spinning(harness)
+        worker = worker_processes(harness, SANDBOXED and sandbox == "auto")
         assert len(processes_matching(marker)) >= 2  # both started (a sh each, the daemon's after setsid forks)
         time.sleep(0.5)  # the reaper polls the owner's descendants every 0.2 s
         owner.kill()
         owner.wait()
-        seconds = wait_gone(lambda: processes_matching(str(tmp_path), (f"{owner.pid}-",))
+        seconds = wait_gone(lambda: still_running(worker) + processes_matching(str(tmp_path), (f"{owner.pid}-",))
                             + processes_matching(marker), timeout=10)
         print(f"nothing left {seconds:.2f} s after the owner was SIGKILLed")
     finally:
@@ -79,7 +99,8 @@ from envs.settings import StepBudget, StepDeadlines
 settings = EvalSettings(device="cpu", deadlines=StepDeadlines(cpu=StepBudget(600.0, 1.0)))
 pool = RayEvaluationPool(settings, PoolConfig(num_actors=1, workers_per_actor=1))
 future = pool.submit(resolve_problem("L0_02_relu"), sys.stdin.read())
-print(json.dumps({"workers": pool.worker_pids(), "actors": pool.actor_infos()}), flush=True)
+print(json.dumps({"workers": pool.worker_pids(), "processes": pool.worker_pids(wrappers=True),
+                  "actors": pool.actor_infos()}), flush=True)
 future.result()
 """
 
@@ -97,23 +118,17 @@ def test_sigkilled_ray_driver_leaves_no_worker_behind(tmp_path):
         assert line, "the driver exited before its pool started"
         started = json.loads(line)
         workers = [pid for pids in started["workers"].values() for pid in pids]
+        processes = [pid for pids in started["processes"].values() for pid in pids]  # bwrap's too
         actors = [info["pid"] for info in started["actors"]]
-        assert workers and actors
-        wait_until_spinning(workers[0])  # the only worker: it runs the kernel
+        assert len(workers) == 1 and actors
+        assert len(processes) == (3 if SANDBOXED else 1) and set(workers) <= set(processes)
+        wait_until_spinning(workers[0])  # the only worker's harness: it runs the kernel
         ray_processes = psutil.Process(driver.pid).children(recursive=True)
         driver.kill()
         driver.wait()
 
         def left() -> list[psutil.Process]:
-            found = []
-            for pid in workers:
-                try:
-                    p = psutil.Process(pid)
-                    if p.status() != psutil.STATUS_ZOMBIE:
-                        found.append(p)
-                except psutil.Error:
-                    pass
-            return found + processes_matching(None, tuple(f"{pid}-" for pid in actors))
+            return still_running(processes) + processes_matching(None, tuple(f"{pid}-" for pid in actors))
         seconds = wait_gone(left, timeout=20)
         print(f"no worker left {seconds:.2f} s after the Ray driver was SIGKILLed")
     finally:
@@ -138,7 +153,8 @@ def test_workers_outlive_the_thread_that_built_their_pool():
     maker.join()
     ev = built["ev"]
     try:
-        pids = ev.pool.worker_pids()
+        pids = ev.pool.worker_pids(wrappers=True)  # sandboxed, bwrap's die-with-parent is tied to the thread too
+        assert len(pids) == (3 if SANDBOXED else 1)
         info = ev.pool._worker(ev.pool._slots[0]).info
         assert info["lifeline"] == {"pdeathsig": True, "subreaper": True, "watchdog": True}
         time.sleep(1.0)

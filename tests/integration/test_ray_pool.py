@@ -206,7 +206,7 @@ def test_killed_actor_is_replaced_and_its_requests_retried_once_then_crash(pool,
     hang = pool.submit(RELU, HANG + "\nTAG2 = 1\n")
     others = [pool.submit(p, reference(p) + "\nX = 1\n") for p in REFERENCES[:5]]
     victim = _actor_running(pool, hang)
-    workers = pool.worker_pids()[victim]
+    workers = pool.worker_pids(wrappers=True)[victim]  # sandboxed, bubblewrap's processes must go too
     pool.kill_actor(victim)
     # The hung worker of the dead actor is killed by the actor's reaper, not left running.
     deadline = time.monotonic() + 10

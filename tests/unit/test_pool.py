@@ -99,7 +99,9 @@ class FakeBackend(Backend):
         measured = None
         if self.device == "cuda" and baselines is None and mode != "nobaseline":
             measured = {"eager": TIMING, "inductor": TIMING}
-        return Verdict(status, problem.id, "fake"), measured, {"busy_fraction": 0.25, "worker_utilization": 0.5}
+        # Each actor reports its own busy fraction (0.1 x its number), so the pool's mean is checkable.
+        stats = {"busy_fraction": 0.1 * actor.id, "worker_utilization": 0.5}
+        return Verdict(status, problem.id, "fake"), measured, stats
 
     def is_actor_failure(self, exc):
         return isinstance(exc, FakeDied)
@@ -294,7 +296,9 @@ def test_dead_actor_is_replaced_and_its_request_retried():
         m = pool.metrics()
     assert m["pool/retries"] == 1 and m["pool/actor_failures"] == 1 and m["pool/answered"] == 2
     assert m["pool/actors_alive"] == 2 and backend.launched == 3
-    assert sorted(tag for _, _, tag, _, _ in backend.log) == [0, 0, 1]  # the killed one ran twice
+    # The killed one ran twice (which request the victim ran depends on the CPU stage's order).
+    killed = next(tag for actor, _, tag, _, _ in backend.log if actor == victim.handle.id)
+    assert sorted(tag for _, _, tag, _, _ in backend.log) == sorted([0, 1, killed])
 
 
 def test_request_that_kills_actors_twice_gets_a_crash_verdict():
@@ -320,9 +324,13 @@ def test_no_actor_left_fails_requests_with_an_error():
 def test_close_without_draining_answers_pending_with_an_error():
     pool, backend = make_pool(actors=1, workers=1)
     backend.gate.clear()
-    futures = [pool.submit(RELU, code("block" if t == 0 else "correct", t)) for t in range(4)]
+    # The blocker first, running, then the rest (submitted together, the CPU stage's threads may
+    # queue a later one first, which the free actor then answers before the blocker starts).
+    futures = [pool.submit(RELU, code("block", 0))]
     wait_for(lambda: backend.log)
+    futures += [pool.submit(RELU, code("correct", t)) for t in range(1, 4)]
     pool.close(drain=False)
+    assert backend.order() == [("block", 0)]
     for f in futures:
         with pytest.raises(PoolClosedError, match="drain=False"):
             f.result(1)
@@ -375,8 +383,16 @@ def test_evaluate_async_and_cache_hits(tmp_cache):
 def test_metrics_are_flat_and_sane():
     pool, backend = make_pool(actors=2, workers=1)
     with pool:
-        pool.evaluate_many([(RELU, code(m, i)) for i, m in enumerate(["correct", "incorrect", "correct"])])
+        # Both actors must run a request to have reported their stats: the first is held on one actor, so
+        # the others go to the second (left alone, the first actor may be free again for each of them).
+        backend.gate.clear()
+        held = pool.submit(RELU, code("block", 0))  # a held request ends correct
+        wait_for(lambda: backend.log)
+        pool.evaluate_many([(RELU, code(m, i)) for i, m in [(1, "incorrect"), (2, "correct")]])
+        backend.gate.set()
+        assert held.result(10).correct
         m = pool.metrics()
+    assert {actor for actor, *_ in backend.log} == {1, 2}
     for stage in ("cpu_stage", "queue_wait", "execution", "total"):
         assert 0 <= m[f"pool/latency/{stage}_p50_s"] <= m[f"pool/latency/{stage}_p90_s"] \
             <= m[f"pool/latency/{stage}_p99_s"]
@@ -384,7 +400,9 @@ def test_metrics_are_flat_and_sane():
     assert m["pool/verdicts/correct"] == 2 and m["pool/verdicts/incorrect"] == 1
     assert m["pool/verdict_frac/correct"] == pytest.approx(2 / 3)
     assert m["pool/queue_depth"] == m["pool/pending"] == m["pool/in_flight"] == 0
-    assert m["pool/gpu_busy_fraction"] == 0.25 and m["pool/actors_alive"] == 2
+    per_actor = sorted(v for k, v in m.items() if k.startswith("pool/gpu_busy_fraction/"))
+    assert per_actor == pytest.approx([0.1, 0.2]) and m["pool/gpu_busy_fraction"] == pytest.approx(0.15)
+    assert m["pool/worker_utilization"] == pytest.approx(0.5) and m["pool/actors_alive"] == 2
     assert all(isinstance(v, (int, float)) for v in m.values())
 
 
