@@ -1,0 +1,1 @@
+"""Rollout engines: implementations of rl.types.RolloutEngine (vllm, hf, openai)."""
