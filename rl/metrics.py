@@ -24,8 +24,12 @@ from rl.types import Group, ScoredSample
 __all__ = ["LEARNER_KEYS", "STAGES", "learner_metrics", "rollout_metrics", "stage_metrics", "sample_rows"]
 
 # What the issue asks every step to show from the learner (rl.learner's train_step names them so).
-LEARNER_KEYS = ("policy_loss", "clip_frac_low", "clip_frac_high", "kl_old", "kl_ref", "entropy", "grad_norm",
-                "lr", "logprob_diff_mean", "logprob_diff_max", "is_ratio_mean", "is_ratio_max", "is_ratio_min")
+# pg_loss: the policy loss; kl_old / kl_ref: to the sampling policy and the frozen reference; ratio_*: the
+# PPO ratio to the old policy; rollout_logprob_diff_* and tis_*: engine-vs-trainer logprobs and the truncated
+# importance weights built from them (docs/algorithms.md).
+LEARNER_KEYS = ("loss", "pg_loss", "clip_frac_low", "clip_frac_high", "kl_old", "kl_ref", "entropy", "grad_norm",
+                "lr", "rollout_logprob_diff_mean", "rollout_logprob_diff_max", "tis_ratio_mean", "tis_ratio_max",
+                "tis_ratio_min", "tis_clip_frac", "ratio_mean", "ratio_max", "ratio_min", "tokens_per_s")
 STAGES = ("generate", "evaluate", "wait_for_rewards", "train", "sync", "step")
 
 
