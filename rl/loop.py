@@ -53,6 +53,7 @@ class Components:
     make_engine: Callable[[], Any]  # builds (and rebuilds after a death) the rollout engine
     learner: Any | None  # rl.types.Learner; None: rollouts and validation only (an API policy)
     prompts: Any  # rl.prompts.PromptBuilder
+    engine: Any = None  # the first engine, already built (None: the loop calls make_engine)
 
 
 def _seed(*parts: Any) -> int:
@@ -84,7 +85,7 @@ class Trainer:
         started = time.perf_counter()
         if self.cfg.resume:
             self.resume(self.cfg.resume)
-        self.engine = self.c.make_engine()
+        self.engine, self.c.engine = self.c.engine or self.c.make_engine(), None  # the loop owns it from here
         try:
             if self.policy_version > 0:  # a resumed run: the engine must serve the checkpoint's weights
                 await self.sync_weights()
@@ -137,6 +138,7 @@ class Trainer:
         row.update(self.c.pool.metrics())
         if hasattr(self.engine, "metrics"):
             row.update({f"rollout/{k}": v for k, v in (await _maybe_await(self.engine.metrics())).items()})
+        self.logger.samples(sample_rows(generated, step, split="train"))
         if self.logger.wants_table(step):
             self.logger.table(step, "train/samples", sample_rows(generated, step, self.logger.config.table_rows))
         if self.c.learner is not None and self.cfg.loop.checkpoint_every and step % self.cfg.loop.checkpoint_every == 0:
@@ -149,8 +151,12 @@ class Trainer:
 
     # --------------------------------------------------------------------------------------- rollouts
     def _requests(self, problems: list, tag: str, sampling) -> list[RolloutRequest]:
-        return [self.c.prompts.request(p, f"{tag}/p{i}", dataclasses.replace(sampling, seed=_seed(sampling.seed, tag, i)),
-                                       self.policy_version) for i, p in enumerate(problems)]
+        def seeded(i: int):
+            return dataclasses.replace(sampling, seed=_seed(sampling.seed, tag, i) if self.cfg.loop.seeded_sampling
+                                       else None)
+
+        return [self.c.prompts.request(p, f"{tag}/p{i}", seeded(i), self.policy_version)
+                for i, p in enumerate(problems)]
 
     async def collect_groups(self, step: int) -> tuple[list[Group], list[Group], list[RolloutResult]]:
         """(groups to train on, every group generated, one result per generate round). With dynamic
@@ -202,8 +208,10 @@ class Trainer:
         result = await self.rollout(self._requests(problems, f"val{self.step}", sampling), priority="validation")
         row = rollout_metrics(result.groups, "val", sampling.max_tokens)
         row["time/validate"] = time.perf_counter() - t
+        self.logger.samples(sample_rows(result.groups, self.step, split="val"))
         if self.logger.wants_table(self.step) or self.step == 0:
-            self.logger.table(self.step, "val/samples", sample_rows(result.groups, self.step, self.logger.config.table_rows))
+            rows = sample_rows(result.groups, self.step, self.logger.config.table_rows, "val")
+            self.logger.table(self.step, "val/samples", rows)
         log.info("validation at step %d: reward %.3f correct %.2f on %d problems", self.step,
                  row.get("val/reward_mean", math.nan), row.get("val/correct_rate", math.nan), len(problems))
         return row

@@ -84,15 +84,16 @@ def stage_metrics(seconds: Mapping[str, float]) -> dict[str, float]:
     return {f"time/{k}": float(v) for k, v in seconds.items()}
 
 
-def sample_rows(groups: Iterable[Group], step: int, limit: int) -> list[dict[str, Any]]:
-    """Rows of the W&B table of sampled kernels: one per sample (the first `limit`), with its verdict."""
-    rows = []
+def sample_rows(groups: Iterable[Group], step: int, limit: int | None = None,
+                split: str = "train") -> list[dict[str, Any]]:
+    """One row per sample (the first `limit`) with its verdict: the W&B table and samples.jsonl."""
+    rows: list[dict[str, Any]] = []
     for g in groups:
         for s in g.samples:
-            if len(rows) >= limit:
+            if limit is not None and len(rows) >= limit:
                 return rows
             v = s.verdict
-            rows.append({"step": step, "problem_id": g.problem_id, "index": s.sample.index,
+            rows.append({"step": step, "split": split, "problem_id": g.problem_id, "index": s.sample.index,
                          "status": v.status.value, "hack": v.hack.category if v.hack else "",
                          "speedup": v.speedup if v.speedup is not None else math.nan, "reward": s.reward,
                          "tokens": len(s.sample.completion_ids), "finish": s.sample.finish_reason,

@@ -1,7 +1,7 @@
 """Where a run's numbers go: `metrics.jsonl` in the run directory (always) and W&B (offline by default).
 
 One JSON object per logged step, `{"step": k, <key>: value, ...}`, flushed at once so a crashed run
-keeps every finished step; NaN and infinities are written as null (JSON has no NaN). W&B receives
+keeps every finished step (and `samples.jsonl`: every sample with its verdict); NaN and infinities are written as null (JSON has no NaN). W&B receives
 the same dict, and every `table_every` steps a table of sampled kernels with their verdicts.
 """
 
@@ -75,6 +75,7 @@ class RunLogger:
         if resume_from is not None and resume_step is not None:
             self._carry_over(Path(resume_from), resume_step)
         self._file = open(self.path, "a")
+        self._samples = open(self.run_dir / "samples.jsonl", "a")
         self._wandb = None
         if config.mode != "disabled":
             import wandb
@@ -99,6 +100,12 @@ class RunLogger:
         if self._wandb is not None:
             self._wandb.log(dict(metrics), step=step)
 
+    def samples(self, rows: list[dict[str, Any]]) -> None:
+        """Every sample of the run, one JSON object each (rl.metrics.sample_rows): samples.jsonl."""
+        for row in rows:
+            self._samples.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
+        self._samples.flush()
+
     def wants_table(self, step: int) -> bool:
         return self.config.table_every > 0 and step % self.config.table_every == 0
 
@@ -118,6 +125,7 @@ class RunLogger:
 
     def close(self) -> None:
         self._file.close()
+        self._samples.close()
         if self._wandb is not None:
             self._wandb.finish()
             self._wandb = None
