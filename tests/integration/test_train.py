@@ -91,3 +91,51 @@ def test_unknown_choices_and_keys_are_refused_by_hydra(tmp_path):
     for override, message in (("algorithm=ppo", "algorithm/ppo"), ("loop.stepz=3", "stepz")):
         result = train(tmp_path, override, timeout=120)
         assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]
+
+
+def _trainer(tmp_path, *overrides):
+    from hydra import compose, initialize_config_dir
+
+    from rl.components import build_components
+    from rl.config import RunConfig
+    from rl.data import ProblemData
+    from rl.loop import Trainer
+    from rl.tracking import RunLogger, WandbConfig
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[*TINY, *overrides])
+    run = RunConfig.from_hydra(cfg)
+    data = ProblemData.load(run.data)
+    logger = RunLogger(tmp_path, WandbConfig(mode="disabled"))
+    return Trainer(run, tmp_path, build_components(run, data), data, logger), logger
+
+
+def test_a_dead_rollout_actor_is_replaced_or_the_run_stops_with_the_reason(tmp_path, monkeypatch):
+    import asyncio
+
+    import ray
+
+    from rl.components import close_components
+    from rl.loop import RunError
+
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    trainer, logger = _trainer(tmp_path, "loop.steps=3", "loop.max_engine_restarts=1")
+
+    async def steps():
+        trainer.engine, trainer.c.engine = trainer.c.engine, None
+        await trainer.train_step()
+        ray.kill(trainer.engine.actors[0])  # as a node failure would
+        await trainer.train_step()  # rebuilt, weights re-synced, the step retried
+        assert trainer.engine_restarts == 1 and trainer.step == 2
+        ray.kill(trainer.engine.actors[0])
+        with pytest.raises(RunError, match=r"(?s)failed 2 times.*last checkpoint: .*step_000002"):
+            await trainer.train_step()
+
+    try:
+        asyncio.run(steps())
+    finally:
+        trainer._shutdown_engine()
+        close_components(trainer.c)
+        logger.close()
+    assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1, 2]
+    assert (tmp_path / "checkpoints" / "step_000002" / "loop_state.json").is_file()
