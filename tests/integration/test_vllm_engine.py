@@ -20,7 +20,8 @@ from rl.models import resolve_model  # noqa: E402
 from rl.rollout.actor import RayRolloutEngine  # noqa: E402
 from rl.rollout.config import EngineConfig  # noqa: E402
 from rl.types import RolloutRequest, SamplingConfig, WeightUpdate  # noqa: E402
-from tests.rollout_fixtures import make_adapter, make_merged, recompute_logprobs  # noqa: E402
+from rl.rollout.synthetic import make_adapter, make_merged  # noqa: E402
+from tests.rollout_fixtures import recompute_logprobs  # noqa: E402
 
 # Measured on the 2-core VM (fp32, SmolLM2-135M, 160 sampled tokens): mean |diff| ~1e-5, max ~1e-4.
 # The bounds leave room for reduction-order differences between vLLM's CPU kernels and PyTorch's.
