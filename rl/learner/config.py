@@ -158,7 +158,8 @@ class PolicyConfig:
     gradient_checkpointing: bool = False
     micro_batch_tokens: int = 8192  # token budget of one packed forward/backward (sequences are never split)
     logprob_chunk_tokens: int = 1024  # lm_head + log-softmax over this many positions at a time
-    attn_implementation: str = "sdpa"
+    attn_implementation: str = "sdpa"  # flash_attention_2 / flex_attention make packing free (varlen)
+    layout: Literal["auto", "packed", "padded"] = "auto"  # micro-batch layout; auto: packed iff varlen attention
     seed: int = 0
     actor: ActorSettings = ActorSettings()
 
@@ -169,6 +170,8 @@ class PolicyConfig:
             raise ValueError(f"policy.dtype must be float32 or bfloat16, not {self.dtype!r}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"policy.device must be auto, cpu or cuda, not {self.device!r}")
+        if self.layout not in ("auto", "packed", "padded"):
+            raise ValueError(f"policy.layout must be auto, packed or padded, not {self.layout!r}")
         if self.micro_batch_tokens < 1 or self.logprob_chunk_tokens < 1:
             raise ValueError("micro_batch_tokens and logprob_chunk_tokens must be >= 1")
 

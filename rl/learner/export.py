@@ -49,13 +49,15 @@ def merged_state_dict(model: torch.nn.Module, lora: bool) -> dict[str, torch.Ten
 
 
 def _dedupe(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    seen: set[int] = set()
+    seen: set[tuple] = set()
     out = {}
     for key, value in state.items():
-        ptr = value.untyped_storage().data_ptr() if value.numel() else id(value)
-        if ptr in seen:
+        # the same memory under two names (tied embeddings), not merely two views into one storage
+        ident = (value.untyped_storage().data_ptr(), value.storage_offset(), tuple(value.shape), value.dtype) \
+            if value.numel() else (id(value),)
+        if ident in seen:
             continue
-        seen.add(ptr)
+        seen.add(ident)
         out[key] = value.detach().to("cpu").contiguous()
     return out
 

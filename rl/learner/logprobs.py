@@ -1,8 +1,14 @@
-"""Token logprobs of completions: micro-batches by token budget, pad-free packing, chunked lm_head.
+"""Token logprobs of completions: micro-batches by token budget, packed or padded, chunked lm_head.
 
-Packing: the rows of a micro-batch are concatenated into one row, with position ids restarting at 0
-for each sequence; transformers (>= 4.53) then builds a block-diagonal causal mask for sdpa/eager and
-varlen attention for flash-attention, so no sequence sees another and no token is padding.
+Two layouts of a micro-batch, both exact (no sequence sees another):
+- packed: the rows are concatenated into one row with position ids restarting at 0 per sequence;
+  transformers (>= 4.53) turns that into varlen attention for flash-attention / flex-attention. No
+  token is padding. With sdpa or eager attention the same input becomes a dense block-diagonal mask
+  over the whole pack, whose cost grows with the square of the pack's length, so there:
+- padded: rows of similar length (the planner sorts by length) right-padded to the longest in the
+  micro-batch; the budget counts the padding, and a micro-batch whose rows are all as long as each
+  other gets no mask at all (plain causal attention, the fastest sdpa path).
+`layout_for(attn_implementation)` picks packed for varlen-capable attention, padded otherwise.
 
 Chunking: only the hidden states of positions that predict a completion token go through lm_head, a
 chunk of `chunk_tokens` positions at a time, and under activation checkpointing, so the float32
@@ -13,66 +19,82 @@ for the whole batch.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Literal, Sequence
 
 import torch
 from torch.utils.checkpoint import checkpoint
 
+Layout = Literal["packed", "padded"]
+_VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3", "flex_attention")
 
-def plan_micro_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
-    """Group row indices so each group's total length fits the budget (first-fit decreasing).
 
-    A row longer than the budget gets a micro-batch of its own (a sequence is never split). The plan
-    depends only on the lengths, so it is deterministic.
+def layout_for(attn_implementation: str) -> Layout:
+    return "packed" if attn_implementation in _VARLEN_ATTENTION else "padded"
+
+
+def plan_micro_batches(lengths: Sequence[int], token_budget: int, layout: Layout = "packed") -> list[list[int]]:
+    """Group row indices so each group fits the token budget (first-fit decreasing).
+
+    packed: a group costs the sum of its lengths; padded: its row count times its longest row. A row
+    longer than the budget gets a micro-batch of its own (a sequence is never split). The plan depends
+    only on the lengths, so it is deterministic.
     """
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     bins: list[list[int]] = []
-    room: list[int] = []
+    used: list[int] = []
     for i in order:
-        for b, free in enumerate(room):
-            if lengths[i] <= free:
+        for b in range(len(bins)):
+            # padded: rows arrive longest first, so a bin's first row is its longest
+            cost = used[b] + lengths[i] if layout == "packed" else lengths[bins[b][0]] * (len(bins[b]) + 1)
+            if cost <= token_budget:
                 bins[b].append(i)
-                room[b] -= lengths[i]
+                used[b] = cost
                 break
         else:
             bins.append([i])
-            room.append(token_budget - lengths[i])
+            used.append(lengths[i])
     return [sorted(b) for b in bins]
 
 
 @dataclasses.dataclass
 class PackedRows:
-    """Some rows of a batch packed into one sequence of length T, with N completion targets."""
+    """Some rows of a batch laid out for one forward pass, with N completion targets."""
 
-    rows: list[int]  # which batch rows, in packing order
-    input_ids: torch.Tensor  # [1, T] (each row without its last token: it predicts nothing)
-    position_ids: torch.Tensor  # [1, T]
-    target_positions: torch.Tensor  # [N] positions in the packed row whose output predicts a target
+    rows: list[int]  # which batch rows, in layout order
+    input_ids: torch.Tensor  # [B, L] (each row without its last token: it predicts nothing)
+    position_ids: torch.Tensor  # [B, L]
+    attention_mask: torch.Tensor | None  # [B, L] for padded rows of unequal length, else None
+    target_positions: torch.Tensor  # [N] flat positions (b * L + t) whose output predicts a target
     target_ids: torch.Tensor  # [N] the completion tokens
     seq_index: torch.Tensor  # [N] local index (0..len(rows)-1) of each target's row
     seq_lengths: torch.Tensor  # [len(rows)] completion tokens per row
 
 
 def pack_rows(input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int], rows: Sequence[int],
-              device: torch.device | str) -> PackedRows:
-    ids, positions, target_pos, targets, seq_index, seq_lengths = [], [], [], [], [], []
+              device: torch.device | str, layout: Layout = "packed") -> PackedRows:
+    fed = [list(input_ids[r][:-1]) for r in rows]
+    width = max(map(len, fed)) if layout == "padded" else sum(map(len, fed))
+    ids, positions, mask, target_pos, targets, seq_index, seq_lengths = [], [], [], [], [], [], []
     offset = 0
     for local, row in enumerate(rows):
         seq, p = input_ids[row], prompt_lengths[row]
         n = len(seq) - p
-        fed = seq[:-1]
-        ids.extend(fed)
-        positions.extend(range(len(fed)))
         # Position t predicts token t+1: completion tokens seq[p:] are predicted by positions p-1 .. len-2.
         target_pos.extend(range(offset + p - 1, offset + len(seq) - 1))
         targets.extend(seq[p:])
         seq_index.extend([local] * n)
         seq_lengths.append(n)
-        offset += len(fed)
+        pad = width - len(fed[local]) if layout == "padded" else 0
+        ids.extend(fed[local] + [0] * pad)  # any valid id: padded positions are masked and never targets
+        positions.extend(list(range(len(fed[local]))) + [0] * pad)
+        mask.extend([1] * len(fed[local]) + [0] * pad)
+        offset += len(fed[local]) + pad
     as_long = lambda v: torch.tensor(v, dtype=torch.long, device=device)  # noqa: E731
-    return PackedRows(rows=list(rows), input_ids=as_long(ids).unsqueeze(0),
-                      position_ids=as_long(positions).unsqueeze(0), target_positions=as_long(target_pos),
-                      target_ids=as_long(targets), seq_index=as_long(seq_index), seq_lengths=as_long(seq_lengths))
+    shape = (len(rows), width) if layout == "padded" else (1, width)
+    attention_mask = as_long(mask).view(shape) if 0 in mask else None
+    return PackedRows(rows=list(rows), input_ids=as_long(ids).view(shape), position_ids=as_long(positions).view(shape),
+                      attention_mask=attention_mask, target_positions=as_long(target_pos), target_ids=as_long(targets),
+                      seq_index=as_long(seq_index), seq_lengths=as_long(seq_lengths))
 
 
 def _chunk_logprobs(hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor,
@@ -96,8 +118,9 @@ def completion_logprobs(causal_lm: torch.nn.Module, packed: PackedRows, *, tempe
     """
     decoder = causal_lm.get_decoder()
     head = causal_lm.get_output_embeddings()
-    hidden = decoder(input_ids=packed.input_ids, position_ids=packed.position_ids, use_cache=False).last_hidden_state
-    hidden = hidden[0, packed.target_positions]
+    hidden = decoder(input_ids=packed.input_ids, position_ids=packed.position_ids,
+                     attention_mask=packed.attention_mask, use_cache=False).last_hidden_state
+    hidden = hidden.reshape(-1, hidden.shape[-1])[packed.target_positions]
     weight, bias = _head_parameters(head)
     logps, entropies = [], []
     for start in range(0, hidden.shape[0], chunk_tokens):

@@ -19,7 +19,8 @@ import torch
 from rl.learner import checkpoint as ckpt
 from rl.learner.config import AlgorithmConfig, PolicyConfig
 from rl.learner.export import export_weights
-from rl.learner.logprobs import PackedRows, check_supported, completion_logprobs, pack_rows, plan_micro_batches
+from rl.learner.logprobs import (PackedRows, check_supported, completion_logprobs, layout_for, pack_rows,
+                                plan_micro_batches)
 from rl.learner.losses import LossInputs, Normalizer, Stats, policy_loss
 from rl.learner.optim import build_optimizer
 from rl.types import TrainBatch, WeightUpdate
@@ -62,6 +63,7 @@ class Policy:
         self.config = policy
         self.algorithm = algorithm
         self.device = resolve_device(policy.device)
+        self.layout = layout_for(policy.attn_implementation) if policy.layout == "auto" else policy.layout
         seed_everything(policy.seed)
         base = model.to(device=self.device, dtype=_DTYPES[policy.dtype]) if model is not None \
             else load_causal_lm(policy, self.device)
@@ -108,8 +110,8 @@ class Policy:
         """Per row: float32 logprobs of its completion tokens (eval mode, no grad)."""
         self.model.eval()
         out: list[torch.Tensor | None] = [None] * len(input_ids)
-        for rows in plan_micro_batches([len(s) for s in input_ids], self.config.micro_batch_tokens):
-            packed = pack_rows(input_ids, prompt_lengths, rows, self.device)
+        for rows in plan_micro_batches([len(s) for s in input_ids], self.config.micro_batch_tokens, self.layout):
+            packed = pack_rows(input_ids, prompt_lengths, rows, self.device, self.layout)
             logp, _ = self._forward(packed, reference)
             for local, row in enumerate(rows):
                 out[row] = logp[packed.seq_index == local]
@@ -129,8 +131,8 @@ class Policy:
         norm = Normalizer(tokens=sum(len(input_ids[r]) - prompt_lengths[r] for r in rows), seqs=len(rows),
                           max_tokens=self.algorithm.loss_max_tokens)
         lengths = [len(input_ids[r]) for r in rows]
-        for local_rows in plan_micro_batches(lengths, self.config.micro_batch_tokens):
-            packed = pack_rows(input_ids, prompt_lengths, [rows[i] for i in local_rows], self.device)
+        for local_rows in plan_micro_batches(lengths, self.config.micro_batch_tokens, self.layout):
+            packed = pack_rows(input_ids, prompt_lengths, [rows[i] for i in local_rows], self.device, self.layout)
             logp, entropy = self._forward(packed)
             loss, micro_stats = micro_loss(packed, logp, entropy, norm)
             loss.backward()

@@ -11,11 +11,11 @@ GPT-5 through the OpenAI API, a vLLM server, a gateway: one engine (openai SDK, 
   never shorter than the server's Retry-After (a 429 pauses every request of the engine); 401/403/404
   and exhausted quota raise EngineError at once. A request that still fails becomes samples with
   finish_reason "error" (reward 0 downstream); `max_consecutive_failures` in a row raise.
-- Samples: text, finish_reason mapped to rl.types.FinishReason, logprobs when the server returns them,
-  usage per sample (tokens, reasoning tokens, cost from rl.rollout.pricing, retries; a request's
-  prompt cost and its completion cost are split over its samples, so they add up to the bill).
-- Token ids: from the server when it gives them (vLLM's return_token_ids), else from `tokenizer`,
-  else empty (usage["token_ids"] says which): hosted models are sampled, not trained, here.
+- Samples (rl.rollout.openai_response): text, finish_reason mapped to rl.types.FinishReason, logprobs
+  when the server returns them, usage per sample (tokens, reasoning tokens, cost from
+  rl.rollout.pricing, retries), token ids from the server (vLLM's return_token_ids), else from
+  `tokenizer`, else empty: hosted models are sampled, not trained, here. Not streamed: the n samples
+  of one HTTP request arrive together (use_n=false makes each sample its own request).
 - Keys: read from the environment when a client is made, never stored on the engine, in its pickle,
   repr or config; error messages are redacted. Candidate code runs in workers whose environment is
   an allow-list (envs.worker.process.scrubbed_environment), so a key never reaches it.
@@ -25,7 +25,6 @@ GPT-5 through the OpenAI API, a vLLM server, a gateway: one engine (openai SDK, 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import logging
 import os
@@ -36,17 +35,15 @@ from typing import Any, AsyncIterator
 
 from rl.rollout.api_limits import AsyncTokenBucket, backoff_delay, retry_after_seconds
 from rl.rollout.openai_config import OpenAIEngineConfig
-from rl.rollout.pricing import PriceTable, RequestUsage
-from rl.types import FinishReason, RolloutRequest, Sample, WeightUpdate
+from rl.rollout.openai_response import MalformedResponse, error_samples, load_tokenizer, response_samples
+from rl.rollout.pricing import PriceTable
+from rl.types import RolloutRequest, Sample, WeightUpdate
 
 __all__ = ["EngineError", "OpenAIEngine", "OpenAIEngineConfig", "redact"]
 
 log = logging.getLogger(__name__)
 
 _REASONING_MODEL = re.compile(r"^(o\d+(-|$)|gpt-5(?!-chat))")
-_FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "stop",
-                                    "function_call": "stop", "content_filter": "abort", "abort": "abort",
-                                    "error": "error"}
 _RETRYABLE_STATUS = {408, 409, 429}
 _FATAL_STATUS = {401: "the endpoint refused the API key", 403: "the endpoint denied access",
                  404: "the endpoint does not know this model or path"}
@@ -87,8 +84,8 @@ class OpenAIEngine:
         self.server_token_ids: bool | None = config.server_token_ids
         self.server_kind: str | None = None  # "vllm" when the models preflight recognises one
         self.started = False
-        self.stats: dict[str, float] = {k: 0 for k in (
-            "requests", "failed_requests", "retries", "samples", "prompt_tokens", "completion_tokens",
+        self.stats: dict[str, float] = {k: 0 for k in (  # "http_requests" counts attempts, retries included
+            "http_requests", "failed_requests", "retries", "samples", "prompt_tokens", "completion_tokens",
             "reasoning_tokens", "cost_usd", "wait_seconds")}
         self._rng = random.Random(seed)
         self._rpm = AsyncTokenBucket(config.requests_per_minute, config.rate_limit_burst_s)
@@ -154,11 +151,15 @@ class OpenAIEngine:
         import openai
         client = openai.OpenAI(api_key=self._api_key(), base_url=self.config.base_url,
                                timeout=min(60.0, self.config.timeout_s), max_retries=2)
-        where = self.config.base_url or "the OpenAI API"
+        where, stage = self.config.base_url or "the OpenAI API", ""
         try:
             if "models" in self.config.preflight:
+                stage = "models"
                 self._preflight_models(client, where)
+            if self.server_token_ids is None:
+                self.server_token_ids = self.server_kind == "vllm"
             if "completion" in self.config.preflight:
+                stage = "completion"
                 response = client.chat.completions.create(
                     **self._params([{"role": "user", "content": "Say OK."}], n=1, max_tokens=1, seed=None,
                                    stop=(), temperature=1.0, top_p=1.0))
@@ -166,18 +167,25 @@ class OpenAIEngine:
                     raise EngineError(f"openai engine: {where} answered a test completion with no choices")
         except openai.APIStatusError as e:
             reason = _FATAL_STATUS.get(e.status_code, "the endpoint refused the preflight request")
+            hint = ("; an endpoint without GET /models can be checked with preflight: [completion]"
+                    if stage == "models" and e.status_code in (404, 405) else "")
             raise EngineError(self._redact(f"openai engine: {reason} (model {self.config.model!r} at {where}, "
-                                           f"HTTP {e.status_code}): {_short(e)}")) from None
+                                           f"HTTP {e.status_code}): {_short(e)}{hint}")) from None
         except openai.APIConnectionError as e:
             raise EngineError(self._redact(f"openai engine: cannot reach {where}: {type(e).__name__}: "
                                            f"{_short(e)}")) from None
         finally:
             client.close()
-        if self.server_token_ids is None:
-            self.server_token_ids = self.server_kind == "vllm"
-        if self.config.tokenizer and self._tokenizer is None:
-            self._tokenizer = _load_tokenizer(self.config.tokenizer)
+        self._load_tokenizer()
         self.started = True
+
+    def _load_tokenizer(self) -> None:
+        # Also after unpickling (tokenizers do not travel): the copy in a Ray actor loads its own.
+        if self.config.tokenizer and self._tokenizer is None:
+            try:
+                self._tokenizer = load_tokenizer(self.config.tokenizer)
+            except ValueError as e:
+                raise EngineError(f"openai engine: {e}") from None
 
     def _preflight_models(self, client: Any, where: str) -> None:
         models = list(client.models.list())
@@ -232,6 +240,8 @@ class OpenAIEngine:
         """Yield every sample of every request as soon as its HTTP request finishes."""
         if not self.started:
             await asyncio.to_thread(self.start)
+        if self.config.tokenizer and self._tokenizer is None:
+            await asyncio.to_thread(self._load_tokenizer)
         self._async_client()
         accepted = time.monotonic()
         done: asyncio.Queue = asyncio.Queue()
@@ -290,8 +300,10 @@ class OpenAIEngine:
                     failure = self._classify_status(e)
                 except openai.APIConnectionError as e:  # includes APITimeoutError
                     failure = _Attempt(f"{type(e).__name__}: {_short(e)}", retryable=True)
+                except ValueError as e:  # a 200 whose body is not JSON: a broken server or proxy
+                    failure = _Attempt(f"malformed response: {_short(e)}", retryable=True)
                 api_seconds = time.monotonic() - sent
-            self.stats["requests"] += 1
+            self.stats["http_requests"] += 1
             if failure is None:
                 break
             self._tpm.adjust(-estimate)  # a refused request used no tokens
@@ -308,9 +320,14 @@ class OpenAIEngine:
                 waited += delay
                 continue
             return self._failed(request, indices, failure, retries, accepted, waited)
+        try:
+            samples = self._samples(request, indices, response, retries, accepted, waited, api_seconds, estimate)
+        except MalformedResponse as e:
+            return self._failed(request, indices, _Attempt(f"malformed response: {e}", False), retries, accepted,
+                                waited)
         self._failure_streak = 0
         self.stats["wait_seconds"] += waited
-        return self._samples(request, indices, response, retries, accepted, waited, api_seconds, estimate)
+        return samples
 
     def _classify_status(self, e: Any) -> _Attempt:
         status = e.status_code
@@ -333,82 +350,29 @@ class OpenAIEngine:
         if self._failure_streak >= self.config.max_consecutive_failures:
             raise EngineError(f"openai engine: {self._failure_streak} requests in a row failed; last: {message}")
         log.warning("openai engine: request %s failed after %d retries: %s", request.request_id, retries, message)
-        seconds = time.monotonic() - accepted
-        usage = {"model": self.config.model, "error": message, "retries": retries, "cost_usd": 0.0,
-                 "prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0, "wait_seconds": waited}
-        return [Sample(request.request_id, request.problem_id, i, [], [], "", None, "error",
-                       request.policy_version, seconds, dict(usage)) for i in indices]
+        return error_samples(request, indices, message, time.monotonic() - accepted,
+                             {"model": self.config.model, "retries": retries, "wait_seconds": waited})
 
     # ------------------------------------------------------------------ responses
     def _samples(self, request: RolloutRequest, indices: list[int], response: Any, retries: int,
                  accepted: float, waited: float, api_seconds: float, estimate: int) -> list[Sample]:
-        usage = _request_usage(response)
+        result = response_samples(request, indices, response, model=self.config.model, prices=self.prices,
+                                  tokenizer=self._tokenizer, seconds=time.monotonic() - accepted,
+                                  extra_usage={"retries": retries, "wait_seconds": waited, "api_seconds": api_seconds})
+        usage = result.usage
         self._tpm.adjust(usage.prompt_tokens + usage.completion_tokens - estimate)
-        cost = self.prices.cost(self.config.model, usage)
-        # The prompt is billed once per request and shared evenly; completion cost follows each sample's tokens.
-        prompt_cost = self.prices.cost(self.config.model, dataclasses.replace(usage, completion_tokens=0)) or 0.0
-        if cost is None:
+        if result.cost is None:
             self._warn_once("price", f"no price for model {self.config.model!r}: cost_usd is None "
                                      "(add it under prices:)")
-        prompt_ids, prompt_source = self._prompt_ids(request, response)
-        choices = sorted(response.choices or [], key=lambda c: c.index)
-        seconds = time.monotonic() - accepted
-        rows = []
-        for choice in choices[:len(indices)]:
-            text = (choice.message.content if choice.message is not None else None) or ""
-            ids, id_source = self._completion_ids(choice, text)
-            rows.append((choice, text, ids, id_source, _choice_logprobs(choice)))
-        n = len(indices)
-        # Per-sample completion tokens are known only with token ids; otherwise the request's are split evenly.
-        measured = all(ids for _, _, ids, _, _ in rows) and len(rows) == n
-        counts = [len(r[2]) if measured else usage.completion_tokens / n for r in rows]
-        total = sum(counts) or 1.0
-        samples = []
-        for k, (choice, text, ids, id_source, logprobs) in enumerate(rows):
-            share = counts[k] / total if measured else 1.0 / n
-            if logprobs is not None and len(logprobs) != len(ids):
-                logprobs = None  # logprobs are only useful aligned with completion ids
-            raw_finish = choice.finish_reason
-            sample_cost = None if cost is None else prompt_cost / n + (cost - prompt_cost) * share
-            sample_usage = {
-                "model": getattr(response, "model", None) or self.config.model,
-                "prompt_tokens": usage.prompt_tokens, "cached_prompt_tokens": usage.cached_prompt_tokens,
-                "completion_tokens": counts[k], "reasoning_tokens": usage.reasoning_tokens * share,
-                "completion_tokens_measured": measured, "cost_usd": sample_cost, "request_cost_usd": cost,
-                "samples_in_request": n, "retries": retries, "wait_seconds": waited, "api_seconds": api_seconds,
-                "finish_reason_raw": raw_finish, "token_ids": id_source, "prompt_token_ids": prompt_source}
-            samples.append(Sample(request.request_id, request.problem_id, indices[k], list(prompt_ids), ids, text,
-                                  logprobs, _FINISH.get(raw_finish or "", "abort"), request.policy_version,
-                                  seconds, sample_usage))
-        for index in indices[len(rows):]:  # a server that returned fewer choices than asked
-            samples.append(Sample(request.request_id, request.problem_id, index, [], [], "", None, "error",
-                                  request.policy_version, seconds,
-                                  {"model": self.config.model, "error": f"the server returned {len(rows)} of "
-                                   f"{n} choices", "retries": retries, "cost_usd": 0.0}))
-        self.stats["samples"] += len(samples)
+        if result.token_ids == "none":
+            self._warn_once("ids", "no token ids: the server returns none and no tokenizer is configured "
+                                   "(prompt_ids and completion_ids stay empty; fine for sampling, not for training)")
+        self.stats["samples"] += len(result.samples)
         self.stats["prompt_tokens"] += usage.prompt_tokens
         self.stats["completion_tokens"] += usage.completion_tokens
         self.stats["reasoning_tokens"] += usage.reasoning_tokens
-        self.stats["cost_usd"] += cost or 0.0
-        return samples
-
-    def _prompt_ids(self, request: RolloutRequest, response: Any) -> tuple[list[int], str]:
-        ids = getattr(response, "prompt_token_ids", None)
-        if isinstance(ids, list) and ids:
-            return [int(i) for i in ids], "server"
-        if self._tokenizer is not None:
-            return _encode_chat(self._tokenizer, request.messages), "tokenizer"
-        self._warn_once("ids", "no token ids: the server returns none and no tokenizer is configured "
-                               "(prompt_ids and completion_ids stay empty; fine for sampling, not for training)")
-        return [], "none"
-
-    def _completion_ids(self, choice: Any, text: str) -> tuple[list[int], str]:
-        ids = getattr(choice, "token_ids", None)
-        if isinstance(ids, list) and ids:
-            return [int(i) for i in ids], "server"
-        if self._tokenizer is not None and text:
-            return list(self._tokenizer.encode(text, add_special_tokens=False)), "tokenizer"
-        return [], "none"
+        self.stats["cost_usd"] += result.cost or 0.0
+        return result.samples
 
     # ------------------------------------------------------------------ RolloutEngine
     def update_weights(self, update: WeightUpdate) -> float:
@@ -446,42 +410,3 @@ def _short(exc: BaseException, limit: int = 300) -> str:
 def _derive_seed(seed: int, request_id: str, first_index: int) -> int:
     digest = hashlib.sha256(f"{seed}/{request_id}/{first_index}".encode()).digest()
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
-
-
-def _request_usage(response: Any) -> RequestUsage:
-    u = getattr(response, "usage", None)
-    if u is None:
-        return RequestUsage()
-    details = getattr(u, "completion_tokens_details", None)
-    prompt_details = getattr(u, "prompt_tokens_details", None)
-    return RequestUsage(prompt_tokens=int(u.prompt_tokens or 0), completion_tokens=int(u.completion_tokens or 0),
-                        reasoning_tokens=int(getattr(details, "reasoning_tokens", None) or 0),
-                        cached_prompt_tokens=int(getattr(prompt_details, "cached_tokens", None) or 0))
-
-
-def _choice_logprobs(choice: Any) -> list[float] | None:
-    content = getattr(getattr(choice, "logprobs", None), "content", None)
-    if not content:
-        return None
-    return [float(t.logprob) for t in content]
-
-
-def _encode_chat(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
-    if hasattr(ids, "keys"):  # transformers 5 returns a BatchEncoding
-        ids = ids["input_ids"]
-    return [int(i) for i in ids]
-
-
-def _load_tokenizer(path: str) -> Any:
-    try:
-        from transformers import AutoTokenizer
-    except ImportError:
-        raise EngineError("openai engine: `tokenizer` is set but transformers is not installed") from None
-    try:
-        if path.endswith(".gguf"):
-            directory, name = os.path.split(path)
-            return AutoTokenizer.from_pretrained(directory or ".", gguf_file=name)
-        return AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError) as e:
-        raise EngineError(f"openai engine: cannot load tokenizer {path!r}: {_short(e)}") from None

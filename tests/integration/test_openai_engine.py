@@ -43,7 +43,10 @@ def request(rid="step0/p0", n=3, **sampling) -> RolloutRequest:
 
 def collect(engine, requests):
     async def run():
-        return [s async for s in engine.generate(requests)]
+        try:
+            return [s async for s in engine.generate(requests)]
+        finally:
+            await engine.aclose()  # the client's sockets belong to this event loop
     return asyncio.run(run())
 
 
@@ -67,7 +70,7 @@ def test_n_samples_in_one_request_with_usage_and_cost(server):
     assert sum(s.usage["completion_tokens"] for s in samples) == pytest.approx(completion_tokens)
     assert all(s.usage["token_ids"] == "none" and s.seconds > 0 for s in samples)
     m = engine.metrics()
-    assert m["rollout/api/requests"] == 1 and m["rollout/api/samples"] == 3
+    assert m["rollout/api/http_requests"] == 1 and m["rollout/api/samples"] == 3
     assert m["rollout/api/cost_usd"] == pytest.approx(expected)
 
 
@@ -135,10 +138,11 @@ def test_concurrency_bound(server):
 
 
 def test_requests_per_minute(server):
-    # 240/min with a quarter second of burst: one request at once, then one every 0.25 s.
-    collect(make(server, requests_per_minute=240, rate_limit_burst_s=0.25, use_n=False), [request(n=5)])
+    # 120/min with half a second of burst: one request at once, then one every 0.5 s. Measured from the
+    # second arrival: the first also pays for opening the connection.
+    collect(make(server, requests_per_minute=120, rate_limit_burst_s=0.5, use_n=False), [request(n=4)])
     times = sorted(r["t"] for r in server.requests)
-    assert len(times) == 5 and times[-1] - times[0] >= 4 * 0.25 * 0.95
+    assert len(times) == 4 and times[-1] - times[1] >= 2 * 0.5 * 0.8
 
 
 def test_tokens_per_minute(server):
@@ -209,6 +213,13 @@ def test_start_refuses_unknown_model_missing_key_and_unreachable_endpoint(server
     assert not server.requests  # the models check costs no completion
 
 
+def test_endpoint_without_models_list(server):
+    server.serve_models = False
+    with pytest.raises(EngineError, match=r"HTTP 404.*preflight: \[completion\]"):
+        make(server).start()
+    make(server, preflight=("completion",)).start()
+
+
 def test_completion_preflight_and_fatal_errors_during_generation(server, monkeypatch):
     engine = make(server, preflight=("models", "completion"))
     engine.start()
@@ -216,9 +227,7 @@ def test_completion_preflight_and_fatal_errors_during_generation(server, monkeyp
     server.faults = [Fault(429, code="insufficient_quota")]
     with pytest.raises(EngineError, match="quota is exhausted"):
         collect(engine, [request(n=1)])
-    monkeypatch.setenv(KEY_ENV, "sk-rotated-but-wrong-0000000000")
-    engine.shutdown()
-    engine._client = None
+    monkeypatch.setenv(KEY_ENV, "sk-rotated-but-wrong-0000000000")  # read again by the next client
     with pytest.raises(EngineError, match="refused the API key") as info:
         collect(engine, [request(n=1)])
     assert "rotated-but-wrong" not in str(info.value)
@@ -235,7 +244,6 @@ def test_pickled_engine_works_in_another_event_loop(server):
     samples = collect(copy, [request("second", n=2)])
     assert len(samples) == 2 and server.requests[-1]["auth"] == f"Bearer {KEY}"
     collect(engine, [request("third", n=1)])  # the original, in a new loop again
-    engine.shutdown()
 
 
 def test_update_weights_is_refused(server):
@@ -262,3 +270,39 @@ def test_engine_inside_a_ray_actor(server):
         assert sorted(s.index for s in samples) == [0, 1] and all(s.finish_reason == "stop" for s in samples)
     finally:
         ray.shutdown()
+
+
+def test_tokenizer_gives_ids_when_the_server_does_not(server):
+    try:
+        from rl.models import SMOLLM2, resolve_model
+        model_dir = resolve_model(SMOLLM2)
+        from transformers import AutoTokenizer
+    except Exception as e:  # noqa: BLE001 - any reason the real tokenizer is unavailable here
+        pytest.skip(f"SmolLM2's tokenizer is not available: {e}")
+    engine = make(server, tokenizer=str(model_dir))
+    req = request(n=2)
+    samples = collect(engine, [req])
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    prompt = tokenizer.apply_chat_template(req.messages, tokenize=True, add_generation_prompt=True)
+    prompt = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
+    for s in samples:
+        assert s.prompt_ids == list(prompt) and s.usage["prompt_token_ids"] == "tokenizer"
+        assert s.completion_ids == tokenizer.encode(s.text, add_special_tokens=False)
+        assert s.usage["token_ids"] == "tokenizer" and s.usage["completion_tokens"] == len(s.completion_ids)
+        assert s.logprobs is None  # the server's "tokens" (words) do not align with the tokenizer's ids
+    copy = pickle.loads(pickle.dumps(engine))  # the tokenizer does not travel: the copy loads its own
+    assert copy._tokenizer is None and collect(copy, [req])[0].prompt_ids == list(prompt)
+    with pytest.raises(EngineError, match="cannot load tokenizer"):
+        make(server, tokenizer="/nonexistent/tokenizer").start()
+
+
+def test_malformed_answers_become_error_samples(server):
+    server.faults = [Fault(raw_body="not json"), Fault(raw_body='{"id": "x", "choices": "nope"}'),
+                     Fault(raw_body='{"object": "chat.completion"}')]
+    engine = make(server, max_retries=1, max_concurrency=1, use_n=False)
+    samples = collect(engine, [request("bad", n=1), request("odd", n=1)])
+    # "not json" is retried (a flaky proxy); the two malformed answers end their requests.
+    assert [s.finish_reason for s in samples] == ["error", "error"] and len(server.requests) == 3
+    errors = sorted(s.usage["error"] for s in samples)
+    assert "not a chat completion" in errors[0] and "0 of 1 choices" in errors[1]
+    assert [s.finish_reason for s in collect(engine, [request("good", n=1)])] == ["stop"]

@@ -22,7 +22,7 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 
 @dataclasses.dataclass
@@ -31,6 +31,7 @@ class Fault:
     delay_s: float = 0.0  # stall before answering
     retry_after: str | None = None  # Retry-After header value
     code: str | None = None  # OpenAI error code, e.g. "insufficient_quota"
+    raw_body: str | None = None  # answer 200 with this body verbatim (a broken server or proxy)
 
 
 def token_id(word: str) -> int:
@@ -40,10 +41,11 @@ def token_id(word: str) -> int:
 class ChatServer:
     def __init__(self, *, api_key: str | None = "sk-test-0123456789abcdef", models: tuple[str, ...] = ("test-model",),
                  owned_by: str = "test", latency_s: float = 0.0, reasoning_tokens: int = 0, cached_tokens: int = 0,
-                 completion_words: int = 12, supports_token_ids: bool = False):
+                 completion_words: int = 12, supports_token_ids: bool = False, serve_models: bool = True):
         self.api_key, self.models, self.owned_by = api_key, models, owned_by
         self.latency_s, self.reasoning_tokens, self.cached_tokens = latency_s, reasoning_tokens, cached_tokens
         self.completion_words, self.supports_token_ids = completion_words, supports_token_ids
+        self.serve_models = serve_models  # False: GET /v1/models is 404, like some gateways
         self.faults: list[Fault] = []
         self.requests: list[dict[str, Any]] = []  # {"t", "body", "auth"}
         self.in_flight = 0
@@ -75,6 +77,8 @@ class ChatServer:
         async def models(request: Request):
             if (why := self._authorized(request)) is not None:
                 return self._error(401, why, "invalid_api_key")
+            if not self.serve_models:
+                return self._error(404, "Not Found")
             return {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": self.owned_by}
                                                for m in self.models]}
 
@@ -93,6 +97,8 @@ class ChatServer:
                     return self._error(401, why, "invalid_api_key")
                 if body.get("model") not in self.models:
                     return self._error(404, f"The model `{body.get('model')}` does not exist", "model_not_found")
+                if fault is not None and fault.raw_body is not None:
+                    return Response(fault.raw_body, media_type="application/json")
                 if fault is not None and fault.status is not None:
                     headers = {"retry-after": fault.retry_after} if fault.retry_after is not None else None
                     return self._error(fault.status, f"injected {fault.status}", fault.code, headers)

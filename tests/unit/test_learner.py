@@ -46,17 +46,24 @@ def reference_logprobs(model, ids, plen):
 
 
 def test_micro_batch_plan_respects_the_budget():
-    plan = plan_micro_batches([10, 3, 7, 8, 2, 30], token_budget=12)
-    assert sorted(i for b in plan for i in b) == list(range(6))
-    assert [5] in plan  # longer than the budget: alone
-    for b in plan:
-        assert len(b) == 1 or sum([10, 3, 7, 8, 2, 30][i] for i in b) <= 12
+    lengths = [10, 3, 7, 8, 2, 30]
+    packed = plan_micro_batches(lengths, token_budget=12, layout="packed")
+    padded = plan_micro_batches(lengths, token_budget=16, layout="padded")
+    for plan, cost in ((packed, lambda b: sum(lengths[i] for i in b)),
+                       (padded, lambda b: len(b) * max(lengths[i] for i in b))):
+        assert sorted(i for b in plan for i in b) == list(range(6))
+        assert [5] in plan  # longer than the budget: alone
+        assert all(len(b) == 1 or cost(b) <= (12 if plan is packed else 16) for b in plan)
+    # padded, longest first: 10 alone (2 x 10 > 16), 8 and 7 together (2 x 8 = 16), then 3 and 2
+    assert padded == [[5], [0], [2, 3], [1, 4]]
 
 
-def test_packed_chunked_logprobs_equal_the_plain_forward():
+@pytest.mark.parametrize("layout", ["packed", "padded"])
+def test_laid_out_chunked_logprobs_equal_the_plain_forward(layout):
     model = tiny_llama(vocab_size=VOCAB).eval()
     ids, plens = rows(4)
-    packed = pack_rows(ids, plens, [2, 0, 3], "cpu")
+    packed = pack_rows(ids, plens, [2, 0, 3], "cpu", layout)
+    assert (packed.attention_mask is not None) == (layout == "padded")  # unequal lengths: padded needs a mask
     with torch.no_grad():
         logp, entropy = completion_logprobs(model, packed, chunk_tokens=5)
     for local, row in enumerate([2, 0, 3]):
@@ -65,12 +72,13 @@ def test_packed_chunked_logprobs_equal_the_plain_forward():
     assert (entropy > 0).all() and (entropy <= torch.log(torch.tensor(float(VOCAB))) + 1e-4).all()
 
 
-def test_chunking_and_micro_batching_do_not_change_the_update():
+@pytest.mark.parametrize("layout", ["packed", "padded"])
+def test_chunking_and_micro_batching_do_not_change_the_update(layout):
     b = batch()
     # A large Adam eps makes the update proportional to the gradient (Adam's first step is otherwise
     # sign(g) * lr, which turns rounding noise in near-zero gradients into full-size differences).
-    small = make_policy(micro_batch_tokens=16, logprob_chunk_tokens=3, adam_eps=1.0)
-    large = make_policy(micro_batch_tokens=100_000, logprob_chunk_tokens=4096, adam_eps=1.0)
+    small = make_policy(micro_batch_tokens=16, logprob_chunk_tokens=3, adam_eps=1.0, layout=layout)
+    large = make_policy(micro_batch_tokens=100_000, logprob_chunk_tokens=4096, adam_eps=1.0, layout=layout)
     m_small, m_large = small.train_step(b), large.train_step(b)
     assert m_small["grad_norm"] == pytest.approx(m_large["grad_norm"], rel=1e-4)
     for (name, p), q in zip(small.trainable_state().items(), large.trainable_state().values()):
@@ -199,6 +207,21 @@ def test_merged_export_is_base_plus_scaled_BA(tmp_path):
     expected_lp = torch.tensor(policy.logprobs(b.input_ids[:1], b.prompt_lengths[:1])[0])
     assert torch.allclose(reference_logprobs(loaded, b.input_ids[0], 5), expected_lp, atol=1e-5)
     assert loaded.config.use_cache is True
+
+
+def test_tied_embeddings_are_exported_once(tmp_path):
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    cfg = PolicyConfig(device="cpu", lora=LoraSettings(r=4, alpha=8), optimizer=OptimizerSettings(lr=5e-2))
+    policy = Policy(cfg, AlgorithmConfig(), model=tiny_llama(vocab_size=VOCAB, tie_word_embeddings=True))
+    b = batch()
+    policy.train_step(b)
+    policy.export_weights("merged", str(tmp_path / "tied"))
+    assert "lm_head.weight" not in load_file(tmp_path / "tied" / "model.safetensors")
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "tied").eval()
+    expected = torch.tensor(policy.logprobs(b.input_ids[:1], b.prompt_lengths[:1])[0])
+    assert torch.allclose(reference_logprobs(loaded, b.input_ids[0], 5), expected, atol=1e-5)
 
 
 def test_lora_export_loads_with_peft(tmp_path):
