@@ -122,7 +122,7 @@ class Trainer:
 
             batch = build_train_batch(kept, self.cfg.algorithm, self.policy_version)
             t = time.perf_counter()
-            out = await asyncio.to_thread(self.c.learner.train_step, batch)
+            out = await self._learner("train_step", batch)
             seconds["train"] = time.perf_counter() - t
             row.update(learner_metrics(out))
             row["perf/learner_tokens_per_s"] = sum(map(len, batch.input_ids)) / seconds["train"]
@@ -222,10 +222,19 @@ class Trainer:
         return (bool(every) and step % every == 0) or (step == self.cfg.loop.steps and self.cfg.validation.at_end)
 
     # ------------------------------------------------------------------------------- weights and state
+    async def _learner(self, method: str, *args: Any) -> Any:
+        """A learner call off the event loop; a failed learner stops the run with the reason (its state since
+        the last checkpoint is gone, so there is nothing to retry)."""
+        try:
+            return await asyncio.to_thread(getattr(self.c.learner, method), *args)
+        except Exception as e:
+            raise RunError(f"the learner failed in {method} at step {self.step + 1}: {type(e).__name__}: "
+                           f"{str(e)[:500]}; resume from the last checkpoint: {self._latest_checkpoint()}") from e
+
     async def sync_weights(self) -> float:
         """Export the learner's weights and make the engine serve them; returns the engine's seconds."""
         path = self._sync_root / f"v{self.step:06d}-{len(self._exports)}"
-        update = await asyncio.to_thread(self.c.learner.export_weights, self.cfg.loop.sync, str(path))
+        update = await self._learner("export_weights", self.cfg.loop.sync, str(path))
         seconds = await _maybe_await(self.engine.update_weights(update))
         self.policy_version = update.version
         self._exports.append(path)
