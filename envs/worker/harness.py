@@ -38,6 +38,7 @@ from envs.compare import ReferenceNotFinite, as_output_list, compare_outputs, fo
 from envs.timing import host_tail_ms, time_cuda
 from envs.verdict import TimingStats
 from envs.worker.lifeline import bind_to_owner
+from envs.worker.profiling import profile_candidate
 from envs.worker.progress import ProgressBoard
 from envs.worker.protocol import read_frame, write_frame
 
@@ -444,6 +445,10 @@ class Evaluation:
             if self.req.get("solution") is not None:
                 self.report_reference()
             result["baselines"] = self.time_baselines()
+            if self.req.get("mode") == "profile":  # the profile tool: a report, no verdict (profiling.py)
+                self.load_candidate()
+                result["profile"] = profile_candidate(self, LAUNCHES, self.req.get("profile_calls", 10))
+                return result
             if self.req.get("solution") is not None:
                 self.load_candidate()
                 self.check_correctness()
