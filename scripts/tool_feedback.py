@@ -35,7 +35,7 @@ def main() -> int:
             broken = reference.replace("tl.store(", "tl.store(1 + ", 1) if "tl.store(" in reference else reference
             for label, tool, code in (("reference", "kernel_evaluator", reference),
                                       ("reference", "profile", reference),
-                                      ("broken (store pointer shifted)", "kernel_evaluator", broken)):
+                                      ("broken (first store shifted by one element)", "kernel_evaluator", broken)):
                 context = ToolContext(problem, evaluator=backend, profiler=backend, evaluations_left=10)
                 started = time.perf_counter()
                 result = asyncio.run(TOOLS[tool].run({"code": code}, context))

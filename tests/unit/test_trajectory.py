@@ -234,3 +234,21 @@ def test_solutions_found_in_trajectories_go_to_the_store(tmp_path):
     (record,) = store.records()
     assert record.problem_id == "L0_02_relu" and record.solution == CODE and "trajectory step1/p0#0" in record.provenance
     assert store.records(exclude_splits=("train",)) == []
+
+
+def test_trajectories_become_the_loops_groups_with_loss_masks():
+    from rl.rollout.trajectory_scoring import trajectory_groups
+
+    script = {0: tool_call("kernel_search", query="relu"), 1: tool_call("submit", code=CODE)}
+    trajectories, _, _ = run(lambda tid, turn: script[turn], TrajectoryConfig(), n=2)
+    request = RolloutRequest("step1/p0", "L0_02_relu", [], SamplingConfig(n=2))
+    (group,) = trajectory_groups([request], trajectories, "concat")
+    assert [s.sample.index for s in group.samples] == [0, 1] and group.rewards == [R, R]
+    for scored, t in zip(group.samples, trajectories):
+        s = scored.sample
+        mask = s.usage["loss_mask"]
+        assert s.prompt_ids == t.turns[0].prompt_ids and len(mask) == len(s.completion_ids) == len(s.logprobs)
+        assert sum(mask) == t.completion_tokens and mask[0] == 1 and 0 in mask  # the observation is masked
+        assert all(p == 0.0 for p, m in zip(s.logprobs, mask) if not m)
+    (per_turn,) = trajectory_groups([request], trajectories, "per_turn")
+    assert len(per_turn.samples) == 4 and all(all(s.sample.usage["loss_mask"]) for s in per_turn.samples)
