@@ -238,8 +238,13 @@ class TrajectoryRunner:
         to_score = {final_answer}
         if self.config.reward_mode != "final":
             to_score |= set(proposed)
-        verdicts = dict(zip(to_score, await asyncio.gather(
-            *(self.pool.evaluate_async(s.problem, a, priority=s.context.priority) for a in to_score))))
+        # An answer kernel_evaluator already judged keeps that verdict (the same checks; the verdict cache
+        # would return it anyway): only new answers are evaluated.
+        judged = {c.arguments["code"]: c.verdict for t in s.turns for c in t.tool_calls if c.verdict is not None}
+        fresh = [a for a in to_score if a not in judged]
+        verdicts = {a: judged[a] for a in to_score if a in judged}
+        verdicts.update(zip(fresh, await asyncio.gather(
+            *(self.pool.evaluate_async(s.problem, a, priority=s.context.priority) for a in fresh))))
         tokens = sum(len(t.completion_ids) for t in s.turns)
         rewards = {a: shaped_reward(v, a, tokens, self.config.max_total_tokens, self.reward)[0]
                    for a, v in verdicts.items()}

@@ -143,7 +143,7 @@ def test_a_scripted_multi_turn_trajectory_with_search_docs_evaluation_and_submit
     # the system prompt offered the tools; observations came back as tool messages the next turn saw
     assert "<tools>" in engine.requests[0].messages[0]["content"]
     assert [m["role"] for m in engine.requests[1].messages][-3:] == ["assistant", "tool", "tool"]
-    assert [a.startswith("import triton") for a in pool.calls] == [True, True, True]  # 2 tool calls + the final
+    assert pool.calls == ["import triton\nclass ModelNew: wrong", CODE]  # the submitted CODE keeps its tool verdict
     # one training row: loss only on the four completions, each inside the last prompt where it was generated
     (row,) = t.training_rows("concat")
     assert t.prefix_consistent() and len(row.input_ids) == len(row.loss_mask) == len(row.logprobs)
