@@ -43,6 +43,7 @@ def profile_candidate(evaluation: Any, launches: guard.LaunchRecorder, calls: in
             for _ in range(calls):
                 evaluation._run_candidate(lambda: evaluation.candidate(*inputs), "ModelNew.forward (profiled)")
         expected = evaluation._reference(inputs)
+        flops = guard.count_flops(lambda: evaluation.model(*inputs))
     kernels = []
     total_us = 0.0
     for event in prof.key_averages():
@@ -53,7 +54,6 @@ def profile_candidate(evaluation: Any, launches: guard.LaunchRecorder, calls: in
         kernels.append({"name": event.key, "calls_per_forward": event.count / calls, "us_per_forward": t / calls,
                         "own": any(event.key.startswith(n) for n in own_names)})
     kernels.sort(key=lambda k: -k["us_per_forward"])
-    flops = guard.count_flops(lambda: evaluation.model(*inputs))
     moved = guard.tensor_bytes(inputs) + guard.tensor_bytes(as_output_list(expected))
     device_name = torch.cuda.get_device_name()
     bandwidth, throughput = guard.peak_rates(device_name)
