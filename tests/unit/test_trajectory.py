@@ -252,3 +252,9 @@ def test_trajectories_become_the_loops_groups_with_loss_masks():
         assert all(p == 0.0 for p, m in zip(s.logprobs, mask) if not m)
     (per_turn,) = trajectory_groups([request], trajectories, "per_turn")
     assert len(per_turn.samples) == 4 and all(all(s.sample.usage["loss_mask"]) for s in per_turn.samples)
+
+
+def test_a_policy_that_keeps_calling_tools_stops_at_max_turns():
+    (t,), engine, _ = run(lambda tid, turn: tool_call("kernel_search", query="relu"), TrajectoryConfig(max_turns=2))
+    assert t.stop_reason == "max_turns" and len(t.turns) == 2 and len(engine.requests) == 2
+    assert t.final_answer == t.turns[-1].text and not t.final_verdict.correct  # no code anywhere: judged and failed
