@@ -36,7 +36,8 @@ class EngineConfig:
     num_engines: int = 1  # engine actors; requests are spread over them
     num_cpus: float = 1.0  # per engine actor (Ray sets its torch threads from it)
     num_gpus: float | None = None  # per engine actor; None: tensor_parallel_size on cuda, 0 on cpu
-    max_lora_rank: int = 16  # vllm with LoRA sync: adapter slots are preallocated at this rank
+    max_lora_rank: int = 64  # vllm with LoRA sync: adapter slots are preallocated at this rank (>= the adapter r;
+    # vLLM accepts 8, 16, 32, 64, 128, 256, ...)
     seed: int = 0  # engine seed; per-request seeds come from SamplingConfig.seed
 
     def __post_init__(self) -> None:
