@@ -230,6 +230,7 @@ def main() -> None:
                     proc.wait()
             lines = [ln for ln in stdout.splitlines() if ln.startswith("BENCH_RESULT ")]
             if proc.returncode or not lines:
+                print("\n".join(stdout.splitlines()[-40:]), file=sys.stderr)  # vLLM logs the root cause to stdout
                 raise SystemExit(f"mode {mode} failed (exit {proc.returncode})")
             results[mode] = json.loads(lines[-1].removeprefix("BENCH_RESULT "))
             print(f"{mode}: {json.dumps(results[mode])}", file=sys.stderr, flush=True)
