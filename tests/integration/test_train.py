@@ -75,10 +75,10 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
 
 @pytest.mark.parametrize("overrides, message", [
     (["policy.model=/no/such/model"], "policy.model"),
-    (["data.levels=[9]"], "no usable problems"),
+    (["data.levels=[9]", "data.validation_ids=null"], "no usable problems"),
     (["+loop.stepz=3"], "unknown loop settings"),
     (["resume=/no/such/run"], "resume=/no/such/run: no such file"),
-    (["+experiment=gpt5_triton"], "OPENAI_API_KEY"),
+    (["policy=gpt5"], "OPENAI_API_KEY"),
 ])
 def test_bad_configs_exit_2_before_anything_starts(tmp_path, overrides, message):
     result = train(tmp_path, *overrides, timeout=120)
