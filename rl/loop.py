@@ -228,7 +228,7 @@ class Trainer:
         try:
             return await asyncio.to_thread(getattr(self.c.learner, method), *args)
         except Exception as e:
-            raise RunError(f"the learner failed in {method} at step {self.step + 1}: {type(e).__name__}: "
+            raise RunError(f"the learner failed in {method} after step {self.step}: {type(e).__name__}: "
                            f"{str(e)[:500]}; resume from the last checkpoint: {self._latest_checkpoint()}") from e
 
     async def sync_weights(self) -> float:
@@ -260,7 +260,7 @@ class Trainer:
     def resume(self, path: str) -> None:
         directory, state = find_checkpoint(path)
         if state.config_fingerprint and state.config_fingerprint != self._fingerprint():
-            log.warning("resuming %s with different data/rollout/algorithm settings than it was written with", directory)
+            log.warning("resuming %s with other data/rollout/algorithm settings than it was written with", directory)
         self.sampler.load_state_dict(state.sampler)
         self.rng.setstate(_decode_rng(state.rng))
         self.step, self.policy_version = state.step, state.policy_version
