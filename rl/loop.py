@@ -144,7 +144,11 @@ class Trainer:
         if self.c.learner is not None and self.cfg.loop.checkpoint_every and step % self.cfg.loop.checkpoint_every == 0:
             self.checkpoint()
         if self._validates_at(step):
-            row.update(await self.validate())
+            try:
+                row.update(await self.validate())
+            except BaseException:
+                self.log_row(step, row)  # a failed validation must not lose the step's training numbers
+                raise
         self.log_row(step, row)
         log.info("step %d/%d reward %.3f correct %.2f (%.0f s)", step, self.cfg.loop.steps,
                  row.get("train/reward_mean", math.nan), row.get("train/correct_rate", math.nan), seconds["step"])
