@@ -77,8 +77,7 @@ class Trainer:
         self.engine_restarts = 0
         self.history: list[dict[str, Any]] = []  # the rows logged by this process (for the summary)
         self._exports: list[Path] = []
-        self._sync_root = Path(config.loop.sync_dir) if config.loop.sync_dir else (
-            Path(tempfile.mkdtemp(prefix="kernelrl-weights-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)))
+        self._sync_root: Path | None = None  # made on the first export; removed by close()
 
     # ------------------------------------------------------------------------------------------ the run
     async def run(self) -> dict[str, Any]:
@@ -97,8 +96,7 @@ class Trainer:
                 self.checkpoint()
                 self.export_final()
         finally:
-            self._shutdown_engine()
-            shutil.rmtree(self._sync_root, ignore_errors=True)
+            self.close()
         summary = self.summary(time.perf_counter() - started)
         self.logger.summary(summary)
         return summary
@@ -237,6 +235,9 @@ class Trainer:
 
     async def sync_weights(self) -> float:
         """Export the learner's weights and make the engine serve them; returns the engine's seconds."""
+        if self._sync_root is None:
+            self._sync_root = Path(self.cfg.loop.sync_dir) if self.cfg.loop.sync_dir else Path(tempfile.mkdtemp(
+                prefix="kernelrl-weights-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
         path = self._sync_root / f"v{self.step:06d}-{len(self._exports)}"
         update = await self._learner("export_weights", self.cfg.loop.sync, str(path))
         seconds = await _maybe_await(self.engine.update_weights(update))
@@ -284,6 +285,13 @@ class Trainer:
             shutil.rmtree(path)
         update = self.c.learner.export_weights(self.cfg.loop.export_final, str(path))
         log.info("final policy (%s, version %d): %s", update.kind, update.version, path)
+
+    def close(self) -> None:
+        """Stop the engine and delete the weight exports (a configured loop.sync_dir keeps its last export)."""
+        self._shutdown_engine()
+        if self._sync_root is not None and not self.cfg.loop.sync_dir:
+            shutil.rmtree(self._sync_root, ignore_errors=True)
+        self._sync_root = None
 
     def _shutdown_engine(self) -> None:
         if self.engine is not None:

@@ -135,7 +135,7 @@ def test_a_dead_rollout_actor_is_replaced_or_the_run_stops_with_the_reason(tmp_p
     try:
         asyncio.run(steps())
     finally:
-        trainer._shutdown_engine()
+        trainer.close()
         close_components(trainer.c)
         logger.close()
     assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1, 2]
