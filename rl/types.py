@@ -133,8 +133,10 @@ class Learner(Protocol):
     def export_weights(self, kind: Literal["lora", "merged"], path: str) -> WeightUpdate:
         ...
 
-    def save_checkpoint(self, path: str) -> None:
+    def save_checkpoint(self, path: str, extra: dict[str, Any] | None = None) -> None:
+        """Atomically save everything needed to resume, plus the caller's JSON-serializable `extra`."""
         ...
 
-    def load_checkpoint(self, path: str) -> None:
+    def load_checkpoint(self, path: str) -> dict[str, Any]:
+        """Restore a checkpoint; returns the `extra` it was saved with (e.g. the loop's data position)."""
         ...

@@ -1,0 +1,131 @@
+"""The learner as a Ray actor (rl.types.Learner): one process owning the Policy, on a GPU when there is one.
+
+    learner = LearnerActor.create(policy_cfg, algorithm_cfg)   # configs or Hydra mappings -> RemoteLearner
+    metrics = learner.train_step(batch)                         # rl.types.Learner, synchronous
+    update = learner.export_weights("merged", "/dev/shm/kernelrl/policy")
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Sequence
+
+from rl.learner.config import AlgorithmConfig, PolicyConfig
+from rl.types import TrainBatch, WeightUpdate
+
+
+class LearnerActor:
+    """Thin wrapper: every call goes to rl.learner.policy.Policy in the actor's process."""
+
+    def __init__(self, algorithm: AlgorithmConfig | dict, policy: PolicyConfig | dict):
+        from rl.learner.policy import Policy  # torch/transformers load in the actor, not the driver
+
+        if not isinstance(algorithm, AlgorithmConfig):
+            algorithm = AlgorithmConfig.from_mapping(algorithm)
+        if not isinstance(policy, PolicyConfig):
+            policy = PolicyConfig.from_mapping(policy)
+        self.policy = Policy(policy, algorithm)
+
+    def train_step(self, batch: TrainBatch) -> dict[str, float]:
+        return self.policy.train_step(batch)
+
+    def sft_step(self, input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> dict[str, float]:
+        return self.policy.sft_step(input_ids, prompt_lengths)
+
+    def logprobs(self, input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> list[list[float]]:
+        return self.policy.logprobs(input_ids, prompt_lengths)
+
+    def export_weights(self, kind: Literal["lora", "merged"], path: str) -> WeightUpdate:
+        return self.policy.export_weights(kind, path)
+
+    def save_checkpoint(self, path: str, extra: dict[str, Any] | None = None) -> None:
+        self.policy.save_checkpoint(path, extra)
+
+    def load_checkpoint(self, path: str) -> dict[str, Any]:
+        return self.policy.load_checkpoint(path)
+
+    def version(self) -> int:
+        return self.policy.version
+
+    def device(self) -> str:
+        return str(self.policy.device)
+
+
+def learner_resources(policy: PolicyConfig) -> dict[str, float]:
+    """Ray resources: policy.actor.num_gpus, or 1 GPU when the cluster has one and the device allows it."""
+    import ray
+
+    num_gpus = policy.actor.num_gpus
+    if num_gpus is None:
+        has_gpu = ray.cluster_resources().get("GPU", 0) >= 1
+        num_gpus = 1.0 if has_gpu and policy.device in ("auto", "cuda") else 0.0
+    if policy.device == "cuda" and num_gpus == 0:
+        raise ValueError("policy.device=cuda but the learner actor gets no GPU (policy.actor.num_gpus=0 "
+                         "or no GPU in the Ray cluster)")
+    return {"num_cpus": policy.actor.num_cpus, "num_gpus": num_gpus}
+
+
+class RemoteLearner:
+    """The driver's side of a learner actor: the rl.types.Learner methods, synchronous (each waits for
+    its result), so the loop drives a local Policy and a remote one the same way."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def _call(self, method: str, *args):
+        import ray
+
+        return ray.get(getattr(self.handle, method).remote(*args))
+
+    def train_step(self, batch: TrainBatch) -> dict[str, float]:
+        return self._call("train_step", batch)
+
+    def sft_step(self, input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> dict[str, float]:
+        return self._call("sft_step", input_ids, prompt_lengths)
+
+    def logprobs(self, input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> list[list[float]]:
+        return self._call("logprobs", input_ids, prompt_lengths)
+
+    def export_weights(self, kind: Literal["lora", "merged"], path: str) -> WeightUpdate:
+        return self._call("export_weights", kind, path)
+
+    def save_checkpoint(self, path: str, extra: dict[str, Any] | None = None) -> None:
+        self._call("save_checkpoint", path, extra)
+
+    def load_checkpoint(self, path: str) -> dict[str, Any]:
+        return self._call("load_checkpoint", path)
+
+    @property
+    def version(self) -> int:
+        return self._call("version")
+
+    @property
+    def device(self) -> str:
+        return self._call("device")
+
+    def shutdown(self) -> None:
+        import ray
+
+        ray.kill(self.handle)
+
+
+def _create(policy: PolicyConfig | dict, algorithm: AlgorithmConfig | dict, **ray_options) -> RemoteLearner:
+    """Start the learner actor (ray must be initialised) and wait until its model is loaded, so that a
+    bad model path fails here with the reason. `ray_options` go to .options() (name, scheduling)."""
+    import ray
+
+    if not isinstance(algorithm, AlgorithmConfig):
+        algorithm = AlgorithmConfig.from_mapping(algorithm)
+    if not isinstance(policy, PolicyConfig):
+        policy = PolicyConfig.from_mapping(policy)
+    options = {**learner_resources(policy), **ray_options}
+    handle = ray.remote(LearnerActor).options(**options).remote(algorithm, policy)
+    learner = RemoteLearner(handle)
+    try:
+        learner.version  # noqa: B018  (the first call returns once __init__ finished)
+    except ray.exceptions.RayActorError as e:
+        raise RuntimeError(f"the learner actor failed to start: {e}") from None
+    return learner
+
+
+# LearnerActor.create(policy, algorithm, **ray_options) -> RemoteLearner: the one way to start it.
+LearnerActor.create = staticmethod(_create)

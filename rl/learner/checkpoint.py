@@ -1,0 +1,135 @@
+"""Atomic learner checkpoints: trainable weights, optimizer, scheduler, counters, RNG, and an opaque `extra`.
+
+Layout: `path` is a symbolic link to a sibling directory `.<name>.<id>` that holds
+
+    trainable.safetensors   the trainable parameters (the LoRA adapter, or all weights), by parameter name
+    trainer_state.pt        optimizer and scheduler state dicts, torch (and CUDA) RNG states
+    meta.json               format, version, optimizer steps, Python RNG state, extra (written last)
+
+A save writes a new directory, fsyncs every file and the directory, then swaps the link with
+os.replace (atomic on POSIX) and only then deletes the previous directory. A crash at any point
+leaves `path` pointing at a complete checkpoint: the old one or the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from rl.learner.policy import Policy
+
+FORMAT = 1
+_FILES = ("trainable.safetensors", "trainer_state.pt", "meta.json")
+
+
+def save(policy: Policy, path: str, extra: dict[str, Any]) -> None:
+    from safetensors.torch import save_file
+
+    path = os.path.abspath(path)
+    if os.path.lexists(path) and not os.path.islink(path):
+        raise ValueError(f"checkpoint path {path} exists and is not a checkpoint link; choose another path")
+    try:
+        meta_extra = json.loads(json.dumps(extra))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"checkpoint extra must be JSON-serializable: {e}") from None
+    parent, name = os.path.split(path)
+    os.makedirs(parent, exist_ok=True)
+    target = f".{name}.{uuid.uuid4().hex[:12]}"
+    tmp_dir = os.path.join(parent, target)
+    os.mkdir(tmp_dir)
+    try:
+        weights = {k: v.detach().to("cpu").contiguous() for k, v in policy.trainable_state().items()}
+        save_file(weights, os.path.join(tmp_dir, "trainable.safetensors"))
+        state = {"optimizer": policy.optimizer.state_dict(), "scheduler": policy.scheduler.state_dict(),
+                 "torch_rng": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            state["cuda_rng"] = torch.cuda.get_rng_state_all()
+        torch.save(state, os.path.join(tmp_dir, "trainer_state.pt"))
+        meta = {"format": FORMAT, "version": policy.version, "optimizer_steps": policy.optimizer_steps,
+                "python_rng": _encode_python_rng(random.getstate()), "extra": meta_extra,
+                "finetune": policy.config.finetune, "model": policy.config.model}
+        with open(os.path.join(tmp_dir, "meta.json"), "w") as f:
+            json.dump(meta, f)
+        for file in _FILES:
+            _fsync(os.path.join(tmp_dir, file))
+        _fsync_dir(tmp_dir)
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+    previous = os.readlink(path) if os.path.islink(path) else None
+    link = os.path.join(parent, f".{name}.link-{uuid.uuid4().hex[:12]}")
+    os.symlink(target, link)  # relative: the checkpoint directory can be moved as a whole
+    os.replace(link, path)
+    _fsync_dir(parent)
+    if previous and os.path.basename(previous).startswith(f".{name}."):
+        shutil.rmtree(os.path.join(parent, previous), ignore_errors=True)
+
+
+def load(policy: Policy, path: str) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    directory = os.path.realpath(path)
+    meta_path = os.path.join(directory, "meta.json")
+    if not os.path.isfile(meta_path):
+        raise FileNotFoundError(f"{path} is not a learner checkpoint (no meta.json)")
+    with open(meta_path) as f:
+        meta = json.load(f)
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{path}: checkpoint format {meta.get('format')} (this code reads {FORMAT})")
+    if meta.get("finetune") != policy.config.finetune:
+        raise ValueError(f"{path} holds a {meta.get('finetune')} checkpoint; the policy is {policy.config.finetune}")
+    weights = load_file(os.path.join(directory, "trainable.safetensors"))
+    params = policy.trainable_state()
+    if set(weights) != set(params):
+        missing, unexpected = sorted(set(params) - set(weights)), sorted(set(weights) - set(params))
+        raise ValueError(f"{path} does not fit this policy: missing {missing[:3]}, unexpected {unexpected[:3]} "
+                         "(another model or LoRA target set?)")
+    for name, p in params.items():
+        if weights[name].shape != p.shape:
+            raise ValueError(f"{path}: {name} has shape {tuple(weights[name].shape)}, the policy {tuple(p.shape)}")
+    state = torch.load(os.path.join(directory, "trainer_state.pt"), map_location="cpu", weights_only=True)
+    with torch.no_grad():
+        for name, p in params.items():
+            p.copy_(weights[name])
+    policy.optimizer.load_state_dict(state["optimizer"])
+    policy.scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["torch_rng"])
+    if "cuda_rng" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    random.setstate(_decode_python_rng(meta["python_rng"]))
+    policy.version = int(meta["version"])
+    policy.optimizer_steps = int(meta["optimizer_steps"])
+    return meta["extra"]
+
+
+def _encode_python_rng(state: tuple) -> list:
+    version, internal, gauss = state
+    return [version, list(internal), gauss]
+
+
+def _decode_python_rng(state: list) -> tuple:
+    version, internal, gauss = state
+    return (version, tuple(internal), gauss)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

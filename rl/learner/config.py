@@ -1,0 +1,196 @@
+"""Typed settings of the learner: the algorithm (advantages + loss) and the policy (model, LoRA, optimizer).
+
+Both are built from Hydra mappings (`conf/algorithm/*.yaml`, `conf/policy/*.yaml`) with `from_mapping`,
+which refuses unknown keys. `AlgorithmConfig.from_mapping` starts from the preset its `name` selects
+(`ALGORITHM_PRESETS`), so a YAML only has to say what differs from the published recipe; every option,
+its formula and its source is in docs/algorithms.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from envs.settings import reject_unknown
+
+AdvantageKind = Literal["grpo", "dr_grpo", "rloo"]
+LossAggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+KLEstimator = Literal["k1", "k3"]
+
+_ADVANTAGES = ("grpo", "dr_grpo", "rloo")
+_AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
+_ESTIMATORS = ("k1", "k3")
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmConfig:
+    name: str = "grpo"  # a label for logs; from_mapping also takes the preset defaults from it
+    advantage: AdvantageKind = "grpo"
+    std_eps: float = 1e-6  # grpo: (r - mean) / (std + std_eps)
+    clip_eps_low: float = 0.2  # ratio clipped to [1 - clip_eps_low, 1 + clip_eps_high]
+    clip_eps_high: float = 0.2  # DAPO's clip-higher: 0.28
+    loss_aggregation: LossAggregation = "seq_mean_token_mean"
+    # seq_mean_token_sum_norm (Dr. GRPO) divides each sequence's token sum by this constant;
+    # None: the rollout's max_tokens, which the loop fills in (Dr. GRPO's "generation budget").
+    loss_max_tokens: int | None = None
+    kl_coef: float = 0.0  # 0: no reference forward pass at all
+    kl_estimator: KLEstimator = "k3"
+    entropy_coef: float = 0.0  # bonus: loss -= entropy_coef * entropy
+    tis_cap: float | None = 2.0  # truncated importance sampling cap C; None: off (rollout logprobs ignored)
+    temperature: float = 1.0  # logits / temperature before log-softmax: must equal the rollout's
+    ppo_epochs: int = 1  # passes over each batch
+    mini_batches: int = 1  # optimizer steps per pass (the batch split into this many shuffled parts)
+    dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal; the loop refills the batch
+
+    def __post_init__(self) -> None:
+        if self.advantage not in _ADVANTAGES:
+            raise ValueError(f"advantage must be one of {_ADVANTAGES}, not {self.advantage!r}")
+        if self.loss_aggregation not in _AGGREGATIONS:
+            raise ValueError(f"loss_aggregation must be one of {_AGGREGATIONS}, not {self.loss_aggregation!r}")
+        if self.kl_estimator not in _ESTIMATORS:
+            raise ValueError(f"kl_estimator must be one of {_ESTIMATORS}, not {self.kl_estimator!r}")
+        if not (0 <= self.clip_eps_low < 1) or self.clip_eps_high < 0:
+            raise ValueError("clip_eps_low must be in [0, 1) and clip_eps_high >= 0")
+        if self.tis_cap is not None and self.tis_cap <= 0:
+            raise ValueError("tis_cap must be > 0 (or null to turn truncated importance sampling off)")
+        if self.temperature <= 0:
+            raise ValueError("temperature must be > 0")
+        if self.ppo_epochs < 1 or self.mini_batches < 1:
+            raise ValueError("ppo_epochs and mini_batches must be >= 1")
+        if self.loss_max_tokens is not None and self.loss_max_tokens < 1:
+            raise ValueError("loss_max_tokens must be >= 1")
+        if self.kl_coef < 0:
+            raise ValueError("kl_coef must be >= 0")
+
+    @property
+    def updates_per_batch(self) -> int:
+        return self.ppo_epochs * self.mini_batches
+
+    @classmethod
+    def from_mapping(cls, m: dict[str, Any]) -> AlgorithmConfig:
+        m = dict(m)
+        reject_unknown(cls, m, "algorithm")
+        name = m.get("name", "grpo")
+        if name not in ALGORITHM_PRESETS:
+            raise ValueError(f"unknown algorithm {name!r}; known: {sorted(ALGORITHM_PRESETS)}")
+        return dataclasses.replace(ALGORITHM_PRESETS[name], **m)
+
+
+# The published recipes (sources in docs/algorithms.md). Values not listed keep the defaults above.
+ALGORITHM_PRESETS: dict[str, AlgorithmConfig] = {
+    "grpo": AlgorithmConfig(name="grpo", advantage="grpo", loss_aggregation="seq_mean_token_mean"),
+    "dr_grpo": AlgorithmConfig(name="dr_grpo", advantage="dr_grpo", loss_aggregation="seq_mean_token_sum_norm"),
+    "dapo": AlgorithmConfig(name="dapo", advantage="grpo", loss_aggregation="token_mean",
+                            clip_eps_low=0.2, clip_eps_high=0.28, dynamic_sampling=True),
+    "rloo": AlgorithmConfig(name="rloo", advantage="rloo", loss_aggregation="seq_mean_token_mean"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class LoraSettings:
+    r: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+    def __post_init__(self) -> None:
+        if self.r < 1 or self.alpha <= 0 or not (0 <= self.dropout < 1):
+            raise ValueError("lora needs r >= 1, alpha > 0 and dropout in [0, 1)")
+        if not self.target_modules:
+            raise ValueError("lora.target_modules must name at least one module")
+
+    @classmethod
+    def from_mapping(cls, m: dict[str, Any]) -> LoraSettings:
+        m = dict(m)
+        reject_unknown(cls, m, "lora")
+        if "target_modules" in m:
+            m["target_modules"] = tuple(m["target_modules"])
+        return cls(**m)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSettings:
+    lr: float = 1e-5
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    max_grad_norm: float | None = 1.0  # None: no clipping (the norm is still measured and logged)
+    schedule: Literal["constant", "cosine"] = "constant"
+    warmup_steps: int = 0  # linear warm-up from 0 (both schedules)
+    total_steps: int | None = None  # cosine: the step at which lr reaches min_lr_ratio * lr (required)
+    min_lr_ratio: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0 or self.warmup_steps < 0:
+            raise ValueError("optimizer.lr must be > 0 and warmup_steps >= 0")
+        if self.schedule not in ("constant", "cosine"):
+            raise ValueError(f"optimizer.schedule must be constant or cosine, not {self.schedule!r}")
+        if self.schedule == "cosine" and (self.total_steps is None or self.total_steps <= self.warmup_steps):
+            raise ValueError("optimizer.schedule=cosine needs total_steps > warmup_steps")
+        if self.max_grad_norm is not None and self.max_grad_norm <= 0:
+            raise ValueError("optimizer.max_grad_norm must be > 0 or null")
+
+    @classmethod
+    def from_mapping(cls, m: dict[str, Any]) -> OptimizerSettings:
+        m = dict(m)
+        reject_unknown(cls, m, "optimizer")
+        if "betas" in m:
+            m["betas"] = tuple(m["betas"])
+        return cls(**m)
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorSettings:
+    """Ray resources of the learner actor."""
+
+    num_cpus: float = 1.0  # Ray also sets OMP_NUM_THREADS (torch's CPU threads) from it
+    num_gpus: float | None = None  # None: 1 when CUDA is available, else 0
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyConfig:
+    model: str = ""  # a local HF model directory (rl.models resolves names like SmolLM2's GGUF to one)
+    finetune: Literal["lora", "full"] = "lora"
+    lora: LoraSettings = LoraSettings()
+    optimizer: OptimizerSettings = OptimizerSettings()
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    gradient_checkpointing: bool = False
+    micro_batch_tokens: int = 8192  # token budget of one packed forward/backward (sequences are never split)
+    logprob_chunk_tokens: int = 1024  # lm_head + log-softmax over this many positions at a time
+    attn_implementation: str = "sdpa"  # flash_attention_2 / flex_attention make packing free (varlen)
+    layout: Literal["auto", "packed", "padded"] = "auto"  # micro-batch layout; auto: packed iff varlen attention
+    seed: int = 0
+    actor: ActorSettings = ActorSettings()
+
+    def __post_init__(self) -> None:
+        if self.finetune not in ("lora", "full"):
+            raise ValueError(f"policy.finetune must be lora or full, not {self.finetune!r}")
+        if self.dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"policy.dtype must be float32 or bfloat16, not {self.dtype!r}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"policy.device must be auto, cpu or cuda, not {self.device!r}")
+        if self.layout not in ("auto", "packed", "padded"):
+            raise ValueError(f"policy.layout must be auto, packed or padded, not {self.layout!r}")
+        if self.micro_batch_tokens < 1 or self.logprob_chunk_tokens < 1:
+            raise ValueError("micro_batch_tokens and logprob_chunk_tokens must be >= 1")
+
+    @classmethod
+    def from_mapping(cls, m: dict[str, Any]) -> PolicyConfig:
+        m = dict(m)
+        reject_unknown(cls, m, "policy")
+        nested = {
+            "lora": LoraSettings.from_mapping,
+            "optimizer": OptimizerSettings.from_mapping,
+            "actor": _actor_from_mapping,
+        }
+        for key, build in nested.items():
+            if key in m:
+                m[key] = build(m[key] or {})
+        return cls(**m)
+
+
+def _actor_from_mapping(m: dict[str, Any]) -> ActorSettings:
+    m = dict(m)
+    reject_unknown(ActorSettings, m, "policy.actor")
+    return ActorSettings(**m)

@@ -1,0 +1,152 @@
+"""Token logprobs of completions: micro-batches by token budget, packed or padded, chunked lm_head.
+
+Two layouts of a micro-batch, both exact (no sequence sees another):
+- packed: the rows are concatenated into one row with position ids restarting at 0 per sequence;
+  transformers (>= 4.53) turns that into varlen attention for flash-attention / flex-attention. No
+  token is padding. With sdpa or eager attention the same input becomes a dense block-diagonal mask
+  over the whole pack, whose cost grows with the square of the pack's length, so there:
+- padded: rows of similar length (the planner sorts by length) right-padded to the longest in the
+  micro-batch; the budget counts the padding, and a micro-batch whose rows are all as long as each
+  other gets no mask at all (plain causal attention, the fastest sdpa path).
+`layout_for(attn_implementation)` picks packed for varlen-capable attention, padded otherwise.
+
+Chunking: only the hidden states of positions that predict a completion token go through lm_head, a
+chunk of `chunk_tokens` positions at a time, and under activation checkpointing, so the float32
+[tokens, vocab] logits exist for one chunk at a time in the forward and again in the backward, never
+for the whole batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal, Sequence
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+Layout = Literal["packed", "padded"]
+_VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3", "flex_attention")
+
+
+def layout_for(attn_implementation: str) -> Layout:
+    return "packed" if attn_implementation in _VARLEN_ATTENTION else "padded"
+
+
+def plan_micro_batches(lengths: Sequence[int], token_budget: int, layout: Layout = "packed") -> list[list[int]]:
+    """Group row indices so each group fits the token budget (first-fit decreasing).
+
+    packed: a group costs the sum of its lengths; padded: its row count times its longest row. A row
+    longer than the budget gets a micro-batch of its own (a sequence is never split). The plan depends
+    only on the lengths, so it is deterministic.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    bins: list[list[int]] = []
+    used: list[int] = []
+    for i in order:
+        for b in range(len(bins)):
+            # padded: rows arrive longest first, so a bin's first row is its longest
+            cost = used[b] + lengths[i] if layout == "packed" else lengths[bins[b][0]] * (len(bins[b]) + 1)
+            if cost <= token_budget:
+                bins[b].append(i)
+                used[b] = cost
+                break
+        else:
+            bins.append([i])
+            used.append(lengths[i])
+    return [sorted(b) for b in bins]
+
+
+@dataclasses.dataclass
+class PackedRows:
+    """Some rows of a batch laid out for one forward pass, with N completion targets."""
+
+    rows: list[int]  # which batch rows, in layout order
+    input_ids: torch.Tensor  # [B, L] (each row without its last token: it predicts nothing)
+    position_ids: torch.Tensor  # [B, L]
+    attention_mask: torch.Tensor | None  # [B, L] for padded rows of unequal length, else None
+    target_positions: torch.Tensor  # [N] flat positions (b * L + t) whose output predicts a target
+    target_ids: torch.Tensor  # [N] the completion tokens
+    seq_index: torch.Tensor  # [N] local index (0..len(rows)-1) of each target's row
+    seq_lengths: torch.Tensor  # [len(rows)] completion tokens per row
+
+
+def pack_rows(input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int], rows: Sequence[int],
+              device: torch.device | str, layout: Layout = "packed") -> PackedRows:
+    fed = [list(input_ids[r][:-1]) for r in rows]
+    width = max(map(len, fed)) if layout == "padded" else sum(map(len, fed))
+    ids, positions, mask, target_pos, targets, seq_index, seq_lengths = [], [], [], [], [], [], []
+    offset = 0
+    for local, row in enumerate(rows):
+        seq, p = input_ids[row], prompt_lengths[row]
+        n = len(seq) - p
+        # Position t predicts token t+1: completion tokens seq[p:] are predicted by positions p-1 .. len-2.
+        target_pos.extend(range(offset + p - 1, offset + len(seq) - 1))
+        targets.extend(seq[p:])
+        seq_index.extend([local] * n)
+        seq_lengths.append(n)
+        pad = width - len(fed[local]) if layout == "padded" else 0
+        ids.extend(fed[local] + [0] * pad)  # any valid id: padded positions are masked and never targets
+        positions.extend(list(range(len(fed[local]))) + [0] * pad)
+        mask.extend([1] * len(fed[local]) + [0] * pad)
+        offset += len(fed[local]) + pad
+    as_long = lambda v: torch.tensor(v, dtype=torch.long, device=device)  # noqa: E731
+    shape = (len(rows), width) if layout == "padded" else (1, width)
+    attention_mask = as_long(mask).view(shape) if 0 in mask else None
+    return PackedRows(rows=list(rows), input_ids=as_long(ids).view(shape), position_ids=as_long(positions).view(shape),
+                      attention_mask=attention_mask, target_positions=as_long(target_pos), target_ids=as_long(targets),
+                      seq_index=as_long(seq_index), seq_lengths=as_long(seq_lengths))
+
+
+def _chunk_logprobs(hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor,
+                    bias: torch.Tensor | None, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = torch.nn.functional.linear(hidden, weight, bias).float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    lse = torch.logsumexp(logits, dim=-1)
+    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+    # H = lse - sum_v p_v * logit_v  (the entropy of softmax(logits))
+    entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+    return logp, entropy
+
+
+def completion_logprobs(causal_lm: torch.nn.Module, packed: PackedRows, *, temperature: float = 1.0,
+                        chunk_tokens: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logprob, entropy) of every completion target of `packed`, float32, [N] each.
+
+    `causal_lm` is a transformers *ForCausalLM (the peft-wrapped one's base model works too: adapters
+    live inside its layers). Grad flows when grad is enabled.
+    """
+    decoder = causal_lm.get_decoder()
+    head = causal_lm.get_output_embeddings()
+    hidden = decoder(input_ids=packed.input_ids, position_ids=packed.position_ids,
+                     attention_mask=packed.attention_mask, use_cache=False).last_hidden_state
+    hidden = hidden.reshape(-1, hidden.shape[-1])[packed.target_positions]
+    weight, bias = _head_parameters(head)
+    logps, entropies = [], []
+    for start in range(0, hidden.shape[0], chunk_tokens):
+        h = hidden[start:start + chunk_tokens]
+        t = packed.target_ids[start:start + chunk_tokens]
+        if torch.is_grad_enabled():
+            # Keep only h for the backward; the chunk's logits are recomputed there.
+            lp, ent = checkpoint(_chunk_logprobs, h, t, weight, bias, temperature, use_reentrant=False)
+        else:
+            lp, ent = _chunk_logprobs(h, t, weight, bias, temperature)
+        logps.append(lp)
+        entropies.append(ent)
+    return torch.cat(logps), torch.cat(entropies)
+
+
+def _head_parameters(head: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    if isinstance(head, torch.nn.Linear):
+        return head.weight, head.bias
+    raise TypeError(f"lm_head must be a torch.nn.Linear to be chunked, not {type(head).__name__} "
+                    "(a LoRA on lm_head is not supported: leave it out of lora.target_modules)")
+
+
+def check_supported(config) -> None:
+    """Refuse architectures whose logits are not plain lm_head(hidden) (we compute them ourselves)."""
+    for attr in ("final_logit_softcapping", "logit_scale", "logits_scaling"):
+        value = getattr(config, attr, None)
+        if value not in (None, 1, 1.0, 0):
+            raise ValueError(f"model config has {attr}={value}: its logits are not lm_head(hidden), "
+                             "which the chunked logprobs assume")

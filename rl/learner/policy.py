@@ -1,0 +1,274 @@
+"""The trainable policy: a transformers causal LM with a peft LoRA adapter (or all weights trainable),
+its frozen reference, AdamW with an lr schedule, and the policy-gradient / SFT update steps.
+
+The reference of a LoRA policy is the same base with the adapter disabled (`disable_adapter()`): no
+second copy of the weights. A fully fine-tuned policy keeps a frozen copy, made only when kl_coef > 0.
+`Policy` implements rl.types.Learner; rl.learner.actor puts it in a Ray actor.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+import time
+from typing import Any, Callable, Literal, Sequence
+
+import torch
+
+from rl.learner import checkpoint as ckpt
+from rl.learner.config import AlgorithmConfig, PolicyConfig
+from rl.learner.export import export_weights
+from rl.learner.logprobs import (PackedRows, check_supported, completion_logprobs, layout_for, pack_rows,
+                                plan_micro_batches)
+from rl.learner.losses import LossInputs, Normalizer, Stats, policy_loss
+from rl.learner.optim import build_optimizer
+from rl.types import TrainBatch, WeightUpdate
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("policy.device=cuda but no CUDA device is visible")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def load_causal_lm(config: PolicyConfig, device: torch.device):
+    """The base model from a local HF directory, checked before anything heavy happens."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = config.model
+    if not path or not os.path.isfile(os.path.join(path, "config.json")):
+        raise FileNotFoundError(f"policy.model={path!r} is not a model directory (no config.json there)")
+    check_supported(AutoConfig.from_pretrained(path))
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=_DTYPES[config.dtype],
+                                                 attn_implementation=config.attn_implementation)
+    return model.to(device)
+
+
+class Policy:
+    def __init__(self, policy: PolicyConfig, algorithm: AlgorithmConfig, model: torch.nn.Module | None = None):
+        """`model` (optional) replaces loading policy.model: a transformers causal LM, e.g. a random-init one."""
+        if algorithm.loss_aggregation == "seq_mean_token_sum_norm" and algorithm.loss_max_tokens is None:
+            raise ValueError("loss_aggregation=seq_mean_token_sum_norm divides by a constant length: "
+                             "set algorithm.loss_max_tokens (normally the rollout's max_tokens)")
+        self.config = policy
+        self.algorithm = algorithm
+        self.device = resolve_device(policy.device)
+        self.layout = layout_for(policy.attn_implementation) if policy.layout == "auto" else policy.layout
+        seed_everything(policy.seed)
+        base = model.to(device=self.device, dtype=_DTYPES[policy.dtype]) if model is not None \
+            else load_causal_lm(policy, self.device)
+        check_supported(base.config)
+        base.config.use_cache = False
+        if policy.gradient_checkpointing:
+            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.reference: torch.nn.Module | None = None
+        if policy.finetune == "lora":
+            from peft import LoraConfig, get_peft_model
+
+            lora = policy.lora
+            peft_config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                     target_modules=list(lora.target_modules), bias="none", task_type="CAUSAL_LM")
+            # autocast_adapter_dtype keeps the adapter in float32 over a bf16 base (AdamW on bf16 loses updates).
+            self.model = get_peft_model(base, peft_config, autocast_adapter_dtype=True)
+        else:
+            self.model = base
+            if algorithm.kl_coef > 0:
+                self.reference = copy.deepcopy(base).eval().requires_grad_(False)
+        self.source_dir = policy.model or None  # tokenizer files for merged exports come from here
+        self.optimizer, self.scheduler = build_optimizer(
+            (p for p in self.model.parameters() if p.requires_grad), policy.optimizer, self.device)
+        self.version = 0  # train steps taken (the weights version the next export carries)
+        self.optimizer_steps = 0
+
+    # ----------------------------------------------------------------------------------------- logprobs
+    @property
+    def causal_lm(self) -> torch.nn.Module:
+        """The transformers *ForCausalLM (inside the peft wrapper when LoRA is on)."""
+        return self.model.get_base_model() if self.config.finetune == "lora" else self.model
+
+    def _forward(self, packed: PackedRows, reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        kwargs = dict(temperature=self.algorithm.temperature, chunk_tokens=self.config.logprob_chunk_tokens)
+        if not reference:
+            return completion_logprobs(self.causal_lm, packed, **kwargs)
+        if self.reference is not None:
+            return completion_logprobs(self.reference, packed, **kwargs)
+        with self.model.disable_adapter():
+            return completion_logprobs(self.causal_lm, packed, **kwargs)
+
+    @torch.no_grad()
+    def _score_rows(self, input_ids, prompt_lengths, reference: bool = False) -> list[torch.Tensor]:
+        """Per row: float32 logprobs of its completion tokens (eval mode, no grad)."""
+        self.model.eval()
+        out: list[torch.Tensor | None] = [None] * len(input_ids)
+        for rows in plan_micro_batches([len(s) for s in input_ids], self.config.micro_batch_tokens, self.layout):
+            packed = pack_rows(input_ids, prompt_lengths, rows, self.device, self.layout)
+            logp, _ = self._forward(packed, reference)
+            for local, row in enumerate(rows):
+                out[row] = logp[packed.seq_index == local]
+        return out  # type: ignore[return-value]
+
+    def logprobs(self, input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> list[list[float]]:
+        """The trainer's logprobs of each row's completion tokens (to compare with an engine's)."""
+        _check_rows(input_ids, prompt_lengths)
+        return [t.tolist() for t in self._score_rows(input_ids, prompt_lengths)]
+
+    # ---------------------------------------------------------------------------------------- updates
+    def _optimizer_step(self, rows: Sequence[int], input_ids, prompt_lengths,
+                        micro_loss: Callable[[PackedRows, torch.Tensor, torch.Tensor, Normalizer], tuple[torch.Tensor, Stats]],
+                        stats: Stats) -> None:
+        """Accumulate gradients over the micro-batches of `rows`, clip, step; metrics into `stats`."""
+        self.model.train()
+        norm = Normalizer(tokens=sum(len(input_ids[r]) - prompt_lengths[r] for r in rows), seqs=len(rows),
+                          max_tokens=self.algorithm.loss_max_tokens)
+        lengths = [len(input_ids[r]) for r in rows]
+        for local_rows in plan_micro_batches(lengths, self.config.micro_batch_tokens, self.layout):
+            packed = pack_rows(input_ids, prompt_lengths, [rows[i] for i in local_rows], self.device, self.layout)
+            logp, entropy = self._forward(packed)
+            loss, micro_stats = micro_loss(packed, logp, entropy, norm)
+            loss.backward()
+            stats.merge(micro_stats)
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        max_norm = self.config.optimizer.max_grad_norm
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm is not None else float("inf")))
+        stats.add_mean("grad_norm", grad_norm, 1)
+        stats.add_mean("lr", self.optimizer.param_groups[0]["lr"], 1)
+        if torch.isfinite(torch.tensor(grad_norm)):
+            self.optimizer.step()
+        else:
+            stats.add_total("skipped_steps", 1)  # a non-finite gradient would poison AdamW's moments
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self.optimizer_steps += 1
+
+    def train_step(self, batch: TrainBatch) -> dict[str, float]:
+        """ppo_epochs x mini_batches optimizer steps on the batch; returns the step's metrics."""
+        start = time.perf_counter()
+        _check_batch(batch)
+        cfg = self.algorithm
+        ids, plens = batch.input_ids, batch.prompt_lengths
+        # The old policy's logprobs need a pass of their own only when the weights change within the batch;
+        # with one update they are the current logprobs, detached.
+        old = self._score_rows(ids, plens) if cfg.updates_per_batch > 1 else None
+        ref = self._score_rows(ids, plens, reference=True) if cfg.kl_coef > 0 else None
+        rollout = [None if lp is None else torch.tensor(lp, dtype=torch.float32, device=self.device)
+                   for lp in batch.rollout_logprobs]
+        use_rollout = any(r is not None for r in rollout)
+
+        def micro_loss(packed: PackedRows, logp, entropy, norm):
+            def per_token(values: list[torch.Tensor] | None) -> torch.Tensor | None:
+                return None if values is None else torch.cat([values[r] for r in packed.rows])
+            n_rows = [int(n) for n in packed.seq_lengths]
+            adv = torch.cat([torch.full((n,), batch.advantages[r], dtype=torch.float32, device=self.device)
+                             for r, n in zip(packed.rows, n_rows)])
+            rollout_logp = None
+            if use_rollout:
+                rollout_logp = torch.cat([rollout[r] if rollout[r] is not None
+                                          else torch.full((n,), float("nan"), device=self.device)
+                                          for r, n in zip(packed.rows, n_rows)])
+            x = LossInputs(logp=logp, old_logp=per_token(old) if old is not None else logp.detach(),
+                           advantages=adv, seq_index=packed.seq_index, seq_lengths=packed.seq_lengths,
+                           ref_logp=per_token(ref), entropy=entropy if cfg.entropy_coef > 0 else entropy.detach(),
+                           rollout_logp=rollout_logp)
+            return policy_loss(x, cfg, norm)
+
+        stats = Stats()
+        rows = list(range(len(ids)))
+        for epoch in range(cfg.ppo_epochs):
+            order = rows
+            if cfg.mini_batches > 1:
+                # A generator of its own, seeded by (seed, version, epoch): reproducible and resumable
+                # without touching the global RNG.
+                g = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.version * 101 + epoch)
+                order = torch.randperm(len(rows), generator=g).tolist()
+            for part in _split(order, cfg.mini_batches):
+                self._optimizer_step(part, ids, plens, micro_loss, stats)
+        self.version += 1
+        metrics = _step_metrics(stats, ids, plens, start)
+        metrics["optimizer_steps"] = float(cfg.updates_per_batch)
+        return metrics
+
+    def sft_step(self, input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> dict[str, float]:
+        """One optimizer step of cross-entropy on the completion tokens (token mean over the batch)."""
+        start = time.perf_counter()
+        _check_rows(input_ids, prompt_lengths)
+
+        def micro_loss(packed: PackedRows, logp, entropy, norm):
+            loss = -logp.sum() / norm.tokens
+            s = Stats()
+            s.add_total("loss", loss.detach())
+            s.add_mean("entropy", entropy.detach().sum(), logp.numel())
+            return loss, s
+
+        stats = Stats()
+        self._optimizer_step(list(range(len(input_ids))), input_ids, prompt_lengths, micro_loss, stats)
+        self.version += 1
+        return _step_metrics(stats, input_ids, prompt_lengths, start)
+
+    # ------------------------------------------------------------------------------ export, checkpoints
+    def export_weights(self, kind: Literal["lora", "merged"], path: str) -> WeightUpdate:
+        start = time.perf_counter()
+        export_weights(self.model, kind, path, lora=self.config.finetune == "lora", source_dir=self.source_dir)
+        return WeightUpdate(version=self.version, kind=kind, path=path, seconds=time.perf_counter() - start)
+
+    def save_checkpoint(self, path: str, extra: dict[str, Any] | None = None) -> None:
+        ckpt.save(self, path, extra or {})
+
+    def load_checkpoint(self, path: str) -> dict[str, Any]:
+        """Restores weights, optimizer, scheduler, counters and RNG; returns the `extra` saved with them."""
+        return ckpt.load(self, path)
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        return {name: p for name, p in self.model.named_parameters() if p.requires_grad}
+
+
+def _split(order: list[int], parts: int) -> list[list[int]]:
+    if parts > len(order):
+        raise ValueError(f"mini_batches={parts} but the batch has only {len(order)} rows")
+    size, rest = divmod(len(order), parts)
+    out, start = [], 0
+    for i in range(parts):
+        end = start + size + (1 if i < rest else 0)
+        out.append(order[start:end])
+        start = end
+    return out
+
+
+def _step_metrics(stats: Stats, input_ids, prompt_lengths, start: float) -> dict[str, float]:
+    metrics = stats.result()
+    seconds = time.perf_counter() - start
+    tokens = sum(len(s) for s in input_ids)
+    metrics["tokens"] = float(tokens)
+    metrics["completion_tokens"] = float(sum(len(s) - p for s, p in zip(input_ids, prompt_lengths)))
+    metrics["seconds"] = seconds
+    metrics["tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
+    return metrics
+
+
+def _check_rows(input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> None:
+    if not input_ids or len(input_ids) != len(prompt_lengths):
+        raise ValueError(f"{len(input_ids)} rows but {len(prompt_lengths)} prompt lengths (need >= 1 row)")
+    for i, (seq, p) in enumerate(zip(input_ids, prompt_lengths)):
+        if p < 1 or len(seq) <= p:
+            raise ValueError(f"row {i}: prompt length {p} of {len(seq)} tokens (need >= 1 prompt and "
+                             ">= 1 completion token)")
+
+
+def _check_batch(batch: TrainBatch) -> None:
+    _check_rows(batch.input_ids, batch.prompt_lengths)
+    n = len(batch.input_ids)
+    if len(batch.advantages) != n or len(batch.rollout_logprobs) != n:
+        raise ValueError(f"batch of {n} rows has {len(batch.advantages)} advantages and "
+                         f"{len(batch.rollout_logprobs)} rollout logprob lists")
+    for i, (seq, p, lp) in enumerate(zip(batch.input_ids, batch.prompt_lengths, batch.rollout_logprobs)):
+        if lp is not None and len(lp) != len(seq) - p:
+            raise ValueError(f"row {i}: {len(lp)} rollout logprobs for {len(seq) - p} completion tokens")
