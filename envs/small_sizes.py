@@ -221,7 +221,8 @@ def _shape(call: ast.Call, env: dict[str, Any]) -> list[int] | None:
 
 def _outcome(error: str) -> str:
     low = error.lower()
-    return "slow" if ("timeout" in low or "timed out" in low or "memory" in low or "killed" in low) else "error"
+    slow = ("timeout", "timed out", "time limit", "memory", "killed")
+    return "slow" if any(w in low for w in slow) else "error"
 
 
 def derive_small_sizes(problem: Problem, pool: Any, search: SizeSearch = SizeSearch()) -> DerivedSizes:
@@ -301,6 +302,7 @@ def apply_small_sizes(problems: list[Problem], search: SizeSearch = SizeSearch()
 
         pool = WorkerPool(settings)
         try:
+            pool.worker_pids(wait=True)  # started: the first check's time must not include the worker's start
             def one(p: Problem) -> tuple[Problem, DerivedSizes | str]:
                 try:
                     return p, derive_small_sizes(p, pool, search)
