@@ -195,7 +195,11 @@ def write_outputs(report: dict[str, Any], cfg: dict[str, Any], out_dir: Path) ->
     path = Path(cfg["output"]) if cfg.get("output") else out_dir / "benchmark.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=1, default=str))
-    plots = write_plots(report, path.parent)
+    try:
+        plots = write_plots(report, path.parent)
+    except ImportError as e:  # a GPU image without matplotlib still gets the JSON and the markdown
+        log.warning("no plots (%s); pip install matplotlib", e)
+        plots = []
     write_markdown(report, path.with_suffix(".md"), plots)
     wandb_cfg = cfg.get("wandb") or {}
     if wandb_cfg.get("mode", "offline") != "disabled":
