@@ -4,6 +4,7 @@
   python scripts/benchmark.py policy=files policy.dir=DIR problems=PATH eval.device=cpu output=FILE.json
   python scripts/benchmark.py policy=smollm2_135m levels=[0] samples=4 attempts=3
   python scripts/benchmark.py compare A.json B.json ... [--out table.md]
+  python scripts/benchmark.py render FILE.json        # benchmark.md and plots again from a benchmark.json
 
 Writes benchmark.json, benchmark.md and PNG plots (beside `output`, else in Hydra's output directory) and an
 offline W&B run (wandb.mode=disabled: none). Exit 2 on a bad configuration, 1 when correct@1 is below
@@ -41,6 +42,24 @@ def compare_main(argv: list[str]) -> int:
     return 0
 
 
+def render_main(argv: list[str]) -> int:
+    """benchmark.md and the plots again from a benchmark.json (e.g. one written where matplotlib was missing)."""
+    from rl.bench.report import load_report, write_markdown, write_plots
+
+    parser = argparse.ArgumentParser(prog="benchmark.py render", description="report and plots of a benchmark.json")
+    parser.add_argument("report", help="a benchmark.json; benchmark.md and the PNGs are written beside it")
+    args = parser.parse_args(argv)
+    try:
+        report = load_report(args.report)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    path = Path(args.report)
+    write_markdown(report, path.with_suffix(".md"), write_plots(report, path.parent))
+    print(path.with_suffix(".md"))
+    return 0
+
+
 def hydra_main() -> None:
     import hydra
     from omegaconf import DictConfig, OmegaConf
@@ -75,6 +94,6 @@ def hydra_main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "compare":
-        sys.exit(compare_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] in ("compare", "render"):
+        sys.exit((compare_main if sys.argv[1] == "compare" else render_main)(sys.argv[2:]))
     hydra_main()

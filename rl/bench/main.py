@@ -149,7 +149,7 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
             samples = max(engine.samples_for(p.id) for p in problems) if isinstance(engine, FilesEngine) else 1
         s = cfg["sampling"]
         run = RunSettings(samples=samples, attempts=cfg["attempts"], refine_correct=cfg.get("refine_correct", False),
-                          feedback_chars=cfg.get("feedback_chars", 2000),
+                          feedback_chars=cfg.get("feedback_chars", 2000), history=cfg.get("history", "last"),
                           sampling=SamplingConfig(n=samples, temperature=s["temperature"], top_p=s["top_p"],
                                                   max_tokens=s["max_tokens"], seed=s.get("seed"),
                                                   stop=tuple(s.get("stop") or ())))
@@ -180,7 +180,7 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
         engine.shutdown()
     run_info = {"policy": policy_name, "problem_set": str(cfg["problems"]), "levels": cfg.get("levels"),
                 "ids": cfg.get("ids"), "device": device_name, "size": size, "samples": samples,
-                "attempts": cfg["attempts"], "refine_correct": run.refine_correct,
+                "attempts": cfg["attempts"], "refine_correct": run.refine_correct, "history": run.history,
                 "sampling": dataclasses.asdict(run.sampling), "eval": cfg["eval"], "backend": cfg["backend"],
                 "wall_seconds": time.perf_counter() - started, "generate_seconds": stats.generate_seconds,
                 "evaluate_seconds": stats.evaluate_seconds, "rounds": stats.rounds, "skipped": skipped,

@@ -32,11 +32,14 @@ class RunSettings:
     attempts: int = 1  # refinement budget per sample: 1 = single attempt
     refine_correct: bool = False  # keep refining correct answers (for speed) instead of stopping
     feedback_chars: int = 2000  # evaluator error text shown to the policy, at most
+    history: str = "last"  # last: the first prompt + the latest answer and its verdict (bounded length); all
     sampling: SamplingConfig = SamplingConfig(n=1, temperature=0.0, max_tokens=1024)
 
     def __post_init__(self) -> None:
         if self.samples < 1 or self.attempts < 1:
             raise ValueError("benchmark samples and attempts must be >= 1")
+        if self.history not in ("last", "all"):
+            raise ValueError(f"refinement history must be last or all, not {self.history!r}")
 
 
 @dataclasses.dataclass
@@ -110,7 +113,7 @@ async def run_benchmark(problems: Iterable[Problem], engine: Any, first_messages
         for sample, verdict in zip(samples, verdicts):
             records[sample.problem_id].append(_record(sample, attempt, verdict))
             key = (sample.problem_id, sample.index)
-            if attempt == 0:
+            if attempt == 0 or settings.history == "last":
                 history[key] = list(first[sample.problem_id])
             history[key] = [*history[key], {"role": "assistant", "content": sample.text},
                             {"role": "user", "content": feedback_message(verdict, settings.feedback_chars)}]

@@ -140,3 +140,48 @@ def test_refinement_rounds_through_a_real_model(tmp_path):
 def test_bad_configurations_exit_2(tmp_path, overrides, message):
     result = bench(tmp_path, *overrides, "wandb.mode=disabled", timeout=300)
     assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+
+
+class ScriptedPolicy:
+    """A policy whose answers are fixed per attempt (a deterministic stand-in for a model that learns from the
+    feedback); it records the requests it saw."""
+
+    def __init__(self, answers: list[str]):
+        self.answers, self.requests = answers, []
+
+    async def generate(self, requests):
+        from rl.types import Sample
+
+        for r in requests:
+            self.requests.append(r)
+            attempt = int(r.request_id.rsplit("/a", 1)[1])
+            for i in range(r.sampling.n):
+                yield Sample(r.request_id, r.problem_id, i, [1] * len(r.messages), [2] * 5, self.answers[attempt],
+                             None, "stop", 0)
+
+
+@pytest.mark.parametrize("history", ["last", "all"])
+def test_refinement_feeds_the_verdict_back_and_stops_when_correct(history):
+    import asyncio
+
+    from envs import EvalSettings, Evaluator, resolve_problem
+    from rl.bench.metrics import summarize
+    from rl.bench.runner import RunSettings, run_benchmark
+
+    relu, sigmoid = (SOLUTIONS / "L0_02_relu.py").read_text(), (SOLUTIONS / "L0_04_sigmoid.py").read_text()
+    problem = resolve_problem("L0_02_relu")
+    policy = ScriptedPolicy(["no code here", sigmoid, relu, relu])
+    first = [{"role": "system", "content": "rules"}, {"role": "user", "content": "the problem"}]
+    with Evaluator(EvalSettings(device="cpu")) as ev:
+        results, stats = asyncio.run(run_benchmark([problem], policy, lambda p: list(first), ev.evaluate_many,
+                                                   RunSettings(samples=1, attempts=4, history=history)))
+    statuses = [a.verdict.status.value for a in results[0].attempts]
+    assert statuses == ["compile_error", "incorrect", "correct"]  # the chain closes at the correct answer
+    assert stats.rounds == 3
+    s = summarize(results)
+    assert s["correct_at_1"] == 0.0 and s["correct_within_attempts"] == 1.0
+    second, third = policy.requests[1].messages, policy.requests[2].messages
+    assert second[:2] == first and second[2] == {"role": "assistant", "content": "no code here"}
+    assert "compile_error" in second[3]["content"] and second[3]["role"] == "user"
+    assert "incorrect" in third[-1]["content"] and third[-2]["content"] == sigmoid
+    assert len(third) == (4 if history == "last" else 6)  # last: only the latest answer and its verdict
