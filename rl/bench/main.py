@@ -13,7 +13,7 @@ from typing import Any
 
 from envs.problems import Problem, ProblemError, load_problem_set
 from envs.settings import EvalSettings
-from rl.bench.policies import FilesEngine, FilesPolicyError
+from rl.bench.policies import FilesEngine
 from rl.bench.report import build_report, write_markdown, write_plots
 from rl.bench.runner import RunSettings, run_benchmark
 from rl.types import SamplingConfig

@@ -85,7 +85,8 @@ def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] | 
     run = report["run"]
     lines = [f"# Benchmark: {run.get('policy')} on {run.get('problem_set')}", "",
              f"Device {run.get('device')}, sizes {run.get('size')}, {run.get('samples')} sample(s) x "
-             f"{run.get('attempts')} attempt(s), baseline {report['baseline']}; wall {run.get('wall_seconds', 0):.1f} s "
+             f"{run.get('attempts')} attempt(s), baseline {report['baseline']}; "
+             f"wall {run.get('wall_seconds', 0):.1f} s "
              f"(generate {run.get('generate_seconds', 0):.1f} s, evaluate {run.get('evaluate_seconds', 0):.1f} s). "
              "Metric definitions: README, section Benchmark.", "", "| metric | overall |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in _metric_rows(report)]
@@ -102,21 +103,21 @@ def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] | 
     mix = ", ".join(f"{k} {v}" for k, v in report["status_mix"].items() if v)
     hacks = ", ".join(f"{k} {v}" for k, v in report["hack_mix"].items()) or "none"
     tok, cost = report["tokens"], report["cost_usd"]
+    total = f"${cost['total']:.4f}" if cost["total"] is not None else "unknown"
+    each = f" (${cost['per_problem']:.4f} per problem)" if cost["per_problem"] is not None else ""
     lines += ["", f"Status mix (all {report['attempts']} attempts): {mix}. Hack categories: {hacks}.",
               f"Tokens: {tok['prompt']} prompt, {tok['completion']} completion "
-              f"({_f(tok['per_problem'], digits=0)} per problem); cost: "
-              f"{'$' + format(cost['total'], '.4f') if cost['total'] is not None else 'unknown'}"
-              f"{' ($' + format(cost['per_problem'], '.4f') + ' per problem)' if cost['per_problem'] is not None else ''}."]
+              f"({_f(tok['per_problem'], digits=0)} per problem); cost: {total}{each}."]
     if run.get("skipped"):
         lines += ["", "## Problems left out", ""] + [f"- {k}: {v}" for k, v in run["skipped"].items()]
     if run.get("derived_sizes"):
-        lines += ["", "## Derived small sizes (envs/small_sizes.py)", "", "| problem | halvings | sizes | est. elements |",
-                  "|---|---|---|---|"]
+        lines += ["", "## Derived small sizes (envs/small_sizes.py)", "",
+                  "| problem | halvings | sizes | est. elements |", "|---|---|---|---|"]
         for pid, d in run["derived_sizes"].items():
             sizes = ", ".join(f"{k}={v}" for k, v in d["sizes"].items())
             lines.append(f"| {pid} | {d['halvings']} | {sizes} | {d['estimated_elements'] or '-'} |")
-    lines += ["", "## Per problem", "", "| problem | level | status@1 | best status | best speedup | vs inductor | "
-              "vs eager | attempts | tokens |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "## Per problem", "", "| problem | level | status@1 | best status | best speedup | vs inductor "
+              "| vs eager | attempts | tokens |", "|---|---|---|---|---|---|---|---|---|"]
     for row in report["per_problem"]:
         tokens = sum(a["prompt_tokens"] + a["completion_tokens"] for a in row["attempts"])
         lines.append(f"| {row['problem_id']} | {row['level'] if row['level'] is not None else '-'} | "
