@@ -7,13 +7,13 @@
   L = max_tokens and buffer B, a completion of n tokens gets 0 for n <= L - B, a linear ramp
   ((L - B) - n) / B * penalty inside the buffer, and -penalty when it was cut off at L (or beyond).
   Off with `overlong_buffer: null`.
-- `format`: -format_penalty when the answer holds no code that defines `ModelNew` (no fenced block
-  and no parsable module, or no class ModelNew). A cold-starting small model mostly fails here; the
-  penalty separates "wrote a candidate" from "wrote prose" inside a group, so groups are not all
-  zeros (0 turns it off, the paper's setting).
+- `format`: -format_penalty unless the answer is a well-formed honest attempt: code that parses and
+  defines `ModelNew`, and no detected hack. A cold-starting small model mostly fails here; the penalty
+  separates "wrote a candidate" from "wrote prose" inside a group, so groups are not all zeros (0
+  turns it off, the paper's setting).
 
-A detected hack earns exactly what a wrong answer that parses earns (Makora 0, format 0, the same
-overlong part): shaping never pays for a hack.
+A detected hack earns what prose earns (Makora 0 and the format penalty): below any honest wrong
+kernel, so shaping never teaches a small model that a PyTorch-only ModelNew beats an attempt.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from envs.settings import reject_unknown
 from envs.source import SourceError, prepare_solution
-from envs.verdict import Verdict
+from envs.verdict import Status, Verdict
 from rewards.makora import DEFAULT_DELTA, reward_for_verdict
 
 __all__ = ["RewardConfig", "has_candidate", "overlong_penalty", "shaped_reward"]
@@ -75,5 +75,6 @@ def shaped_reward(verdict: Verdict, text: str, n_tokens: int, max_tokens: int,
     if config.overlong_buffer is not None:
         parts["overlong"] = overlong_penalty(n_tokens, max_tokens, config.overlong_buffer, config.overlong_penalty)
     if config.format_penalty:
-        parts["format"] = 0.0 if has_candidate(text) else -config.format_penalty
+        honest = verdict.status is not Status.HACK and has_candidate(text)
+        parts["format"] = 0.0 if honest else -config.format_penalty
     return sum(parts.values()), parts

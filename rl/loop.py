@@ -122,7 +122,7 @@ class Trainer:
 
             batch = build_train_batch(kept, self.cfg.algorithm, self.policy_version)
             t = time.perf_counter()
-            out = await asyncio.to_thread(self.c.learner.train_step, batch)
+            out = await self._learner("train_step", batch)
             seconds["train"] = time.perf_counter() - t
             row.update(learner_metrics(out))
             row["perf/learner_tokens_per_s"] = sum(map(len, batch.input_ids)) / seconds["train"]
@@ -144,7 +144,11 @@ class Trainer:
         if self.c.learner is not None and self.cfg.loop.checkpoint_every and step % self.cfg.loop.checkpoint_every == 0:
             self.checkpoint()
         if self._validates_at(step):
-            row.update(await self.validate())
+            try:
+                row.update(await self.validate())
+            except BaseException:
+                self.log_row(step, row)  # a failed validation must not lose the step's training numbers
+                raise
         self.log_row(step, row)
         log.info("step %d/%d reward %.3f correct %.2f (%.0f s)", step, self.cfg.loop.steps,
                  row.get("train/reward_mean", math.nan), row.get("train/correct_rate", math.nan), seconds["step"])
@@ -222,10 +226,19 @@ class Trainer:
         return (bool(every) and step % every == 0) or (step == self.cfg.loop.steps and self.cfg.validation.at_end)
 
     # ------------------------------------------------------------------------------- weights and state
+    async def _learner(self, method: str, *args: Any) -> Any:
+        """A learner call off the event loop; a failed learner stops the run with the reason (its state since
+        the last checkpoint is gone, so there is nothing to retry)."""
+        try:
+            return await asyncio.to_thread(getattr(self.c.learner, method), *args)
+        except Exception as e:
+            raise RunError(f"the learner failed in {method} after step {self.step}: {type(e).__name__}: "
+                           f"{str(e)[:500]}; resume from the last checkpoint: {self._latest_checkpoint()}") from e
+
     async def sync_weights(self) -> float:
         """Export the learner's weights and make the engine serve them; returns the engine's seconds."""
         path = self._sync_root / f"v{self.step:06d}-{len(self._exports)}"
-        update = await asyncio.to_thread(self.c.learner.export_weights, self.cfg.loop.sync, str(path))
+        update = await self._learner("export_weights", self.cfg.loop.sync, str(path))
         seconds = await _maybe_await(self.engine.update_weights(update))
         self.policy_version = update.version
         self._exports.append(path)
@@ -251,7 +264,7 @@ class Trainer:
     def resume(self, path: str) -> None:
         directory, state = find_checkpoint(path)
         if state.config_fingerprint and state.config_fingerprint != self._fingerprint():
-            log.warning("resuming %s with different data/rollout/algorithm settings than it was written with", directory)
+            log.warning("resuming %s with other data/rollout/algorithm settings than it was written with", directory)
         self.sampler.load_state_dict(state.sampler)
         self.rng.setstate(_decode_rng(state.rng))
         self.step, self.policy_version = state.step, state.policy_version

@@ -42,7 +42,9 @@ def test_shaped_reward_parts():
     r, parts = shaped_reward(wrong, "no code", 10, 512, shaped)
     assert r == pytest.approx(-0.1) and parts["makora"] == 0.0
     hack = Verdict(Status.HACK, "p", "cpu", hack=HackFinding("baseline_kernel", "torch does it"))
-    assert shaped_reward(hack, GOOD, 10, 512, shaped)[0] == shaped_reward(wrong, GOOD, 10, 512, shaped)[0] == 0.0
+    # a hack earns what prose earns, below an honest wrong kernel
+    assert shaped_reward(hack, GOOD, 10, 512, shaped)[0] == pytest.approx(-0.1)
+    assert shaped_reward(wrong, GOOD, 10, 512, shaped)[0] == 0.0
     with pytest.raises(ValueError, match=r"unknown reward settings"):
         RewardConfig.from_mapping({"format_penalti": 1})
 
