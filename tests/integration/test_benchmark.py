@@ -27,10 +27,10 @@ def kernelbench_root() -> Path | None:
     return None
 
 
-def bench(tmp_path: Path, *overrides: str, timeout: int = 900) -> subprocess.CompletedProcess:
+def bench(tmp_path: Path, *overrides: str, timeout: int = 900, device: str = "cpu") -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "offline", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-           "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "eval.device=cpu",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), f"eval.device={device}",
                            f"cache_path={tmp_path / 'cache.sqlite'}", "progress=false",
                            f"hydra.run.dir={tmp_path / 'hydra'}", *overrides],
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
