@@ -1,8 +1,8 @@
 """Derive small sizes for problems that carry only GPU sizes (KernelBench), so the Triton interpreter can check
 correctness on a CPU.
 
-The problem's module-level integer constants of at least `min_scaled` (sizes; smaller ones are kernel sizes,
-strides, axes) are halved together, step by step (s halvings: v -> ceil(v / 2^s), never below `min_value`), so
+The problem's module-level integer constants (and the elements of integer tuples: shapes) of at least
+`min_scaled` (sizes; smaller ones are kernel sizes, strides, axes) are halved together, step by step (s halvings: v -> ceil(v / 2^s), never below `min_value`), so
 powers of two stay divisible by each other and the shapes keep their proportions. Constants computed from
 others (`bias_shape = (out_channels, 1, 1)`) are recomputed, because the worker sets the constants after the
 module ran. The first step whose largest `get_inputs()` tensor (estimated from the source, nothing runs here)
@@ -130,14 +130,24 @@ def _environment(tree: ast.Module, overrides: dict[str, int]) -> dict[str, Any]:
     return env
 
 
-def scalable_constants(source: str, min_scaled: int = 16) -> dict[str, int]:
-    """Module-level names bound directly to an integer literal >= min_scaled (`height = width = 128` binds two)."""
+def _literal_size(node: ast.AST) -> int | tuple[int, ...] | None:
+    """An integer, or a tuple of integers (`input_shape = (32768,)`), written as literal arithmetic."""
+    if isinstance(node, ast.Tuple):
+        values = [_literal_int(e) for e in node.elts]
+        return tuple(values) if values and all(v is not None for v in values) else None
+    return _literal_int(node)
+
+
+def scalable_constants(source: str, min_scaled: int = 16) -> dict[str, int | tuple[int, ...]]:
+    """Module-level names bound directly to an integer literal >= min_scaled (`height = width = 128` binds two),
+    or to a tuple of integer literals with one >= min_scaled (a shape)."""
     tree = ast.parse(source)
-    out: dict[str, int] = {}
+    out: dict[str, int | tuple[int, ...]] = {}
     for names, value in _assignments(tree):
-        literal = _literal_int(value)
+        literal = _literal_size(value)
+        big = literal is not None and max(literal if isinstance(literal, tuple) else (literal,)) >= min_scaled
         for n in names:
-            if literal is not None and literal >= min_scaled and n not in ("SMALL_SIZES", "TOLERANCE"):
+            if big and n not in ("SMALL_SIZES", "TOLERANCE"):
                 out[n] = literal
             else:
                 out.pop(n, None)  # rebound to something else later
@@ -166,23 +176,28 @@ def scaled_sizes(source: str, halvings: int, min_scaled: int = 16, min_value: in
     tree = ast.parse(source)
     full = _environment(tree, {})
     divisors = _group_divisors(tree, min_scaled)
-    scaled = {}
-    for n, v in scalable_constants(source, min_scaled).items():
+    def scale(v: int) -> int:
+        if v < min_scaled:
+            return v
         step = math.lcm(1, *[d for d in divisors if v % d == 0])
-        scaled[n] = min(v, step * math.ceil(_halve(v, halvings, min_value) / step))
+        return min(v, step * math.ceil(_halve(v, halvings, min_value) / step))
+
+    scaled = {n: tuple(scale(e) for e in v) if isinstance(v, tuple) else scale(v)
+              for n, v in scalable_constants(source, min_scaled).items()}
     env = _environment(tree, scaled)
     return {n: env[n] for n in env if n in full and env[n] != full[n]}
 
 
 def estimate_elements(source: str, sizes: dict[str, Any] | None = None) -> int | None:
-    """Elements of the largest tensor `get_inputs` creates with torch.<rand|randn|zeros|...>(shape) at `sizes`
-    (None: a shape that is not literal arithmetic over module constants, or no such call)."""
+    """Elements of the largest tensor `get_inputs` creates with torch.<rand|randn|zeros|...>(shape) at `sizes`;
+    calls whose shape is not literal arithmetic over module constants are skipped (None: no call is known)."""
     tree = ast.parse(source)
     env = {**_environment(tree, dict(sizes or {})), **(sizes or {})}
     fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs"), None)
     if fn is None:
         return None
     largest: int | None = None
+    unknown = False
     for node in ast.walk(fn):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _CREATORS
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"):
@@ -190,12 +205,13 @@ def estimate_elements(source: str, sizes: dict[str, Any] | None = None) -> int |
         try:
             shape = _shape(node, env)
         except (_Unknown, ArithmeticError, TypeError, ValueError):
-            return None
-        if shape is None:
-            return None
+            shape = None
+        if shape is None:  # e.g. torch.randint(0, 2, x.shape): usually the shape of a tensor made before
+            unknown = True
+            continue
         numel = math.prod(shape)
         largest = numel if largest is None else max(largest, numel)
-    return largest
+    return largest if largest is not None or not unknown else None
 
 
 def _shape(call: ast.Call, env: dict[str, Any]) -> list[int] | None:
@@ -211,7 +227,15 @@ def _shape(call: ast.Call, env: dict[str, Any]) -> list[int] | None:
         args = args[-1:] if name == "randperm" else args[:1]
     elif size_kw is not None:
         args = [size_kw]
-    values = [_eval(a, env) for a in args]
+    values: list[Any] = []
+    for a in args:  # torch.rand(batch_size, *input_shape)
+        if isinstance(a, ast.Starred):
+            inner = _eval(a.value, env)
+            if not isinstance(inner, (tuple, list)):
+                raise _Unknown
+            values += list(inner)
+        else:
+            values.append(_eval(a, env))
     if len(values) == 1 and isinstance(values[0], (tuple, list)):
         values = list(values[0])
     if not values or not all(isinstance(v, int) for v in values):
@@ -233,7 +257,8 @@ def derive_small_sizes(problem: Problem, pool: Any, search: SizeSearch = SizeSea
     scalable = scalable_constants(problem.source, search.min_scaled)
     if not scalable:
         raise SizeError(f"{problem.id}: no integer module constant >= {search.min_scaled} to scale")
-    max_halvings = max(math.ceil(math.log2(max(v / search.min_value, 1))) for v in scalable.values())
+    largest = [max(v) if isinstance(v, tuple) else v for v in scalable.values()]
+    max_halvings = max(math.ceil(math.log2(max(v / search.min_value, 1))) for v in largest)
 
     def estimate(s: int) -> int | None:
         return estimate_elements(problem.source, scaled_sizes(problem.source, s, search.min_scaled, search.min_value))

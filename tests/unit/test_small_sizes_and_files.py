@@ -63,7 +63,8 @@ def test_estimate_elements_takes_the_largest_input():
 
 def test_estimate_elements_unknown_shapes():
     src = SOURCE.replace("torch.randn(N)", "torch.randn(make_shape())")
-    assert estimate_elements(src) is None
+    assert estimate_elements(src) == 128 * 3 * 24 * 32 * 32  # the known calls decide
+    assert estimate_elements("def get_inputs():\n    return [torch.rand(make_shape())]\n") is None
     assert estimate_elements(SOURCE.replace("def get_inputs", "def other_inputs")) is None
 
 
@@ -113,3 +114,23 @@ def test_files_policy_errors(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FilesPolicyError, match="holds no answer"):
         FilesEngine(tmp_path / "empty", [p])
+
+
+def test_tuple_shapes_and_starred_arguments_scale():
+    src = '''
+import torch
+class Model(torch.nn.Module):
+    pass
+batch_size = 32768
+input_shape = (32768, 3)
+dim = 1
+def get_inputs():
+    x = torch.rand(batch_size, *input_shape)
+    return [x, torch.randint(0, 2, x.shape)]
+def get_init_inputs():
+    return [dim]
+'''
+    assert scalable_constants(src) == {"batch_size": 32768, "input_shape": (32768, 3)}
+    assert scaled_sizes(src, 8) == {"batch_size": 128, "input_shape": (128, 3)}  # 3 < min_scaled stays
+    assert estimate_elements(src) == 32768 * 32768 * 3  # x.shape is not literal: the rand call decides
+    assert estimate_elements(src, scaled_sizes(src, 8)) == 128 * 128 * 3
