@@ -2,8 +2,9 @@
 correctness on a CPU.
 
 The problem's module-level integer constants (and the elements of integer tuples: shapes) of at least
-`min_scaled` (sizes; smaller ones are kernel sizes, strides, axes) are halved together, step by step (s halvings: v -> ceil(v / 2^s), never below `min_value`), so
-powers of two stay divisible by each other and the shapes keep their proportions. Constants computed from
+`min_scaled` (sizes; smaller ones are kernel sizes, strides, axes) are halved together, step by step (s
+halvings: v -> ceil(v / 2^s), never below `min_value`), so powers of two stay divisible by each other and the
+shapes keep their proportions. Constants computed from
 others (`bias_shape = (out_channels, 1, 1)`) are recomputed, because the worker sets the constants after the
 module ran. The first step whose largest `get_inputs()` tensor (estimated from the source, nothing runs here)
 has at most `max_elements` elements is verified by running the reference in an evaluation worker (problem code
