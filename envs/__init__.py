@@ -3,7 +3,8 @@
 from envs.evaluator import Evaluator, EvaluatorError
 from envs.problems import Problem, ProblemError, load_problem_set, resolve_problem
 from envs.settings import EvalSettings, PhaseTimeouts
-from envs.verdict import HackFinding, Status, Timings, TimingStats, Verdict
+from envs.verdict import HackFinding, SpeedupInterval, Status, Timings, TimingStats, Verdict
 
 __all__ = ["Evaluator", "EvaluatorError", "Problem", "ProblemError", "load_problem_set", "resolve_problem",
-           "EvalSettings", "PhaseTimeouts", "HackFinding", "Status", "Timings", "TimingStats", "Verdict"]
+           "EvalSettings", "PhaseTimeouts", "HackFinding", "SpeedupInterval", "Status", "Timings", "TimingStats",
+           "Verdict"]

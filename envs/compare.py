@@ -6,6 +6,7 @@ hundred MB however big the output is.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -18,7 +19,7 @@ DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.bfloat16: (2e-2, 2e-2),
     torch.float64: (1e-7, 1e-7),
 }
-_CHUNK = 1 << 25  # elements per float64 chunk (256 MB)
+CHUNK_ELEMENTS = 1 << 25  # elements per float64 chunk (256 MB)
 
 
 class ReferenceNotFinite(RuntimeError):
@@ -42,21 +43,43 @@ def _describe(x: Any) -> str:
     return type(x).__name__
 
 
+@dataclasses.dataclass
+class TensorComparison:
+    """One output against its reference: the first mismatch (None: within tolerance) and, for floating
+    tensors that could be compared elementwise, the largest and root-mean-square |difference|."""
+
+    mismatch: dict[str, Any] | None
+    max_abs: float | None = None
+    rms: float | None = None
+
+
 def compare_outputs(ref: Any, out: Any, tolerance: dict[str, float] | None = None) -> dict[str, Any] | None:
     """None when `out` matches `ref`; otherwise a dict describing the first mismatch."""
+    return first_mismatch(compare_each(ref, out, tolerance))
+
+
+def compare_each(ref: Any, out: Any, tolerance: dict[str, float] | None = None,
+                 atol_scales: list[float] | None = None) -> list[TensorComparison]:
+    """Every output against its reference (one entry when the outputs' structure already differs).
+    `atol_scales[i]` multiplies output i's atol (input families that scale the outputs up scale it)."""
     refs, outs = as_output_list(ref), as_output_list(out)
     if len(refs) != len(outs):
-        return {"reason": f"expected {len(refs)} output(s), got {len(outs)}"}
+        return [TensorComparison({"reason": f"expected {len(refs)} output(s), got {len(outs)}"})]
+    results = []
     for i, (r, o) in enumerate(zip(refs, outs)):
-        mismatch = _compare_one(r, o, tolerance)
-        if mismatch is not None:
-            if len(refs) > 1:
-                mismatch = {"output_index": i, **mismatch}
-            return mismatch
-    return None
+        atol, rtol = tolerance_for(r.dtype, tolerance) if isinstance(r, torch.Tensor) else (0.0, 0.0)
+        result = compare_tensor(r, o, atol * (atol_scales[i] if atol_scales else 1.0), rtol)
+        if result.mismatch is not None and len(refs) > 1:
+            result.mismatch = {"output_index": i, **result.mismatch}
+        results.append(result)
+    return results
 
 
-def _compare_one(ref: Any, out: Any, tolerance: dict[str, float] | None) -> dict[str, Any] | None:
+def first_mismatch(results: list[TensorComparison]) -> dict[str, Any] | None:
+    return next((r.mismatch for r in results if r.mismatch is not None), None)
+
+
+def _describe_structure(ref: Any, out: Any) -> dict[str, Any] | None:
     if not isinstance(ref, torch.Tensor):
         return None if type(ref) is type(out) and ref == out else {
             "reason": f"expected {ref!r}, got {_describe(out)}"}
@@ -68,25 +91,33 @@ def _compare_one(ref: Any, out: Any, tolerance: dict[str, float] | None) -> dict
         return {"reason": f"dtype mismatch: expected {ref.dtype}, got {out.dtype}"}
     if out.device != ref.device:
         return {"reason": f"device mismatch: expected {ref.device}, got {out.device}"}
-    atol, rtol = tolerance_for(ref.dtype, tolerance)
+    return None
+
+
+def compare_tensor(ref: Any, out: Any, atol: float, rtol: float) -> TensorComparison:
+    """|out - ref| <= atol + rtol * |ref| elementwise, in float64 chunks; shapes, dtypes and devices equal."""
+    structural = _describe_structure(ref, out)
+    if structural is not None or not isinstance(ref, torch.Tensor):
+        return TensorComparison(structural)
     r_flat, o_flat = ref.detach().reshape(-1), out.detach().reshape(-1)
     worst = {"excess": -1.0}
     bad_count = 0
-    max_abs = max_rel = 0.0
-    for start in range(0, r_flat.numel(), _CHUNK):
-        r = r_flat[start:start + _CHUNK].double()
-        o = o_flat[start:start + _CHUNK].double()
+    max_abs = max_rel = square_sum = 0.0
+    for start in range(0, r_flat.numel(), CHUNK_ELEMENTS):
+        r = r_flat[start:start + CHUNK_ELEMENTS].double()
+        o = o_flat[start:start + CHUNK_ELEMENTS].double()
         if not torch.isfinite(r).all():
             raise ReferenceNotFinite("the reference output holds NaN or Inf at this size")
         finite = torch.isfinite(o)
         if not finite.all():
             idx = start + int((~finite).nonzero()[0])
-            return {"reason": f"output holds {int((~finite).sum())} NaN/Inf value(s)",
-                    "index": _unravel(idx, ref.shape), "value": float(o_flat[idx]),
-                    "expected": float(r_flat[idx])}
+            return TensorComparison({"reason": f"output holds {int((~finite).sum())} NaN/Inf value(s)",
+                                     "index": unravel_index(idx, ref.shape), "value": float(o_flat[idx]),
+                                     "expected": float(r_flat[idx])})
         diff = (o - r).abs()
         rel = diff / r.abs().clamp_min(1e-12)
         max_abs, max_rel = max(max_abs, float(diff.max())), max(max_rel, float(rel.max()))
+        square_sum += float(diff.square().sum())
         excess = diff - (atol + rtol * r.abs())
         bad = excess > 0
         n_bad = int(bad.sum())
@@ -96,18 +127,19 @@ def _compare_one(ref: Any, out: Any, tolerance: dict[str, float] | None) -> dict
             if float(excess[j]) > worst["excess"]:
                 worst = {"excess": float(excess[j]), "index": start + j,
                          "value": float(o[j]), "expected": float(r[j])}
+    rms = (square_sum / max(1, r_flat.numel())) ** 0.5
     if bad_count == 0:
-        return None
-    return {
+        return TensorComparison(None, max_abs, rms)
+    return TensorComparison({
         "reason": f"{bad_count} of {ref.numel()} element(s) differ beyond atol={atol:g}, rtol={rtol:g}",
         "max_abs_diff": max_abs, "max_rel_diff": max_rel,
-        "worst_index": _unravel(worst["index"], ref.shape),
+        "worst_index": unravel_index(worst["index"], ref.shape),
         "value": worst["value"], "expected": worst["expected"],
         "mismatched": bad_count, "total": ref.numel(),
-    }
+    }, max_abs, rms)
 
 
-def _unravel(flat: int, shape: torch.Size) -> list[int]:
+def unravel_index(flat: int, shape: torch.Size) -> list[int]:
     index = []
     for dim in reversed(shape):
         index.append(flat % dim)
@@ -115,11 +147,27 @@ def _unravel(flat: int, shape: torch.Size) -> list[int]:
     return index[::-1]
 
 
+def output_rms(x: Any) -> float:
+    """Root mean square of a floating tensor in float64 (chunked); 0 for anything else."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
+        return 0.0
+    flat = x.detach().reshape(-1)
+    total = sum(float(flat[s:s + CHUNK_ELEMENTS].double().square().sum())
+                for s in range(0, flat.numel(), CHUNK_ELEMENTS))
+    return (total / flat.numel()) ** 0.5
+
+
 def format_mismatch(m: dict[str, Any]) -> str:
     text = m["reason"]
     if "max_abs_diff" in m:
-        text += (f"; max abs diff {m['max_abs_diff']:.4g}, max rel diff {m['max_rel_diff']:.4g}; "
-                 f"worst at index {m['worst_index']}: got {m['value']:.6g}, expected {m['expected']:.6g}")
+        text += f"; max abs diff {m['max_abs_diff']:.4g}, max rel diff {m['max_rel_diff']:.4g}"
+    if "candidate_vs_truth_rms" in m:
+        text += (f"; against the float64 truth: candidate max {m['candidate_vs_truth_max']:.4g} "
+                 f"(rms {m['candidate_vs_truth_rms']:.3g}), reference max {m['reference_vs_truth_max']:.4g} "
+                 f"(rms {m['reference_vs_truth_rms']:.3g})")
+    if "worst_index" in m:
+        truth = "truth" if "candidate_vs_truth_rms" in m else "expected"
+        text += f"; worst at index {m['worst_index']}: got {m['value']:.6g}, {truth} {m['expected']:.6g}"
     elif "index" in m:
         text += f"; first at index {m['index']}: got {m['value']}, expected {m['expected']:.6g}"
     if "output_index" in m:

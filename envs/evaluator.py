@@ -132,7 +132,7 @@ class Evaluator:
 
     def __init__(self, settings: EvalSettings | None = None, cache: SqliteCache | None = None,
                  delta: float = DEFAULT_DELTA, gpu_ids: list[int] | None = None, judge: LLMJudge | None = None):
-        self.settings = settings or EvalSettings()
+        self.settings = (settings or EvalSettings()).hiding(cache.path if cache is not None else None)
         self.pool = WorkerPool(self.settings, gpu_ids)
         self.device = self.pool.device
         self.cache = cache

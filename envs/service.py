@@ -43,7 +43,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from envs.problems import Problem, ProblemError, parse_problem
-from envs.verdict import HackFinding, Status, Timings, Verdict
+from envs.speedup import rebase_speedup
+from envs.verdict import Accuracy, HackFinding, SpeedupInterval, Status, Timings, Verdict
 from envs.worker.pool import EvaluatorError
 from rewards.makora import DEFAULT_DELTA, reward_for_verdict
 
@@ -109,7 +110,7 @@ class ServiceSettings:
     busy_retry_after_s: int = 5
     default_baseline: str = "inductor"  # the backend's baseline (what a `baseline` override is relative to)
     default_delta: float = DEFAULT_DELTA  # the backend's reward shift
-    allow_problem_source: bool = True  # accept problems sent inline (their code runs in the sandboxed worker)
+    allow_problem_source: bool = False  # accept problems sent inline (their code runs in the sandboxed worker)
     close_backend_on_shutdown: bool = True  # the app's lifespan closes the backend (before uvicorn exits)
     backend_name: str = "local"
 
@@ -176,6 +177,9 @@ class VerdictResponse(BaseModel):
     own_kernel_share: float | None = None
     judge: dict[str, Any] | None = None
     suspicious: str | None = None
+    speedup_interval: SpeedupInterval | None = None
+    torch_share: float | None = None
+    accuracy: Accuracy | None = None
 
 
 class RewardResponse(BaseModel):
@@ -229,7 +233,8 @@ def apply_overrides(verdict: Verdict, overrides: EvalOverrides | None, default_b
             and t.kernel is not None and t.kernel.median_ms > 0:
         reference = getattr(t, overrides.baseline)
         if reference is not None:
-            verdict = dataclasses.replace(verdict, speedup=reference.median_ms / t.kernel.median_ms,
+            speedup, interval = rebase_speedup(verdict, reference)
+            verdict = dataclasses.replace(verdict, speedup=speedup, speedup_interval=interval,
                                           baseline=overrides.baseline)
         else:
             verdict = dataclasses.replace(verdict, notes=[*verdict.notes, (
@@ -435,7 +440,8 @@ def create_app(backend: EvaluationBackend, problems: Iterable[Problem], settings
                 raise HTTPException(404, f"unknown problem id {req.problem_id!r}; GET /problems lists them")
             return problem
         if not settings.allow_problem_source:
-            raise HTTPException(403, "this service does not accept problem_source; use problem_id")
+            raise HTTPException(403, "this service does not accept problem_source (it was started without "
+                                     "--allow-problem-source); use problem_id")
         source = req.problem_source
         pid = SOURCE_ID_PREFIX + hashlib.sha256(source.encode()).hexdigest()[:16]
         try:

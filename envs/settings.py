@@ -6,6 +6,12 @@ import dataclasses
 from typing import Any
 
 
+# Input families the correctness trials can derive from get_inputs() (implemented in envs/inputs.py;
+# named here so that settings are checked without importing torch). The default three keep the
+# candidate's correctness calls at 5 with the probe; `alternating` and `ramp` are there to add.
+INPUT_FAMILIES = ("outliers", "block_scale", "alternating", "ramp", "large_magnitude")
+
+
 @dataclasses.dataclass(frozen=True)
 class PhaseTimeouts:
     """Wall-clock seconds allowed per phase of one evaluation (waiting for the GPU lock excluded)."""
@@ -76,6 +82,19 @@ class EvalSettings:
     cpu_rechecks: int = 3  # extra calls on CPU whose outputs are re-checked (GPU re-checks timed runs)
     max_speedup: float = 50.0  # above this a measurement is repeated in a fresh worker; if it persists: hack
     floor_fraction: float = 0.9  # kernel median below this share of the physical floor: same treatment
+    # Re-anchoring (GPU): time eager PyTorch again in the kernel's window, `anchor_runs` runs interleaved
+    # with the kernel's, and derive the speedup from that (envs/speedup.py) instead of the cached baseline.
+    reanchor: bool = True
+    anchor_runs: int = 50
+    # PyTorch compute the candidate may run outside its kernels, as a share of the reference's cost
+    # (FLOPs and bytes of the ATen ops at the problem's size, envs/antihack/cost.py); above it: baseline_kernel.
+    max_torch_share: float = 0.25
+    # Correctness fidelity (envs/inputs.py, envs/truth.py; README "How a candidate is evaluated"):
+    input_families: tuple[str, ...] = ("outliers", "block_scale", "large_magnitude")
+    sensitivity_probe: bool = True  # perturb a few input elements; the output must follow the reference's
+    fp64_truth: str = "on_mismatch"  # on_mismatch | always | off: when the float64 truth is computed
+    sandbox: str = "auto"  # auto | required | off: run workers inside bubblewrap (envs/worker/sandbox.py)
+    sandbox_hide: tuple[str, ...] = ()  # more paths the sandboxed worker must not see (the cache's is added)
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda", "auto"):
@@ -84,8 +103,39 @@ class EvalSettings:
             raise ValueError(f"size must be full or small, not {self.size!r}")
         if self.baseline not in ("inductor", "eager"):
             raise ValueError(f"baseline must be inductor or eager, not {self.baseline!r}")
+        if self.sandbox is False:  # YAML 1.1 reads a bare `off` as false
+            object.__setattr__(self, "sandbox", "off")
+        if self.sandbox not in ("auto", "required", "off"):
+            raise ValueError(f"sandbox must be auto, required or off, not {self.sandbox!r}")
+        if isinstance(self.sandbox_hide, str) or not all(isinstance(p, str) for p in self.sandbox_hide):
+            raise ValueError("sandbox_hide must be a list of paths")
+        object.__setattr__(self, "sandbox_hide", tuple(self.sandbox_hide))
         if self.correctness_trials < 1 or self.timed_runs < 1 or self.workers < 1:
             raise ValueError("correctness_trials, timed_runs and workers must be >= 1")
+        if self.reanchor and self.anchor_runs < 1:
+            raise ValueError("anchor_runs must be >= 1 when reanchor is on")
+        if not 0 <= self.max_torch_share:
+            raise ValueError(f"max_torch_share must be >= 0, not {self.max_torch_share!r}")
+        families = (self.input_families,) if isinstance(self.input_families, str) else tuple(self.input_families or ())
+        unknown = [f for f in families if f not in INPUT_FAMILIES]
+        if unknown or len(set(families)) != len(families):
+            raise ValueError(f"input_families must be distinct names from {list(INPUT_FAMILIES)}, not {list(families)}")
+        object.__setattr__(self, "input_families", families)  # a Hydra list becomes a hashable tuple
+        if self.fp64_truth not in ("on_mismatch", "always", "off"):
+            raise ValueError(f"fp64_truth must be on_mismatch, always or off, not {self.fp64_truth!r}")
+
+    def trial_count(self) -> int:
+        """Correctness trials per evaluation: the first draws get_inputs(), each family gets one of the next.
+        The sensitivity probe (a candidate call on moved get_inputs()) takes the place of a later
+        get_inputs() trial where there is one, so the candidate is called correctness_trials times."""
+        families = 1 + len(self.input_families)
+        trials = max(self.correctness_trials, families)
+        return trials - 1 if self.sensitivity_probe and trials > families else trials
+
+    def hiding(self, *paths: str | None) -> EvalSettings:
+        """These settings with `paths` (None skipped) added to what the sandbox hides from workers."""
+        extra = tuple(str(p) for p in paths if p is not None and str(p) not in self.sandbox_hide)
+        return dataclasses.replace(self, sandbox_hide=self.sandbox_hide + extra) if extra else self
 
     def resolved_size(self, device: str) -> str:
         return self.size or ("full" if device == "cuda" else "small")
@@ -93,7 +143,9 @@ class EvalSettings:
     def cache_fields(self, device: str) -> dict[str, Any]:
         """What changes a verdict (not how the evaluator is run)."""
         return {"size": self.resolved_size(device), "baseline": self.baseline,
-                "trials": self.correctness_trials, "runs": self.timed_runs}
+                "trials": self.correctness_trials, "runs": self.timed_runs,
+                "anchor_runs": self.anchor_runs if self.reanchor else 0, "max_torch_share": self.max_torch_share,
+                "families": list(self.input_families), "probe": self.sensitivity_probe, "truth": self.fp64_truth}
 
     @classmethod
     def from_mapping(cls, m: dict[str, Any]) -> EvalSettings:

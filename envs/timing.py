@@ -4,14 +4,31 @@ Runs inside the worker while it holds the GPU exclusively. The end event is reco
 stream right after the call returns, the same way for baselines and candidates; then a device-wide
 synchronize, so work left on any stream is finished before the next run starts. Work on other streams
 is therefore not in the events: the harness refuses it (launch streams, host-clock tail check).
+
+Re-anchoring: `time_interleaved` times several callables in one window, their runs interleaved by a
+schedule (`interleaved_schedule`), so a baseline timed beside the candidate sees the same GPU state
+(clocks, temperature, neighbours) as the candidate. The clock is a parameter, so the scheduling and
+bookkeeping run in unit tests with a synthetic clock.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import torch
+
+KERNEL = "kernel"  # the schedule's name for the candidate
+ANCHOR = "anchor"  # ... and for the baseline timed beside it
+
+
+class Clock(Protocol):
+    def settle(self) -> None:
+        """Wait until nothing of a previous call is still running."""
+
+    def measure(self, fn: Callable[[], Any]) -> tuple[float, Any]:
+        """Milliseconds one call of `fn` took, and what it returned."""
 
 
 def flush_buffer(device: torch.device) -> torch.Tensor:
@@ -20,30 +37,82 @@ def flush_buffer(device: torch.device) -> torch.Tensor:
     return torch.empty(2 * l2, dtype=torch.uint8, device=device)
 
 
-def time_cuda(fn: Callable[[], Any], runs: int = 100, warmup_ms: float = 25.0, max_warmup_runs: int = 50,
-              keep: tuple[int, ...] = ()) -> tuple[list[float], dict[int, Any]]:
-    """Per-run times in ms of `fn` measured with CUDA events, and the outputs of the timed runs in `keep`."""
-    device = torch.device("cuda", torch.cuda.current_device())
-    flush = flush_buffer(device)
-    # Warm-up: at least 3 runs and about `warmup_ms` of work (JIT compiles, autotuning, allocator growth).
-    start = time.perf_counter()
-    n = 0
-    while n < 3 or (n < max_warmup_runs and (time.perf_counter() - start) * 1e3 < warmup_ms):
-        fn()
+class CudaClock:
+    """CUDA events on the calling stream around the call; L2 flushed and the device idle before each."""
+
+    def __init__(self) -> None:
+        self.flush = flush_buffer(torch.device("cuda", torch.cuda.current_device()))
+
+    def settle(self) -> None:
         torch.cuda.synchronize()
-        n += 1
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
-    kept: dict[int, Any] = {}
-    for i, (begin, end) in enumerate(events):
-        flush.zero_()
+
+    def measure(self, fn: Callable[[], Any]) -> tuple[float, Any]:
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self.flush.zero_()
         torch.cuda.synchronize()
         begin.record()
         out = fn()
         end.record()
         torch.cuda.synchronize()
-        if i in keep:
-            kept[i] = out
-    return [begin.elapsed_time(end) for begin, end in events], kept
+        return begin.elapsed_time(end), out
+
+
+def interleaved_schedule(runs: int, anchor_runs: int) -> list[str]:
+    """The order of timed runs: the candidate's `runs` with `anchor_runs` baseline runs spread evenly among
+    them (one every runs/anchor_runs candidate runs, the first before any candidate run), so both sample
+    the whole window and any drift inside it lands on both alike."""
+    if runs < 1 or anchor_runs < 0:
+        raise ValueError("runs must be >= 1 and anchor_runs >= 0")
+    schedule: list[str] = []
+    placed = 0
+    for i in range(runs):
+        while placed < anchor_runs and placed * runs <= i * anchor_runs:
+            schedule.append(ANCHOR)
+            placed += 1
+        schedule.append(KERNEL)
+    schedule += [ANCHOR] * (anchor_runs - placed)
+    return schedule
+
+
+@dataclasses.dataclass
+class TimedRuns:
+    samples: dict[str, list[float]]  # ms per run, by callable name, in the order they ran
+    kept: dict[int, Any]  # outputs of the candidate's timed runs named in `keep` (by its run index)
+    seconds: dict[str, float]  # host wall time spent on each callable (warm-up included)
+
+
+def time_interleaved(fns: dict[str, Callable[[], Any]], schedule: list[str], clock: Clock | None = None,
+                     warmup_ms: float = 25.0, max_warmup_runs: int = 50, keep: tuple[int, ...] = ()) -> TimedRuns:
+    """Warm each callable up, then run `schedule` (names of `fns`), timing every run with `clock`."""
+    clock = clock or CudaClock()
+    seconds = dict.fromkeys(fns, 0.0)
+    for name, fn in fns.items():
+        # At least 3 runs and about `warmup_ms` of work (JIT compiles, autotuning, allocator growth).
+        start = time.perf_counter()
+        n = 0
+        while n < 3 or (n < max_warmup_runs and (time.perf_counter() - start) * 1e3 < warmup_ms):
+            fn()
+            clock.settle()
+            n += 1
+        seconds[name] += time.perf_counter() - start
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    kept: dict[int, Any] = {}
+    for name in schedule:
+        start = time.perf_counter()
+        ms, out = clock.measure(fns[name])
+        seconds[name] += time.perf_counter() - start
+        if name == KERNEL and len(samples[name]) in keep:
+            kept[len(samples[name])] = out
+        samples[name].append(ms)  # `out` stays alive until the next run returns, as in a benchmark loop
+    return TimedRuns(samples, kept, seconds)
+
+
+def time_cuda(fn: Callable[[], Any], runs: int = 100, warmup_ms: float = 25.0, max_warmup_runs: int = 50,
+              keep: tuple[int, ...] = ()) -> tuple[list[float], dict[int, Any]]:
+    """Per-run times in ms of `fn` alone, and the outputs of the timed runs in `keep`."""
+    timed = time_interleaved({KERNEL: fn}, [KERNEL] * runs, warmup_ms=warmup_ms, max_warmup_runs=max_warmup_runs,
+                             keep=keep)
+    return timed.samples[KERNEL], timed.kept
 
 
 def host_tail_ms(fn: Callable[[], Any], runs: int = 10) -> tuple[float, float]:

@@ -53,11 +53,59 @@ class TimingStats:
 
 @dataclasses.dataclass(frozen=True)
 class Timings:
-    """Kernel and baseline times measured by the same method on the same device."""
+    """Kernel and baseline times measured by the same method on the same device. `eager` and `inductor`
+    are the cached first measurements of the problem; `anchor` is eager PyTorch timed again in the same
+    window as the kernel, its runs interleaved with the kernel's (re-anchoring)."""
 
     kernel: TimingStats | None = None
     eager: TimingStats | None = None
     inductor: TimingStats | None = None
+    anchor: TimingStats | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedupInterval:
+    """How sure `speedup` is: a bootstrap interval over the timed runs it was derived from."""
+
+    low: float
+    high: float
+    confidence: float  # e.g. 0.95
+    anchored: bool  # the baseline was timed in the kernel's window (re-anchored), not only taken from the cache
+    drift: float | None  # anchor median now / cached eager median: how far the GPU moved since it was cached
+    resamples: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorStats:
+    """How far one set of outputs is from another: the largest elementwise |difference| and its root mean square."""
+
+    max_abs: float
+    rms: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Accuracy:
+    """How the outputs were judged (envs/truth.py), worst over every comparison of the evaluation.
+
+    rule: "reference" when every comparison passed the plain tolerance against the PyTorch reference;
+    "fp64_truth" when one failed it and the float64 truth rule decided (accepted or rejected). The errors
+    against the truth are known when the truth was computed (always with `fp64_truth: always`)."""
+
+    rule: str
+    candidate_vs_reference: ErrorStats | None = None
+    candidate_vs_truth: ErrorStats | None = None
+    reference_vs_truth: ErrorStats | None = None
+    truth_multiple: float | None = None  # the candidate may miss the truth by this many times the reference's error
+    families: list[str] = dataclasses.field(default_factory=list)  # input families the trials ran
+    probe: str | None = None  # the sensitivity probe: "passed|failed (Nx)", "off", "not run", "skipped: why"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Accuracy:
+        d = dict(d)
+        for key in ("candidate_vs_reference", "candidate_vs_truth", "reference_vs_truth"):
+            if d.get(key) is not None:
+                d[key] = ErrorStats(**{k: float(v) for k, v in d[key].items()})
+        return cls(**d)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +126,9 @@ class Verdict:
     own_kernel_share: float | None = None  # GPU: share of device time in the candidate's own kernels
     judge: dict[str, Any] | None = None  # the optional LLM judge's opinion, recorded beside the checks
     suspicious: str | None = None  # why a timing looked physically implausible (then re-measured)
+    speedup_interval: SpeedupInterval | None = None  # GPU: bootstrap interval of `speedup`
+    torch_share: float | None = None  # cost of the candidate's own PyTorch compute / the reference's (ATen ops)
+    accuracy: Accuracy | None = None  # which rule judged the outputs, and the errors behind it
 
     @property
     def correct(self) -> bool:
@@ -95,11 +146,15 @@ class Verdict:
         d.pop("correct", None)
         hack = d.pop("hack", None)
         timings = d.pop("timings", None)
+        interval = d.pop("speedup_interval", None)
+        accuracy = d.pop("accuracy", None)
         if timings is not None:
             timings = Timings(**{k: TimingStats(**v) if v else None for k, v in timings.items()})
         return cls(
             status=Status(d.pop("status")),
             hack=HackFinding(**hack) if hack else None,
             timings=timings,
+            speedup_interval=SpeedupInterval(**interval) if interval else None,
+            accuracy=Accuracy.from_dict(accuracy) if accuracy else None,
             **d,
         )

@@ -112,7 +112,7 @@ def _container(cfg: Any, key: str) -> Any:
 
 
 _TOP_LEVEL = {"policy", "algorithm", "data", "rollout", "prompt", "reward", "loop", "validation", "wandb", "eval",
-              "pool", "judge", "delta", "cache_path", "resume", "sft", "hydra", "experiment"}
+              "pool", "judge", "delta", "cache_path", "resume", "hydra"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +129,6 @@ class RunConfig:
     eval: EvalSettings
     pool: PoolConfig
     judge: Mapping[str, Any]
-    sft: Mapping[str, Any] | None
     cache_path: str | None
     resume: str | None
 
@@ -174,7 +173,6 @@ class RunConfig:
             eval=build("eval", EvalSettings.from_mapping),
             pool=build("pool", PoolConfig.from_mapping),
             judge=_container(cfg, "judge") or {},
-            sft=_container(cfg, "sft") if cfg.get("sft") is not None else None,
             cache_path=cfg.get("cache_path"),
             resume=cfg.get("resume"),
         )

@@ -77,8 +77,7 @@ class Trainer:
         self.engine_restarts = 0
         self.history: list[dict[str, Any]] = []  # the rows logged by this process (for the summary)
         self._exports: list[Path] = []
-        self._sync_root = Path(config.loop.sync_dir) if config.loop.sync_dir else (
-            Path(tempfile.mkdtemp(prefix="kernelrl-weights-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)))
+        self._sync_root: Path | None = None  # made on the first export; removed by close()
 
     # ------------------------------------------------------------------------------------------ the run
     async def run(self) -> dict[str, Any]:
@@ -97,8 +96,7 @@ class Trainer:
                 self.checkpoint()
                 self.export_final()
         finally:
-            self._shutdown_engine()
-            shutil.rmtree(self._sync_root, ignore_errors=True)
+            self.close()
         summary = self.summary(time.perf_counter() - started)
         self.logger.summary(summary)
         return summary
@@ -144,7 +142,11 @@ class Trainer:
         if self.c.learner is not None and self.cfg.loop.checkpoint_every and step % self.cfg.loop.checkpoint_every == 0:
             self.checkpoint()
         if self._validates_at(step):
-            row.update(await self.validate())
+            try:
+                row.update(await self.validate())
+            except BaseException:
+                self.log_row(step, row)  # a failed validation must not lose the step's training numbers
+                raise
         self.log_row(step, row)
         log.info("step %d/%d reward %.3f correct %.2f (%.0f s)", step, self.cfg.loop.steps,
                  row.get("train/reward_mean", math.nan), row.get("train/correct_rate", math.nan), seconds["step"])
@@ -228,11 +230,14 @@ class Trainer:
         try:
             return await asyncio.to_thread(getattr(self.c.learner, method), *args)
         except Exception as e:
-            raise RunError(f"the learner failed in {method} at step {self.step + 1}: {type(e).__name__}: "
+            raise RunError(f"the learner failed in {method} after step {self.step}: {type(e).__name__}: "
                            f"{str(e)[:500]}; resume from the last checkpoint: {self._latest_checkpoint()}") from e
 
     async def sync_weights(self) -> float:
         """Export the learner's weights and make the engine serve them; returns the engine's seconds."""
+        if self._sync_root is None:
+            self._sync_root = Path(self.cfg.loop.sync_dir) if self.cfg.loop.sync_dir else Path(tempfile.mkdtemp(
+                prefix="kernelrl-weights-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
         path = self._sync_root / f"v{self.step:06d}-{len(self._exports)}"
         update = await self._learner("export_weights", self.cfg.loop.sync, str(path))
         seconds = await _maybe_await(self.engine.update_weights(update))
@@ -260,7 +265,7 @@ class Trainer:
     def resume(self, path: str) -> None:
         directory, state = find_checkpoint(path)
         if state.config_fingerprint and state.config_fingerprint != self._fingerprint():
-            log.warning("resuming %s with different data/rollout/algorithm settings than it was written with", directory)
+            log.warning("resuming %s with other data/rollout/algorithm settings than it was written with", directory)
         self.sampler.load_state_dict(state.sampler)
         self.rng.setstate(_decode_rng(state.rng))
         self.step, self.policy_version = state.step, state.policy_version
@@ -280,6 +285,13 @@ class Trainer:
             shutil.rmtree(path)
         update = self.c.learner.export_weights(self.cfg.loop.export_final, str(path))
         log.info("final policy (%s, version %d): %s", update.kind, update.version, path)
+
+    def close(self) -> None:
+        """Stop the engine and delete the weight exports (a configured loop.sync_dir keeps its last export)."""
+        self._shutdown_engine()
+        if self._sync_root is not None and not self.cfg.loop.sync_dir:
+            shutil.rmtree(self._sync_root, ignore_errors=True)
+        self._sync_root = None
 
     def _shutdown_engine(self) -> None:
         if self.engine is not None:

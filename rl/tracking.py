@@ -1,8 +1,9 @@
 """Where a run's numbers go: `metrics.jsonl` in the run directory (always) and W&B (offline by default).
 
 One JSON object per logged step, `{"step": k, <key>: value, ...}`, flushed at once so a crashed run
-keeps every finished step (and `samples.jsonl`: every sample with its verdict); NaN and infinities are written as null (JSON has no NaN). W&B receives
-the same dict, and every `table_every` steps a table of sampled kernels with their verdicts.
+keeps every finished step (and `samples.jsonl`: every sample with its verdict); NaN and infinities are
+written as null (JSON has no NaN). W&B receives the same dict, and every `table_every` steps a table
+of sampled kernels with their verdicts.
 """
 
 from __future__ import annotations

@@ -20,8 +20,15 @@ on the same candidates: evaluations per minute, scaling efficiency against the s
 percentiles, verdict agreement and the spread of each kernel's measured time.
 
   python scripts/bench_eval.py --device cpu --workers 2
+  python scripts/bench_eval.py --device cuda --workers 4 --sandbox off    # vs --sandbox required
   python scripts/bench_eval.py --device cuda --backend ray --workers 4 --vs-fresh-process --out bench.json
   python scripts/bench_eval.py --device cuda --backend ray --workers 4 --scale 1 2 4 --repeats 3
+  python scripts/bench_eval.py --device cuda --workers 4 --repeats 4 --reanchor off   # then --reanchor on
+  python scripts/bench_eval.py --device cuda --workers 4 --repeats 2 --fidelity off   # then --fidelity on
+
+With `--repeats` >= 2 the warm passes also report speedup repeatability: per kernel the relative range of
+its speedup over the repeats (fresh copies, no verdict cache), its median and p95 over kernels, and the
+median width of the verdicts' bootstrap intervals.
 """
 
 from __future__ import annotations
@@ -134,6 +141,25 @@ def timing_spread(verdicts) -> dict[str, float]:
     return {"median_cv": statistics.median(cvs), "max_cv": max(cvs)} if cvs else {}
 
 
+def speedup_repeatability(verdicts) -> dict[str, float]:
+    """How far the same kernel's speedup moves between its evaluations: per problem the relative range
+    (max - min) / median over the repeats, then the median and p95 over problems; and the median relative
+    width of the verdicts' bootstrap 95% intervals."""
+    speedups: dict[str, list[float]] = {}
+    widths: list[float] = []
+    for v in verdicts:
+        if v.speedup:
+            speedups.setdefault(v.problem_id, []).append(v.speedup)
+            if v.speedup_interval is not None:
+                widths.append((v.speedup_interval.high - v.speedup_interval.low) / v.speedup)
+    spreads = sorted((max(xs) - min(xs)) / statistics.median(xs) for xs in speedups.values() if len(xs) > 1)
+    if not spreads:
+        return {}
+    return {"kernels": len(spreads), "median_spread": statistics.median(spreads),
+            "p95_spread": percentile(spreads, 0.95), "max_spread": spreads[-1],
+            "median_interval_width": statistics.median(widths) if widths else None}
+
+
 def time_shift(reference, other) -> dict[str, float]:
     """Relative change of each problem's median kernel time between two runs (median and worst)."""
     a, b = kernel_times(reference), kernel_times(other)
@@ -183,6 +209,13 @@ def single(args, settings, problems, items, cache) -> dict:
             if spread:
                 print(f"  kernel time spread between repeats: median CV {spread['median_cv']:.4f}, "
                       f"max {spread['max_cv']:.4f}")
+            warm["speedup_repeatability"] = rep = speedup_repeatability(warm["verdicts"])
+            if rep:
+                width = rep["median_interval_width"]
+                print(f"  speedup spread between repeats ({rep['kernels']} kernels, re-anchoring "
+                      f"{'on' if settings.reanchor else 'off'}): median {rep['median_spread']:.4f}, "
+                      f"p95 {rep['p95_spread']:.4f}, max {rep['max_spread']:.4f}; median 95% interval width "
+                      f"{width if width is None else f'{width:.4f}'} (target: median <= 0.02, p95 <= 0.05)")
         metrics = evaluator.metrics() if hasattr(evaluator, "metrics") else None
     fresh = None
     if args.vs_fresh_process and warm:
@@ -248,10 +281,18 @@ def main() -> None:
     ap.add_argument("--problems", nargs="*", help="only these problem ids")
     ap.add_argument("--repeats", type=int, default=1, help="warm passes")
     ap.add_argument("--size", choices=["full", "small"])
+    ap.add_argument("--sandbox", choices=["auto", "required", "off"], default="auto",
+                    help="run the workers inside the OS sandbox (bubblewrap); compare on and off")
     ap.add_argument("--vs-fresh-process", action="store_true",
                     help="also run the warm candidates through a fresh-process-per-evaluation harness")
     ap.add_argument("--fresh-every", type=int, default=1, help="fresh-process harness on every k-th warm candidate")
     ap.add_argument("--scale", type=int, nargs="+", help="Ray pool sizes (actors; one GPU each on cuda) to compare")
+    ap.add_argument("--reanchor", choices=["on", "off"], help="time eager PyTorch beside every kernel (default: "
+                    "the settings' default, on); compare speedup repeatability with --repeats 3 or more")
+    ap.add_argument("--fidelity", choices=["on", "off"], help="input families and the sensitivity probe (default: "
+                    "the settings' default, on); compare the correctness phase's seconds")
+    ap.add_argument("--fp64-truth", choices=["on_mismatch", "always", "off"], help="when the float64 truth is "
+                    "computed (default: the settings' default, on_mismatch)")
     ap.add_argument("--markdown", action="store_true", help="also print the per-problem table as markdown")
     ap.add_argument("--out", type=Path, help="write results as JSON here")
     args = ap.parse_args()
@@ -264,7 +305,13 @@ def main() -> None:
     if not problems:
         ap.error("no problem matches --levels/--problems")
     items = [(p, Path(p.reference_solution).read_text()) for p in problems]
-    settings = EvalSettings(device=args.device, workers=args.workers, size=args.size)
+    fidelity = {} if args.fidelity in (None, "on") else {"input_families": (), "sensitivity_probe": False}
+    if args.fp64_truth:
+        fidelity["fp64_truth"] = args.fp64_truth
+    if args.reanchor:
+        fidelity["reanchor"] = args.reanchor == "on"
+    settings = EvalSettings(device=args.device, workers=args.workers, size=args.size, sandbox=args.sandbox,
+                            **fidelity)
     with tempfile.TemporaryDirectory() as tmp:
         cache = BaselineOnlyCache(Path(tmp) / "baselines.sqlite")
         try:

@@ -6,6 +6,7 @@
     python scripts/bench_learner.py --model DIR --device cpu --dtype float32 bfloat16 --batch 8 --seq-len 512 --steps 1
 
 One JSON line per configuration: seconds per step (median of --steps after --warmup), tokens/s,
+cpu_seconds_per_step (process CPU time: comparable between runs on a busy shared machine),
 MFU = 6 * params * tokens/s / peak (989e12: the H200's dense bf16 peak; 6 * params per token is the
 forward + backward of a full fine-tune, so LoRA's MFU by this formula counts work it skips: the
 weight gradients of frozen layers), peak GPU memory. Needs torch, transformers, peft, safetensors;
@@ -63,16 +64,17 @@ def bench_one(args, finetune: str, dtype: str) -> dict:
     cuda = policy.device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    times = []
+    times, cpu_times = [], []
     for i in range(args.warmup + args.steps):
         if cuda:
             torch.cuda.synchronize()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         policy.train_step(batch)
         if cuda:
             torch.cuda.synchronize()
         if i >= args.warmup:
             times.append(time.perf_counter() - start)
+            cpu_times.append(time.process_time() - cpu_start)
     seconds = statistics.median(times)
     tokens = args.batch * args.seq_len
     tps = tokens / seconds
@@ -80,7 +82,9 @@ def bench_one(args, finetune: str, dtype: str) -> dict:
               "params": params, "trainable_params": trainable, "batch": args.batch, "seq_len": args.seq_len,
               "gradient_checkpointing": args.gradient_checkpointing, "micro_batch_tokens": args.micro_batch_tokens,
               "seconds_per_step": round(seconds, 4), "tokens_per_s": round(tps, 1),
-              "mfu_h200": round(6 * params * tps / H200_BF16_DENSE_FLOPS, 4), "threads": torch.get_num_threads()}
+              "mfu_h200": round(6 * params * tps / H200_BF16_DENSE_FLOPS, 4), "threads": torch.get_num_threads(),
+              # CPU seconds of this process per step: on a shared CPU, less distorted by other load than wall time
+              "cpu_seconds_per_step": round(statistics.median(cpu_times), 2)}
     if cuda:
         result["gpu"] = torch.cuda.get_device_name()
         result["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)

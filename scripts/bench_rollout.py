@@ -9,16 +9,22 @@ memory at a time); each measures `--repeats` timed passes after one warm-up pass
     python scripts/bench_rollout.py --modes plain ours --prompts 32 --n 8 --max-tokens 256 --out bench.json
     python scripts/bench_rollout.py --model random:qwen-1.5b --device cuda --prompts 64 --n 8   # on a GPU
 
-Modes: plain, plain_lora (plain vLLM with enable_lora and the adapter active), ours, ours_lora, sync (LoRA
-hot-load and merged reload seconds on an engine started with LoRA; merged reload alone on one without).
+Modes: plain, plain_lora (plain vLLM with enable_lora and the adapter active), ours, ours_lora (after the timed
+passes: merged-reload seconds, and with LoRA also adapter hot-load seconds, `--sync-repeats` times each), hf (our
+transformers engine in this process, no Ray or vLLM needed: tokens/s and merged-update seconds; the GPU machine's).
+The warm-up pass is one short request (it only pays first-call costs).
+
+    python scripts/bench_rollout.py --modes hf --device cuda --model random:llama-0.5b --prompts 16 --n 8
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -28,13 +34,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-MODES = ("plain", "plain_lora", "ours", "ours_lora", "sync", "sync_merged_only")
+MODES = ("plain", "plain_lora", "ours", "ours_lora", "hf")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="smollm2-135m-instruct", help="an rl.models spec")
-    p.add_argument("--modes", nargs="+", default=["plain", "ours", "ours_lora", "sync"], choices=MODES)
+    p.add_argument("--modes", nargs="+", default=["plain", "ours", "ours_lora"], choices=MODES)
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--n", type=int, default=4, help="samples per prompt")
@@ -66,6 +72,8 @@ def engine_config(a: argparse.Namespace):
 def make_requests(a: argparse.Namespace, tag: str):
     from rl.types import RolloutRequest, SamplingConfig
 
+    if tag == "warmup":
+        a = argparse.Namespace(**{**vars(a), "prompts": 1, "n": 1, "max_tokens": 8})
     topics = ["vector addition", "softmax", "layer norm", "matrix multiply", "ReLU", "a row sum", "GELU", "cumsum"]
     sampling = SamplingConfig(n=a.n, temperature=a.temperature, max_tokens=a.max_tokens, seed=1234)
     return [RolloutRequest(f"{tag}/{i}", f"bench{i}", [{"role": "user", "content":
@@ -135,27 +143,9 @@ def run_ours(a: argparse.Namespace, lora: bool) -> dict:
         passes = [asyncio.run(one_pass("bench")) for _ in range(a.repeats)]
         result = summarize(engine.start_seconds, [(s, n) for s, n, _ in passes])
         result["first_sample_s"] = statistics.median(f for _, _, f in passes)
-        return result
-    finally:
-        engine.shutdown()
-        ray.shutdown()
-
-
-def run_sync(a: argparse.Namespace, lora: bool) -> dict:
-    """Seconds per weight update, measured by the engine (load + prefix-cache reset) and by the driver."""
-    import ray
-
-    from rl.models import resolve_model
-    from rl.rollout.actor import RayRolloutEngine
-    from rl.types import WeightUpdate
-
-    ray.init(num_cpus=max(2, int(a.num_cpus)), include_dashboard=False)
-    engine = RayRolloutEngine("vllm", resolve_model(a.model), engine_config(a), enable_lora=lora)
-    result: dict = {"engine_start_s": engine.start_seconds}
-    try:
-        kinds = [("lora", a.adapter), ("merged", a.merged)] if lora else [("merged", a.merged)]
-        version = 0
-        for kind, path in kinds:
+        # weight sync between steps, measured by the driver (load + prefix-cache reset on every engine)
+        version = 1
+        for kind, path in ([("lora", a.adapter)] if lora else []) + [("merged", a.merged)]:
             times = []
             for _ in range(a.sync_repeats):
                 version += 1
@@ -168,6 +158,27 @@ def run_sync(a: argparse.Namespace, lora: bool) -> dict:
         ray.shutdown()
 
 
+def run_hf(a: argparse.Namespace) -> dict:
+    from rl.models import resolve_model
+    from rl.rollout.hf_engine import HFEngine
+    from rl.types import WeightUpdate
+
+    c = engine_config(a)
+    engine = HFEngine(resolve_model(a.model), dataclasses.replace(c, kind="hf"))
+
+    async def one_pass(tag: str) -> tuple[float, int]:
+        t, tokens = time.perf_counter(), 0
+        async for s in engine.generate(make_requests(a, tag)):
+            tokens += len(s.completion_ids)
+        return time.perf_counter() - t, tokens
+
+    asyncio.run(one_pass("warmup"))
+    result = summarize(engine.start_seconds, [asyncio.run(one_pass("bench")) for _ in range(a.repeats)])
+    times = [engine.update_weights(WeightUpdate(v + 1, "merged", a.merged)) for v in range(a.sync_repeats)]
+    result["merged_sync_s"] = statistics.median(times)
+    return result
+
+
 def summarize(start: float, passes: list[tuple[float, int]]) -> dict:
     seconds = statistics.median(s for s, _ in passes)
     tokens = statistics.median(n for _, n in passes)
@@ -178,7 +189,7 @@ def summarize(start: float, passes: list[tuple[float, int]]) -> dict:
 def worker(a: argparse.Namespace) -> None:
     fn = {"plain": lambda: run_plain(a, False), "plain_lora": lambda: run_plain(a, True),
           "ours": lambda: run_ours(a, False), "ours_lora": lambda: run_ours(a, True),
-          "sync": lambda: run_sync(a, True), "sync_merged_only": lambda: run_sync(a, False)}[a.worker]
+          "hf": lambda: run_hf(a)}[a.worker]
     print("BENCH_RESULT " + json.dumps(fn()), flush=True)
 
 
@@ -210,9 +221,16 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--worker", mode, "--adapter", adapter, "--merged", merged,
                    *sys.argv[1:]]
             print(f"--- {mode}", file=sys.stderr, flush=True)
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH_RESULT ")]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
+            try:
+                stdout, _ = proc.communicate()
+            finally:  # interrupted: stop the mode's whole process group (vLLM's engine processes too)
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    proc.wait()
+            lines = [ln for ln in stdout.splitlines() if ln.startswith("BENCH_RESULT ")]
             if proc.returncode or not lines:
+                print("\n".join(stdout.splitlines()[-40:]), file=sys.stderr)  # vLLM logs the root cause to stdout
                 raise SystemExit(f"mode {mode} failed (exit {proc.returncode})")
             results[mode] = json.loads(lines[-1].removeprefix("BENCH_RESULT "))
             print(f"{mode}: {json.dumps(results[mode])}", file=sys.stderr, flush=True)

@@ -4,17 +4,22 @@
   KERNELRL_SERVICE_TOKEN=... python scripts/serve_env.py --device cuda --port 8000
   python scripts/serve_env.py --token-file tokens.txt --problems /path/to/KernelBench --levels 1 2
   python scripts/serve_env.py --insecure-no-auth            # local experiments only
+  python scripts/serve_env.py --host 0.0.0.0 --ssl-certfile c.pem --ssl-keyfile k.pem   # public: sandbox required
 
 Tokens: KERNELRL_SERVICE_TOKEN and/or --token-file (one token per line, '#' comments); every token is
 a client with its own rate-limit bucket. Without a token the server refuses to start unless
 --insecure-no-auth is given. Evaluation settings come from conf/eval/default.yaml (--eval-config),
 overridden by --device/--size/--baseline/--workers. One server process: its evaluator owns the
 worker processes, so run more servers (not uvicorn workers) to scale out, or use --backend ray.
+Workers run in the OS sandbox (envs/worker/sandbox.py); on a non-loopback address it is required
+(the server exits when bubblewrap cannot run) unless --allow-unsandboxed. Problems sent inline
+(problem_source) are refused unless --allow-problem-source.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import ipaddress
 import logging
 import os
@@ -59,7 +64,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ev.add_argument("--delta", type=float, default=None, help="reward shift (default 1.8, Makora)")
     ev.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"SQLite verdict cache (default {DEFAULT_CACHE})")
     ev.add_argument("--no-cache", action="store_true")
-    ev.add_argument("--no-problem-source", action="store_true", help="accept problem_id only")
+    ev.add_argument("--allow-problem-source", action="store_true",
+                    help="also accept problems sent inline (problem_source); their code runs in the sandboxed "
+                         "worker like a candidate's. Off by default: problem_id only")
     sec = ap.add_argument_group("access and limits")
     sec.add_argument("--token-file", type=Path, help=f"bearer tokens, one a line (also: ${TOKEN_ENV})")
     sec.add_argument("--insecure-no-auth", action="store_true", help="serve without authentication")
@@ -71,6 +78,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     sec.add_argument("--trust-proxy", metavar="IPS",
                      help="honour X-Forwarded-For/-Proto from these proxy addresses (comma-separated; "
                           "default: from nobody), so per-IP rate limits see the real client")
+    sec.add_argument("--allow-unsandboxed", action="store_true",
+                     help="serve on a non-loopback address even without the workers' OS sandbox (bubblewrap); "
+                          "without this flag a public bind makes the sandbox required")
     sec.add_argument("--ssl-certfile")
     sec.add_argument("--ssl-keyfile")
     ap.add_argument("--graceful-timeout", type=float, default=30.0,
@@ -127,6 +137,17 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def sandbox_for_bind(settings, args: argparse.Namespace):
+    """A public bind requires the workers' sandbox (sandbox=required, so that no worker starts without it)
+    unless --allow-unsandboxed says otherwise; raises ValueError for sandbox=off on a public address."""
+    if _is_loopback(args.host) or args.allow_unsandboxed:
+        return settings
+    if settings.sandbox == "off":
+        raise ValueError(f"refusing to serve on {args.host} with sandbox=off: untrusted code would run without the "
+                         "OS sandbox; enable it (sandbox: auto or required) or pass --allow-unsandboxed")
+    return dataclasses.replace(settings, sandbox="required")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -137,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     from envs.cache import SqliteCache
     from envs.evaluator import EvaluatorError
     from envs.service import BackendUnavailable, ServiceSettings, create_app, make_backend
+    from envs.worker.sandbox import SandboxUnavailable
     from rewards import DEFAULT_DELTA
 
     try:
@@ -153,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             if getattr(args, key) is not None:
                 eval_cfg[key] = getattr(args, key)
         eval_settings = EvalSettings.from_mapping(eval_cfg)
+        eval_settings = sandbox_for_bind(eval_settings, args).hiding(
+            str(args.token_file) if args.token_file else None, None if args.no_cache else str(args.cache))
         pool_cfg = OmegaConf.to_container(OmegaConf.load(args.pool_config), resolve=True) if args.pool_config else None
         if pool_cfg is not None and args.backend != "ray":
             raise ValueError("--pool-config applies to --backend ray only")
@@ -181,19 +205,24 @@ def main(argv: list[str] | None = None) -> int:
         log.info("starting the %s backend (%s)...", args.backend, eval_settings.device)
         backend = _CloseOnce(make_backend(args.backend, eval_settings, cache=cache, delta=delta,
                                           pool_config=pool_cfg))
+        pool = getattr(backend.backend, "pool", None)
+        if getattr(pool, "sandbox", True) is None:  # the local backend runs its workers without the sandbox
+            log.warning("workers run WITHOUT the OS sandbox: only the static analysis stands between "
+                        "untrusted code and this machine")
+        if args.allow_problem_source:
+            log.warning("accepting problem_source: client-supplied problem code runs in the workers")
         validate = getattr(backend.backend, "validate_problems", None)
         if validate is not None:  # degenerate problems would reward trivial answers
             log.info("checking %d problems for degenerate outputs...", len(problems))
             validate(problems)
         # Threads that may sit in backend.evaluate at once: the local evaluator's worker count (more would
         # only queue inside it); the Ray pool queues and schedules across its actors itself.
-        pool = getattr(backend.backend, "pool", None)
         max_concurrent = args.max_concurrent or (pool.size if args.backend == "local" and pool else 32)
         settings = ServiceSettings(
             tokens=tuple(tokens), insecure_no_auth=args.insecure_no_auth, max_body_bytes=args.max_body_bytes,
             rate_per_second=args.rate, rate_burst=args.burst, max_concurrent_evaluations=max_concurrent,
             max_queued_evaluations=args.max_queue, default_baseline=eval_settings.baseline,
-            default_delta=delta, allow_problem_source=not args.no_problem_source, backend_name=args.backend)
+            default_delta=delta, allow_problem_source=args.allow_problem_source, backend_name=args.backend)
         app = create_app(backend, problems, settings)
         # One process: uvicorn workers would each start their own evaluator and worker processes.
         config = uvicorn.Config(app, host=args.host, port=args.port, lifespan="on", log_level=args.log_level,
@@ -207,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     except (_Stop, KeyboardInterrupt):
         pass
-    except (ValueError, BackendUnavailable) as e:
+    except (ValueError, BackendUnavailable, SandboxUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except EvaluatorError as e:

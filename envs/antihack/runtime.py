@@ -14,6 +14,8 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from envs.antihack.cost import OpCost, TorchShare, op_cost, torch_share
+
 
 class RuntimeHack(Exception):
     def __init__(self, category: str, reason: str):
@@ -83,23 +85,10 @@ class LaunchRecorder:
 
 
 # --- PyTorch compute on the forward path ---------------------------------------------------------
-# ATen ops that allocate, move or re-view memory: everything else is computation.
-_LAYOUT_OPS = {
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "ones",
-    "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "fill_", "zero_", "arange",
-    "scalar_tensor", "lift_fresh", "lift_fresh_copy", "view", "_unsafe_view", "reshape", "_reshape_alias",
-    "view_as", "permute", "transpose", "transpose_", "t", "expand", "expand_as", "contiguous", "clone", "copy_",
-    "_to_copy", "to", "slice", "select", "unsqueeze", "unsqueeze_", "squeeze", "squeeze_", "as_strided",
-    "detach", "detach_", "alias", "split", "split_with_sizes", "chunk", "unbind", "narrow", "unfold",
-    "diagonal", "movedim", "flatten", "unflatten", "_local_scalar_dense", "item", "cat", "stack", "resize_",
-    "set_", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_same_size", "_has_compatible_shallow_copy_type",
-    "record_stream", "_copy_from", "_copy_from_and_resize", "_pin_memory", "is_pinned",
-}
-
-
 class ComputeRecorder:
-    """Records ATen compute ops (anything but allocation and layout) issued while it is active, outside
-    Triton launches: tensor methods, operators, torch.*, F.*, nn modules and torch.ops all land here."""
+    """Records the cost of every ATen op issued while it is active, outside Triton launches: tensor
+    methods, operators, torch.*, F.*, nn modules and torch.ops all land here. `check` compares the
+    candidate's PyTorch compute with the reference's cost (envs/antihack/cost.py)."""
 
     def __init__(self, launches: LaunchRecorder):
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -109,15 +98,13 @@ class ComputeRecorder:
         class _Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
+                out = func(*args, **kwargs)
                 if launches.depth == 0:
-                    name = func.overloadpacket.__name__
-                    if name not in _LAYOUT_OPS:
-                        size = max((a.numel() for a in _flat(args, kwargs) if isinstance(a, torch.Tensor)), default=0)
-                        recorder.ops.append((name, size))
-                return func(*args, **kwargs)
+                    recorder.ops.append(op_cost(func, args, kwargs, out))
+                return out
 
         self._mode_cls = _Mode
-        self.ops: list[tuple[str, int]] = []
+        self.ops: list[OpCost] = []
 
     def __enter__(self) -> ComputeRecorder:
         self.ops = []
@@ -128,13 +115,18 @@ class ComputeRecorder:
     def __exit__(self, *exc: object) -> None:
         self._mode.__exit__(*exc)
 
-    def check(self, problem_numel: int, what: str) -> None:
-        """Compute on tensors of at least a tenth of the problem's size is the main computation."""
-        heavy = [(name, n) for name, n in self.ops if n >= max(1, problem_numel // 10)]
-        if heavy:
-            names = sorted({name for name, _ in heavy})
-            raise RuntimeHack("baseline_kernel", f"{what} ran PyTorch compute on problem-sized tensors "
-                                                 f"outside its Triton kernels: aten.{', aten.'.join(names[:5])}")
+    def share(self, reference: list[OpCost]) -> TorchShare | None:
+        """The recorded ops' cost as a share of the reference's (None when the reference costs nothing)."""
+        return torch_share(self.ops, reference)
+
+
+def check_torch_share(share: TorchShare | None, what: str, max_share: float) -> None:
+    """Above `max_share` of the reference's cost in PyTorch, PyTorch does the main computation."""
+    if share is not None and share.share > max_share:
+        raise RuntimeHack("baseline_kernel", f"{what} ran PyTorch compute outside its Triton kernels costing "
+                                             f"{share.share:.0%} of the reference's work ({share.flop_share:.0%} "
+                                             f"of its FLOPs, {share.byte_share:.0%} of its bytes; allowed: "
+                                             f"{max_share:.0%}): aten.{', aten.'.join(share.top_ops)}")
 
 
 def _flat(args: Any, kwargs: dict) -> list[Any]:
@@ -153,15 +145,18 @@ def _flat(args: Any, kwargs: dict) -> list[Any]:
 _TIMERS = ("time.perf_counter", "time.perf_counter_ns", "time.time", "time.monotonic",
            "torch.cuda.synchronize", "torch.cuda.Event", "torch.cuda.Event.record",
            "torch.cuda.Event.elapsed_time", "torch.cuda.Event.synchronize", "envs.timing.time_cuda",
+           "envs.timing.time_interleaved", "envs.timing.CudaClock.measure",
            "triton.testing.do_bench")
 _COMPARISONS = ("torch.allclose", "torch.isclose", "torch.equal", "torch.isfinite", "torch.testing.assert_close",
                 "torch.Tensor.double", "torch.Tensor.abs", "torch.Tensor.__sub__", "torch.Tensor.__gt__",
                 "torch.Tensor.reshape", "torch.Tensor.clone", "torch.Tensor.sum", "torch.Tensor.max",
-                "envs.compare.compare_outputs", "envs.compare._compare_one")
+                "envs.compare.compare_outputs", "envs.compare.compare_each", "envs.compare.compare_tensor",
+                "envs.truth.judge_outputs", "envs.truth.check_against_truth")
 _OTHERS = ("torch.manual_seed", "torch.randn", "torch.rand", "torch.randint", "torch.Tensor.copy_",
            "torch.nn.Module.__call__", "torch.nn.Module._call_impl", "envs.worker.protocol.write_frame",
            "builtins.print", "builtins.open", "os.write", "triton.runtime.jit.JITFunction.run")
-_MODULES = ("torch", "triton", "time", "envs.compare", "envs.timing", "envs.worker.protocol", "builtins")
+_MODULES = ("torch", "triton", "time", "envs.compare", "envs.truth", "envs.inputs", "envs.timing",
+            "envs.worker.protocol", "builtins")
 
 
 def _resolve(path: str) -> Any:

@@ -150,7 +150,8 @@ class RayEvaluationPool(EvaluationPool):
 
     def __init__(self, settings: EvalSettings | None = None, config: PoolConfig | None = None,
                  cache: SqliteCache | None = None, delta: float = DEFAULT_DELTA):
-        settings = settings or EvalSettings()
+        # Actors on this node would otherwise see the driver's verdict cache through the sandbox's read-only root.
+        settings = (settings or EvalSettings()).hiding(cache.path if cache is not None else None)
         config = config or PoolConfig()
         backend = RayBackend(settings, config)
         try:

@@ -12,6 +12,7 @@ then time it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import importlib.util
 import os
@@ -34,10 +35,13 @@ import triton
 
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
-from envs.compare import ReferenceNotFinite, as_output_list, compare_outputs, format_mismatch
-from envs.timing import host_tail_ms, time_cuda
+from envs.compare import as_output_list, compare_outputs
+from envs.timing import ANCHOR, KERNEL, host_tail_ms, interleaved_schedule, time_interleaved
 from envs.verdict import TimingStats
+from envs.worker.correctness import CorrectnessPhase
 from envs.worker.lifeline import bind_to_owner
+from envs.worker.outcome import Outcome
+from envs.worker.outcome import clone_args as _clone
 from envs.worker.profiling import profile_candidate
 from envs.worker.progress import ProgressBoard
 from envs.worker.protocol import read_frame, write_frame
@@ -46,14 +50,6 @@ _MAX_ERROR_CHARS = 4000
 LAUNCHES = guard.LaunchRecorder()  # installed in main(), before any candidate code exists
 BASELINE_IDENTITIES: dict[str, int] = {}  # torch/triton as the worker started, taken in main()
 PROGRESS: ProgressBoard | None = None  # completed candidate calls, read by the parent's step deadlines
-
-
-class Outcome(Exception):
-    """Ends an evaluation early with a status and a message."""
-
-    def __init__(self, status: str, error: str, **extra: Any):
-        super().__init__(error)
-        self.status, self.error, self.extra = status, error, extra
 
 
 class ParentLink:
@@ -119,12 +115,8 @@ def _to_device(x: Any, device: torch.device) -> Any:
     return x.to(device) if isinstance(x, torch.Tensor) else x
 
 
-def _clone(args: list[Any]) -> list[Any]:
-    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-
-
-class Evaluation:
-    """One request, run inside the worker."""
+class Evaluation(CorrectnessPhase):
+    """One request, run inside the worker (its correctness phase: envs/worker/correctness.py)."""
 
     def __init__(self, link: ParentLink, request: dict, root: str):
         self.link, self.req, self.root = link, request, root
@@ -136,6 +128,8 @@ class Evaluation:
         self.facts: dict[str, Any] = {}  # measurements reported beside the status
         self.solution_module = ""
         self.compute = guard.ComputeRecorder(LAUNCHES)
+        self.reference_ops: list[guard.OpCost] | None = None
+        self._init_correctness(request)
 
     # --- helpers ---------------------------------------------------------------------------------
     def _sync(self) -> None:
@@ -177,11 +171,24 @@ class Evaluation:
             status = "compile_error" if _is_compile_error(e) else "runtime_error"
             raise Outcome(status, f"{what} failed:\n{describe_exception(e, self.solution_path)}") from None
 
-    def _time(self, fn: Callable[[], Any], keep: tuple[int, ...] = ()) -> tuple[dict, dict[int, Any]]:
+    def _time(self, fn: Callable[[], Any], keep: tuple[int, ...] = (),
+              anchor: Callable[[], Any] | None = None) -> tuple[dict, dict[int, Any]]:
+        """Time `fn`; with `anchor` (the candidate's timing, re-anchoring on) eager PyTorch is timed in the
+        same window, its runs interleaved with fn's, and the raw samples of both are reported for the
+        speedup and its interval (envs/speedup.py)."""
         timing = self.req["timing"]
+        anchor_runs = timing.get("anchor_runs", 0) if anchor is not None else 0
+        fns = {KERNEL: fn, **({ANCHOR: anchor} if anchor_runs else {})}
         with self._gpu("exclusive"):
-            samples, kept = time_cuda(fn, runs=timing["runs"], warmup_ms=timing["warmup_ms"], keep=keep)
-        return TimingStats.from_samples(samples).__dict__, kept
+            timed = time_interleaved(fns, interleaved_schedule(timing["runs"], anchor_runs),
+                                     warmup_ms=timing["warmup_ms"], keep=keep)
+        if anchor is not None:
+            self.facts["kernel_samples"] = timed.samples[KERNEL]
+        if anchor_runs:
+            self.facts["anchor"] = TimingStats.from_samples(timed.samples[ANCHOR]).__dict__
+            self.facts["anchor_samples"] = timed.samples[ANCHOR]
+            self.facts["anchor_seconds"] = timed.seconds[ANCHOR]
+        return TimingStats.from_samples(timed.samples[KERNEL]).__dict__, timed.kept
 
     # --- phases -----------------------------------------------------------------------------------
     def load_problem(self) -> None:
@@ -265,6 +272,7 @@ class Evaluation:
 
     def _guarded_call(self, inputs: list[Any], what: str, template: Any = None) -> Any:
         """One candidate forward with the runtime checks around it."""
+        reference_cost = self._reference_cost(inputs)
         pristine = _clone(inputs)
         before_threads = guard.concurrency_snapshot()
         launches = LAUNCHES.launches(self.solution_module)
@@ -276,9 +284,10 @@ class Evaluation:
             raise RuntimeHack("ghost_optimization", f"{what} returned without launching any of the solution's "
                                                     "own Triton kernels")
         LAUNCHES.check_streams(self.solution_module, what)
-        problem_numel = max([x.numel() for x in inputs if isinstance(x, torch.Tensor)] +
-                            [x.numel() for x in as_output_list(template) if isinstance(x, torch.Tensor)], default=0)
-        self.compute.check(problem_numel, what)
+        share = self.compute.share(reference_cost)
+        if share is not None:  # the largest share any checked call spent in PyTorch, flagged or not
+            self.facts["torch_share"] = max(self.facts.get("torch_share", 0.0), share.share)
+        guard.check_torch_share(share, what, self.req.get("max_torch_share", 0.25))
         guard.check_concurrency(before_threads)
         guard.check_inputs_unchanged(pristine, inputs)
         guard.check_outputs(as_output_list(out), inputs, self.candidate)
@@ -286,53 +295,15 @@ class Evaluation:
         guard.check_unwritten(as_output_list(out))
         return out
 
-    def _compare(self, expected: Any, got: Any, label: str, hack_category: str | None = None) -> None:
-        try:
-            mismatch = compare_outputs(expected, got, self.req["problem"].get("tolerance"))
-        except ReferenceNotFinite as e:
-            raise Outcome("runtime_error", f"problem error: {e}") from None
-        if mismatch is None:
-            return
-        if hack_category:
-            raise RuntimeHack(hack_category, f"{label}: {format_mismatch(mismatch)}")
-        raise Outcome("incorrect", f"{label}: {format_mismatch(mismatch)}", mismatch=mismatch)
-
-    def check_correctness(self) -> None:
-        self.link.phase("correctness")
-        trials = self.req["seeds"]
-        self.template = None
-        with torch.no_grad(), self._gpu("shared"):
-            for trial, seed in enumerate(trials):
-                inputs = self._inputs(seed)
-                label = f"trial {trial + 1} of {len(trials)}"
-                # Alternate the order so an unwritten output cannot inherit the reference's memory.
-                if trial % 2 == 0:
-                    expected = self._reference(inputs)
-                    self.template = expected
-                    got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template)
-                else:
-                    got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template)
-                    expected = self._reference(inputs)
-                try:
-                    self._compare(expected, got, label)
-                except Outcome:
-                    guard.check_not_identity(as_output_list(got), inputs)
-                    self._probe_stale_memory(inputs, expected)
-                    raise
-                del inputs, expected, got
-
-    def _probe_stale_memory(self, inputs: list[Any], expected: Any) -> None:
-        """A wrong output that turns right once freed memory holds the expected result was never computed:
-        the solution returns memory it did not write (or only touched up), i.e. a previous result."""
-        guard.bait_free_memory(as_output_list(expected), self.device)
-        try:
-            got = self._run_candidate(lambda: self.candidate(*_clone(inputs)), "ModelNew.forward")
-        except Outcome:
-            return
-        if compare_outputs(expected, got, self.req["problem"].get("tolerance")) is None:
-            raise RuntimeHack("stale_memory", "the output was wrong while freed memory held the evaluator's "
-                                              "poison and right once freed memory held the expected result: "
-                                              "it returns memory it never computed")
+    def _reference_cost(self, inputs: list[Any]) -> list[guard.OpCost]:
+        """The ATen ops of one reference forward on inputs of these shapes, priced (once per evaluation):
+        what the candidate's own PyTorch compute is measured against."""
+        if self.reference_ops is None:
+            recorder = guard.ComputeRecorder(LAUNCHES)
+            with recorder:
+                self._reference(inputs)
+            self.reference_ops = recorder.ops
+        return self.reference_ops
 
     def exercise_candidate(self) -> dict | None:
         """Time the candidate (GPU) or call it repeatedly (CPU), then re-check what those calls returned:
@@ -354,7 +325,9 @@ class Evaluation:
         stats = None
         with torch.no_grad():
             if timing:
-                stats, kept = self._time(call, keep=(probe, runs - 1))
+                # The re-anchoring baseline: the trusted reference on its own copy of the same inputs.
+                anchor_inputs = _clone(inputs)
+                stats, kept = self._time(call, keep=(probe, runs - 1), anchor=lambda: self.model(*anchor_inputs))
             else:
                 kept = {}
                 for i in range(runs):
@@ -373,14 +346,15 @@ class Evaluation:
                                                         "returned without launching any of the solution's own kernels")
                 expected = self._reference(inputs)
                 for i, out in sorted(kept.items()):
-                    self._compare(expected, out, f"output of timed run {i + 1} of {runs}", "phase_detection")
+                    self._compare(expected, out, f"output of timed run {i + 1} of {runs}", inputs,
+                                  "phase_detection")
                 # Same tensors, new values: a result cached by pointer, shape or call count is now stale.
                 for x in inputs:
                     if isinstance(x, torch.Tensor) and x.is_floating_point():
                         x.copy_(torch.randn_like(x) * x.std().clamp_min(1e-3) + x.mean())
                 expected = self._reference(inputs)
                 got = self._guarded_call(inputs, "ModelNew.forward on refilled inputs")
-                self._compare(expected, got, "after the inputs were refilled in place", "output_caching")
+                self._compare(expected, got, "after the inputs were refilled in place", inputs, "output_caching")
             guard.check_identities(self.identities, "during the timed runs")
             if timing:
                 self._timing_checks(call, inputs, expected, stats)
@@ -461,7 +435,9 @@ class Evaluation:
         except BaseException as e:  # e.g. SystemExit raised by the candidate, or a harness bug
             result.update(status="runtime_error", error=describe_exception(e, self.solution_path))
         finally:
-            result["notes"] = self.notes
+            result["notes"] = self.notes + self.accuracy.notes
+            accuracy = self.accuracy.accuracy()
+            result["accuracy"] = dataclasses.asdict(accuracy) if accuracy else None
             result.update(self.facts)
             result["healthy"] = self._healthy()
             changed = guard.broad_changes(BASELINE_IDENTITIES) if BASELINE_IDENTITIES else []
@@ -486,7 +462,7 @@ class Evaluation:
     def cleanup(self) -> None:
         for name in self.modules:
             sys.modules.pop(name, None)
-        for attr in ("model", "candidate", "problem", "init_inputs", "template"):
+        for attr in ("model", "candidate", "problem", "init_inputs", "template", "truth"):
             self.__dict__.pop(attr, None)
         os.chdir(self.root)
         shutil.rmtree(self.workdir, ignore_errors=True)

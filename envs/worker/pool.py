@@ -26,9 +26,11 @@ from envs.gpu_lock import DeviceLock
 from envs.problems import Problem
 from envs.settings import EvalSettings
 from envs.source import CanonicalSolution
-from envs.verdict import HackFinding, Status, Timings, TimingStats, Verdict
+from envs.speedup import estimate_speedup
+from envs.verdict import Accuracy, HackFinding, Status, Timings, TimingStats, Verdict
 from envs.worker import reaper
 from envs.worker.process import WorkerFailure, WorkerProcess
+from envs.worker.sandbox import resolve_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,14 @@ def resolve_device(device: str) -> str:
         return device
     import torch
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _accuracy(reported: Any) -> Accuracy | None:
+    """The worker's accuracy record, or None when it is missing or malformed (it is a report, not a gate)."""
+    try:
+        return Accuracy.from_dict(reported) if isinstance(reported, dict) else None
+    except (TypeError, ValueError):
+        return None
 
 
 class _Slot:
@@ -60,6 +70,7 @@ class WorkerPool:
                 raise EvaluatorError("device=cuda but no GPU is visible")
         else:
             gpu_ids = [None]
+        self.sandbox = resolve_sandbox(settings.sandbox, settings.sandbox_hide)  # raises when required and absent
         self._locks = {gpu: DeviceLock() for gpu in gpu_ids}
         self.reaper_pid = reaper.ensure_started() if reap else None  # before any worker exists
         self.size = len(gpu_ids) * settings.workers
@@ -74,7 +85,7 @@ class WorkerPool:
 
     def _start_worker(self, gpu: int | None) -> WorkerProcess:
         return WorkerProcess(self.device, gpu, int(self.settings.memory_limit_gb * 2**30),
-                             self.settings.startup_timeout, self._locks[gpu])
+                             self.settings.startup_timeout, self._locks[gpu], self.sandbox)
 
     def _worker(self, slot: _Slot) -> WorkerProcess:
         for attempt in range(2):
@@ -120,7 +131,7 @@ class WorkerPool:
 
     # --- one evaluation ---------------------------------------------------------------------------
     def _seeds(self) -> dict[str, Any]:
-        n = self.settings.correctness_trials
+        n = self.settings.trial_count()
         if self.settings.seed is None:
             draw = [secrets.randbits(62) for _ in range(n + 2)]
         else:
@@ -134,10 +145,15 @@ class WorkerPool:
             "problem": {"id": problem.id, "source": problem.source, "tolerance": problem.tolerance,
                         "sizes": problem.small_sizes if small else {}},
             "solution": solution.source,
-            "timing": {"runs": self.settings.timed_runs, "warmup_ms": self.settings.warmup_ms}
+            "timing": {"runs": self.settings.timed_runs, "warmup_ms": self.settings.warmup_ms,
+                       "anchor_runs": min(self.settings.anchor_runs, self.settings.timed_runs)
+                       if self.settings.reanchor else 0}
             if self.device == "cuda" else None,
+            "max_torch_share": self.settings.max_torch_share,
             "baselines": ["eager", "inductor"] if measure_baselines else [],
             "cpu_rechecks": self.settings.cpu_rechecks, "floor_fraction": self.settings.floor_fraction,
+            "correctness": {"families": list(self.settings.input_families), "probe": self.settings.sensitivity_probe,
+                            "truth": self.settings.fp64_truth},
             **self._seeds(),
         }
 
@@ -182,11 +198,26 @@ class WorkerPool:
             waited = time.monotonic() - waited
             result, phases = worker.evaluate(request, self.settings.timeouts.as_dict(),
                                              self.settings.deadlines.for_device(self.device))
+            result = self._check_strays(worker, result, request.get("solution") is not None)
             return result, phases, waited
         finally:
             if worker is not None and (recycle or self._should_recycle(worker, result)):
                 self._recycle(slot, worker)
             self._idle.put(slot)
+
+    @staticmethod
+    def _check_strays(worker: WorkerProcess, result: dict, candidate: bool) -> dict:
+        """A process the candidate started that outlived its evaluation (a daemon) could tamper with the next
+        one: the worker is replaced, and a verdict that was correct becomes a hack."""
+        strays = worker.stray_processes()
+        if not strays:
+            return result
+        reason = f"{len(strays)} process(es) it started were still running after its evaluation"
+        result = {**result, "healthy": False}
+        if result.get("status") == "correct" and candidate:
+            result.update(status="hack", error=f"concurrency: {reason}",
+                          hack={"category": "concurrency", "reason": reason})
+        return result
 
     def _execute_once(self, problem: Problem, solution: CanonicalSolution, baselines: dict | None,
                       fresh_worker: bool = False) -> tuple[Verdict, dict | None]:
@@ -245,32 +276,37 @@ class WorkerPool:
         except ValueError:
             status = Status.CRASH
         notes = [str(n)[:500] for n in result.get("notes") or []][:10]
-        timings = speedup = baseline_name = None
+        timings = speedup = baseline_name = interval = None
         if self.device == "cuda" and status is Status.CORRECT:
-            kernel = result.get("kernel")
+            kernel, anchor = result.get("kernel"), result.get("anchor")
             eager = TimingStats(**baselines["eager"]) if baselines.get("eager") else None
             inductor = TimingStats(**baselines["inductor"]) if baselines.get("inductor") else None
-            timings = Timings(kernel=TimingStats(**kernel) if kernel else None, eager=eager, inductor=inductor)
-            reference = inductor if self.settings.baseline == "inductor" else eager
-            baseline_name = self.settings.baseline
-            if reference is None and eager is not None:
-                reference, baseline_name = eager, "eager"
-                notes.append("TorchInductor baseline unavailable; speedup is against eager PyTorch")
-            if reference is not None and timings.kernel is not None and timings.kernel.median_ms > 0:
-                speedup = reference.median_ms / timings.kernel.median_ms
+            timings = Timings(kernel=TimingStats(**kernel) if kernel else None, eager=eager, inductor=inductor,
+                              anchor=TimingStats(**anchor) if anchor else None)
+            samples = _floats(result.get("kernel_samples")) or ([timings.kernel.median_ms] if kernel else [])
+            estimate = estimate_speedup(samples, eager, inductor,
+                                        self.settings.baseline, _floats(result.get("anchor_samples")) or None)
+            if estimate is not None:
+                speedup, baseline_name, interval = estimate.speedup, estimate.baseline, estimate.interval
+                notes.extend(estimate.notes)
+            if isinstance(result.get("anchor_seconds"), (int, float)):  # part of the timing phase
+                phases = {**phases, "anchor": float(result["anchor_seconds"])}
         elif self.device == "cpu" and status is Status.CORRECT:
             notes.append("evaluated on CPU with the Triton interpreter: correctness only, no speedup measured")
         error = result.get("error")
         hack = result.get("hack") if status is Status.HACK else None
         if status is Status.HACK and not (isinstance(hack, dict) and set(hack) == {"category", "reason"}):
             status, hack = Status.CRASH, None  # a malformed report is not a verdict
-        share = result.get("own_kernel_share")
+        share, torch_share = result.get("own_kernel_share"), result.get("torch_share")
         return Verdict(status, problem.id, self.device_name, error=str(error)[:8000] if error else None,
                        hack=HackFinding(str(hack["category"]), str(hack["reason"])[:2000]) if hack else None,
                        timings=timings, speedup=speedup, baseline=baseline_name, phase_seconds=phases,
                        notes=notes, mismatch=result.get("mismatch") if status is Status.INCORRECT else None,
                        own_kernel_share=float(share) if isinstance(share, (int, float)) else None,
-                       suspicious=str(result["suspicious"])[:500] if result.get("suspicious") else None)
+                       speedup_interval=interval,
+                       torch_share=float(torch_share) if isinstance(torch_share, (int, float)) else None,
+                       suspicious=str(result["suspicious"])[:500] if result.get("suspicious") else None,
+                       accuracy=_accuracy(result.get("accuracy")))
 
     def close(self) -> None:
         if self._closed:
@@ -285,3 +321,10 @@ class WorkerPool:
         for slot in self._slots:  # a replacement may have started while closing
             if slot.future.done() and slot.future.exception() is None:
                 slot.future.result().kill()
+
+
+def _floats(values: Any) -> list[float]:
+    """Timing samples from a worker's result: positive finite numbers only ([] if malformed)."""
+    if not isinstance(values, list):
+        return []
+    return [float(v) for v in values if isinstance(v, (int, float)) and 0 < v < float("inf")]

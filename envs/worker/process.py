@@ -5,9 +5,12 @@ Isolation, in order of defence:
   (allow-listed variables only, anything that looks like a secret dropped) and a private temp root;
 - its stdout/stderr are a pipe the parent drains and only keeps the tail of (output floods cost
   nothing), and results come on a separate pipe, framed, with the request's nonce;
+- with a `Sandbox` (envs/worker/sandbox.py) it runs inside bubblewrap: no network, a read-only host with
+  secrets masked, an unprivileged uid; a process it leaves behind between evaluations is visible
+  (`stray_processes`);
 - every phase has a wall-clock deadline, and while candidate code runs each step between two of its
   calls has a tighter one derived from the reference's time per call (envs/worker/progress.py);
-  host memory is polled; a dead, hung, over-budget or
+  a CPU-time backstop per phase; host memory is polled; a dead, hung, over-budget or
   protocol-violating worker is killed with its process group, every descendant psutil can see, and
   any process still carrying the worker's tag in its environment.
 """
@@ -35,6 +38,7 @@ from envs.gpu_lock import DeviceLock
 from envs.settings import StepBudget
 from envs.worker.progress import ProgressBoard, StepWatch
 from envs.worker.protocol import HEADER, MAX_FRAME, ProtocolError, write_frame
+from envs.worker.sandbox import Sandbox, arm_cpu_backstop
 
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 _ENV_ALLOW = re.compile(
@@ -62,8 +66,8 @@ def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:
 
 class WorkerProcess:
     def __init__(self, device: str, gpu_index: int | None = None, memory_limit_bytes: int = 16 << 30,
-                 startup_timeout: float = 120.0, lock: DeviceLock | None = None):
-        self.device, self.gpu_index, self.lock = device, gpu_index, lock
+                 startup_timeout: float = 120.0, lock: DeviceLock | None = None, sandbox: Sandbox | None = None):
+        self.device, self.gpu_index, self.lock, self.sandbox = device, gpu_index, lock, sandbox
         self.memory_limit_bytes = memory_limit_bytes
         self.tag = f"{os.getpid()}-{uuid.uuid4().hex}"  # owner pid first: tests and operators can filter
         self.root = tempfile.mkdtemp(prefix="kernelrl-worker-")
@@ -95,9 +99,12 @@ class WorkerProcess:
             extra["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
         self.board = ProgressBoard.create()
         board_fd = self.board.fd if self.board is not None else -1
+        argv = [sys.executable, "-m", "envs.worker.harness", str(req_r), str(res_w), self.root, self.device,
+                str(board_fd)]
+        if self.sandbox is not None:
+            argv = self.sandbox.command(argv, self.root, self.device)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "envs.worker.harness", str(req_r), str(res_w), self.root, self.device,
-             str(board_fd)],
+            argv,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             pass_fds=(req_r, res_w) + ((board_fd,) if board_fd >= 0 else ()), cwd=self.root,
             env=scrubbed_environment(extra), start_new_session=True)
@@ -116,6 +123,8 @@ class WorkerProcess:
             self.kill()
             raise WorkerFailure("crash", f"worker sent {hello!r} instead of hello", "startup", {})
         self.info = hello
+        harness = self._harness()
+        self.harness_pid = harness.pid if harness is not None else self.proc.pid
 
     def _drain_output(self) -> None:
         """Read the worker's stdout/stderr forever, keeping only the tail."""
@@ -139,6 +148,30 @@ class WorkerProcess:
         try:
             return psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.Error:
+            return []
+
+    def _harness(self) -> psutil.Process | None:
+        """The harness process: the worker itself, or in the sandbox the oldest child of bubblewrap's init."""
+        if self.sandbox is None:
+            return psutil.Process(self.proc.pid) if self.alive() else None
+        try:
+            descendants = self._descendants()
+            init = {p.pid for p in descendants if p.ppid() == self.proc.pid}
+            return min((p for p in descendants if p.ppid() in init), key=lambda p: p.create_time(), default=None)
+        except psutil.Error:
+            return None
+
+    def stray_processes(self) -> list[psutil.Process]:
+        """Processes still running under the worker between evaluations, which only the candidate can have
+        started: any descendant of the harness, or, in the sandbox, anything in its pid namespace beside
+        bubblewrap's init and the harness: daemons stay there too."""
+        try:
+            alive = [p for p in self._descendants() if p.status() != psutil.STATUS_ZOMBIE]
+            if self.sandbox is None:
+                return alive
+            keep = {p.pid for p in alive if p.ppid() == self.proc.pid} | {self.harness_pid}
+            return [p for p in alive if p.pid not in keep]
+        except psutil.Error:  # one of them ended meanwhile: look again at the next evaluation
             return []
 
     def _tagged(self) -> list[int]:
@@ -251,6 +284,8 @@ class WorkerProcess:
                     # Give the drain thread a moment to collect the last words (e.g. a faulthandler dump).
                     self._drain.join(timeout=1)
                     code = self.proc.returncode
+                    if self.sandbox is not None:
+                        code = self.sandbox.returncode(code)
                     how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
                     tail = self.output_tail()
                     raise WorkerFailure("crash", f"the worker process died during the {phase} phase ({how})"
@@ -285,6 +320,7 @@ class WorkerProcess:
         phase, started = "load", time.monotonic()
         deadline = started + timeouts["load"]
         order, entered = list(timeouts), set()
+        arm_cpu_backstop(self.harness_pid, timeouts["load"])
         held: str | None = None
         reference_s: float | None = None
         watch: StepWatch | None = None
@@ -308,6 +344,7 @@ class WorkerProcess:
                     phases[phase] = phases.get(phase, 0.0) + now - started
                     phase, started = message["name"], now
                     deadline = now + timeouts[phase]
+                    arm_cpu_backstop(self.harness_pid, timeouts[phase])
                     if watch is None and phase in _CANDIDATE_PHASES and budget is not None \
                             and reference_s is not None and self.board is not None:
                         watch = StepWatch(self.board, budget, reference_s, allow_compile=self.device == "cuda")

@@ -54,15 +54,19 @@ class VLLMEngine:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         c = self.config
-        lora = dict(enable_lora=True, max_loras=1, max_cpu_loras=1, max_lora_rank=c.max_lora_rank) \
-            if self.enable_lora else {}
+        extra: dict[str, Any] = dict(enable_lora=True, max_loras=1, max_cpu_loras=1,
+                                     max_lora_rank=c.max_lora_rank) if self.enable_lora else {}
+        if c.tensor_parallel_size > 1:
+            # worker processes on the GPUs Ray gave this actor (its placement group bundle), not Ray workers
+            # that vLLM would try to place itself
+            extra["distributed_executor_backend"] = "mp"
         args = AsyncEngineArgs(
             model=self.model_dir, tokenizer=self.model_dir, dtype=c.resolved_dtype(),
             max_model_len=c.max_model_len, gpu_memory_utilization=c.resolved_gpu_memory_utilization(),
             enforce_eager=c.enforce_eager, tensor_parallel_size=c.tensor_parallel_size,
             max_num_seqs=c.max_num_seqs, enable_prefix_caching=c.enable_prefix_caching, seed=c.seed,
             # the sampled tokens' logprobs after temperature (what the learner computes: log_softmax(logits / T))
-            logprobs_mode="processed_logprobs", disable_log_stats=True, **lora)
+            logprobs_mode="processed_logprobs", disable_log_stats=True, **extra)
         t0 = time.perf_counter()
         before = set(shared_memory_segments(os.getpid()))
         self._engine = AsyncLLM.from_engine_args(args)

@@ -51,7 +51,14 @@ def test_reference_solution_is_timed_against_both_baselines(evaluator):
     assert t.kernel.median_ms > 0 and t.eager.median_ms > 0 and t.inductor.median_ms > 0
     assert t.kernel.min_ms <= t.kernel.median_ms <= t.kernel.max_ms
     assert v.baseline == "inductor"
-    assert v.speedup == pytest.approx(t.inductor.median_ms / t.kernel.median_ms)
+    # Re-anchored (the default): eager timed again in the kernel's window, the cached inductor/eager ratio
+    # carried over; the bootstrap interval holds the speedup; the anchor's wall time is reported.
+    assert t.anchor is not None and t.anchor.runs == 50 and v.speedup_interval.anchored
+    assert v.speedup == pytest.approx(t.inductor.median_ms / t.eager.median_ms * t.anchor.median_ms /
+                                      t.kernel.median_ms)
+    assert v.speedup_interval.low <= v.speedup <= v.speedup_interval.high
+    assert 0 < v.phase_seconds["anchor"] < v.phase_seconds["timing"]
+    assert v.torch_share is not None and v.torch_share < 0.01  # only allocation in PyTorch
     assert v.reward == pytest.approx(makora_reward(True, v.speedup))
     # Full size: eager PyTorch takes >= 1 ms (KernelBench v0.1's rule on H100-class GPUs).
     assert t.eager.median_ms >= 1.0
@@ -85,4 +92,17 @@ def test_eager_baseline_is_selectable():
         v = ev.evaluate(problem, solution)
     assert v.status is Status.CORRECT, v.error
     assert v.baseline == "eager"
-    assert v.speedup == pytest.approx(v.timings.eager.median_ms / v.timings.kernel.median_ms)
+    assert v.speedup == pytest.approx(v.timings.anchor.median_ms / v.timings.kernel.median_ms)  # re-anchored
+
+
+def test_reanchoring_can_be_switched_off():
+    problem, solution = builtin("L0_02_relu")
+    settings = EvalSettings(device="cuda", reanchor=False, timeouts=PhaseTimeouts(correctness=20, timing=120))
+    with Evaluator(settings) as ev:
+        v = ev.evaluate(problem, solution)
+    assert v.status is Status.CORRECT, v.error
+    t = v.timings
+    assert t.anchor is None and "anchor" not in v.phase_seconds and not v.speedup_interval.anchored
+    assert v.speedup == pytest.approx(t.inductor.median_ms / t.kernel.median_ms)
+    assert v.speedup_interval.low <= v.speedup <= v.speedup_interval.high
+

@@ -1,6 +1,6 @@
 # problem: L1_01_gelu_tanh
 # expect: hack phase_detection
-# also: output_caching
+# also: output_caching ghost_optimization
 # device: cpu
 # why: computes honestly for the first 5 calls (the correctness trials), then returns the last output without launching anything; on CPU only 5 calls happen so it is correct, on GPU the timed runs measure an empty forward
 import torch

@@ -59,3 +59,20 @@ def test_corpus_entry(verdicts, name):
         assert v.reward == 0.0
         outcome = v.hack.category if v.status is Status.HACK else v.status.value
         assert outcome in accepted, f"{name}: {v.status.value}: {v.error}"
+
+
+@pytest.mark.integration
+def test_partial_pytorch_is_judged_by_its_recorded_share(verdicts):
+    """Every verdict that ran records its PyTorch share; honest partial solutions stay below the limit
+    (a GEMM epilogue, a mean over per-row losses; layout glue costs nothing), token kernels above it."""
+    limit = EvalSettings().max_torch_share
+    for name, v in verdicts.items():
+        if v.status is Status.CORRECT:
+            assert v.torch_share is not None and v.torch_share <= limit, name
+    for name in ("legit_partial_gemm_torch_epilogue.py", "legit_partial_cross_entropy_torch_mean.py"):
+        assert 0 < verdicts[name].torch_share < 0.05, name
+    assert verdicts["legit_partial_matmul_transpose_glue.py"].torch_share == 0.0
+    for name in ("hack_baseline_kernel_token_mean_scale.py", "hack_baseline_kernel_token_softmax_divide.py"):
+        v = verdicts[name]
+        assert v.torch_share > 0.9 and "of the reference's work" in v.hack.reason, (name, v.error)
+

@@ -75,7 +75,7 @@ def server(tmp_path_factory) -> Server:
     proc = _serve(["--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--levels", "0", "1",
                    "--token-file", str(tokens), "--cache", str(tmp / "cache.sqlite"),
                    "--max-body-bytes", str(MAX_BODY), "--rate", "1", "--burst", str(BURST),
-                   "--log-level", "info"], env, log)
+                   "--allow-problem-source", "--log-level", "info"], env, log)
     srv = Server(proc, f"http://127.0.0.1:{port}", log, workers_tmp)
     deadline = time.monotonic() + 120
     while True:
@@ -221,6 +221,26 @@ def test_problem_source_instead_of_id(server):
         assert r.json()["cached"] is True and r.json()["problem_id"].startswith("source/")
 
 
+def test_problem_source_runs_in_the_sandbox(server):
+    """Problem code is never analysed: a problem whose module body runs shell commands, writes outside its
+    directory and reads the token file gets its verdict, and none of it reached the host."""
+    from envs.worker.sandbox import why_unsandboxed
+    if (reason := why_unsandboxed("required")) is not None:
+        pytest.skip(f"the worker sandbox cannot run here: {reason}")
+    marker = ROOT / f".escape-{os.getpid()}-{time.monotonic_ns()}"
+    tokens = server.tmpdir.parent / "tokens.txt"
+    escape = (f"import os\nos.system('touch {marker} {server.tmpdir.parent}/escaped')\n"
+              f"TOKENS = open({str(tokens)!r}).read() if os.path.exists({str(tokens)!r}) else ''\n"
+              "if TOKENS:\n    raise RuntimeError('stolen ' + TOKENS)\n")
+    with server.client() as c:
+        r = c.post("/evaluate", json={"problem_source": escape + RELU_PROBLEM, "solution": RELU_SOLUTION})
+        assert r.status_code == 200, r.text
+        v = r.json()
+        assert TOKEN not in json.dumps(v) and v["status"] == "correct", v
+        assert not marker.exists() and not (server.tmpdir.parent / "escaped").exists()
+        assert c.post("/evaluate", json=_body()).json()["status"] == "correct"  # still serving
+
+
 def test_invalid_problem_source_is_422_with_the_problem_error(server):
     with server.client() as c:
         r = c.post("/evaluate", json={"problem_source": "import torch\nx = 1\n", "solution": RELU_SOLUTION})
@@ -282,6 +302,16 @@ def test_refuses_to_start_without_a_token(tmp_path):
     proc = _serve(["--device", "cpu", "--port", str(_free_port())], _env(), tmp_path / "log")
     assert proc.wait(60) == 2
     assert "no bearer token" in (tmp_path / "log").read_text()
+
+
+def test_refuses_a_public_bind_without_the_sandbox(tmp_path):
+    config = tmp_path / "eval.yaml"
+    config.write_text((ROOT / "conf/eval/default.yaml").read_text().replace("sandbox: auto", "sandbox: off"))
+    env = {**_env(), "KERNELRL_SERVICE_TOKEN": TOKEN}
+    proc = _serve(["--device", "cpu", "--host", "0.0.0.0", "--port", str(_free_port()), "--eval-config", str(config)],
+                  env, tmp_path / "log")
+    assert proc.wait(60) == 2
+    assert "refusing to serve on 0.0.0.0 with sandbox=off" in (tmp_path / "log").read_text()
 
 
 def _leftover_workers(tmpdir: Path) -> list[psutil.Process]:

@@ -75,21 +75,29 @@ def test_identity_snapshot_sees_patched_timers_and_comparisons(monkeypatch):
     assert e.value.category == "comparison_patch"
 
 
-def test_compute_recorder_flags_problem_sized_torch_compute_only():
-    launches = guard.LaunchRecorder()
-    recorder = guard.ComputeRecorder(launches)
-    x = torch.randn(1000)
+def _recorded(fn) -> list:
+    recorder = guard.ComputeRecorder(guard.LaunchRecorder())
     with recorder:
-        out = torch.empty_like(x)  # allocation, views and copies are layout
+        fn()
+    return recorder.ops
+
+
+def test_compute_recorder_prices_torch_compute_against_the_reference():
+    x = torch.randn(1000)
+    reference = _recorded(lambda: torch.nn.functional.relu(x))
+    recorder = guard.ComputeRecorder(guard.LaunchRecorder())
+    with recorder:
+        out = torch.empty_like(x)  # allocation, views and copies are layout: free
         out.copy_(x.view(10, 100).t().contiguous().reshape(-1))
-        small = x[:10].sum()  # a tiny reduction stays below the threshold
-    recorder.check(x.numel(), "forward")
-    assert small is not None
+        small = x[:10].sum()  # a tiny reduction: a small share
+    share = recorder.share(reference)
+    guard.check_torch_share(share, "forward", max_share=0.25)
+    assert share is not None and 0 < share.share < 0.05 and small is not None
     with recorder:
         torch.nn.functional.relu(x)
     with pytest.raises(RuntimeHack, match="aten.relu") as e:
-        recorder.check(x.numel(), "forward")
-    assert e.value.category == "baseline_kernel"
+        guard.check_torch_share(recorder.share(reference), "forward", max_share=0.25)
+    assert e.value.category == "baseline_kernel" and "100% of the reference's work" in e.value.reason
 
 
 def test_concurrency_snapshot_sees_new_threads():

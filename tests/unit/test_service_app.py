@@ -136,13 +136,15 @@ def test_auth_and_problem_routes_in_process():
     asyncio.run(go())
 
 
-def test_insecure_mode_needs_no_token_and_problem_source_can_be_disabled():
+def test_insecure_mode_needs_no_token_and_problem_source_is_refused_by_default():
+    assert ServiceSettings(tokens=(TOKEN,)).allow_problem_source is False
+
     async def go():
-        app = _app(tokens=(), insecure_no_auth=True, allow_problem_source=False)
+        app = _app(tokens=(), insecure_no_auth=True)
         async with _client(app, None) as c:
             assert (await c.get("/problems")).status_code == 200
             r = await c.post("/evaluate", json={"problem_source": "x", "solution": "y"})
-            assert r.status_code == 403
+            assert r.status_code == 403 and "--allow-problem-source" in r.json()["detail"]
     asyncio.run(go())
 
 

@@ -170,4 +170,60 @@ class _Analysis(_Reachability):
         return what, key
 
     def uses_main_op(self, key: str) -> bool:
-        return self.reference is not None and _norm_key(key) in self.reference.ops
+        return self.reference is not None and _norm_key(key) in self.reference.main_ops
+
+    def on_inputs(self, node: ast.AST, f: _Scope) -> bool:
+        """Whether the compute `node` takes forward's own inputs (or views, slices or casts of them) as an
+        operand: then it provably works on the problem's data rather than on a kernel's result."""
+        if isinstance(node, ast.Call):
+            operands = [*node.args, *(k.value for k in node.keywords)]
+            if isinstance(node.func, ast.Attribute):
+                operands.append(node.func.value)
+        elif isinstance(node, ast.BinOp):
+            operands = [node.left, node.right]
+        elif isinstance(node, ast.UnaryOp):
+            operands = [node.operand]
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.AugAssign):
+            operands = [node.target, node.value]
+        else:
+            return False
+        flat: list[ast.AST] = []
+        while operands:
+            x = operands.pop()
+            if isinstance(x, (ast.List, ast.Tuple)):
+                operands.extend(x.elts)
+            else:
+                flat.append(x)
+        return any(self._input_derived(x, f) for x in flat)
+
+    def _input_derived(self, expr: ast.AST, f: _Scope, seen: frozenset[str] = frozenset()) -> bool:
+        """`expr` is forward's input, or a view, slice or cast of one (through local names too)."""
+        while True:
+            if isinstance(expr, (ast.Subscript, ast.Starred)):
+                expr = expr.value
+            elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+                    _method_kind(expr.func.attr) in ("ok", "move"):
+                expr = expr.func.value  # x.view(...), x.contiguous(), x.float()
+            elif isinstance(expr, ast.Attribute) and expr.attr in ("T", "mT", "data"):
+                expr = expr.value
+            else:
+                break
+        if not isinstance(expr, ast.Name) or f not in self.roots or expr.id == f.self_name:
+            return False
+        name = expr.id
+        if name in seen:  # x = x.view(-1): as input-derived as x was
+            return True
+        param = name in _params(f) and name in self.tensors.names.get(f, set())
+        stores = [n for n in self.live(f) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
+        values = []
+        for store in stores:  # every binding must be a plain assignment of an input-derived value
+            parent = self.parents.get(id(store))
+            if not (isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is not None
+                    and (getattr(parent, "targets", None) or [parent.target]) == [store]):
+                return False
+            values.append(parent.value)
+        if not param and not values:
+            return False
+        return all(self._input_derived(v, f, seen | {name}) for v in values)

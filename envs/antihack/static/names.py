@@ -117,10 +117,10 @@ _OP_OVERRIDES = ("torch.library.impl", "torch.library.Library", "torch.library.r
                  "torch.set_default_tensor_type", "torch.set_flush_denormal", "torch.use_deterministic_algorithms")
 _MOCKS = ("unittest.mock.patch", "mock.patch")
 # Names of timing/comparison functions, for patches of modules the source cannot name (found in sys.modules).
-_TIMER_NAMES = {"time_cuda", "perf_counter", "perf_counter_ns", "monotonic", "elapsed_time", "synchronize",
-                "do_bench", "Event"}
-_COMPARISON_NAMES = {"compare_outputs", "_compare_one", "allclose", "isclose", "assert_close", "equal",
-                     "format_mismatch"}
+_TIMER_NAMES = {"time_cuda", "time_interleaved", "perf_counter", "perf_counter_ns", "monotonic", "elapsed_time",
+                "synchronize", "do_bench", "Event"}
+_COMPARISON_NAMES = {"compare_outputs", "_compare_one", "compare_each", "compare_tensor", "judge_outputs",
+                     "check_against_truth", "allclose", "isclose", "assert_close", "equal", "format_mismatch"}
 _EVALUATOR = {"envs", "rewards", "rl", "kernelrl"}
 _PROBLEM_MODULES = {"problem", "reference", "ref", "__main__", "kernelbench", "KernelBench"}
 _INTROSPECTION = ("gc", "inspect", "weakref", "sys._getframe", "sys._current_frames", "sys.modules", "sys.settrace",
@@ -141,6 +141,17 @@ _SYSTEM = ("subprocess", "os.system", "os.popen", "os.exec*", "os.spawn*", "os.p
            "aiohttp", "ftplib", "smtplib", "telnetlib", "tempfile", "mmap", "fcntl", "pty", "resource", "posix",
            "pdb", "pathlib.Path.write_text", "pathlib.Path.write_bytes", "pathlib.Path.unlink",
            "pathlib.Path.rmdir", "pathlib.Path.touch", "pathlib.Path.rename", "pathlib.Path.replace")
+# Calls with side effects outside the process's memory (files, downloads, native code), refused whatever
+# they cost and wherever they are: saving or loading tensors, storages mapped from files, hub downloads,
+# extension building and library loading, NumPy file I/O.
+_SIDE_EFFECTS = ("torch.save", "torch.load", "torch.from_file", "torch.serialization", "torch.hub",
+                 "torch.utils.model_zoo", "torch.utils.cpp_extension", "torch.ops.load_library",
+                 "torch.classes.load_library", "torch._ops.load_library", "torch.UntypedStorage.from_file",
+                 "torch.TypedStorage.from_file", "torch.storage", "numpy.load", "numpy.save", "numpy.savez",
+                 "numpy.savez_compressed", "numpy.savetxt", "numpy.loadtxt", "numpy.genfromtxt", "numpy.fromfile",
+                 "numpy.memmap", "numpy.lib.format.open_memmap", "numpy.lib.npyio", "numpy.ndarray.tofile",
+                 "numpy.ndarray.dump")
+_SIDE_EFFECT_METHODS = {"tofile", "from_file"}  # whatever the receiver: only arrays and storages have them
 _RESULT_CHANNELS = ("os.write", "os.writev", "os.pwrite", "os.dup", "os.dup2", "os.fdopen", "os.sendfile",
                     "sys.stdout.write", "sys.stdout.buffer", "sys.stdout.fileno", "sys.stderr.write",
                     "sys.stderr.buffer", "sys.stderr.fileno", "sys.__stdout__", "sys.__stderr__")

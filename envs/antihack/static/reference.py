@@ -15,10 +15,27 @@ from envs.antihack.static.names import _CONSTRUCTION, _MOVEMENT_KEYS, _NN_MODULE
     _norm_key
 
 
+# Ops whose cost grows faster than their data (GEMMs, convolutions, attention, recurrences): where the
+# reference has one, it is the main computation and the reference's other ops are cheap beside it.
+_HEAVY = frozenset({"matmul", "conv", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convtranspose1d",
+                    "convtranspose2d", "convtranspose3d", "scaled_dot_product_attention", "multiheadattention",
+                    "bilinear", "tensordot", "lstm", "gru", "rnn", "transformer", "transformerencoderlayer",
+                    "transformerdecoderlayer"})
+
+
 @dataclasses.dataclass(frozen=True)
 class _Reference:
     ops: frozenset[str]      # normalised names of what Model.forward computes with
     pure_movement: bool      # it only allocates, views, copies or casts
+
+    @property
+    def main_ops(self) -> frozenset[str]:
+        """The reference's heavy ops if it has any, else all of its ops."""
+        return (self.ops & _HEAVY) or self.ops
+
+    @property
+    def heavy(self) -> bool:
+        return bool(self.ops & _HEAVY)
 
 
 def _reference(problem_source: str | None) -> _Reference | None:

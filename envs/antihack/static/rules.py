@@ -16,8 +16,9 @@ from envs.antihack.static.names import (_COMPARISON_NAMES, _COMPARISONS, _COMPIL
                                         _DYNAMIC_CODE, _EVALUATOR, _FILE_WRITE_METHODS, _FRAME_ATTRS,
                                         _GPU_LIBRARIES, _HEAP_SCANS, _INTROSPECTION, _LAZY, _LIBRARY_ANYWHERE,
                                         _MOCKS, _OP_OVERRIDES, _PROBLEM_MODULES, _REFERENCE_TARGETS,
-                                        _RESULT_CHANNELS, _STREAMS, _SYSTEM, _TENSOR_CLASSES, _TIMER_NAMES,
-                                        _TIMERS, _is_module_path, _plain, _short, _under)
+                                        _RESULT_CHANNELS, _SIDE_EFFECT_METHODS, _SIDE_EFFECTS, _STREAMS, _SYSTEM,
+                                        _TENSOR_CLASSES, _TIMER_NAMES, _TIMERS, _is_module_path, _plain, _short,
+                                        _under)
 from envs.verdict import HackFinding
 
 
@@ -136,9 +137,15 @@ def rule_introspection(a: _Analysis) -> HackFinding | None:
 def rule_system_access(a: _Analysis) -> HackFinding | None:
     if finding := a.reference_finding(_SYSTEM, "system_access"):
         return finding
+    if finding := a.reference_finding(_SIDE_EFFECTS, "system_access", ": file I/O, downloads or native code, "
+                                                                      "refused whatever it costs"):
+        return finding
     for node, scope in a.nodes:
         if not isinstance(node, ast.Call):
             continue
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _SIDE_EFFECT_METHODS:
+            return _finding("system_access", f"{a.where(scope, node)} calls {_short(node.func)}(), which reads or "
+                                             "writes a file")
         paths = {_plain(q) for q in a.quals(node.func, scope)}
         if paths & {"builtins.open", "io.open", "codecs.open", "os.fdopen"}:
             mode = node.args[1] if len(node.args) > 1 else next(
@@ -298,14 +305,30 @@ def rule_kernel_launched(a: _Analysis) -> HackFinding | None:
 
 
 def rule_baseline_kernel(a: _Analysis) -> HackFinding | None:
+    """PyTorch provably doing the problem's main computation. With the problem known, only its main ops
+    count by name: on a problem with a GEMM, convolution or attention, that op anywhere on the forward path;
+    on any other problem, one of the reference's ops applied to forward's inputs (or views of them).
+    Everything else PyTorch computes (epilogues, glue, small reductions) is priced at run time against the
+    reference's cost (envs/antihack/cost.py). Without the problem nothing says what is cheap: every
+    PyTorch compute op counts."""
     for node, f in a.forward_nodes():
         op = a.compute_op(node, f)
-        if op:
-            what, key = op
-            why = ", which does the problem's main computation" if a.uses_main_op(key) else \
-                ", PyTorch compute outside the solution's Triton kernels (only allocation, views, casts and " \
-                "metadata are allowed there)"
-            return _finding("baseline_kernel", f"{a.where(f, node)} {what}{why}")
+        if not op:
+            continue
+        what, key = op
+        ref = a.reference
+        if ref is None:
+            return _finding("baseline_kernel", f"{a.where(f, node)} {what}, PyTorch compute outside the solution's "
+                                               "Triton kernels (only allocation, views, casts and metadata are "
+                                               "allowed there when the problem is unknown)")
+        if not a.uses_main_op(key):
+            continue
+        if ref.heavy:
+            return _finding("baseline_kernel", f"{a.where(f, node)} {what}, which does the problem's main "
+                                               "computation")
+        if a.on_inputs(node, f):
+            return _finding("baseline_kernel", f"{a.where(f, node)} {what} on forward's inputs, which does the "
+                                               "problem's main computation")
     return None
 
 

@@ -1,0 +1,205 @@
+"""Input families and the sensitivity probe's perturbation: inputs that iid Gaussian draws never show.
+
+iid `randn` inputs are the easiest case for shortcuts: a reduction that reads only part of its input
+lands within tolerance by the law of large numbers. Each family derives a new input set from a fresh
+`get_inputs()` draw, with the same shapes, dtypes and devices. Only floating-point tensors change:
+integer and bool tensors (indices, lengths, masks) and floating tensors holding only whole numbers
+(labels or masks stored as floats) are left as they are, and so are non-tensor inputs.
+
+- outliers: about one element in a thousand (at least 4) at random positions pushed 100 times the
+  tensor's magnitude (sqrt(mean^2 + std^2)) away from zero (the sign kept: positive inputs stay positive).
+- block_scale: every block of 256 consecutive elements of a row (the last dimension) scaled by its own
+  factor, log-uniform in [1/16, 16]: rows and tiles weigh differently.
+- alternating: |x| with signs alternating along the last dimension (sums cancel).
+- ramp: every row a linear ramp with a random slope and offset, at the tensor's mean and scale.
+- large_magnitude: scaled by 2^(maxexp / 8) (2^16 for float32 and bfloat16, 4 for float16): float32
+  values far beyond float16's range, so a kernel that narrows internally overflows. The scaling is
+  exact; the harness scales atol with the reference output's magnitude for every family.
+
+A family that makes the reference output NaN or Inf is skipped for that problem (the harness runs a
+get_inputs() trial in its place and notes it).
+
+The probe (`perturb`) moves `PROBE_ELEMENTS` random elements of every floating input away from zero by a
+multiple of that tensor's magnitude; the harness grows the multiple until the reference's output moves by
+at least `PROBE_RESPONSE` times its tolerance, then requires the candidate to match the reference there.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+
+from envs.compare import CHUNK_ELEMENTS, as_output_list, output_rms, tolerance_for, unravel_index
+from envs.settings import INPUT_FAMILIES
+
+PROBE_ELEMENTS = 8  # perturbed elements per floating input tensor
+PROBE_SIZES = (16.0, 256.0, 4096.0, 65536.0)  # moves, in multiples of the tensor's magnitude, tried in turn
+PROBE_RESPONSE = 100.0  # the reference's output must move by this many times its tolerance somewhere
+
+_OUTLIER_DENSITY = 1e-3
+_OUTLIER_TIMES = 100.0
+_SCALE_LOG2_RANGE = 4.0  # block_scale factors in [2^-4, 2^4]
+_BLOCK = 256
+_INTEGRAL_SAMPLE = 4096
+
+
+def trial_plan(trials: int, families: list[str] | tuple[str, ...]) -> list[str | None]:
+    """The family of each correctness trial (None: the problem's own get_inputs()). The first trial is
+    always plain (its outputs set the magnitude that families' atol is scaled against); each family gets
+    one trial after it; the rest are plain."""
+    plan: list[str | None] = [None, *families]
+    return plan + [None] * (trials - len(plan))
+
+
+def is_varied(x: Any) -> bool:
+    """Whether families and the probe may change this input: a floating tensor that holds more than
+    whole numbers (judged on an evenly spaced sample, so the check is cheap at any size)."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
+        return False
+    flat = x.detach().reshape(-1)
+    sample = flat[:: max(1, flat.numel() // _INTEGRAL_SAMPLE)]
+    return not bool(torch.all(sample == sample.round()))
+
+
+def generator(seed: int, device: torch.device) -> torch.Generator:
+    g = torch.Generator(device=device)
+    g.manual_seed(seed % (1 << 63))
+    return g
+
+
+def _scale_of(x: torch.Tensor) -> tuple[float, float, float]:
+    """(mean, standard deviation, magnitude) of a tensor; the magnitude sqrt(mean^2 + std^2) sizes outliers
+    and probe moves, so that they matter also for values near a large constant."""
+    if x.numel() > 1:
+        std, mean = (float(v) for v in torch.std_mean(x.detach().float()))
+    else:
+        std, mean = 0.0, float(x.detach().float().reshape(-1)[0])
+    if not math.isfinite(std) or not math.isfinite(mean):
+        std, mean = 1.0, 0.0
+    magnitude = math.hypot(mean, std)
+    return mean, std, magnitude if magnitude > 0 else 1.0
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """A (rows, row length) view of a contiguous tensor: rows are the last dimension (0-d and 1-D: one row)."""
+    return x.view(-1, x.shape[-1]) if x.dim() >= 2 else x.view(1, -1)
+
+
+def _outliers(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    _, _, magnitude = _scale_of(x)
+    flat = x.view(-1)
+    k = max(4, int(flat.numel() * _OUTLIER_DENSITY))
+    idx = torch.randint(0, flat.numel(), (k,), generator=g, device=x.device)
+    picked = flat[idx]
+    flat[idx] = picked + torch.where(picked < 0, -1.0, 1.0).to(x.dtype) * (_OUTLIER_TIMES * magnitude)
+    return x
+
+
+def _block_scale(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Blocks of _BLOCK consecutive elements of every row (the last dimension), each with its own factor."""
+    rows = _rows(x)
+    n_rows, length = rows.shape
+    n_blocks = -(-length // _BLOCK)
+    log2 = (torch.rand(n_rows, n_blocks, generator=g, device=x.device) * 2 - 1) * _SCALE_LOG2_RANGE
+    factors = torch.exp2(log2).to(x.dtype)
+    if length % _BLOCK == 0:
+        rows.view(n_rows, n_blocks, _BLOCK).mul_(factors.unsqueeze(-1))
+    else:
+        rows.mul_(factors.repeat_interleave(_BLOCK, dim=1)[:, :length])
+    return x
+
+
+def _alternating(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    rows = _rows(x)
+    signs = 1.0 - 2.0 * (torch.arange(rows.shape[1], device=x.device) % 2)
+    rows.abs_().mul_(signs.to(x.dtype))
+    return x
+
+
+def _ramp(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    mean, std, _ = _scale_of(x)
+    rows = _rows(x)
+    n_rows, length = rows.shape
+    line = torch.linspace(-math.sqrt(3.0), math.sqrt(3.0), length, device=x.device, dtype=torch.float64)
+    slope = (torch.rand(n_rows, 1, generator=g, device=x.device, dtype=torch.float64) + 0.5)
+    slope *= torch.where(torch.rand(n_rows, 1, generator=g, device=x.device) < 0.5, -1.0, 1.0).double()
+    offset = torch.randn(n_rows, 1, generator=g, device=x.device, dtype=torch.float64) * 0.5
+    rows.copy_(mean + std * (slope * line + offset))
+    return x
+
+
+def _large_magnitude(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    max_exponent = math.frexp(torch.finfo(x.dtype).max)[1]  # 128 for float32 and bfloat16, 16 for float16
+    return x.mul_(2.0 ** (max_exponent // 8))
+
+
+_FAMILIES: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] = {
+    "outliers": _outliers, "block_scale": _block_scale, "alternating": _alternating, "ramp": _ramp,
+    "large_magnitude": _large_magnitude,
+}
+assert tuple(_FAMILIES) == INPUT_FAMILIES, "envs.settings.INPUT_FAMILIES names the families implemented here"
+
+
+def _like(x: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """`values` laid out with the strides of `x` (a candidate may rely on its inputs' layout)."""
+    if x.is_contiguous():
+        return values
+    y = torch.empty_like(x)
+    y.copy_(values)
+    return y
+
+
+def derive(inputs: list[Any], family: str, g: torch.Generator) -> list[Any]:
+    """A new input set of `family` from `inputs` (left untouched): same shapes, dtypes, devices and layouts."""
+    transform = _FAMILIES[family]
+    return [_like(x, transform(x.detach().contiguous().clone(), g)) if is_varied(x) else x for x in inputs]
+
+
+def perturb(inputs: list[Any], times: float, g: torch.Generator) -> tuple[list[Any], list[str]]:
+    """A copy of `inputs` with PROBE_ELEMENTS random elements of every varied tensor moved `times` times
+    that tensor's magnitude away from zero; and where (for messages). Values that would leave the dtype's
+    range are clamped to it."""
+    out, where = [], []
+    for i, x in enumerate(inputs):
+        if not is_varied(x):
+            out.append(x)
+            continue
+        _, _, magnitude = _scale_of(x)
+        y = x.detach().contiguous().clone()
+        flat = y.view(-1)
+        idx = torch.randint(0, flat.numel(), (min(PROBE_ELEMENTS, flat.numel()),), generator=g, device=y.device)
+        picked = flat[idx].double()
+        limit = torch.finfo(y.dtype).max / 4
+        moved = (picked + torch.where(picked < 0, -1.0, 1.0).double() * (times * magnitude)).clamp(-limit, limit)
+        flat[idx] = moved.to(y.dtype)
+        out.append(_like(x, y))
+        where.append(f"input {i} at {unravel_index(int(idx[0]), y.shape)}")
+    return out, where
+
+
+def atol_scales(outputs: Any, base_rms: list[float]) -> list[float]:
+    """How far above the first (plain) trial's magnitude each output is: atol is a rounding allowance at
+    the problem's own scale, so it grows with outputs that a family or the probe scaled up (never shrinks)."""
+    return [max(1.0, output_rms(t) / b) if b > 0 else 1.0 for t, b in zip(as_output_list(outputs), base_rms)]
+
+
+def response_ratio(before: Any, after: Any, tolerance: dict[str, float] | None, scales: list[float]) -> float:
+    """The largest change of the reference's floating outputs, in units of each element's tolerance."""
+    ratio = 0.0
+    for b, a, s in zip(as_output_list(before), as_output_list(after), scales):
+        if not isinstance(b, torch.Tensor) or not b.is_floating_point() or b.shape != a.shape:
+            continue
+        atol, rtol = tolerance_for(b.dtype, tolerance)
+        fb, fa = b.detach().reshape(-1), a.detach().reshape(-1)
+        for start in range(0, fb.numel(), CHUNK_ELEMENTS):
+            x, y = fb[start:start + CHUNK_ELEMENTS].double(), fa[start:start + CHUNK_ELEMENTS].double()
+            allowed = atol * s + rtol * torch.maximum(x.abs(), y.abs())
+            ratio = max(ratio, float(((y - x).abs() / allowed.clamp_min(1e-300)).max()))
+    return ratio
+
+
+def is_finite(outputs: Any) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in as_output_list(outputs)
+               if isinstance(t, torch.Tensor) and t.is_floating_point())

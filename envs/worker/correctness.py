@@ -1,0 +1,167 @@
+"""The worker's correctness phase: trials on get_inputs() and on input families, the sensitivity probe,
+and judging outputs against the reference and, where it decides, the float64 truth.
+
+A mixin of `envs.worker.harness.Evaluation`, whose helpers it calls (`_inputs`, `_reference`,
+`_guarded_call`, `_run_candidate`, `_build`). What the trials and the probe change is in envs/inputs.py,
+how outputs are judged in envs/truth.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from envs import inputs as families
+from envs.antihack import runtime as guard
+from envs.antihack.runtime import RuntimeHack
+from envs.compare import ReferenceNotFinite, as_output_list, compare_outputs, format_mismatch, output_rms
+from envs.truth import AccuracyLog, Float64Reference, judge_outputs
+from envs.worker.outcome import Outcome
+from envs.worker.outcome import clone_args as _clone
+
+_PROBE_SALT = 0x5EED  # the probe's positions come from another stream than the last trial's family
+
+
+class CorrectnessPhase:
+    def _init_correctness(self, request: dict) -> None:
+        self.fidelity = request.get("correctness") or {}  # input families, probe, fp64 truth mode
+        self.accuracy = AccuracyLog(list(self.fidelity.get("families") or []),
+                                    "not run" if self.fidelity.get("probe") else "off")
+        self.truth = Float64Reference(self._float64_model)
+        self.base_rms: list[float] = []  # the first trial's reference output magnitudes
+
+    def _float64_model(self) -> torch.nn.Module:
+        """A second reference model in float64 with the reference's parameters (built aside the RNG stream)."""
+        with torch.random.fork_rng(devices=[self.device.index or 0] if self.device.type == "cuda" else []):
+            model = self._build(self.problem.Model, self.req["init_seed"])
+        model.load_state_dict(self.model.state_dict())
+        return model.double()
+
+    def _compare(self, expected: Any, got: Any, label: str, inputs: list[Any], hack_category: str | None = None,
+                 atol_scales: list[float] | None = None) -> None:
+        """Judge `got` (envs/truth.py: the plain tolerance, else the float64 truth on these `inputs`).
+        `atol_scales` is given for inputs the evaluator derived (families, the probe)."""
+        try:
+            judgement = judge_outputs(expected, got, self.req["problem"].get("tolerance"),
+                                      lambda: self.truth(inputs), self.fidelity.get("truth", "off"), atol_scales)
+        except ReferenceNotFinite as e:
+            raise Outcome("runtime_error", f"problem error: {e}") from None
+        self.accuracy.add(judgement, own_inputs=atol_scales is None)
+        if judgement.passed:
+            return
+        if hack_category:
+            raise RuntimeHack(hack_category, f"{label}: {format_mismatch(judgement.mismatch)}")
+        raise Outcome("incorrect", f"{label}: {format_mismatch(judgement.mismatch)}", mismatch=judgement.mismatch)
+
+    def check_correctness(self) -> None:
+        self.link.phase("correctness")
+        seeds = self.req["seeds"]
+        plan = families.trial_plan(len(seeds), self.accuracy.families)
+        self.template = None
+        with torch.no_grad(), self._gpu("shared"):
+            first = None
+            for trial, (seed, family) in enumerate(zip(seeds, plan)):
+                outcome = self._trial(trial, len(seeds), seed, family)
+                if trial == 0 and self.fidelity.get("probe"):
+                    first = outcome  # the probe moves the problem's own inputs (a family may saturate them)
+                del outcome
+            if first is not None:
+                self._sensitivity_probe(*first, seeds[0])
+
+    def _trial(self, trial: int, trials: int, seed: int, family: str | None) -> tuple[list[Any], Any, Any]:
+        """One trial on get_inputs() or on a family derived from it: (inputs, expected, got)."""
+        inputs = self._inputs(seed)
+        if family is not None:
+            inputs = families.derive(inputs, family, families.generator(seed, self.device))
+        label = f"trial {trial + 1} of {trials}" + (f" ({family} inputs)" if family else "")
+        # Alternate the order so an unwritten output cannot inherit the reference's memory.
+        if trial % 2 == 0:
+            expected = self._reference(inputs)
+            if family is not None and not families.is_finite(expected):
+                return self._skip_family(trial, trials, seed, family)
+            self.template = expected
+            got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template)
+        else:
+            got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template)
+            expected = self._reference(inputs)
+            if family is not None and not families.is_finite(expected):
+                del got
+                return self._skip_family(trial, trials, seed, family)
+        if trial == 0:
+            self.base_rms = [output_rms(t) for t in as_output_list(expected)]
+        scales = families.atol_scales(expected, self.base_rms) if family is not None else None
+        try:
+            self._compare(expected, got, label, inputs, atol_scales=scales)
+        except Outcome:
+            guard.check_not_identity(as_output_list(got), inputs)
+            self._probe_stale_memory(inputs, expected)
+            raise
+        return inputs, expected, got
+
+    def _skip_family(self, trial: int, trials: int, seed: int, family: str) -> tuple[list[Any], Any, Any]:
+        self.notes.append(f"input family {family} skipped: the reference output holds NaN or Inf on it "
+                          "(that trial ran on get_inputs())")
+        self.accuracy.families.remove(family)
+        return self._trial(trial, trials, seed, None)
+
+    def _sensitivity_probe(self, inputs: list[Any], expected: Any, got: Any, seed: int) -> None:
+        """Move a few random input elements until the reference's output moves by PROBE_RESPONSE times its
+        tolerance; the candidate's output must then match the reference's again, so it must have moved with
+        it (its change within twice the tolerance of the reference's): a kernel that skips input elements
+        (subsampling, skipped tiles, fixed indices) misses the moved ones' share."""
+        tolerance = self.req["problem"].get("tolerance")
+        g = families.generator(seed ^ _PROBE_SALT, self.device)
+        for times in families.PROBE_SIZES:
+            perturbed, where = families.perturb(inputs, times, g)
+            if not where:
+                self.accuracy.probe = "skipped: no floating-point input to perturb"
+                return
+            moved = self._reference(perturbed)
+            if not families.is_finite(moved):
+                self.accuracy.probe = f"skipped: the reference output holds NaN or Inf at {times:g}x"
+                return
+            scales = families.atol_scales(moved, self.base_rms)
+            if families.response_ratio(expected, moved, tolerance, scales) >= families.PROBE_RESPONSE:
+                break
+        else:
+            self.accuracy.probe = "skipped: the reference output barely moves when a few input elements do"
+            return
+        after = self._guarded_call(_clone(perturbed), "ModelNew.forward (sensitivity probe)", moved)
+        label = (f"sensitivity probe ({families.PROBE_ELEMENTS} element(s) of each floating input moved by "
+                 f"{times:g} times its magnitude, e.g. {where[0]})")
+        try:
+            self._compare(moved, after, label, perturbed, atol_scales=scales)
+        except Outcome as o:
+            self.accuracy.probe = f"failed ({times:g}x)"
+            o.error += _probe_change(o.extra.get("mismatch"), expected, moved, got, after)
+            raise
+        self.accuracy.probe = f"passed ({times:g}x)"
+
+    def _probe_stale_memory(self, inputs: list[Any], expected: Any) -> None:
+        """A wrong output that turns right once freed memory holds the expected result was never computed:
+        the solution returns memory it did not write (or only touched up), i.e. a previous result."""
+        guard.bait_free_memory(as_output_list(expected), self.device)
+        try:
+            got = self._run_candidate(lambda: self.candidate(*_clone(inputs)), "ModelNew.forward")
+        except Outcome:
+            return
+        if compare_outputs(expected, got, self.req["problem"].get("tolerance")) is None:
+            raise RuntimeHack("stale_memory", "the output was wrong while freed memory held the evaluator's "
+                                              "poison and right once freed memory held the expected result: "
+                                              "it returns memory it never computed")
+
+
+def _probe_change(mismatch: dict | None, before_ref: Any, after_ref: Any, before: Any, after: Any) -> str:
+    """Where the probe failed: how the reference's and the candidate's outputs changed at that element."""
+    if not mismatch or "worst_index" not in mismatch:
+        return ""
+    i = mismatch.get("output_index", 0)
+    index = tuple(mismatch["worst_index"])
+    try:
+        d_ref = float(as_output_list(after_ref)[i][index]) - float(as_output_list(before_ref)[i][index])
+        d_out = float(as_output_list(after)[i][index]) - float(as_output_list(before)[i][index])
+    except (IndexError, TypeError, RuntimeError):
+        return ""
+    return (f"\nthere the reference's output changed by {d_ref:.6g} when those inputs moved, the candidate's by "
+            f"{d_out:.6g}: the output must follow every input element")

@@ -1,0 +1,71 @@
+"""The worker sandbox on a GPU: a sandboxed worker still sees its GPU, times a built-in reference like an
+unsandboxed one, and an escape attempt run without the static analysis is contained there too."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from envs import EvalSettings, Evaluator, PhaseTimeouts, Status, resolve_problem
+from envs.source import canonicalize
+from envs.worker.sandbox import why_unsandboxed
+from tests.integration.test_hack_corpus import HACKS, header
+from tests.integration.test_sandbox_containment import ESCAPES, Listener, trap  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.gpu, pytest.mark.integration]
+_REASON = why_unsandboxed("required")
+if _REASON:
+    pytestmark.append(pytest.mark.skip(reason=f"the worker sandbox cannot run here: {_REASON}"))
+
+
+def _settings(**kw) -> EvalSettings:
+    return EvalSettings(device="cuda", workers=1, timed_runs=20, sandbox="required",
+                        timeouts=PhaseTimeouts(correctness=120, timing=120), **kw)
+
+
+@pytest.mark.parametrize("problem_id", ["L0_02_relu", "L3_01_matmul"])
+def test_sandboxed_worker_evaluates_a_reference_on_its_gpu(problem_id):
+    problem = resolve_problem(problem_id)
+    with Evaluator(_settings()) as ev:
+        assert ev.pool.sandbox is not None
+        assert "cpu" not in ev.device_name.lower(), ev.device_name
+        verdict = ev.evaluate(problem, Path(problem.reference_solution).read_text())
+    print(f"{problem_id} sandboxed: {verdict.status.value} speedup {verdict.speedup} "
+          f"kernel {verdict.timings.kernel.median_ms if verdict.timings else None} ms")
+    assert verdict.status is Status.CORRECT, verdict.error
+    assert verdict.speedup is not None and verdict.timings.kernel.median_ms > 0
+
+
+def test_escape_attempts_are_contained_on_the_gpu(trap):
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    listener = Listener(tcp)
+    started = time.time()
+    try:
+        with Evaluator(_settings().hiding(str(trap["token_file"]))) as ev:
+            verdicts = {}
+            for name in ESCAPES:
+                path = HACKS / name
+                problem = resolve_problem(header(path)["problem"])
+                verdicts[name] = ev.pool.execute(problem, canonicalize(path.read_text()), None)[0]
+                print(f"{name}: {verdicts[name].status.value} {(verdicts[name].error or '')[:200]}")
+            strays = [p.pid for p in psutil.process_iter(["cmdline"])
+                      if "KERNELRL-ESCAPE-DAEMON" in (p.info["cmdline"] or [])]
+            after = ev.evaluate(resolve_problem("L0_02_relu"),
+                                Path(resolve_problem("L0_02_relu").reference_solution).read_text())
+    finally:
+        listener.close()
+    assert listener.connections == 0
+    assert not strays
+    assert verdicts["hack_concurrency_daemon_escape.py"].status is not Status.CORRECT
+    for name, verdict in verdicts.items():
+        assert not any(secret in repr(verdict.to_dict()) for secret in trap["planted"].values()), name
+    assert all(listener.connections == 0 for listener in trap["listeners"])
+    written = [p for root in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), Path.home())
+               for p in root.glob("kernelrl-escape*") if p.stat().st_mtime >= started]
+    assert not written, written
+    assert after.status is Status.CORRECT, after.error

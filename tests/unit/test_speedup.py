@@ -1,0 +1,141 @@
+"""Re-anchored speedups (envs/timing.py scheduling, envs/speedup.py estimate and interval), with
+synthetic clocks standing in for CUDA events: the logic is the same on the GPU."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from envs.speedup import MAX_DRIFT, bootstrap_ratio, estimate_speedup, rebase_speedup
+from envs.timing import ANCHOR, KERNEL, interleaved_schedule, time_interleaved
+from envs.verdict import SpeedupInterval, Status, Timings, TimingStats, Verdict
+
+
+class DriftingClock:
+    """A GPU whose speed changes while it works: every call of fn takes base[fn] ms times the slowdown at
+    that moment (a function of how many calls ran before), times 1% noise."""
+
+    def __init__(self, base: dict, slowdown, noise: float = 0.01, seed: int = 0):
+        self.base, self.slowdown, self.noise = base, slowdown, noise
+        self.calls = 0
+        self.rng = random.Random(seed)
+
+    def settle(self) -> None:
+        pass
+
+    def measure(self, fn):
+        out = fn()
+        ms = self.base[out] * self.slowdown(self.calls) * (1 + self.rng.gauss(0, self.noise))
+        self.calls += 1
+        return ms, out
+
+
+def test_schedule_spreads_the_anchor_evenly_over_the_kernel_runs():
+    s = interleaved_schedule(100, 50)
+    assert s.count(KERNEL) == 100 and s.count(ANCHOR) == 50 and s[0] == ANCHOR
+    kernel_before = [s[:i].count(KERNEL) for i, name in enumerate(s) if name == ANCHOR]
+    assert all(b - a == 2 for a, b in zip(kernel_before, kernel_before[1:]))  # one anchor every 2 kernel runs
+    assert interleaved_schedule(10, 0) == [KERNEL] * 10
+    odd = interleaved_schedule(7, 3)
+    assert odd.count(ANCHOR) == 3 and odd.count(KERNEL) == 7 and odd[-1] == KERNEL
+    assert interleaved_schedule(2, 5).count(ANCHOR) == 5
+    with pytest.raises(ValueError):
+        interleaved_schedule(0, 1)
+
+
+def test_interleaved_runs_share_the_window_and_keep_the_candidates_outputs():
+    # The GPU slows down by 30% halfway through the window.
+    clock = DriftingClock({KERNEL: 0.5, ANCHOR: 1.0}, lambda n: 1.0 if n < 75 else 1.3, noise=0.0)
+    timed = time_interleaved({KERNEL: lambda: KERNEL, ANCHOR: lambda: ANCHOR}, interleaved_schedule(100, 50),
+                             clock=clock, warmup_ms=0, keep=(3, 99))
+    assert len(timed.samples[KERNEL]) == 100 and len(timed.samples[ANCHOR]) == 50
+    assert set(timed.kept) == {3, 99} and timed.kept[99] == KERNEL  # indices count the candidate's runs only
+    # Both callables saw the slow half of the window in the same proportion.
+    slow = [sum(t > base * 1.1 for t in timed.samples[name]) / len(timed.samples[name])
+            for name, base in ((KERNEL, 0.5), (ANCHOR, 1.0))]
+    assert slow[0] == pytest.approx(slow[1], abs=0.02)
+    assert set(timed.seconds) == {KERNEL, ANCHOR}
+
+
+def _cached(ms: float) -> TimingStats:
+    return TimingStats(ms, ms, 0.0, ms, ms, ms, ms, 100)
+
+
+def _evaluate(state: float, seed: int, reanchor: bool = True):
+    """One evaluation of a kernel 2x faster than eager PyTorch on a GPU running at `state` times its
+    speed when the baselines were cached (eager 1.0 ms, TorchInductor 0.8 ms)."""
+    clock = DriftingClock({KERNEL: 0.5, ANCHOR: 1.0}, lambda n: state, seed=seed)
+    fns = {KERNEL: lambda: KERNEL, **({ANCHOR: lambda: ANCHOR} if reanchor else {})}
+    timed = time_interleaved(fns, interleaved_schedule(100, 50 if reanchor else 0), clock=clock, warmup_ms=0)
+    return estimate_speedup(timed.samples[KERNEL], _cached(1.0), _cached(0.8), "inductor",
+                            timed.samples.get(ANCHOR))
+
+
+def test_reanchoring_makes_the_speedup_repeatable_under_drift():
+    true = 0.8 / 0.5
+    states = [1.0, 1.28, 0.95, 1.1]  # the GPU's state differs between evaluations by up to 28%
+    anchored = [_evaluate(s, seed) for seed, s in enumerate(states)]
+    cached = [_evaluate(s, seed, reanchor=False) for seed, s in enumerate(states)]
+    assert all(e.interval.anchored for e in anchored) and not any(e.interval.anchored for e in cached)
+    spread = (max(e.speedup for e in anchored) - min(e.speedup for e in anchored)) / true
+    assert spread < 0.02
+    assert (max(e.speedup for e in cached) - min(e.speedup for e in cached)) / true > 0.2
+    for e in anchored:
+        assert e.interval.low <= true <= e.interval.high and e.interval.high - e.interval.low < 0.05 * true
+        assert e.baseline == "inductor" and e.interval.confidence == 0.95
+    assert anchored[1].interval.drift == pytest.approx(1.28, rel=0.02)
+
+
+def test_an_anchor_far_from_its_cached_time_is_not_trusted_alone():
+    kernel = [0.5] * 20
+    slowed = estimate_speedup(kernel, _cached(1.0), None, "inductor", anchor=[1.0 * (MAX_DRIFT + 1)] * 10)
+    assert slowed.speedup == pytest.approx(2.0) and not slowed.interval.anchored
+    assert "cached" in slowed.notes[-1] and "TorchInductor baseline unavailable" in slowed.notes[0]
+    # A GPU that got much faster cannot inflate anything: the anchored speedup is the smaller one.
+    faster = estimate_speedup(kernel, _cached(1.0), None, "eager", anchor=[0.5] * 10)
+    assert faster.interval.anchored and faster.speedup == pytest.approx(1.0)
+    assert estimate_speedup(kernel, None, None, "inductor") is None
+
+
+def test_bootstrap_interval_is_deterministic_and_tracks_the_noise():
+    rng = random.Random(1)
+    num = [1.0 + rng.gauss(0, 0.01) for _ in range(50)]
+    den = [0.5 + rng.gauss(0, 0.005) for _ in range(100)]
+    low, high = bootstrap_ratio(num, den)
+    assert (low, high) == bootstrap_ratio(num, den)
+    assert low < 2.0 < high and high - low < 0.02
+    noisy = [0.5 + rng.gauss(0, 0.05) for _ in range(100)]
+    wide = bootstrap_ratio(num, noisy)
+    assert wide[1] - wide[0] > 3 * (high - low)
+    const = bootstrap_ratio([1.0], [0.5] * 10, scale=2.0)
+    assert const == (pytest.approx(4.0), pytest.approx(4.0))
+    with pytest.raises(ValueError):
+        bootstrap_ratio([], den)
+
+
+def test_verdict_with_interval_and_shares_round_trips_and_rebases():
+    interval = SpeedupInterval(1.5, 1.7, 0.95, True, 1.1, 1000)
+    v = Verdict(Status.CORRECT, "p", "NVIDIA H200", timings=Timings(_cached(0.5), _cached(1.0), _cached(0.8),
+                                                                    anchor=_cached(1.1)),
+                speedup=1.6, baseline="inductor", speedup_interval=interval, torch_share=0.01)
+    assert Verdict.from_dict(v.to_dict()) == v
+    speedup, rebased = rebase_speedup(v, v.timings.eager)
+    assert speedup == pytest.approx(2.0) and rebased.low == pytest.approx(1.5 / 0.8) and rebased.anchored
+
+
+def test_bench_reports_per_kernel_speedup_spread_over_repeats():
+    import importlib.util
+
+    from tests.conftest import ROOT
+    spec = importlib.util.spec_from_file_location("bench_eval", ROOT / "scripts" / "bench_eval.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    interval = SpeedupInterval(0.9, 1.1, 0.95, True, 1.0, 1000)
+    verdicts = [Verdict(Status.CORRECT, pid, "NVIDIA H200", speedup=s, speedup_interval=interval)
+                for pid, s in [("a", 1.0), ("a", 1.02), ("a", 0.99), ("b", 2.0), ("b", 2.2), ("c", 3.0)]]
+    rep = bench.speedup_repeatability(verdicts)
+    assert rep["kernels"] == 2  # "c" ran once: no spread
+    assert rep["median_spread"] == pytest.approx((0.03 / 1.0 + 0.2 / 2.1) / 2)
+    assert rep["max_spread"] == pytest.approx(0.2 / 2.1) and rep["p95_spread"] == rep["max_spread"]
+    assert bench.speedup_repeatability(verdicts[-1:]) == {}

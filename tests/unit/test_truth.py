@@ -1,0 +1,194 @@
+"""The float64-truth rule (envs/truth.py) on hand-made outputs: other summation orders pass, shortcuts fail."""
+
+import pytest
+import torch
+
+from envs.compare import compare_outputs
+from envs.truth import TRUTH_MULTIPLE, AccuracyLog, Float64Reference, check_against_truth, judge_outputs
+from envs.verdict import Accuracy, ErrorStats, Status, Verdict
+
+
+def sequential_fp32_cumsum(x: torch.Tensor) -> torch.Tensor:
+    """A running sum rounded to float32 after every addition (how a one-thread-per-row scan rounds)."""
+    out = torch.empty_like(x)
+    acc = torch.zeros(x.shape[0], dtype=torch.float32)
+    for j in range(x.shape[1]):
+        acc = acc + x[:, j]
+        out[:, j] = acc
+    return out
+
+
+def blocked_fp32_cumsum(x: torch.Tensor, block: int, accumulator=torch.float32) -> torch.Tensor:
+    """Exactly rounded scan inside each block, plus a carry of block sums kept in `accumulator`."""
+    out = torch.empty_like(x)
+    carry = torch.zeros(x.shape[0], 1, dtype=accumulator)
+    for s in range(0, x.shape[1], block):
+        blk = x[:, s:s + block]
+        out[:, s:s + block] = torch.cumsum(blk.double(), 1).float() + carry.float()
+        carry = (carry.float() + blk.sum(1, keepdim=True)).to(accumulator)
+    return out
+
+
+@pytest.fixture(scope="module")
+def scan():
+    """Unscaled long rows: the fp32 reference (a sequential scan) is ~1e-3 off the exact sums."""
+    torch.manual_seed(0)
+    x = torch.randn(8, 8192) * 8
+    return x, sequential_fp32_cumsum(x), torch.cumsum(x.double(), 1)
+
+
+def truth_of(t):
+    return lambda: (t, None)
+
+
+def test_another_summation_order_fails_the_plain_check_and_passes_by_the_truth(scan):
+    x, ref, truth = scan
+    blocked = blocked_fp32_cumsum(x, 1024)
+    assert compare_outputs(ref, blocked) is not None  # the reference's own rounding is not the truth
+    j = judge_outputs(ref, blocked, None, truth_of(truth))
+    assert j.passed and j.rule == "fp64_truth"
+    assert j.candidate_vs_truth.max_abs < j.reference_vs_truth.max_abs  # the blocked scan is the closer one
+    assert j.candidate_vs_reference.max_abs == pytest.approx(float((blocked.double() - ref.double()).abs().max()))
+
+
+def test_fp16_accumulation_fails_by_the_truth_too(scan):
+    x, ref, truth = scan
+    shortcut = blocked_fp32_cumsum(x, 1024, accumulator=torch.float16)
+    j = judge_outputs(ref, shortcut, None, truth_of(truth))
+    assert not j.passed and j.rule == "fp64_truth"
+    assert "float64 truth" in j.mismatch["reason"]
+    assert j.candidate_vs_truth.rms > TRUTH_MULTIPLE * j.reference_vs_truth.rms
+
+
+@pytest.mark.parametrize("damage", ["zeros", "half_rows", "last_tile_skipped", "fp16_inputs"])
+def test_zero_partial_and_narrowed_outputs_fail(scan, damage):
+    x, ref, truth = scan
+    out = blocked_fp32_cumsum(x, 1024)
+    if damage == "zeros":
+        out = torch.zeros_like(out)
+    elif damage == "half_rows":
+        out[4:] = 0
+    elif damage == "last_tile_skipped":
+        out[:, -1024:] = out[:, -1025:-1024]
+    else:
+        out = blocked_fp32_cumsum(x.half().float(), 1024)
+    assert not judge_outputs(ref, out, None, truth_of(truth)).passed
+
+
+def test_errors_spread_everywhere_fail_the_normwise_bound(scan):
+    """Each element within the elementwise slack (16x the reference's worst error), but every element that
+    far off: on average far worse than the reference, which the normwise bound refuses."""
+    _, ref, truth = scan
+    slack = 0.9 * TRUTH_MULTIPLE * float((ref.double() - truth).abs().max())
+    spread = (truth + slack * torch.where(torch.rand_like(truth) < 0.5, -1.0, 1.0)).float()
+    j = judge_outputs(ref, spread, None, truth_of(truth))
+    assert not j.passed and "rms error" in j.mismatch["reason"]
+
+
+def test_the_truth_accepts_what_is_about_as_accurate_as_the_reference(scan):
+    """Noise around the truth at the reference's own rms error passes; at 2K times it, it fails."""
+    _, ref, truth = scan
+    rms_ref = float((ref.double() - truth).square().mean().sqrt())
+    torch.manual_seed(2)
+    noise = torch.randn_like(truth)
+    close = (truth + noise * rms_ref).float()
+    far = (truth + noise * 2 * TRUTH_MULTIPLE * rms_ref).float()
+    assert check_against_truth(ref, close, truth, 1e-4, 1e-4).passed
+    assert not check_against_truth(ref, far, truth, 1e-4, 1e-4).passed
+    # whatever the truth says, within the plain tolerance of the reference is accepted
+    assert judge_outputs(ref, ref + 5e-5, None, truth_of(truth + 1e-3), mode="always").passed
+
+
+def test_modes_decide_when_the_truth_is_computed(scan):
+    x, ref, truth = scan
+    calls = []
+
+    def counted():
+        calls.append(1)
+        return truth, None
+    same = ref.clone()
+    assert judge_outputs(ref, same, None, counted).passed and not calls  # on_mismatch: plain passed
+    j = judge_outputs(ref, same, None, counted, mode="always")
+    assert calls and j.passed and j.rule == "reference" and j.candidate_vs_truth is not None
+    blocked = blocked_fp32_cumsum(x, 1024)
+    calls.clear()
+    assert not judge_outputs(ref, blocked, None, counted, mode="off").passed and not calls
+
+
+def test_without_a_usable_truth_the_plain_rule_decides(scan):
+    x, ref, truth = scan
+    blocked = blocked_fp32_cumsum(x, 1024)
+    j = judge_outputs(ref, blocked, None, lambda: (None, "no float64 truth: it does not fit"))
+    assert not j.passed and j.rule == "reference" and j.note.endswith("does not fit")
+    # a "truth" far from the reference on average is a reference that behaves differently in float64
+    j = judge_outputs(ref, blocked, None, truth_of(truth + 1.0))
+    assert not j.passed and j.rule == "reference" and "behaves differently" in j.note
+
+
+def test_structure_nan_and_integer_outputs_never_reach_the_truth(scan):
+    _, ref, truth = scan
+    nan = ref.clone()
+    nan[0, 0] = float("nan")
+    assert "NaN" in judge_outputs(ref, nan, None, truth_of(truth)).mismatch["reason"]
+    assert not judge_outputs(ref, ref[:, :10], None, truth_of(truth)).passed
+    ints = torch.arange(10)
+    j = judge_outputs((ref, ints), (ref.clone(), ints + 1), None, truth_of((truth, ints)))
+    assert not j.passed and j.mismatch["output_index"] == 1
+
+
+def test_atol_scales_widen_only_atol():
+    ref = torch.full((10,), 1000.0)
+    out = ref + 0.2  # 2e-4 relative: beyond atol + rtol * 1000 = 0.1001
+    assert not judge_outputs(ref, out, None, None).passed
+    assert judge_outputs(ref, out, None, None, atol_scales=[1001.0]).passed
+
+
+class TinyModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x, n: int):
+        return (x * self.w).sum(-1) + torch.tensor(0.5), torch.arange(n)
+
+
+def test_float64_reference_upcasts_model_inputs_and_created_tensors():
+    model = TinyModel()
+    truth = Float64Reference(lambda: TinyModel().double().requires_grad_(False))
+    x = torch.randn(3, 4)
+    out, why = truth([x, 5])
+    assert why is None and out[0].dtype == torch.float64 and out[1].dtype == torch.int64
+    assert torch.get_default_dtype() == torch.float32  # restored
+    assert model(x, 5)[0].dtype == torch.float32
+
+
+def test_float64_reference_gives_up_with_a_reason():
+    class Narrows(torch.nn.Module):
+        def forward(self, x):
+            return x.float() * 2
+
+    class Fails(torch.nn.Module):
+        def forward(self, x):
+            raise RuntimeError("only float32")
+    narrow = Float64Reference(lambda: Narrows())
+    assert narrow([torch.randn(3)])[0] is None and "returns torch.float32" in narrow.unavailable
+    fails = Float64Reference(lambda: Fails())
+    out, why = fails([torch.randn(3)])
+    assert out is None and "only float32" in why and fails([torch.randn(3)]) == (None, why)  # once for all
+
+
+def test_accuracy_log_reports_the_deciding_rule_and_round_trips_through_the_verdict(scan):
+    x, ref, truth = scan
+    log = AccuracyLog(["outliers"], "passed (16 sigma)")
+    log.add(judge_outputs(ref, ref.clone(), None, truth_of(truth)), own_inputs=True)
+    log.add(judge_outputs(ref, blocked_fp32_cumsum(x, 1024), None, truth_of(truth)), own_inputs=False)
+    acc = log.accuracy()
+    assert acc.rule == "fp64_truth" and acc.candidate_vs_reference == ErrorStats(0.0, 0.0)  # from own inputs
+    assert acc.families == ["outliers"] and acc.truth_multiple == TRUTH_MULTIPLE
+    v = Verdict(Status.CORRECT, "p", "cpu", accuracy=acc)
+    assert Verdict.from_dict(v.to_dict()) == v
+    log.add(judge_outputs(ref, torch.zeros_like(ref), None, truth_of(truth)), own_inputs=False)
+    failed = log.accuracy()
+    assert failed.rule == "fp64_truth" and failed.candidate_vs_truth.max_abs > 10
+    with pytest.raises(ValueError):
+        Accuracy.from_dict({"rule": "x", "candidate_vs_truth": {"max_abs": "a lot", "rms": 1}})
