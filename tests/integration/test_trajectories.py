@@ -69,7 +69,7 @@ def test_scripted_refinement_through_real_tools(evaluation, tmp_path):
     assert "problem L0_02_relu" not in results[0] and "verified solution" in results[0]  # never its own solution
     assert results[1].startswith("Triton ") and "tl.maximum" in results[1]
     assert "status: hack" in results[2] and "rule: baseline_kernel" in results[2] and "torch.relu" not in results[2]
-    assert "status: incorrect" in results[3] and "mismatch:" in results[3] and "max abs diff" in results[3]
+    assert "status: incorrect" in results[3] and "mismatch:" in results[3] and "worst at index" in results[3]
     assert results[4].startswith("profile needs a GPU")
     assert "status: correct" in results[5] and "not measured" in results[5]
     assert [c.verdict.status.value for c in t.tool_calls if c.verdict] == ["hack", "incorrect", "correct"]
