@@ -181,7 +181,7 @@ class Evaluator:
         zero), where a trivial answer would pass. Raises ProblemError naming each; results are cached."""
         def check(problem: Problem) -> str | None:
             key = cache_key(problem=problem.sha256, check="degenerate", size=self.preparer.size,
-                            device=self.device_kind)
+                            device=self.device_kind, families=list(self.settings.input_families))
             if self.cache is not None and (hit := self.cache.get_verdict(key)) is not None:
                 return hit.get("degenerate")
             reason = self.pool.check_problem(problem)
