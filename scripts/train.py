@@ -1,16 +1,19 @@
 #!/usr/bin/env python
-"""KernelRL's main job.
+"""KernelRL's main job: train a policy with RL on the kernel environment.
 
-The RL training loop is not built yet; until it is, this job evaluates the reference solutions of
-the configured problem set with the full environment and prints a table of verdicts (also written
-to `verdicts.jsonl` in Hydra's output directory).
+  python scripts/train.py                                  # the default run (conf/experiment/local_cpu.yaml)
+  python scripts/train.py +experiment=gpt5_triton          # the paper's recipe
+  python scripts/train.py -m delta=1.2,1.5,1.8,2.1         # a sweep (one run directory per value)
+  python scripts/train.py resume=outputs/2026-12-01/08-00-00   # continue a stopped run
 
-  python scripts/train.py                       # built-in set, cuda if available else cpu
-  python scripts/train.py eval.device=cpu levels=[0,1]
+Everything the config names is checked before Ray, vLLM or a model starts: a bad key, choice, model
+path, problem set, resume path or a missing API key exits with code 2 and one clear line. Outputs go
+to Hydra's run directory: metrics.jsonl, summary.json, wandb/, checkpoints/, final_policy/.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -21,38 +24,63 @@ from omegaconf import DictConfig, OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envs import EvalSettings, Evaluator, load_problem_set  # noqa: E402
-from envs.antihack.judge import LLMJudge  # noqa: E402
-from envs.cache import SqliteCache  # noqa: E402
-from envs.report import verdict_table  # noqa: E402
+from rl.checkpoints import CheckpointError, find_checkpoint  # noqa: E402
+from rl.config import ConfigError, RunConfig  # noqa: E402
+from rl.data import DataError, ProblemData  # noqa: E402
 
 log = logging.getLogger("kernelrl")
 
 
+def check(cfg: DictConfig) -> tuple[RunConfig, ProblemData]:
+    """The cheap checks, in the order a user would fix them."""
+    from rl.prompts import PromptError
+
+    try:
+        run = RunConfig.from_hydra(cfg)
+        data = ProblemData.load(run.data)
+        if run.resume:
+            find_checkpoint(run.resume)
+        from rl.components import build_prompts
+
+        prompts = build_prompts(run, data)  # templates compile, the one-shot store is not empty
+        for problem in data.train[:1]:
+            prompts.build(problem)
+    except (ConfigError, DataError, CheckpointError, PromptError) as e:
+        print(f"kernelrl: configuration error: {e}", file=sys.stderr)
+        sys.exit(2)
+    return run, data
+
+
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    settings = EvalSettings.from_mapping(OmegaConf.to_container(cfg.eval, resolve=True))
-    levels = list(cfg.levels) if cfg.levels is not None else None
-    problems = [p for p in load_problem_set(cfg.problems, levels) if p.reference_solution]
-    if not problems:
-        raise SystemExit(f"no problems with reference solutions in {cfg.problems!r} (levels={levels})")
-    cache = SqliteCache(cfg.cache_path) if cfg.cache_path else None
-    judge_cfg = OmegaConf.to_container(cfg.judge, resolve=True)
-    judge = LLMJudge.from_mapping(judge_cfg) if judge_cfg.get("enabled") else None
-    out_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
-    log.info("evaluating %d reference solutions (%s) -> %s", len(problems), cfg.problems, out_dir)
-    items = [(p, Path(p.reference_solution).read_text()) for p in problems]
-    with Evaluator(settings, cache=cache, delta=cfg.delta, judge=judge) as evaluator:
-        evaluator.validate_problems(problems)  # degenerate problems would reward trivial answers
-        verdicts = evaluator.evaluate_many(items, progress=cfg.progress, desc="reference solutions")
-    with open(out_dir / "verdicts.jsonl", "w") as f:
-        for v in verdicts:
-            f.write(json.dumps(v.to_dict()) + "\n")
-    print(verdict_table(problems, verdicts))
-    n_ok = sum(v.correct for v in verdicts)
-    print(f"\n{n_ok}/{len(verdicts)} correct on {verdicts[0].device}; verdicts in {out_dir / 'verdicts.jsonl'}")
-    if n_ok != len(verdicts):
+    run, data = check(cfg)
+    run_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
+    log.info("%d training and %d validation problems; policy %s (%s); %d steps -> %s", len(data.train),
+             len(data.validation), run.policy.name, run.policy.engine_kind, run.loop.steps, run_dir)
+    if run.policy.learner is None:
+        log.warning("policy %s has no learner: the run generates, evaluates and validates without updating "
+                    "weights", run.policy.name)
+
+    from rl.components import build_components, close_components
+    from rl.loop import RunError, Trainer
+    from rl.tracking import RunLogger
+
+    resume_metrics = resume_step = None
+    if run.resume:
+        _, state = find_checkpoint(run.resume)
+        resume_metrics, resume_step = Path(state.run_dir) / "metrics.jsonl", state.step
+    logger = RunLogger(run_dir, run.wandb, OmegaConf.to_container(cfg, resolve=True),
+                       resume_from=resume_metrics, resume_step=resume_step)
+    components = build_components(run, data)
+    try:
+        summary = asyncio.run(Trainer(run, run_dir, components, data, logger).run())
+    except RunError as e:
+        log.error("%s", e)
         sys.exit(1)
+    finally:
+        close_components(components)
+        logger.close()
+    print(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import torch.utils._python_dispatch  # noqa: F401
 import torch.utils.flop_counter  # noqa: F401
 import triton
 
+from envs import inputs as families
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
 from envs.compare import as_output_list, compare_outputs
@@ -42,6 +43,7 @@ from envs.worker.correctness import CorrectnessPhase
 from envs.worker.lifeline import bind_to_owner
 from envs.worker.outcome import Outcome
 from envs.worker.outcome import clone_args as _clone
+from envs.worker.profiling import profile_candidate
 from envs.worker.progress import ProgressBoard
 from envs.worker.protocol import read_frame, write_frame
 
@@ -387,10 +389,17 @@ class Evaluation(CorrectnessPhase):
     def check_problem(self) -> str | None:
         """Why the problem is degenerate (a constant, input-independent or tiny output would pass), or None."""
         self.link.phase("correctness")
-        outputs = []
+        outputs, derived = [], []
         with torch.no_grad():
             for seed in self.req["seeds"][:3]:
                 outputs.append(self._reference(self._inputs(seed)))
+            # The input families are input sets the evaluation uses too: an output that only stays put on
+            # iid get_inputs() (a mean over 10^8 randn values, say) still depends on its inputs.
+            seed = self.req["seeds"][0]
+            for family in self.fidelity.get("families") or []:
+                out = self._reference(families.derive(self._inputs(seed), family, families.generator(seed, self.device)))
+                if families.is_finite(out):
+                    derived.append(out)
         tolerance = self.req["problem"].get("tolerance")
         for out in outputs:
             for i, t in enumerate(as_output_list(out)):
@@ -402,7 +411,7 @@ class Evaluation(CorrectnessPhase):
                     return f"output {i} is within tolerance of zero, so an all-zero output would pass"
                 if t.numel() > 1 and compare_outputs(t, torch.full_like(t, float(t.double().mean())), tolerance) is None:
                     return f"output {i} is constant, so a constant output would pass"
-        if all(compare_outputs(outputs[0], other, tolerance) is None for other in outputs[1:]):
+        if all(compare_outputs(outputs[0], other, tolerance) is None for other in outputs[1:] + derived):
             return "the output does not depend on the inputs: the same answer passes for every input set"
         return None
 
@@ -418,6 +427,10 @@ class Evaluation(CorrectnessPhase):
             if self.req.get("solution") is not None:
                 self.report_reference()
             result["baselines"] = self.time_baselines()
+            if self.req.get("mode") == "profile":  # the profile tool: a report, no verdict (profiling.py)
+                self.load_candidate()
+                result["profile"] = profile_candidate(self, LAUNCHES, self.req.get("profile_calls", 10))
+                return result
             if self.req.get("solution") is not None:
                 self.load_candidate()
                 self.check_correctness()

@@ -185,7 +185,8 @@ class WorkerPool:
             return f"speedup {verdict.speedup:.1f}x exceeds the plausible bound {self.settings.max_speedup:g}x"
         return verdict.suspicious
 
-    def _run(self, request: dict, fresh_worker: bool = False) -> tuple[dict, dict[str, float], float]:
+    def _run(self, request: dict, fresh_worker: bool = False,
+             recycle: bool = False) -> tuple[dict, dict[str, float], float]:
         """One request on an idle worker: (result, wall seconds per phase, seconds waited for the worker).
         The worker is recycled afterwards when it must be. Raises WorkerFailure."""
         waited = time.monotonic()
@@ -202,7 +203,7 @@ class WorkerPool:
             result = self._check_strays(worker, result, request.get("solution") is not None)
             return result, phases, waited
         finally:
-            if worker is not None and self._should_recycle(worker, result):
+            if worker is not None and (recycle or self._should_recycle(worker, result)):
                 self._recycle(slot, worker)
             self._idle.put(slot)
 
@@ -245,6 +246,20 @@ class WorkerPool:
         if result.get("status") != "correct":
             raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.get('error')}")
         return result.get("degenerate")
+
+    def profile(self, problem: Problem, solution: CanonicalSolution, calls: int = 10) -> dict:
+        """Profile a candidate on a worker (envs/worker/profiling.py): {"profile": facts} or {"error": why}.
+        The worker is always replaced afterwards: the candidate ran without the evaluation's checks."""
+        if self.device != "cuda":
+            return {"error": "profile needs a GPU"}
+        request = {**self._request(problem, solution, False), "mode": "profile", "profile_calls": calls}
+        try:
+            result, _, _ = self._run(request, recycle=True)
+        except WorkerFailure as failure:
+            return {"error": f"{failure.status}: {failure.message}"}
+        if result.get("status") != "correct":
+            return {"error": f"{result.get('status')}: {result.get('error')}"}
+        return {"profile": result.get("profile")}
 
     def _should_recycle(self, worker: WorkerProcess, result: dict | None) -> bool:
         if result is None or not result.get("healthy", False) or not worker.alive():

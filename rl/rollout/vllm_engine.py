@@ -15,16 +15,19 @@ Both reset the prefix cache: cached KV of the old weights must not be reused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import time
 import uuid
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from rl.rollout.common import check_requests, load_tokenizer, prompt_ids, sample_seed
+from rl.rollout.common import check_requests, load_tokenizer, prompt_ids, sample_seed, shared_memory_segments
 from rl.rollout.config import EngineConfig
 from rl.types import FinishReason, RolloutRequest, Sample, WeightUpdate
 
+log = logging.getLogger(__name__)
 _LORA_ID = 1  # one adapter slot, reloaded in place every step
 _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 
@@ -39,6 +42,7 @@ class VLLMEngine:
         self.version = 0
         self._lora: Any = None  # the LoRARequest every request carries once an adapter is loaded
         self._engine: Any = None
+        self._shm: list[str] = []
         self.start_seconds = 0.0
 
     async def start(self) -> float:
@@ -50,18 +54,25 @@ class VLLMEngine:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         c = self.config
-        lora = dict(enable_lora=True, max_loras=1, max_cpu_loras=1, max_lora_rank=c.max_lora_rank) \
-            if self.enable_lora else {}
+        extra: dict[str, Any] = dict(enable_lora=True, max_loras=1, max_cpu_loras=1,
+                                     max_lora_rank=c.max_lora_rank) if self.enable_lora else {}
+        if c.tensor_parallel_size > 1:
+            # worker processes on the GPUs Ray gave this actor (its placement group bundle), not Ray workers
+            # that vLLM would try to place itself
+            extra["distributed_executor_backend"] = "mp"
         args = AsyncEngineArgs(
             model=self.model_dir, tokenizer=self.model_dir, dtype=c.resolved_dtype(),
             max_model_len=c.max_model_len, gpu_memory_utilization=c.resolved_gpu_memory_utilization(),
             enforce_eager=c.enforce_eager, tensor_parallel_size=c.tensor_parallel_size,
             max_num_seqs=c.max_num_seqs, enable_prefix_caching=c.enable_prefix_caching, seed=c.seed,
             # the sampled tokens' logprobs after temperature (what the learner computes: log_softmax(logits / T))
-            logprobs_mode="processed_logprobs", disable_log_stats=True, **lora)
+            logprobs_mode="processed_logprobs", disable_log_stats=True, **extra)
         t0 = time.perf_counter()
+        before = set(shared_memory_segments(os.getpid()))
         self._engine = AsyncLLM.from_engine_args(args)
         self.start_seconds = time.perf_counter() - t0
+        # vLLM's message queues, created by its engine process: the segments that appeared with it
+        self._shm = sorted(set(shared_memory_segments(os.getpid())) - before)
         return self.start_seconds
 
     async def generate(self, requests: list[RolloutRequest]) -> AsyncIterator[Sample]:
@@ -137,6 +148,15 @@ class VLLMEngine:
 
     def shutdown(self) -> None:
         """Stop the engine core process and free its shared memory (a killed engine leaves /dev/shm segments)."""
-        if self._engine is not None:
-            self._engine.shutdown()
-            self._engine = None
+        if self._engine is None:
+            return
+        self._engine.shutdown()
+        self._engine = None
+        # vLLM unlinks its queues when its processes exit cleanly; on a loaded machine it force-kills them after a
+        # few seconds and the segments stay behind. They are ours (our processes mapped them): remove them.
+        for path in self._shm:
+            if os.path.exists(path):
+                log.warning("removing shared memory vLLM left behind: %s", path)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+        self._shm = []

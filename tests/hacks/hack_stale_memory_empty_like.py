@@ -1,6 +1,6 @@
 # problem: L0_02_relu
 # expect: hack stale_memory
-# also: incorrect
+# also: incorrect partial_output
 # device: cpu
 # why: returns torch.empty_like(x) that nothing writes, hoping the allocator hands back a block that still holds the reference's relu(x); passes evaluators that run and free the reference right before the candidate. Fails here (the reference output is still alive)
 import torch

@@ -1,4 +1,4 @@
-"""scripts/eval_kernel.py and scripts/train.py as a user runs them: real subprocesses, CPU."""
+"""scripts/eval_kernel.py and scripts/check_references.py as a user runs them: real subprocesses, CPU."""
 
 import json
 import subprocess
@@ -110,9 +110,9 @@ def test_unusable_solutions_get_a_compile_error_verdict_in_pair_and_manifest_mod
     assert "SyntaxError" in lines[0]["error"] and "ModelNew" in lines[2]["error"]
 
 
-def test_main_job_prints_the_verdict_table(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), "eval.device=cpu", "levels=[0]",
-                             "cache_path=null", "progress=false", f"hydra.run.dir={tmp_path}"],
+def test_check_references_prints_the_verdict_table(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_references.py"), "eval.device=cpu",
+                             "levels=[0]", "cache_path=null", "progress=false", f"hydra.run.dir={tmp_path}"],
                             capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "7/7 correct on cpu" in result.stdout

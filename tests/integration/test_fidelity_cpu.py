@@ -197,3 +197,37 @@ def test_a_family_that_breaks_the_reference_is_skipped(tmp_path):
     # alternating signs make log NaN: skipped with a note, the other families ran
     assert "alternating" not in v.accuracy.families and "outliers" in v.accuracy.families
     assert any("input family alternating skipped" in n for n in v.notes)
+
+
+# The mean square of values close to 1: on iid get_inputs() draws it stays within tolerance of 1.0 (the
+# situation of L2_07_mse_loss at its full GPU size), while the input families move it.
+NEAR_CONSTANT_MEAN = textwrap.dedent('''
+    """Mean of the squares of values near 1."""
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return (x * x).mean()
+
+    n = 65536
+    SMALL_SIZES = {"n": 65536}
+
+    def get_inputs():
+        return [1.0 + 1e-3 * torch.randn(n)]
+
+    def get_init_inputs():
+        return []
+''')
+
+
+def test_the_degeneracy_check_counts_the_input_families(tmp_path):
+    from envs.problems import ProblemError
+    path = tmp_path / "near_constant_mean.py"
+    path.write_text(NEAR_CONSTANT_MEAN)
+    problem = load_problem_file(path)
+    with Evaluator(EvalSettings(device="cpu", **NO_FIDELITY)) as ev:
+        with pytest.raises(ProblemError, match="does not depend on the inputs"):
+            ev.validate_problems([problem])
+    with Evaluator(EvalSettings(device="cpu")) as ev:
+        ev.validate_problems([problem])  # a constant answer fails on the families the evaluation runs

@@ -1,0 +1,80 @@
+"""The reward the learner sees: Makora's reward of the verdict plus optional, documented shaping.
+
+    reward = makora(verdict; delta) + overlong + format          (each part kept in reward_parts)
+
+- `makora` (rewards/makora.py): 0 unless correct, else sigmoid(1 + max(0, speedup) - delta).
+- `overlong`: DAPO's soft overlong punishment (Yu et al. 2025, "DAPO", section 3.4): with
+  L = max_tokens and buffer B, a completion of n tokens gets 0 for n <= L - B, a linear ramp
+  ((L - B) - n) / B * penalty inside the buffer, and -penalty when it was cut off at L (or beyond).
+  Off with `overlong_buffer: null`.
+- `format`: -format_penalty unless the answer is a well-formed honest attempt: code that parses and
+  defines `ModelNew`, and no detected hack. A cold-starting small model mostly fails here; the penalty
+  separates "wrote a candidate" from "wrote prose" inside a group, so groups are not all zeros (0
+  turns it off, the paper's setting).
+
+A detected hack earns what prose earns (Makora 0 and the format penalty): below any honest wrong
+kernel, so shaping never teaches a small model that a PyTorch-only ModelNew beats an attempt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from envs.settings import reject_unknown
+from envs.source import SourceError, prepare_solution
+from envs.verdict import Status, Verdict
+from rewards.makora import DEFAULT_DELTA, reward_for_verdict
+
+__all__ = ["RewardConfig", "has_candidate", "overlong_penalty", "shaped_reward"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardConfig:
+    delta: float = DEFAULT_DELTA  # Makora's shift (the top-level `delta` of the Hydra config)
+    overlong_buffer: int | None = None  # DAPO: tokens before max_tokens where the penalty ramps in; None: off
+    overlong_penalty: float = 1.0  # DAPO uses 1.0 (the full reward scale)
+    format_penalty: float = 0.0  # subtracted when the answer defines no ModelNew; 0: off
+
+    def __post_init__(self) -> None:
+        if self.overlong_buffer is not None and self.overlong_buffer < 1:
+            raise ValueError("reward.overlong_buffer must be >= 1 (or null to turn it off)")
+        if self.overlong_penalty < 0 or self.format_penalty < 0:
+            raise ValueError("reward.overlong_penalty and reward.format_penalty must be >= 0")
+
+    @classmethod
+    def from_mapping(cls, m: Mapping[str, Any] | None) -> RewardConfig:
+        m = dict(m or {})
+        reject_unknown(cls, m, "reward")
+        return cls(**m)
+
+
+def overlong_penalty(n_tokens: int, max_tokens: int, buffer: int, penalty: float = 1.0) -> float:
+    """DAPO's soft overlong punishment, <= 0."""
+    start = max_tokens - buffer
+    if n_tokens <= start:
+        return 0.0
+    if n_tokens >= max_tokens:
+        return -penalty
+    return (start - n_tokens) / buffer * penalty
+
+
+def has_candidate(text: str) -> bool:
+    """Whether the answer holds code that parses and defines ModelNew (what the evaluator needs to start)."""
+    try:
+        prepare_solution(text)
+    except SourceError:
+        return False
+    return True
+
+
+def shaped_reward(verdict: Verdict, text: str, n_tokens: int, max_tokens: int,
+                  config: RewardConfig) -> tuple[float, dict[str, float]]:
+    """The reward and its parts for one sample."""
+    parts = {"makora": reward_for_verdict(verdict, config.delta)}
+    if config.overlong_buffer is not None:
+        parts["overlong"] = overlong_penalty(n_tokens, max_tokens, config.overlong_buffer, config.overlong_penalty)
+    if config.format_penalty:
+        honest = verdict.status is not Status.HACK and has_candidate(text)
+        parts["format"] = 0.0 if honest else -config.format_penalty
+    return sum(parts.values()), parts

@@ -1,0 +1,231 @@
+"""One benchmark run from its (Hydra) config: problems -> sizes -> policy -> rounds -> benchmark.json, report,
+plots, W&B. `scripts/benchmark.py` is the command line around `run_from_config`."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from envs.problems import Problem, ProblemError, load_problem_set
+from envs.settings import EvalSettings
+from rl.bench.policies import FilesEngine
+from rl.bench.report import build_report, write_markdown, write_plots
+from rl.bench.runner import RunSettings, run_benchmark
+from rl.types import SamplingConfig
+
+__all__ = ["BenchmarkError", "run_from_config", "select_problems"]
+
+log = logging.getLogger("kernelrl.bench")
+
+
+class BenchmarkError(ValueError):
+    """A configuration the benchmark cannot run (said before anything expensive starts)."""
+
+
+def select_problems(spec: str, levels: list[int] | None, ids: list[str] | None) -> list[Problem]:
+    problems = load_problem_set(spec, levels)
+    if ids is not None:
+        known = {p.id for p in problems}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise BenchmarkError(f"unknown problem ids {unknown} in {spec!r} (levels={levels}); "
+                                 f"e.g. {sorted(known)[:3]}")
+        problems = [p for p in problems if p.id in set(ids)]
+    if not problems:
+        raise BenchmarkError(f"no problems selected from {spec!r} (levels={levels}, ids={ids})")
+    return problems
+
+
+def _screen(evaluator: Any, problems: list[Problem]) -> tuple[list[Problem], dict[str, str]]:
+    """Leave out degenerate problems (a trivial answer would pass them), saying why, instead of failing the run."""
+    try:
+        evaluator.validate_problems(problems)
+        return problems, {}
+    except ProblemError:
+        pass
+    kept, skipped = [], {}
+    for p in problems:  # cached: only the failing ones run again
+        try:
+            evaluator.validate_problems([p])
+            kept.append(p)
+        except ProblemError as e:
+            skipped[p.id] = str(e).split("\n", 1)[-1].strip()
+    return kept, skipped
+
+
+def _engine(cfg: dict[str, Any], problems: list[Problem]) -> tuple[Any, str]:
+    policy = cfg["policy"]
+    if policy.get("kind") == "files":
+        if not policy.get("dir") or policy["dir"] == "???":
+            raise BenchmarkError("policy=files needs policy.dir=DIR (answers: <stem>.py|.md or <stem>/<k>.py|.md)")
+        if cfg["attempts"] > 1:
+            raise BenchmarkError("policy=files answers first attempts only; refinement (attempts > 1) needs a model")
+        return FilesEngine(policy["dir"], problems), f"files:{policy['dir']}"
+    if not policy.get("engine"):
+        raise BenchmarkError(f"policy {policy.get('name')!r} has no engine (kind: vllm | hf | openai)")
+    from rl.rollout import make_engine
+
+    engine_cfg = dict(policy["engine"])
+    if engine_cfg.get("kind") in ("vllm", "hf"):
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(**(cfg.get("ray_init") or {}))
+    engine = make_engine(engine_cfg, policy["model"], sync="merged", chat_template=policy.get("chat_template"),
+                         seed=cfg["sampling"].get("seed"))
+    start = getattr(engine, "start", None)
+    if start is not None and not asyncio.iscoroutinefunction(start):
+        start()  # the openai engine's preflight: key, model served
+    return engine, f"{policy.get('name', policy['model'])} ({engine_cfg.get('kind')})"
+
+
+def _prompts(cfg: dict[str, Any], problems: list[Problem]) -> Any:
+    from rl.prompts import PromptBuilder, PromptConfig
+    from rl.retrieval import KernelIndex, builtin_solutions
+
+    config = PromptConfig.from_mapping(cfg.get("prompt"))
+    index = None
+    if config.one_shot:  # the benchmark's problems are held out of the examples (no leakage)
+        index = KernelIndex(builtin_solutions(), held_out_ids=[p.id for p in problems],
+                            held_out_sha256=[p.sha256 for p in problems])
+    return PromptBuilder(config, index)
+
+
+def _evaluator(cfg: dict[str, Any], settings: EvalSettings, cache: Any, judge: Any) -> Any:
+    from envs import Evaluator
+
+    if cfg["backend"] == "local":
+        return Evaluator(settings, cache=cache, delta=cfg["delta"], judge=judge)
+    if cfg["backend"] == "ray":
+        from envs.pool import PoolConfig, RayEvaluationPool
+
+        if judge is not None:
+            raise BenchmarkError("the LLM judge runs with backend=local (the Ray pool takes no judge)")
+        return RayEvaluationPool(settings, PoolConfig.from_mapping(cfg.get("pool")), cache, delta=cfg["delta"])
+    raise BenchmarkError(f"backend must be local or ray, not {cfg['backend']!r}")
+
+
+def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """Run the benchmark `cfg` describes (conf/benchmark.yaml, resolved to plain containers); returns the report."""
+    from envs.antihack.judge import LLMJudge
+    from envs.cache import SqliteCache
+    from envs.small_sizes import SizeSearch, apply_small_sizes
+
+    started = time.perf_counter()
+    settings = EvalSettings.from_mapping(cfg["eval"])
+    if cfg["attempts"] < 1 or (cfg["samples"] is not None and cfg["samples"] < 1):
+        raise BenchmarkError("samples and attempts must be >= 1")
+    problems = select_problems(str(cfg["problems"]), cfg.get("levels"), cfg.get("ids"))
+    cache = SqliteCache(cfg["cache_path"]) if cfg.get("cache_path") else None
+    judge_cfg = cfg.get("judge") or {}
+    judge = LLMJudge.from_mapping(judge_cfg) if judge_cfg.get("enabled") else None
+    from envs.worker.pool import resolve_device
+
+    device = resolve_device(settings.device)
+    size = settings.resolved_size(device)
+    skipped: dict[str, str] = {}
+    derived: dict[str, Any] = {}
+    if size == "small" and any(not p.small_sizes for p in problems):
+        sz = dict(cfg.get("small_sizes") or {})
+        if not sz.pop("derive", True):
+            skipped.update({p.id: "no SMALL_SIZES and small_sizes.derive=false" for p in problems if not p.small_sizes})
+            problems = [p for p in problems if p.small_sizes]
+        else:
+            log.info("deriving small sizes for %d problems", sum(not p.small_sizes for p in problems))
+            problems, found, failed = apply_small_sizes(problems, SizeSearch(**sz), cache, workers=settings.workers)
+            derived = {k: dataclasses.asdict(v) for k, v in found.items()}
+            skipped.update(failed)
+    if not problems:
+        raise BenchmarkError(f"no problem left to benchmark: {skipped}")
+    engine, policy_name = _engine(cfg, problems)
+    try:
+        samples = cfg["samples"]
+        if samples is None:
+            samples = max(engine.samples_for(p.id) for p in problems) if isinstance(engine, FilesEngine) else 1
+        s = cfg["sampling"]
+        run = RunSettings(samples=samples, attempts=cfg["attempts"], refine_correct=cfg.get("refine_correct", False),
+                          feedback_chars=cfg.get("feedback_chars", 2000), history=cfg.get("history", "last"),
+                          sampling=SamplingConfig(n=samples, temperature=s["temperature"], top_p=s["top_p"],
+                                                  max_tokens=s["max_tokens"], seed=s.get("seed"),
+                                                  stop=tuple(s.get("stop") or ())))
+        prompts = None if isinstance(engine, FilesEngine) else _prompts(cfg, problems)
+        first = (lambda p: []) if prompts is None else (lambda p: prompts.build(p).messages)
+        evaluator = _evaluator(cfg, settings, cache, judge)
+        try:
+            if cfg["backend"] == "local":
+                problems, degenerate = _screen(evaluator, problems)
+            else:
+                from envs import Evaluator
+
+                with Evaluator(dataclasses.replace(settings, workers=1), cache=cache) as checker:
+                    problems, degenerate = _screen(checker, problems)
+            skipped.update(degenerate)
+            if not problems:
+                raise BenchmarkError(f"every problem was left out: {skipped}")
+
+            def evaluate_many(items: list) -> list:
+                return evaluator.evaluate_many(items, progress=cfg.get("progress", False), desc="benchmark")
+
+            sizes = {p.id: p.small_sizes for p in problems if p.id in derived}
+            results, stats = asyncio.run(run_benchmark(problems, engine, first, evaluate_many, run, sizes))
+            device_name = evaluator.device_name
+        finally:
+            evaluator.close()
+    finally:
+        engine.shutdown()
+    run_info = {"policy": policy_name, "problem_set": str(cfg["problems"]), "levels": cfg.get("levels"),
+                "ids": cfg.get("ids"), "device": device_name, "size": size, "samples": samples,
+                "attempts": cfg["attempts"], "refine_correct": run.refine_correct, "history": run.history,
+                "sampling": dataclasses.asdict(run.sampling), "eval": cfg["eval"], "backend": cfg["backend"],
+                "wall_seconds": time.perf_counter() - started, "generate_seconds": stats.generate_seconds,
+                "evaluate_seconds": stats.evaluate_seconds, "rounds": stats.rounds, "skipped": skipped,
+                "derived_sizes": derived}
+    report = build_report(results, settings.baseline, run_info)
+    write_outputs(report, cfg, out_dir)
+    return report
+
+
+def write_outputs(report: dict[str, Any], cfg: dict[str, Any], out_dir: Path) -> Path:
+    """benchmark.json (or `output`), benchmark.md and the plots beside it, and the W&B run."""
+    path = Path(cfg["output"]) if cfg.get("output") else out_dir / "benchmark.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1, default=str))
+    try:
+        plots = write_plots(report, path.parent)
+    except ImportError as e:  # a GPU image without matplotlib still gets the JSON and the markdown
+        log.warning("no plots (%s); pip install matplotlib", e)
+        plots = []
+    write_markdown(report, path.with_suffix(".md"), plots)
+    wandb_cfg = cfg.get("wandb") or {}
+    if wandb_cfg.get("mode", "offline") != "disabled":
+        _log_wandb(report, wandb_cfg, path.parent, plots)
+    log.info("benchmark report: %s (+ %s)", path, path.with_suffix(".md"))
+    return path
+
+
+def _log_wandb(report: dict[str, Any], wandb_cfg: dict[str, Any], directory: Path, plots: list[str]) -> None:
+    import wandb
+
+    from rl.bench.metrics import flatten
+
+    run = wandb.init(project=wandb_cfg.get("project", "kernelrl"), name=wandb_cfg.get("name"),
+                     mode=wandb_cfg.get("mode", "offline"), dir=str(directory), job_type="benchmark",
+                     config={k: v for k, v in report["run"].items() if k not in ("derived_sizes", "skipped")})
+    try:
+        run.summary.update(flatten(report, "bench"))
+        columns = ["problem_id", "level", "sample", "attempt", "status", "hack", "speedup", "speedup_inductor",
+                   "speedup_eager", "completion_tokens", "cost_usd", "error"]
+        table = wandb.Table(columns=columns)
+        for row in report["per_problem"]:
+            for a in row["attempts"]:
+                table.add_data(row["problem_id"], row["level"], a["sample"], a["attempt"], a["status"], a["hack"],
+                               a["speedup"], a["speedup_inductor"], a["speedup_eager"], a["completion_tokens"],
+                               a["cost_usd"], (a["verdict"].get("error") or "")[:500])
+        run.log({"bench/per_problem": table, **{f"bench/plot/{Path(p).stem}": wandb.Image(p) for p in plots}})
+    finally:
+        run.finish()

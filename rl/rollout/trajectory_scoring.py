@@ -1,0 +1,64 @@
+"""Trajectories as the training loop's rollout result: the integration point of tools into rl.loop.
+
+    result, trajectories = await generate_trajectories_and_score(engine, requests, problems, pool, reward,
+                                                                 config, solutions=index)
+
+`result` has the shape rl.scoring.generate_and_score returns (one Group per request, `rollout.n` members),
+so the loop's grouping, advantages and metrics apply unchanged. Each training row of a trajectory
+(Trajectory.training_rows(config.layout)) becomes one ScoredSample whose Sample holds the row as prompt
+(up to the first policy token) + completion (the rest: later policy turns AND the tool outputs between them),
+with the per-token loss mask over the completion in `Sample.usage["loss_mask"]` (1 = policy token) and
+logprobs 0.0 at masked positions. The learner MUST apply that mask (TrainBatch.loss_masks, proposed): without
+it, tool outputs would be trained on as if the policy had written them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+from envs.problems import Problem
+from rewards.shaping import RewardConfig
+from rl.rollout.trajectory import TrajectoryConfig, TrajectoryRunner
+from rl.rollout.trajectory_record import TrainingRow, Trajectory
+from rl.scoring import RolloutResult
+from rl.types import Group, RolloutRequest, Sample, ScoredSample
+
+
+def row_sample(t: Trajectory, row: TrainingRow, index: int) -> Sample:
+    """One training row as a Sample: prompt = the tokens before the first policy token."""
+    first = row.loss_mask.index(1)
+    mask = row.loss_mask[first:]
+    logprobs = [0.0 if p is None else float(p) for p in row.logprobs[first:]]
+    has_logprobs = all(turn.logprobs is not None for turn in t.turns)
+    return Sample(t.request_id, t.problem_id, index, row.input_ids[:first], row.input_ids[first:],
+                  t.final_answer, logprobs if has_logprobs else None, "stop", t.policy_version, t.seconds,
+                  {"loss_mask": mask, "trajectory_id": t.trajectory_id, "turn": row.turn,
+                   "turns": len(t.turns), "tool_calls": len(t.tool_calls)})
+
+
+def trajectory_groups(requests: list[RolloutRequest], trajectories: list[Trajectory], layout: str) -> list[Group]:
+    by_request: dict[str, list[ScoredSample]] = {r.request_id: [] for r in requests}
+    for t in trajectories:
+        for row in t.training_rows(layout):
+            if 1 not in row.loss_mask:
+                continue
+            samples = by_request[t.request_id]
+            samples.append(ScoredSample(row_sample(t, row, len(samples)), t.final_verdict, row.reward,
+                                        {"trajectory": row.reward}))
+    return [Group(r.request_id, r.problem_id, by_request[r.request_id]) for r in requests]
+
+
+async def generate_trajectories_and_score(engine: Any, requests: list[RolloutRequest],
+                                          problems: Mapping[str, Problem], pool: Any, reward: RewardConfig,
+                                          config: TrajectoryConfig, priority: str = "train",
+                                          **runner_kwargs: Any) -> tuple[RolloutResult, list[Trajectory]]:
+    started = time.perf_counter()
+    runner = TrajectoryRunner(engine, pool, config, reward=reward, **runner_kwargs)
+    trajectories = await runner.run(requests, problems, priority)
+    seconds = time.perf_counter() - started
+    generate_s = sum(turn.seconds for t in trajectories for turn in t.turns)
+    result = RolloutResult(groups=trajectory_groups(requests, trajectories, config.layout),
+                           generate_s=min(generate_s, seconds), evaluate_s=seconds, wait_for_rewards_s=0.0,
+                           completion_tokens=sum(t.completion_tokens for t in trajectories))
+    return result, trajectories

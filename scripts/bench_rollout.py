@@ -1,0 +1,249 @@
+"""Rollout throughput through our engine (vLLM's AsyncLLM in a Ray actor, samples streamed out one by one)
+against plain vLLM (`LLM.generate`) with the same sampling on the same machine, and weight-sync seconds.
+
+Both sides get the same requests: one vLLM request per sample with the same per-sample seed, so they
+generate the same tokens and tokens/s compare directly. Each mode runs in a fresh process (one engine in
+memory at a time); each measures `--repeats` timed passes after one warm-up pass and reports the median.
+
+    python scripts/bench_rollout.py                          # SmolLM2 on CPU: plain, ours, ours with LoRA, sync
+    python scripts/bench_rollout.py --modes plain ours --prompts 32 --n 8 --max-tokens 256 --out bench.json
+    python scripts/bench_rollout.py --model random:qwen-1.5b --device cuda --prompts 64 --n 8   # on a GPU
+
+Modes: plain, plain_lora (plain vLLM with enable_lora and the adapter active), ours, ours_lora (after the timed
+passes: merged-reload seconds, and with LoRA also adapter hot-load seconds, `--sync-repeats` times each), hf (our
+transformers engine in this process, no Ray or vLLM needed: tokens/s and merged-update seconds; the GPU machine's).
+The warm-up pass is one short request (it only pays first-call costs).
+
+    python scripts/bench_rollout.py --modes hf --device cuda --model random:llama-0.5b --prompts 16 --n 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+MODES = ("plain", "plain_lora", "ours", "ours_lora", "hf")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="smollm2-135m-instruct", help="an rl.models spec")
+    p.add_argument("--modes", nargs="+", default=["plain", "ours", "ours_lora"], choices=MODES)
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--prompts", type=int, default=16)
+    p.add_argument("--n", type=int, default=4, help="samples per prompt")
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-num-seqs", type=int, default=64)
+    p.add_argument("--max-model-len", type=int, default=2048)
+    p.add_argument("--gpu-memory-utilization", type=float, default=None)
+    p.add_argument("--compiled", action="store_true", help="enforce_eager=False (torch.compile; slow start)")
+    p.add_argument("--num-cpus", type=float, default=2.0, help="Ray CPUs of our engine actor")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--sync-repeats", type=int, default=3)
+    p.add_argument("--lora-rank", type=int, default=8)
+    p.add_argument("--out", help="write the results as JSON here")
+    p.add_argument("--worker", choices=MODES, help=argparse.SUPPRESS)  # internal: run one mode in this process
+    p.add_argument("--adapter", help=argparse.SUPPRESS)
+    p.add_argument("--merged", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def engine_config(a: argparse.Namespace):
+    from rl.rollout.config import EngineConfig
+
+    return EngineConfig(kind="vllm", device=a.device, max_model_len=a.max_model_len, max_num_seqs=a.max_num_seqs,
+                        gpu_memory_utilization=a.gpu_memory_utilization, enforce_eager=not a.compiled,
+                        num_cpus=a.num_cpus, max_lora_rank=max(16, a.lora_rank))
+
+
+def make_requests(a: argparse.Namespace, tag: str):
+    from rl.types import RolloutRequest, SamplingConfig
+
+    if tag == "warmup":
+        a = argparse.Namespace(**{**vars(a), "prompts": 1, "n": 1, "max_tokens": 8})
+    topics = ["vector addition", "softmax", "layer norm", "matrix multiply", "ReLU", "a row sum", "GELU", "cumsum"]
+    sampling = SamplingConfig(n=a.n, temperature=a.temperature, max_tokens=a.max_tokens, seed=1234)
+    return [RolloutRequest(f"{tag}/{i}", f"bench{i}", [{"role": "user", "content":
+            f"Write a Triton kernel for {topics[i % len(topics)]} (variant {i}) and explain it briefly."}],
+            sampling) for i in range(a.prompts)]
+
+
+def run_plain(a: argparse.Namespace, lora: bool) -> dict:
+    """Plain vLLM: LLM.generate over the same per-sample requests (same prompt ids, seeds, sampling)."""
+    from vllm import LLM, SamplingParams
+    from vllm.lora.request import LoRARequest
+
+    from rl.models import resolve_model
+    from rl.rollout.common import load_tokenizer, prompt_ids, sample_seed
+
+    c = engine_config(a)
+    model_dir = str(resolve_model(a.model))
+    tok = load_tokenizer(model_dir)
+    t0 = time.perf_counter()
+    extra = dict(enable_lora=True, max_loras=1, max_cpu_loras=1, max_lora_rank=c.max_lora_rank) if lora else {}
+    llm = LLM(model=model_dir, dtype=c.resolved_dtype(), max_model_len=c.max_model_len,
+              gpu_memory_utilization=c.resolved_gpu_memory_utilization(), enforce_eager=c.enforce_eager,
+              max_num_seqs=c.max_num_seqs, enable_prefix_caching=True, seed=0, logprobs_mode="processed_logprobs",
+              disable_log_stats=True, **extra)
+    start = time.perf_counter() - t0
+    lora_request = LoRARequest("policy", 1, a.adapter) if lora else None
+
+    def one_pass(tag: str) -> tuple[float, int]:
+        prompts, params = [], []
+        for r in make_requests(a, tag):
+            ids = prompt_ids(tok, r.messages)
+            for i in range(r.sampling.n):
+                prompts.append({"prompt_token_ids": ids})
+                params.append(SamplingParams(n=1, temperature=r.sampling.temperature, top_p=r.sampling.top_p,
+                                             max_tokens=r.sampling.max_tokens, logprobs=0,
+                                             seed=sample_seed(r.sampling.seed, r.request_id, i)))
+        t = time.perf_counter()
+        outs = llm.generate(prompts, params, use_tqdm=False, lora_request=lora_request)
+        return time.perf_counter() - t, sum(len(o.outputs[0].token_ids) for o in outs)
+
+    one_pass("warmup")
+    passes = [one_pass("bench") for _ in range(a.repeats)]
+    return summarize(start, passes)
+
+
+def run_ours(a: argparse.Namespace, lora: bool) -> dict:
+    import ray
+
+    from rl.models import resolve_model
+    from rl.rollout.actor import RayRolloutEngine
+    from rl.types import WeightUpdate
+
+    ray.init(num_cpus=max(2, int(a.num_cpus)), include_dashboard=False)
+    engine = RayRolloutEngine("vllm", resolve_model(a.model), engine_config(a), enable_lora=lora)
+    try:
+        if lora:
+            engine.update_weights(WeightUpdate(1, "lora", a.adapter))
+
+        async def one_pass(tag: str) -> tuple[float, int, float]:
+            t, tokens, first = time.perf_counter(), 0, None
+            async for s in engine.generate(make_requests(a, tag)):
+                first = first if first is not None else time.perf_counter() - t
+                tokens += len(s.completion_ids)
+            return time.perf_counter() - t, tokens, first
+
+        asyncio.run(one_pass("warmup"))
+        passes = [asyncio.run(one_pass("bench")) for _ in range(a.repeats)]
+        result = summarize(engine.start_seconds, [(s, n) for s, n, _ in passes])
+        result["first_sample_s"] = statistics.median(f for _, _, f in passes)
+        # weight sync between steps, measured by the driver (load + prefix-cache reset on every engine)
+        version = 1
+        for kind, path in ([("lora", a.adapter)] if lora else []) + [("merged", a.merged)]:
+            times = []
+            for _ in range(a.sync_repeats):
+                version += 1
+                times.append(engine.update_weights(WeightUpdate(version, kind, path)))
+            result[f"{kind}_sync_s"] = statistics.median(times)
+            result[f"{kind}_sync_all_s"] = times
+        return result
+    finally:
+        engine.shutdown()
+        ray.shutdown()
+
+
+def run_hf(a: argparse.Namespace) -> dict:
+    from rl.models import resolve_model
+    from rl.rollout.hf_engine import HFEngine
+    from rl.types import WeightUpdate
+
+    c = engine_config(a)
+    engine = HFEngine(resolve_model(a.model), dataclasses.replace(c, kind="hf"))
+
+    async def one_pass(tag: str) -> tuple[float, int]:
+        t, tokens = time.perf_counter(), 0
+        async for s in engine.generate(make_requests(a, tag)):
+            tokens += len(s.completion_ids)
+        return time.perf_counter() - t, tokens
+
+    asyncio.run(one_pass("warmup"))
+    result = summarize(engine.start_seconds, [asyncio.run(one_pass("bench")) for _ in range(a.repeats)])
+    times = [engine.update_weights(WeightUpdate(v + 1, "merged", a.merged)) for v in range(a.sync_repeats)]
+    result["merged_sync_s"] = statistics.median(times)
+    return result
+
+
+def summarize(start: float, passes: list[tuple[float, int]]) -> dict:
+    seconds = statistics.median(s for s, _ in passes)
+    tokens = statistics.median(n for _, n in passes)
+    return {"engine_start_s": start, "pass_s": seconds, "tokens": tokens, "tok_per_s": tokens / seconds,
+            "all_tok_per_s": [n / s for s, n in passes]}
+
+
+def worker(a: argparse.Namespace) -> None:
+    fn = {"plain": lambda: run_plain(a, False), "plain_lora": lambda: run_plain(a, True),
+          "ours": lambda: run_ours(a, False), "ours_lora": lambda: run_ours(a, True),
+          "hf": lambda: run_hf(a)}[a.worker]
+    print("BENCH_RESULT " + json.dumps(fn()), flush=True)
+
+
+def prepare_weights(a: argparse.Namespace, tmp: str) -> tuple[str, str]:
+    """An adapter with random B (so the LoRA path computes something) and the same adapter merged, written to
+    /dev/shm when it exists (what the loop does: the merged reload then reads from memory)."""
+    from rl.models import resolve_model
+    from rl.rollout.synthetic import make_adapter, make_merged
+
+    model_dir = resolve_model(a.model)
+    adapter = make_adapter(model_dir, Path(tmp) / "adapter", seed=0, scale=0.01, r=a.lora_rank)
+    merged = make_merged(model_dir, adapter, Path(tmp) / "merged")
+    return str(adapter), str(merged)
+
+
+def main() -> None:
+    a = parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if a.worker:
+        worker(a)
+        return
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    results: dict = {"args": {k: v for k, v in vars(a).items() if k not in ("worker", "adapter", "merged")},
+                     "load_average": os.getloadavg()}
+    with tempfile.TemporaryDirectory(prefix="bench_rollout.", dir=shm) as tmp:
+        adapter, merged = prepare_weights(a, tmp)
+        for mode in a.modes:
+            cmd = [sys.executable, __file__, "--worker", mode, "--adapter", adapter, "--merged", merged,
+                   *sys.argv[1:]]
+            print(f"--- {mode}", file=sys.stderr, flush=True)
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
+            try:
+                stdout, _ = proc.communicate()
+            finally:  # interrupted: stop the mode's whole process group (vLLM's engine processes too)
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    proc.wait()
+            lines = [ln for ln in stdout.splitlines() if ln.startswith("BENCH_RESULT ")]
+            if proc.returncode or not lines:
+                print("\n".join(stdout.splitlines()[-40:]), file=sys.stderr)  # vLLM logs the root cause to stdout
+                raise SystemExit(f"mode {mode} failed (exit {proc.returncode})")
+            results[mode] = json.loads(lines[-1].removeprefix("BENCH_RESULT "))
+            print(f"{mode}: {json.dumps(results[mode])}", file=sys.stderr, flush=True)
+    for ours, plain in (("ours", "plain"), ("ours_lora", "plain_lora")):
+        if ours in results and plain in results:
+            results[f"{ours}_overhead"] = 1 - results[ours]["tok_per_s"] / results[plain]["tok_per_s"]
+    if "ours" in results and "ours_lora" in results:
+        results["lora_slowdown"] = 1 - results["ours_lora"]["tok_per_s"] / results["ours"]["tok_per_s"]
+    results["load_average_end"] = os.getloadavg()
+    print(json.dumps(results, indent=1))
+    if a.out:
+        Path(a.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+#!/usr/bin/env python
+"""Run the default training job (or any overrides) and report what the issue's targets ask about.
+
+  python scripts/bench_train.py                          # the default run: conf/experiment/local_cpu.yaml
+  python scripts/bench_train.py --out docs/bench_train_cpu.json -- loop.steps=4   # overrides after --
+  python scripts/bench_train.py --from-run outputs/2026-12-01/08-00-00           # report an existing run
+
+Reports: wall time of the whole job (process start to exit, model conversion and engine start included)
+and of the loop; per step the time the loop waited for rewards after the last sample left the engine,
+as a share of the step (target <= 10%); adapter/weight sync seconds per step; learner tokens/s; rollout
+tokens/s; training reward over the first and last steps; validation at step 0 and at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rl.tracking import read_metrics  # noqa: E402
+
+
+def _values(rows: list[dict], key: str) -> list[float]:
+    return [float(r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+
+
+def _stats(xs: list[float]) -> dict[str, float] | None:
+    if not xs:
+        return None
+    return {"mean": statistics.fmean(xs), "median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+
+def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    train = [r for r in rows if "train/reward_mean" in r]
+    val = [r for r in rows if "val/reward_mean" in r]
+    wait_share = [r["time/wait_for_rewards"] / r["time/step"] for r in train
+                  if isinstance(r.get("time/wait_for_rewards"), (int, float)) and r.get("time/step")]
+    summary_path = run_dir / "summary.json"
+    out: dict = {
+        "run_dir": str(run_dir),
+        "job_wall_s": job_wall_s,
+        "loop_wall_s": json.loads(summary_path.read_text()).get("wall_s") if summary_path.exists() else None,
+        "steps": len(train),
+        "step_s": _stats(_values(train, "time/step")),
+        "generate_s": _stats(_values(train, "time/generate")),
+        "train_s": _stats(_values(train, "time/train")),
+        "wait_for_rewards_s": _stats(_values(train, "time/wait_for_rewards")),
+        "wait_for_rewards_share_of_step": _stats(wait_share),
+        "sync_s_per_step": _stats(_values(train, "time/sync")),
+        "learner_tokens_per_s": _stats(_values(train, "perf/learner_tokens_per_s")),
+        "rollout_tokens_per_s": _stats(_values(train, "perf/rollout_tokens_per_s")),
+    }
+    for key in ("train/reward_mean", "train/makora_mean", "train/correct_rate"):
+        xs = _values(train, key)
+        if xs:
+            out[f"{key}_first{k}"] = statistics.fmean(xs[:k])
+            out[f"{key}_last{k}"] = statistics.fmean(xs[-k:])
+            out[f"{key}_per_step"] = xs
+    for key in ("val/reward_mean", "val/correct_rate"):
+        out[key] = {r["step"]: r.get(key) for r in val}
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run-dir", type=Path, default=None, help="where the run writes (default: a new dir)")
+    parser.add_argument("--from-run", type=Path, default=None, help="report an existing run instead of running")
+    parser.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
+    parser.add_argument("--first-last", type=int, default=3, help="steps averaged at each end")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for scripts/train.py (after --)")
+    args = parser.parse_args()
+    if args.from_run:
+        run_dir, wall = args.from_run, None
+    else:
+        run_dir = args.run_dir or ROOT / "outputs" / "bench_train" / time.strftime("%Y-%m-%d_%H-%M-%S")
+        env = {**os.environ, "WANDB_MODE": os.environ.get("WANDB_MODE", "offline")}
+        t0 = time.perf_counter()
+        result = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *args.overrides,
+                                 f"hydra.run.dir={run_dir}"], cwd=ROOT, env=env)
+        wall = time.perf_counter() - t0
+        if result.returncode != 0:
+            print(f"bench_train: the run failed with exit code {result.returncode} ({run_dir})", file=sys.stderr)
+            return result.returncode
+    if not (run_dir / "metrics.jsonl").is_file():
+        print(f"bench_train: {run_dir}/metrics.jsonl: no such file", file=sys.stderr)
+        return 2
+    out = report(run_dir, wall, args.first_last)
+    text = json.dumps(out, indent=2)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""scripts/train.py as a user runs it, on a tiny random model: real Ray, the hf engine in a Ray actor, the
+evaluation pool's CPU actors (Triton interpreter), the LoRA learner, W&B offline, checkpoints and resume.
+
+The tiny model writes no valid kernel (every reward is 0): these tests check the loop's mechanics, not
+learning (scripts/bench_train.py measures learning with SmolLM2).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rl.metrics import LEARNER_KEYS
+from rl.tracking import read_metrics
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+TINY = ["policy=tiny_random", "data.levels=[0]", "data.validation_ids=[L0_02_relu]", "loop.problems_per_step=2",
+        "rollout.n=2", "rollout.max_tokens=24", "loop.checkpoint_every=1", "pool.num_actors=1", "cache_path=null",
+        "eval.device=cpu", "wandb.table_every=1"]
+ENV = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "WANDB_MODE": "offline"}
+
+
+def train(run_dir, *overrides, timeout=600):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *TINY, *overrides,
+                           f"hydra.run.dir={run_dir}"], capture_output=True, text=True, cwd=ROOT, env=ENV,
+                          timeout=timeout)
+
+
+def _problems_at(run_dir, step):
+    rows = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    return sorted((r["problem_id"], r["index"]) for r in rows if r["step"] == step and r["split"] == "train")
+
+
+def _state(run_dir, step):
+    return json.loads((run_dir / "checkpoints" / f"step_{step:06d}" / "loop_state.json").read_text())
+
+
+def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
+    straight, first, resumed = tmp_path / "straight", tmp_path / "first", tmp_path / "resumed"
+    result = train(straight, "loop.steps=3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    result = train(first, "loop.steps=2")
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    rows = read_metrics(first / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [0, 1, 2]  # one row per step; step 0 = validation of the initial policy
+    train_row = rows[1]
+    for key in ("train/reward_mean", "train/reward_std", "train/reward_max", "train/correct_rate",
+                "train/status/compile_error", "train/speedup_geomean", "train/speedup_median", "train/fast_1",
+                "train/zero_variance_group_frac", "train/response_len_mean", "train/response_len_max",
+                "train/truncation_rate", "time/generate", "time/evaluate", "time/wait_for_rewards", "time/train",
+                "time/sync", "time/step", "perf/rollout_tokens_per_s", "perf/learner_tokens_per_s",
+                "pool/cache_hit_rate", *(f"train/{k}" for k in LEARNER_KEYS)):
+        assert key in train_row, key
+    assert "val/reward_mean" in rows[0] and "val/reward_mean" in rows[2]  # at start and at the end
+    assert (first / "final_policy" / "config.json").is_file()
+    assert list((first / "wandb").glob("offline-run-*"))
+    summary = json.loads((first / "summary.json").read_text())
+    assert summary["steps"] == 2 and "val/reward_mean_step0" in summary
+
+    result = train(resumed, "loop.steps=3", f"resume={first}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    logs = result.stdout + result.stderr  # Hydra's job log goes to stdout
+    assert "resumed from" in logs and "at step 2" in logs
+    assert [r["step"] for r in read_metrics(resumed / "metrics.jsonl")] == [0, 1, 2, 3]  # carried over + step 3
+    # the same data position: step 3 after a resume draws what the uninterrupted run drew
+    assert _problems_at(resumed, 3) == _problems_at(straight, 3)
+    assert _state(resumed, 3)["sampler"]["draws"] == _state(straight, 3)["sampler"]["draws"] \
+        == _state(first, 2)["sampler"]["draws"] + 2
+    assert _state(resumed, 3)["step"] == 3 and _state(resumed, 3)["policy_version"] == 3
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["policy.model=/no/such/model"], "policy.model"),
+    (["data.levels=[9]", "data.validation_ids=null"], "no usable problems"),
+    (["+loop.stepz=3"], "unknown loop settings"),
+    (["resume=/no/such/run"], "resume=/no/such/run: no such file"),
+    (["policy=gpt5"], "OPENAI_API_KEY"),
+])
+def test_bad_configs_exit_2_before_anything_starts(tmp_path, overrides, message):
+    result = train(tmp_path, *overrides, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert message in result.stderr
+    assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_unknown_choices_and_keys_are_refused_by_hydra(tmp_path):
+    for override, message in (("algorithm=ppo", "algorithm/ppo"), ("loop.stepz=3", "stepz")):
+        result = train(tmp_path, override, timeout=120)
+        assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]
+
+
+def _trainer(tmp_path, *overrides):
+    from hydra import compose, initialize_config_dir
+
+    from rl.components import build_components
+    from rl.config import RunConfig
+    from rl.data import ProblemData
+    from rl.loop import Trainer
+    from rl.tracking import RunLogger, WandbConfig
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[*TINY, *overrides])
+    run = RunConfig.from_hydra(cfg)
+    data = ProblemData.load(run.data)
+    logger = RunLogger(tmp_path, WandbConfig(mode="disabled"))
+    return Trainer(run, tmp_path, build_components(run, data), data, logger), logger
+
+
+def test_a_dead_rollout_actor_is_replaced_or_the_run_stops_with_the_reason(tmp_path, monkeypatch):
+    import asyncio
+
+    import ray
+
+    from rl.components import close_components
+    from rl.loop import RunError
+
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    trainer, logger = _trainer(tmp_path, "loop.steps=3", "loop.max_engine_restarts=1")
+
+    async def steps():
+        trainer.engine, trainer.c.engine = trainer.c.engine, None
+        await trainer.train_step()
+        ray.kill(trainer.engine.actors[0])  # as a node failure would
+        await trainer.train_step()  # rebuilt, weights re-synced, the step retried
+        assert trainer.engine_restarts == 1 and trainer.step == 2
+        ray.kill(trainer.engine.actors[0])
+        with pytest.raises(RunError, match=r"(?s)failed 2 times.*last checkpoint: .*step_000002"):
+            await trainer.train_step()
+
+    try:
+        asyncio.run(steps())
+    finally:
+        trainer.close()
+        close_components(trainer.c)
+        logger.close()
+    assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1, 2]
+    assert (tmp_path / "checkpoints" / "step_000002" / "loop_state.json").is_file()

@@ -1,0 +1,92 @@
+"""Hydra composition of every recipe into a RunConfig, the errors bad configs get, and run checkpoints."""
+
+import json
+import os
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from rl.checkpoints import CheckpointError, LoopState, find_checkpoint, prune_checkpoints, save_checkpoint
+from rl.config import ConfigError, RunConfig
+from tests.conftest import ROOT
+
+
+def _compose(*overrides):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def test_default_config_is_the_local_cpu_recipe():
+    base, recipe = _compose(), _compose("+experiment=local_cpu")
+    assert base == recipe  # conf/experiment/local_cpu.yaml restates the default run: they must not drift
+    run = RunConfig.from_hydra(base)
+    assert run.policy.model == "smollm2-135m-instruct" and run.policy.engine_kind == "vllm"
+    assert run.algorithm.name == "grpo" and run.wandb.mode == "offline" and run.eval.device == "cpu"
+    assert run.reward.delta == base.delta and run.policy.learner["finetune"] == "lora"
+
+
+@pytest.mark.parametrize("experiment", ["gpt5_triton", "qwen7b_cluster"])
+def test_cluster_recipes_compose(experiment, monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    monkeypatch.setenv("KERNELRL_QWEN7B_DIR", str(tmp_path))
+    cfg = _compose(f"+experiment={experiment}")
+    assert cfg.delta == 1.8 and cfg.eval.baseline == "inductor" and cfg.validation.n == 1
+    run = RunConfig.from_hydra(cfg)
+    assert run.eval.device == "cuda"
+
+
+def test_sweep_values_reach_the_reward():
+    assert RunConfig.from_hydra(_compose("delta=1.2")).reward.delta == 1.2
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["+loop.stepz=3"], r"unknown loop settings: \['stepz'\]"),
+    (["+rollout.temprature=1"], "unknown"),
+    (["+algorithm.clip_low=0.1"], "unknown algorithm settings"),
+    (["policy.model=/no/such/model"], "policy.model"),
+    (["rollout.temperature=0.7"], "must equal rollout.temperature"),
+    (["loop.problems_per_step=0"], "problems_per_step"),
+    (["+experiment=gpt5_triton"], "OPENAI_API_KEY"),
+    (["+bogus=1"], "unknown top-level"),
+])
+def test_bad_configs_are_clear_errors(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        RunConfig.from_hydra(_compose(*overrides))
+
+
+def _state(step, run_dir="r"):
+    return LoopState(step=step, policy_version=step, sampler={"draws": step * 4}, rng=[3, [1, 2], None],
+                     run_dir=run_dir)
+
+
+def test_checkpoints_are_atomic_pruned_and_found(tmp_path):
+    root = tmp_path / "checkpoints"
+
+    def learner(path):
+        os.makedirs(path)
+        (open(os.path.join(path, "w.bin"), "w")).write("x")
+
+    for step in (2, 4, 6):
+        save_checkpoint(root, _state(step), learner)
+    prune_checkpoints(root, keep=2)
+    assert sorted(p.name for p in root.glob("step_*")) == ["step_000004", "step_000006"]
+    path, state = find_checkpoint(tmp_path)  # a run directory
+    assert path.name == "step_000006" and state.sampler == {"draws": 24}
+    assert find_checkpoint(root / "step_000004")[1].step == 4
+
+    def crashing(path):
+        os.makedirs(path)
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        save_checkpoint(root, _state(8), crashing)
+    assert find_checkpoint(root)[0].name == "step_000006"  # latest untouched, no half-written step_8
+    assert not list(root.glob("step_000008")) and not list(root.glob(".step_*"))
+    with pytest.raises(CheckpointError, match="no such file"):
+        find_checkpoint(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="not a complete checkpoint"):
+        find_checkpoint(tmp_path / "empty")
+    assert json.loads((root / "step_000006" / "loop_state.json").read_text())["step"] == 6
