@@ -15,18 +15,28 @@ def cache_key(**parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
+def open_sqlite(path: Path, *schema: str) -> tuple[sqlite3.Connection, threading.Lock]:
+    """A SQLite database shared by the threads of one process (WAL: other processes may read and write it
+    too), with `schema`'s CREATE TABLE statements applied; use the connection under the returned lock."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = threading.Lock()
+    db = sqlite3.connect(str(path), timeout=60, check_same_thread=False)
+    with lock, db:
+        db.execute("PRAGMA journal_mode=WAL")
+        for statement in schema:
+            db.execute(statement)
+    return db, lock
+
+
 class SqliteCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
-        with self._lock, self._db:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, problem_id TEXT, "
-                             "verdict TEXT NOT NULL, created REAL NOT NULL)")
-            self._db.execute("CREATE TABLE IF NOT EXISTS baselines (key TEXT PRIMARY KEY, problem_id TEXT, "
-                             "timings TEXT NOT NULL, created REAL NOT NULL)")
+        self._db, self._lock = open_sqlite(
+            self.path,
+            "CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, problem_id TEXT, "
+            "verdict TEXT NOT NULL, created REAL NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS baselines (key TEXT PRIMARY KEY, problem_id TEXT, "
+            "timings TEXT NOT NULL, created REAL NOT NULL)")
 
     def _get(self, table: str, column: str, key: str) -> dict | None:
         with self._lock:

@@ -13,12 +13,11 @@ was found, so that searches made while training or benchmarking can leave held-o
 from __future__ import annotations
 
 import hashlib
-import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Iterable
 
+from envs.cache import open_sqlite
 from envs.problems import Problem
 from envs.verdict import Verdict
 from rl.retrieval import SolvedKernel
@@ -40,16 +39,12 @@ def _sha(text: str) -> str:
 class SolutionStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
-        with self._lock, self._db:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS solutions (problem_sha256 TEXT NOT NULL, solution_sha256 TEXT NOT NULL, "
-                "problem_id TEXT NOT NULL, problem_source TEXT NOT NULL, solution TEXT NOT NULL, speedup REAL, "
-                "device TEXT, split TEXT NOT NULL, provenance TEXT NOT NULL, created REAL NOT NULL, "
-                "PRIMARY KEY (problem_sha256, solution_sha256))")
+        self._db, self._lock = open_sqlite(
+            self.path,
+            "CREATE TABLE IF NOT EXISTS solutions (problem_sha256 TEXT NOT NULL, solution_sha256 TEXT NOT NULL, "
+            "problem_id TEXT NOT NULL, problem_source TEXT NOT NULL, solution TEXT NOT NULL, speedup REAL, "
+            "device TEXT, split TEXT NOT NULL, provenance TEXT NOT NULL, created REAL NOT NULL, "
+            "PRIMARY KEY (problem_sha256, solution_sha256))")
 
     def add(self, record: SolvedKernel, split: str, device: str = "cpu") -> bool:
         """Store a verified solution; True if it was new. A solution already stored keeps its first

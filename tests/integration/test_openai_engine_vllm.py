@@ -23,7 +23,7 @@ from rl.prompts import PromptBuilder, PromptConfig
 from rl.retrieval import KernelIndex, builtin_solutions
 from rl.types import SamplingConfig
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # pytest -m slow (minutes of SmolLM2 on CPU)
 
 SERVED_NAME = "smollm2"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from envs import load_problem_set
+from envs.problems import load_builtin
 from rl.data import CurriculumConfig, DataConfig, DataError, ProblemData, ProblemSampler, split_of
 
 
@@ -25,8 +25,7 @@ def test_builtin_levels_and_explicit_validation_ids():
 
 def test_hash_split_holds_out_some_builtin_problems():
     data = ProblemData.load(DataConfig(validation_fraction=0.2))
-    assert data.validation and data.train
-    assert len(data.train) + len(data.validation) == len(load_problem_set("builtin"))
+    assert data.validation and data.train and len(data.train) + len(data.validation) == len(load_builtin())
 
 
 @pytest.mark.parametrize("config, message", [
