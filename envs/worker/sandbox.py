@@ -149,7 +149,11 @@ class Sandbox:
                 log.warning("sandbox: /dev/nvidia-uvm does not exist yet; run any CUDA program on the host once")
             for node in nodes:
                 args += ["--dev-bind", node, node]
+        # Compilation caches inside the private tmpfs, named outright: TorchInductor's default lives under
+        # tempfile.gettempdir(), which falls back to the sandbox's /tmp (root's, read-only to the dropped uid)
+        # whenever the private root fails its write probe, and then the worker cannot even import torch._dynamo.
         args += ["--chdir", root, "--setenv", "TRITON_CACHE_DIR", os.path.join(root, ".triton-cache"),
+                 "--setenv", "TORCHINDUCTOR_CACHE_DIR", os.path.join(root, ".inductor-cache"),
                  "--cap-drop", "ALL"]
         init = [sys.executable, "-I", "-S", _INIT]
         if self.uid is not None:
