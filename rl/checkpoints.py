@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from rl.learner.checkpoint import fsync_path
+
 __all__ = ["CheckpointError", "LoopState", "find_checkpoint", "save_checkpoint", "prune_checkpoints"]
 
 LATEST = "latest"
@@ -48,14 +50,6 @@ class LoopState:
         return cls(**json.loads(text))
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def save_checkpoint(checkpoints_dir: str | Path, state: LoopState, save_learner: Callable[[str], None]) -> Path:
     """Write step `state.step`'s checkpoint; `save_learner(path)` writes the learner's part into `path`."""
     root = Path(checkpoints_dir)
@@ -68,18 +62,18 @@ def save_checkpoint(checkpoints_dir: str | Path, state: LoopState, save_learner:
             f.write(state.to_json())
             f.flush()
             os.fsync(f.fileno())
-        _fsync_dir(tmp)
+        fsync_path(tmp)
         if final.exists():  # a re-run of the same step (after a resume): the new one replaces it
             shutil.rmtree(final)
         os.replace(tmp, final)
-        _fsync_dir(root)
+        fsync_path(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     pointer = root / f".{LATEST}.tmp"
     pointer.write_text(final.name + "\n")
     os.replace(pointer, root / LATEST)
-    _fsync_dir(root)
+    fsync_path(root)
     return final
 
 

@@ -58,8 +58,8 @@ def save(policy: Policy, path: str, extra: dict[str, Any]) -> None:
         with open(os.path.join(tmp_dir, "meta.json"), "w") as f:
             json.dump(meta, f)
         for file in _FILES:
-            _fsync(os.path.join(tmp_dir, file))
-        _fsync_dir(tmp_dir)
+            fsync_path(os.path.join(tmp_dir, file))
+        fsync_path(tmp_dir)
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
@@ -67,7 +67,7 @@ def save(policy: Policy, path: str, extra: dict[str, Any]) -> None:
     link = os.path.join(parent, f".{name}.link-{uuid.uuid4().hex[:12]}")
     os.symlink(target, link)  # relative: the checkpoint directory can be moved as a whole
     os.replace(link, path)
-    _fsync_dir(parent)
+    fsync_path(parent)
     if previous and os.path.basename(previous).startswith(f".{name}."):
         shutil.rmtree(os.path.join(parent, previous), ignore_errors=True)
 
@@ -119,16 +119,9 @@ def _decode_python_rng(state: list) -> tuple:
     return (version, tuple(internal), gauss)
 
 
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+def fsync_path(path: str | os.PathLike) -> None:
+    """Flush a file's or a directory's entry to disk (a directory: so a rename inside it survives a crash)."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if os.path.isdir(path) else 0))
     try:
         os.fsync(fd)
     finally:
