@@ -83,6 +83,13 @@ class PolicySpec:
     engine: Mapping[str, Any]  # the rollout engine's settings; `kind` selects vllm | hf | openai
     learner: Mapping[str, Any] | None  # rl.learner.config.PolicyConfig fields (less `model`); None: not trainable
     chat_template: str | None = None  # a Jinja chat template file; None: the tokenizer's own
+    warm_start: Mapping[str, Any] | None = None  # rl.warmstart.stage.WarmStartConfig: SFT before RL
+
+    @property
+    def warm_start_config(self) -> Any:
+        from rl.warmstart.stage import WarmStartConfig
+
+        return WarmStartConfig.from_mapping(self.warm_start)
 
     @property
     def engine_kind(self) -> str:
@@ -101,7 +108,10 @@ class PolicySpec:
                 raise ConfigError(f"policy.{key} is required")
         if m["engine"].get("kind") not in ("vllm", "hf", "openai"):
             raise ConfigError(f"policy.engine.kind must be vllm, hf or openai, not {m['engine'].get('kind')!r}")
-        return cls(**m)
+        spec = cls(**m)
+        if spec.warm_start_config.enabled and (spec.is_api or spec.learner is None):
+            raise ConfigError("policy.warm_start needs a trainable local policy (policy.learner set, not an API model)")
+        return spec
 
 
 def _container(cfg: Any, key: str) -> Any:
