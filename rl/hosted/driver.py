@@ -187,7 +187,10 @@ def _run(run, data, run_dir, logger, environ, api_factory, backend_factory, toda
             log.info("monitoring existing job %s (%s, %s)", job.id, job.model, job.status)
         else:
             job, files = _submit(run, data, run_dir, api, grader, base_model, token, explain)
-        (run_dir / "job.json").write_text(json.dumps(redacted(job.model_dump(), token), indent=2, default=str) + "\n")
+        # The SDK parses an endpoint grader as the first member of its grader union (extra fields kept); the
+        # dump is the job as the API returned it, without pydantic's warnings about that.
+        job_record = redacted(job.model_dump(mode="json", warnings=False), token)
+        (run_dir / "job.json").write_text(json.dumps(job_record, indent=2) + "\n")
         monitor = JobMonitor(api, job.id, logger, run_dir, recorder=service.recorder if service else None,
                              validation_ids=tuple(p.id for p in data.validation), poll_interval_s=cfg.poll_interval_s,
                              confirm_cancel=cfg.confirm_cancel, **monitor_options)

@@ -26,8 +26,8 @@ from typing import Any, Mapping
 from rl.hosted.config import GraderConfig
 from rl.hosted.errors import EXIT_CONFIG, EXIT_GRADER, HostedError
 
-__all__ = ["PYTHON_GRADER_REFUSAL", "REQUEST_TEMPLATE", "SCORE_FIELD", "SELF_CHECK_NON_KERNEL", "check_grader_url", "endpoint_grader",
-           "grader_token", "redacted", "render_request", "self_check"]
+__all__ = ["PYTHON_GRADER_REFUSAL", "REQUEST_TEMPLATE", "SCORE_FIELD", "SELF_CHECK_NON_KERNEL", "check_grader_url",
+           "endpoint_grader", "grader_token", "redacted", "render_request", "self_check"]
 
 REQUEST_TEMPLATE = {"problem_id": "{{item.problem_id}}", "problem_sha256": "{{item.problem_sha256}}",
                     "solution": "{{sample.output_text}}"}

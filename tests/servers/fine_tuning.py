@@ -83,10 +83,12 @@ class FineTuningServer:
             job["status"] = "running"
             self._event(job_id, "Fine-tuning job started")
             grader = job["method"]["reinforcement"]["grader"]
-            rows = [json.loads(line) for line in self.files[job["training_file"]]["content"].decode().splitlines()]
-            scores = [self._grade(grader, row, self.answer(row)) for row in rows]
-            self._event(job_id, "Step 1/1", "metrics", {"step": 1, "train_reward_mean": statistics.mean(scores),
-                                                          "full_valid": {"reward_mean": statistics.mean(scores)}})
+            data = {"step": 1}
+            for split, file_id in (("train", job["training_file"]), ("valid", job.get("validation_file"))):
+                if file_id:
+                    rows = [json.loads(line) for line in self.files[file_id]["content"].decode().splitlines()]
+                    data[f"{split}_reward_mean"] = statistics.mean(self._grade(grader, r, self.answer(r)) for r in rows)
+            self._event(job_id, "Step 1/1", "metrics", data)
         elif status == "running" and not self.checkpoints[job_id]:
             self.checkpoints[job_id].append({
                 "object": "fine_tuning.job.checkpoint", "id": f"ftckpt-{next(self._ids)}", "created_at": 0,

@@ -109,7 +109,8 @@ def test_export_uses_the_loops_split_and_prompts(tmp_path):
 
 # --- metrics ----------------------------------------------------------------------------------------
 def _verdicts():
-    return [Verdict(Status.CORRECT, "a", "cpu", reward=0.31), Verdict(Status.CORRECT, "a", "gpu", speedup=2.0, reward=0.77),
+    return [Verdict(Status.CORRECT, "a", "cpu", reward=0.31),
+            Verdict(Status.CORRECT, "a", "gpu", speedup=2.0, reward=0.77),
             Verdict(Status.HACK, "b", "cpu", hack=HackFinding("baseline_kernel", "torch")),
             Verdict(Status.COMPILE_ERROR, "b", "cpu")]
 
