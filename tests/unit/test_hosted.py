@@ -194,3 +194,23 @@ def test_refusals_before_any_request(tmp_path, monkeypatch, capsys, overrides, e
     assert _run(tmp_path, monkeypatch, overrides, environ) == code
     err = capsys.readouterr().err
     assert message in err and TOKEN not in err
+
+
+def test_the_recipe_selects_hosted_rft_only_for_an_api_policy(monkeypatch):
+    from hydra import compose, initialize_config_dir
+
+    from rl.config import RunConfig
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-unit-0123456789")
+
+    def run(*overrides):
+        with initialize_config_dir(str(Path(__file__).resolve().parents[2] / "conf"), version_base="1.3"):
+            return RunConfig.from_hydra(compose("config", overrides=list(overrides)))
+
+    assert run("+experiment=gpt5_triton").runs_hosted_rft
+    assert not run("+experiment=gpt5_triton", "hosted.mode=measure").runs_hosted_rft
+    assert not run("+experiment=gpt5_triton", "policy=tiny_random").runs_hosted_rft  # the same recipe, open model
+    assert not run("policy=gpt5").runs_hosted_rft and run("policy=gpt5").hosted is None  # no recipe: no RFT
+    from rl.config import ConfigError
+    with pytest.raises(ConfigError, match="hosted"):
+        run("+experiment=gpt5_triton", "+hosted.typo=1")
