@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from rl.hosted.api import FineTuningAPI
-from rl.hosted.errors import (EXIT_ACCOUNT, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_JOB_FAILED, HostedError,
-                              explain_api_error)
+from rl.hosted.errors import (EXIT_ACCOUNT, EXIT_CONFIG, EXIT_GRADER, EXIT_INTERRUPTED, EXIT_JOB_FAILED,
+                              HostedError, explain_api_error)
 from rl.hosted.grader import (PYTHON_GRADER_REFUSAL, check_grader_url, endpoint_grader, grader_token, redacted,
                               self_check)
 from rl.hosted.monitor import JobMonitor, JobOutcome
@@ -167,8 +167,13 @@ def _run(run, data, run_dir, logger, environ, api_factory, backend_factory, toda
         service = None
         if cfg.grader.serve:
             problems = [*data.train, *data.validation]
+            try:
+                backend = backend_factory(service_run)
+            except Exception as e:  # Ray, the sandbox, a GPU: whatever stops the pool, said before any upload
+                raise HostedError(f"the grader's evaluation pool did not start: {type(e).__name__}: {e}. Nothing "
+                                  "was uploaded", EXIT_GRADER) from e
             service = stack.enter_context(HostedService(
-                backend_factory(service_run), problems, token, cfg.grader.listen_host, cfg.grader.listen_port,
+                backend, problems, token, cfg.grader.listen_host, cfg.grader.listen_port,
                 journal=run_dir / "verdicts.jsonl", delta=run.reward.delta, baseline=run.eval.baseline))
             log.info("grader service on %s; OpenAI calls it at %s", service.url, url)
         if cfg.grader.self_check:

@@ -80,7 +80,7 @@ def _compose(ft: FineTuningServer, port: int, *overrides: str):
     return run, ProblemData.load(run.data)
 
 
-def _hosted(tmp_path, monkeypatch, ft, *overrides, evaluator=None, monitor_options=None):
+def _hosted(tmp_path, monkeypatch, ft, *overrides, evaluator=None, monitor_options=None, default_backend=False):
     from rl.hosted.driver import run_hosted
     from rl.tracking import RunLogger, WandbConfig
 
@@ -94,9 +94,9 @@ def _hosted(tmp_path, monkeypatch, ft, *overrides, evaluator=None, monitor_optio
         assert service_run.eval.device == "cpu"
         return _Shared(evaluator)
 
+    extra = {} if default_backend else {"backend_factory": backend}
     try:
-        return run_hosted(run, data, tmp_path, logger, environ=environ, backend_factory=backend,
-                          monitor_options=monitor_options)
+        return run_hosted(run, data, tmp_path, logger, environ=environ, monitor_options=monitor_options, **extra)
     finally:
         logger.close()
 
@@ -146,6 +146,16 @@ def test_rft_job_graded_by_the_kernelrl_service(tmp_path, monkeypatch, evaluator
     assert saved["url"] == grader["url"] and saved["headers"]["Authorization"] == "Bearer <redacted>"
     for name in ("grader.json", "job.json", "metrics.jsonl", "hosted_model.json", "summary.json"):
         assert TOKEN not in (tmp_path / name).read_text(), name
+
+
+def test_rft_job_graded_on_the_runs_ray_pool(tmp_path, monkeypatch):
+    """The default backend: the run's own RayEvaluationPool (rl.components.build_pool) behind the service."""
+    with FineTuningServer(answer=_reference_answer) as ft:
+        code = _hosted(tmp_path, monkeypatch, ft, "pool.address=null", "pool.num_actors=1",
+                       f"cache_path={tmp_path / 'cache.sqlite'}", default_backend=True)
+        grades = list(ft.grades)
+    assert code == 0 and len(grades) == 3
+    assert all(g["response"]["status"] == "correct" and g["score"] == pytest.approx(CPU_REWARD) for g in grades)
 
 
 def test_403_training_not_available_deletes_the_uploads(tmp_path, monkeypatch, capsys):
