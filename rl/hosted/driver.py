@@ -94,6 +94,11 @@ def run_hosted(run: Any, data: Any, run_dir: Path, logger: Any, *, environ: Mapp
     except HostedError as e:
         print(f"kernelrl hosted: {e}", file=sys.stderr)
         return e.exit_code
+    except KeyboardInterrupt:  # before monitoring began (the monitor asks about cancelling once it runs)
+        created = (Path(run_dir) / "job.json").is_file()
+        print("kernelrl hosted: interrupted " + ("after the job was created (its id is in job.json; resume with "
+              "hosted.job_id=...)" if created else "before any job was created"), file=sys.stderr)
+        return EXIT_INTERRUPTED
     if outcome.interrupted:
         return EXIT_INTERRUPTED
     if outcome.status != "succeeded":

@@ -182,6 +182,15 @@ def test_account_refusals_come_before_any_upload(tmp_path, monkeypatch, capsys, 
     assert message in capsys.readouterr().err
 
 
+def test_a_failed_job_exits_1_with_its_error(tmp_path, monkeypatch, capsys):
+    with FineTuningServer() as ft:
+        ft.fail_with = ("grader_error", "too many grader requests failed")
+        assert _hosted(tmp_path, monkeypatch, ft, "hosted.grader.serve=false", "hosted.grader.self_check=false") == 1
+    assert "ended failed: grader_error: too many grader requests failed" in capsys.readouterr().err
+    record = json.loads((tmp_path / "hosted_model.json").read_text())
+    assert record["status"] == "failed" and record["fine_tuned_model"] is None and "benchmark_command" not in record
+
+
 @pytest.mark.parametrize("answer, cancelled", [("y", True), ("n", False)])
 def test_resume_a_job_and_ctrl_c_asks_before_cancelling(tmp_path, monkeypatch, answer, cancelled):
     import openai

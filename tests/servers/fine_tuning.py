@@ -41,6 +41,7 @@ class FineTuningServer:
         self.answer = answer or (lambda row: "no answer")  # the "policy": a training row -> the sample's text
         self.refuse_create: tuple[int, str] | None = None  # (HTTP status, error code) for POST /fine_tuning/jobs
         self.refuse_access: tuple[int, str] | None = None  # for GET /fine_tuning/jobs (the access check)
+        self.fail_with: tuple[str, str] | None = None  # (code, message): the running job fails instead of succeeding
         self.files: dict[str, dict[str, Any]] = {}
         self.jobs: dict[str, dict[str, Any]] = {}
         self.events: dict[str, list[dict[str, Any]]] = {}
@@ -94,6 +95,10 @@ class FineTuningServer:
                 "object": "fine_tuning.job.checkpoint", "id": f"ftckpt-{next(self._ids)}", "created_at": 0,
                 "fine_tuned_model_checkpoint": f"ft:{job['model']}:test-org:{job.get('suffix') or 'x'}:ck1:ckpt-step-1",
                 "fine_tuning_job_id": job_id, "step_number": 1, "metrics": {"step": 1.0, "train_loss": 0.5}})
+        elif status == "running" and self.fail_with:
+            job["status"], job["error"] = "failed", {"code": self.fail_with[0], "message": self.fail_with[1],
+                                                     "param": None}
+            self._event(job_id, f"Job failed: {self.fail_with[1]}", level="error")
         elif status == "running":
             job["status"] = "succeeded"
             job["finished_at"] = int(time.time())

@@ -214,3 +214,33 @@ def test_the_recipe_selects_hosted_rft_only_for_an_api_policy(monkeypatch):
     from rl.config import ConfigError
     with pytest.raises(ConfigError, match="hosted"):
         run("+experiment=gpt5_triton", "+hosted.typo=1")
+
+
+def _api_error(cls, status, code, message="refused"):
+    import httpx
+
+    response = httpx.Response(status, request=httpx.Request("POST", "http://127.0.0.1/v1/fine_tuning/jobs"))
+    return cls(message, response=response, body={"message": message, "code": code, "type": "x", "param": None})
+
+
+def test_api_errors_become_one_message_and_exit_code():
+    import openai
+
+    from rl.hosted.errors import EXIT_ACCOUNT, explain_api_error
+
+    e = explain_api_error(_api_error(openai.PermissionDeniedError, 403, "training_not_available"), "create",
+                          uploaded=True)
+    assert e.exit_code == EXIT_ACCOUNT and "training_not_available" in str(e) and "were deleted" in str(e)
+    assert "January 2027" in str(e) and "policy=qwen2_5_coder_7b" in str(e)
+    end = dt.date(2027, 1, 1)
+    after = explain_api_error(_api_error(openai.BadRequestError, 400, "invalid_request"), "create",
+                              new_jobs_end=end, today=dt.date(2027, 1, 20))
+    before = explain_api_error(_api_error(openai.BadRequestError, 400, "invalid_request"), "create",
+                               new_jobs_end=end, today=dt.date(2026, 12, 1))
+    assert "new fine-tuning jobs end in January 2027" in str(after) and "January 2027" not in str(before)
+    key = explain_api_error(_api_error(openai.AuthenticationError, 401, "invalid_api_key", "bad key sk-abc123"),
+                            "preflight", redact=lambda s: s.replace("sk-abc123", "<redacted>"))
+    assert key.exit_code == EXIT_CONFIG and "sk-abc123" not in str(key)
+    model = explain_api_error(_api_error(openai.NotFoundError, 404, "model_not_found"), "preflight: model",
+                              model="gpt-5")
+    assert model.exit_code == EXIT_ACCOUNT and "'gpt-5' is not available" in str(model)
