@@ -187,7 +187,7 @@ def _run(run, data, run_dir, logger, environ, api_factory, backend_factory, toda
             log.info("grader self-check through %s: %s %s reward %.4f", url, item["problem_id"], result["status"],
                      float(result["reward"]))
             if service is not None:
-                service.recorder.drain()  # the self-check is not a training sample
+                service.recorder.discard_one(item["problem_id"])  # the self-check is not a training sample
         files: dict[str, Any] = {}
         if cfg.job_id:
             try:
@@ -207,7 +207,9 @@ def _run(run, data, run_dir, logger, environ, api_factory, backend_factory, toda
         try:
             outcome = monitor.run()
         except openai.OpenAIError as e:
-            raise explain(e, f"monitor {job.id}") from None
+            error = explain(e, f"monitor {job.id}")
+            raise HostedError(f"{error} (the job keeps running on OpenAI's side; monitor it again with "
+                              f"hosted.job_id={job.id})", error.exit_code) from None
 
     # 5. register
     record = register(run_dir, outcome, job.model, files)

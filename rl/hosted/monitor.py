@@ -41,10 +41,12 @@ class JobMonitor:
     def __init__(self, api: FineTuningAPI, job_id: str, logger: Any, run_dir: Path, *, recorder: Any = None,
                  validation_ids: tuple[str, ...] = (), poll_interval_s: float = 30.0, confirm_cancel: bool = True,
                  ask: Callable[[str], str] = input, is_tty: Callable[[], bool] = lambda: sys.stdin.isatty(),
-                 sleep: Callable[[float], None] = time.sleep, max_polls: int | None = None):
+                 sleep: Callable[[float], None] = time.sleep, max_polls: int | None = None,
+                 max_transient_failures: int = 20):
         self.api, self.job_id, self.logger, self.recorder = api, job_id, logger, recorder
         self.validation_ids, self.poll_interval_s, self.confirm_cancel = validation_ids, poll_interval_s, confirm_cancel
         self.ask, self.is_tty, self.sleep, self.max_polls = ask, is_tty, sleep, max_polls
+        self.max_transient_failures = max_transient_failures
         self.events_path = Path(run_dir) / "events.jsonl"
         self.outcome = JobOutcome(job_id, "running")
         self._checkpoint_ids: set[str] = set()
@@ -90,10 +92,25 @@ class JobMonitor:
         return job
 
     def run(self) -> JobOutcome:
-        polls = 0
+        """Poll until the job ends. Transient API failures (connection, 429, 5xx: after the SDK's own retries)
+        are logged and polled through, up to `max_transient_failures` in a row; anything else propagates."""
+        import openai
+
+        transient = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+        polls = failures = 0
         try:
             while True:
-                job = self.poll_once()
+                try:
+                    job = self.poll_once()
+                    failures = 0
+                except transient as e:
+                    failures += 1
+                    if failures > self.max_transient_failures:
+                        raise
+                    log.warning("polling job %s failed (%s, %d in a row); retrying", self.job_id,
+                                type(e).__name__, failures)
+                    self.sleep(self.poll_interval_s * min(2 ** failures, 32))
+                    continue
                 polls += 1
                 if job.status in TERMINAL_STATUSES or (self.max_polls is not None and polls >= self.max_polls):
                     return self.outcome

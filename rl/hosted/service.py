@@ -64,6 +64,16 @@ class RecordingBackend:
                 self._journal.flush()
         return verdict
 
+    def discard_one(self, problem_id: str) -> bool:
+        """Forget one pending verdict of `problem_id` (the grader's self-check: not a training sample; a resumed
+        job's own requests may be pending beside it, so only one verdict of that problem goes)."""
+        with self._lock:
+            for i, graded in enumerate(self._pending):
+                if graded.problem_id == problem_id:
+                    del self._pending[i]
+                    return True
+        return False
+
     def drain(self) -> list[GradedSample]:
         with self._lock:
             out, self._pending = self._pending, []

@@ -80,7 +80,8 @@ def _compose(ft: FineTuningServer, port: int, *overrides: str):
     return run, ProblemData.load(run.data)
 
 
-def _hosted(tmp_path, monkeypatch, ft, *overrides, evaluator=None, monitor_options=None, default_backend=False):
+def _hosted(tmp_path, monkeypatch, ft, *overrides, evaluator=None, monitor_options=None, default_backend=False,
+            api_factory=None):
     from rl.hosted.driver import run_hosted
     from rl.tracking import RunLogger, WandbConfig
 
@@ -95,6 +96,8 @@ def _hosted(tmp_path, monkeypatch, ft, *overrides, evaluator=None, monitor_optio
         return _Shared(evaluator)
 
     extra = {} if default_backend else {"backend_factory": backend}
+    if api_factory is not None:
+        extra["api_factory"] = api_factory
     try:
         return run_hosted(run, data, tmp_path, logger, environ=environ, monitor_options=monitor_options, **extra)
     finally:
@@ -180,6 +183,19 @@ def test_account_refusals_come_before_any_upload(tmp_path, monkeypatch, capsys, 
         assert _hosted(tmp_path, monkeypatch, ft, "hosted.grader.serve=false", "hosted.grader.self_check=false") == 3
         assert not [r for r in ft.requests if r[1] == "/v1/files"] and not ft.jobs
     assert message in capsys.readouterr().err
+
+
+def test_monitoring_polls_through_transient_api_failures(tmp_path, monkeypatch):
+    from rl.hosted.api import FineTuningAPI
+
+    slept = []
+    with FineTuningServer() as ft:
+        ft.failing_polls = 2
+        code = _hosted(tmp_path, monkeypatch, ft, "hosted.grader.serve=false", "hosted.grader.self_check=false",
+                       api_factory=lambda key, url: FineTuningAPI(key, url, max_retries=0),
+                       monitor_options={"sleep": slept.append})
+        assert code == 0 and ft.failing_polls == 0 and next(iter(ft.jobs.values()))["status"] == "succeeded"
+    assert len(slept) >= 2
 
 
 def test_a_failed_job_exits_1_with_its_error(tmp_path, monkeypatch, capsys):

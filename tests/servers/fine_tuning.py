@@ -41,6 +41,7 @@ class FineTuningServer:
         self.answer = answer or (lambda row: "no answer")  # the "policy": a training row -> the sample's text
         self.refuse_create: tuple[int, str] | None = None  # (HTTP status, error code) for POST /fine_tuning/jobs
         self.refuse_access: tuple[int, str] | None = None  # for GET /fine_tuning/jobs (the access check)
+        self.failing_polls = 0  # GET /fine_tuning/jobs/{id} answers 503 this many times first
         self.fail_with: tuple[str, str] | None = None  # (code, message): the running job fails instead of succeeding
         self.files: dict[str, dict[str, Any]] = {}
         self.jobs: dict[str, dict[str, Any]] = {}
@@ -141,6 +142,9 @@ class FineTuningServer:
             if m and m.group(1) in self.jobs:
                 job = self.jobs[m.group(1)]
                 if m.group(2) is None:
+                    if self.failing_polls > 0:
+                        self.failing_polls -= 1
+                        return _error(503, "The server is overloaded", None, "server_error")
                     self._advance(job)
                     return 200, job
                 if m.group(2) == "/cancel":
