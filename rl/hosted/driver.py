@@ -177,9 +177,15 @@ def _run(run, data, run_dir, logger, environ, api_factory, backend_factory, toda
             except Exception as e:  # Ray, the sandbox, a GPU: whatever stops the pool, said before any upload
                 raise HostedError(f"the grader's evaluation pool did not start: {type(e).__name__}: {e}. Nothing "
                                   "was uploaded", EXIT_GRADER) from e
-            service = stack.enter_context(HostedService(
-                backend, problems, token, cfg.grader.listen_host, cfg.grader.listen_port,
-                journal=run_dir / "verdicts.jsonl", delta=run.reward.delta, baseline=run.eval.baseline))
+            try:
+                service = stack.enter_context(HostedService(
+                    backend, problems, token, cfg.grader.listen_host, cfg.grader.listen_port,
+                    journal=run_dir / "verdicts.jsonl", delta=run.reward.delta, baseline=run.eval.baseline))
+            except (OSError, RuntimeError) as e:
+                getattr(backend, "close", lambda: None)()
+                raise HostedError(f"the grader service cannot listen on {cfg.grader.listen_host}:"
+                                  f"{cfg.grader.listen_port} ({e}); set hosted.grader.listen_port. Nothing was "
+                                  "uploaded", EXIT_GRADER) from None
             log.info("grader service on %s; OpenAI calls it at %s", service.url, url)
         if cfg.grader.self_check:
             item, solution = _self_check_item(data)

@@ -3,7 +3,7 @@
     2  configuration: fixed here (no API key, no grader token, a python grader, a grader URL OpenAI cannot reach)
     3  the account or the API refused (403 training_not_available, fine-tuning ended, model not fine-tunable,
        endpoint graders not enabled for the organization)
-    4  the grader failed its self-check (the service did not answer /reward as it must)
+    4  the grader failed: its pool or service did not start, or its self-check (/reward not answered as it must)
     1  the job ended failed or was cancelled by OpenAI
     130 stopped by Ctrl-C (the job cancelled on confirmation, else still running and resumable)
 """

@@ -185,6 +185,16 @@ def test_account_refusals_come_before_any_upload(tmp_path, monkeypatch, capsys, 
     assert message in capsys.readouterr().err
 
 
+def test_a_busy_grader_port_is_refused_before_any_upload(tmp_path, monkeypatch, capsys, evaluator):
+    with socket.socket() as busy, FineTuningServer() as ft:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code = _hosted(tmp_path, monkeypatch, ft, f"hosted.grader.listen_port={port}", evaluator=evaluator)
+        assert code == 4 and not [r for r in ft.requests if r[1] == "/v1/files"]
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
 def test_monitoring_polls_through_transient_api_failures(tmp_path, monkeypatch):
     from rl.hosted.api import FineTuningAPI
 
