@@ -40,6 +40,7 @@ from envs.compare import as_output_list, compare_outputs
 from envs.timing import ANCHOR, KERNEL, host_tail_ms, interleaved_schedule, time_interleaved
 from envs.verdict import TimingStats
 from envs.worker.correctness import CorrectnessPhase
+from envs.worker.cpu_backstop import apply_lifetime_limit
 from envs.worker.lifeline import bind_to_owner
 from envs.worker.outcome import Outcome
 from envs.worker.outcome import clone_args as _clone
@@ -491,6 +492,7 @@ def main() -> None:
     global PROGRESS
     req_fd, res_fd, root, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     lifeline = bind_to_owner(req_fd)  # first: from here on this process dies with its owner
+    apply_lifetime_limit()  # before any problem or candidate code (sandboxed, no capability raises it again)
     PROGRESS = ProgressBoard.attach(int(sys.argv[5])) if len(sys.argv) > 5 else None
     os.chdir(root)
     link = ParentLink(req_fd, res_fd)
