@@ -124,3 +124,18 @@ def test_the_lifetime_limit_kills_and_cannot_be_raised():
                           timeout=60)
     assert proc.stdout.split() == ["1", "refused"], (proc.stdout, proc.stderr)
     assert proc.returncode == -9, proc.returncode  # SIGKILL at the hard limit
+
+
+def test_a_worker_whose_candidate_left_threads_running_is_replaced():
+    """Threads a candidate started at import would run on into the next evaluation on the same warm worker,
+    taking its CPU and counting against its phase budgets: the worker is replaced instead."""
+    sleeper = BURNER.replace("hashlib.sha256(_BLOCK).digest()", "time.sleep(1)").replace("range(4)", "range(1)")
+    sleeper = sleeper.replace("time.process_time() - start < 1.5", "False")
+    problem = resolve_problem("L0_02_relu")
+    with Evaluator(EvalSettings(device="cpu", workers=1)) as ev:
+        before = ev.pool.worker_pids()
+        verdict = ev.pool.execute(problem, canonicalize(sleeper), None)[0]
+        after = ev.pool.worker_pids()
+    assert verdict.status is Status.CORRECT, verdict.error
+    assert any("left 1 thread(s) running" in note for note in verdict.notes), verdict.notes
+    assert set(before).isdisjoint(after)
