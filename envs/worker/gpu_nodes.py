@@ -149,8 +149,11 @@ def host_inventory() -> tuple[Gpu, ...]:
     smi = shutil.which("nvidia-smi")
     csv = listing = None
     if smi:
-        csv = subprocess.run([smi, *_QUERY], capture_output=True, text=True, timeout=60, check=True).stdout
-        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60).stdout
+        try:
+            csv = subprocess.run([smi, *_QUERY], capture_output=True, text=True, timeout=60, check=True).stdout
+            listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError) as e:
+            raise GpuMappingError(f"{smi} could not list the GPUs: {e}") from None
     return tuple(inventory(csv, listing))
 
 

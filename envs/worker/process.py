@@ -265,9 +265,10 @@ class WorkerProcess:
     # --- talking ----------------------------------------------------------------------------------
     def _usage(self) -> tuple[int, float]:
         """Host memory (RSS bytes) and CPU seconds of the worker's process tree, from one look at it."""
-        if not self.alive():
-            return 0, 0.0
-        tree = [psutil.Process(self.proc.pid), *self._descendants()]
+        try:
+            tree = [psutil.Process(self.proc.pid), *self._descendants()] if self.alive() else []
+        except psutil.Error:  # ended just now: the caller finds out from the pipe
+            tree = []
         rss = 0
         for p in tree:
             try:
