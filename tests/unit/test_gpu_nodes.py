@@ -94,3 +94,12 @@ def test_the_sandbox_binds_only_the_selected_nodes(monkeypatch):
     assert binds == [("/dev/nvidia3", "/dev/nvidia3"), ("/dev/nvidiactl", "/dev/nvidiactl")]
     env = [(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == "--setenv"]
     assert ("CUDA_VISIBLE_DEVICES", "GPU-x") in env
+
+
+def test_the_pool_names_gpus_as_the_host_does(monkeypatch):
+    from envs.worker.pool import host_gpu_ids
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert host_gpu_ids(2) == [0, 1]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, GPU-2222,5")  # CUDA's device 0 here is the host's GPU 3
+    assert host_gpu_ids(3) == [3, "GPU-2222", 5]
+    assert host_gpu_ids(1) == [3]  # CUDA stopped at an entry it could not use
