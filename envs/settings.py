@@ -89,6 +89,11 @@ class EvalSettings:
     # with the kernel's, and derive the speedup from that (envs/speedup.py) instead of the cached baseline.
     reanchor: bool = True
     anchor_runs: int = 50
+    # The candidate's timed runs (and the anchor's) split over this many copies of the inputs at fresh
+    # addresses: where a tensor lands in memory moves a kernel's time by a few percent (H200: the same
+    # swish kernel 0.7% apart over 8 windows on the same inputs, 6% on freshly allocated ones), so one
+    # placement per evaluation makes the speedup depend on an allocation accident.
+    placements: int = 3
     # PyTorch compute the candidate may run outside its kernels, as a share of the reference's cost
     # (FLOPs and bytes of the ATen ops at the problem's size, envs/antihack/cost.py); above it: baseline_kernel.
     max_torch_share: float = 0.25
@@ -117,6 +122,8 @@ class EvalSettings:
             raise ValueError(f"cpu_cores must be > 0, not {self.cpu_cores!r}")
         if self.correctness_trials < 1 or self.timed_runs < 1 or self.workers < 1:
             raise ValueError("correctness_trials, timed_runs and workers must be >= 1")
+        if self.placements < 1:
+            raise ValueError("placements must be >= 1")
         if self.reanchor and self.anchor_runs < 1:
             raise ValueError("anchor_runs must be >= 1 when reanchor is on")
         if not 0 <= self.max_torch_share:
@@ -154,6 +161,7 @@ class EvalSettings:
         fields = {"size": self.resolved_size(device), "baseline": self.baseline,
                   "trials": self.correctness_trials, "runs": self.timed_runs,
                   "anchor_runs": self.anchor_runs if self.reanchor else 0, "max_torch_share": self.max_torch_share,
+                  **({"placements": self.placements} if self.placements != 1 else {}),
                   "families": list(self.input_families), "probe": self.sensitivity_probe, "truth": self.fp64_truth}
         guaranteed = self.sandbox == "required" if sandboxed is None else sandboxed
         if guaranteed:

@@ -38,7 +38,7 @@ from envs import inputs as families
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
 from envs.compare import as_output_list, compare_outputs
-from envs.timing import ANCHOR, KERNEL, host_tail_ms, interleaved_schedule, time_interleaved
+from envs.timing import ANCHOR, KERNEL, host_tail_ms, interleaved_schedule, split_runs, time_interleaved
 from envs.verdict import TimingStats
 from envs.worker.correctness import CorrectnessPhase
 from envs.worker.cpu_backstop import apply_lifetime_limit
@@ -175,23 +175,41 @@ class Evaluation(CorrectnessPhase):
             raise Outcome(status, f"{what} failed:\n{describe_exception(e, self.solution_path)}") from None
 
     def _time(self, fn: Callable[[], Any], keep: tuple[int, ...] = (),
-              anchor: Callable[[], Any] | None = None) -> tuple[dict, dict[int, Any]]:
+              anchor: Callable[[], Any] | None = None, replace_inputs: Callable[[], None] | None = None,
+              ) -> tuple[dict, dict[int, Any]]:
         """Time `fn`; with `anchor` (the candidate's timing, re-anchoring on) eager PyTorch is timed in the
         same window, its runs interleaved with fn's, and the raw samples of both are reported for the
-        speedup and its interval (envs/speedup.py)."""
+        speedup and its interval (envs/speedup.py). With `replace_inputs` the runs are split into
+        `timing["placements"]` blocks, the inputs copied to fresh addresses before each block after the first."""
         timing = self.req["timing"]
         anchor_runs = timing.get("anchor_runs", 0) if anchor is not None else 0
         fns = {KERNEL: fn, **({ANCHOR: anchor} if anchor_runs else {})}
+        blocks = split_runs(timing["runs"], timing.get("placements", 1) if replace_inputs is not None else 1)
+        anchor_blocks = [0] * len(blocks) if not anchor_runs else split_runs(anchor_runs, len(blocks))
+        anchor_blocks += [0] * (len(blocks) - len(anchor_blocks))
+        samples: dict[str, list[float]] = {name: [] for name in fns}
+        kept: dict[int, Any] = {}
+        seconds = dict.fromkeys(fns, 0.0)
         with self._gpu("exclusive"):
-            timed = time_interleaved(fns, interleaved_schedule(timing["runs"], anchor_runs),
-                                     warmup_ms=timing["warmup_ms"], keep=keep)
+            for b, (runs, anchors) in enumerate(zip(blocks, anchor_blocks)):
+                offset = len(samples[KERNEL])
+                if b:
+                    replace_inputs()
+                timed = time_interleaved(
+                    {k: f for k, f in fns.items() if k == KERNEL or anchors}, interleaved_schedule(runs, anchors),
+                    warmup_ms=timing["warmup_ms"] if b == 0 else 0.0, min_warmup_runs=3 if b == 0 else 1,
+                    keep=tuple(k - offset for k in keep if offset <= k < offset + runs))
+                for name, xs in timed.samples.items():
+                    samples[name] += xs
+                    seconds[name] += timed.seconds[name]
+                kept.update({offset + k: out for k, out in timed.kept.items()})
         if anchor is not None:
-            self.facts["kernel_samples"] = timed.samples[KERNEL]
+            self.facts["kernel_samples"] = samples[KERNEL]
         if anchor_runs:
-            self.facts["anchor"] = TimingStats.from_samples(timed.samples[ANCHOR]).__dict__
-            self.facts["anchor_samples"] = timed.samples[ANCHOR]
-            self.facts["anchor_seconds"] = timed.seconds[ANCHOR]
-        return TimingStats.from_samples(timed.samples[KERNEL]).__dict__, timed.kept
+            self.facts["anchor"] = TimingStats.from_samples(samples[ANCHOR]).__dict__
+            self.facts["anchor_samples"] = samples[ANCHOR]
+            self.facts["anchor_seconds"] = seconds[ANCHOR]
+        return TimingStats.from_samples(samples[KERNEL]).__dict__, kept
 
     # --- phases -----------------------------------------------------------------------------------
     def load_problem(self) -> None:
@@ -314,6 +332,7 @@ class Evaluation(CorrectnessPhase):
         a kernel that counts calls, detects the timing phase or caches outputs by pointer fails here."""
         self.link.phase("timing")
         inputs = self._inputs(self.req["timing_seed"] + 1)  # inputs the correctness phase never showed
+        placed = {"inputs": inputs}  # the copy the timed runs use (envs.settings `placements`)
         timing = self.req.get("timing")
         runs = timing["runs"] if timing else self.req.get("cpu_rechecks", 3)
         probe = self.req["timing_seed"] % runs  # a run the candidate cannot predict
@@ -321,7 +340,7 @@ class Evaluation(CorrectnessPhase):
 
         def call() -> Any:
             before = LAUNCHES.launches(self.solution_module)
-            out = self._run_candidate(lambda: self.candidate(*inputs), "timed run", sync=not timing)
+            out = self._run_candidate(lambda: self.candidate(*placed["inputs"]), "timed run", sync=not timing)
             if LAUNCHES.launches(self.solution_module) == before:
                 idle_calls.append(len(idle_calls))
             LAUNCHES.check_streams(self.solution_module, "a timed run")
@@ -330,8 +349,16 @@ class Evaluation(CorrectnessPhase):
         with torch.no_grad():
             if timing:
                 # The re-anchoring baseline: the trusted reference on its own copy of the same inputs.
-                anchor_inputs = _clone(inputs)
-                stats, kept = self._time(call, keep=(probe, runs - 1), anchor=lambda: self.model(*anchor_inputs))
+                placed["anchor"] = _clone(inputs)
+
+                def replace_inputs() -> None:
+                    # drop the previous copies first: at most one extra copy of the inputs is alive
+                    placed["inputs"] = placed["anchor"] = None
+                    placed["inputs"], placed["anchor"] = _clone(inputs), _clone(inputs)
+
+                stats, kept = self._time(call, keep=(probe, runs - 1), anchor=lambda: self.model(*placed["anchor"]),
+                                         replace_inputs=replace_inputs)
+                placed["inputs"], placed["anchor"] = inputs, None
             else:
                 kept = {}
                 for i in range(runs):

@@ -162,7 +162,8 @@ class WorkerPool:
             "solution": solution.source,
             "timing": {"runs": self.settings.timed_runs, "warmup_ms": self.settings.warmup_ms,
                        "anchor_runs": min(self.settings.anchor_runs, self.settings.timed_runs)
-                       if self.settings.reanchor else 0}
+                       if self.settings.reanchor else 0,
+                       "placements": min(self.settings.placements, self.settings.timed_runs)}
             if self.device == "cuda" else None,
             "max_torch_share": self.settings.max_torch_share,
             "baselines": ["eager", "inductor"] if measure_baselines else [],
