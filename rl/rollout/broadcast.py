@@ -100,3 +100,37 @@ def receive(channel: Channel) -> tuple[int, Iterator[tuple[str, torch.Tensor]]]:
             yield name, tensor
 
     return int(header["version"]), tensors()
+
+
+class BroadcastSync:
+    """The driver's side of `loop.sync=broadcast`: opens the channel once (learner rank 0 + every engine process),
+    then each `sync()` runs the learner ranks' send (rank 0 broadcasts, the others join the gather) and the
+    engines' receive at the same time. `senders`: the learner's Ray actor handles (`weight_senders`);
+    `engine`: rl.rollout.actor.RayRolloutEngine."""
+
+    def __init__(self, senders: list[Any], engine: Any, backend: str):
+        self.senders, self.engine, self.backend = senders, engine, backend
+        self.opened = False
+
+    def open(self) -> None:
+        import ray
+
+        host, port = ray.get(self.senders[0].channel_address.remote())
+        receivers = sum(self.engine.weight_receivers())
+        spec = dataclasses.asdict(ChannelSpec(host, port, 1 + receivers, self.backend))
+        ray.get([s.open_weight_channel.remote(spec) for s in self.senders] + self.engine.open_weight_channel(spec, 1))
+        self.opened = True
+
+    def sync(self) -> dict[str, float]:
+        """Returns the learner's send timings, `receive_s` (slowest engine), `sync_s` (wall) and `version`."""
+        import ray
+
+        if not self.opened:
+            self.open()
+        t0 = time.perf_counter()
+        sends = [s.send_weights.remote() for s in self.senders]
+        receives = self.engine.receive_weights()
+        out = dict(ray.get(sends)[0])
+        out["receive_s"] = max(ray.get(receives))
+        out["sync_s"] = time.perf_counter() - t0
+        return out
