@@ -258,7 +258,7 @@ class Policy:
                 v_loss = aggregate(per_tok, packed.seq_index, packed.seq_lengths, cfg.loss_aggregation, norm)
                 loss = loss + cfg.ppo.vf_coef * v_loss
                 stats.merge(value_stats(values, ret, adv, clipped, v_loss))
-                stats.totals["loss"] = stats.totals["loss"] + cfg.ppo.vf_coef * float(v_loss)
+                stats.totals["loss"] += cfg.ppo.vf_coef * float(v_loss.detach())
             return loss, stats
 
         stats = Stats()
