@@ -89,7 +89,7 @@ def test_bad_configs_exit_2_before_anything_starts(tmp_path, overrides, message)
 
 
 def test_unknown_choices_and_keys_are_refused_by_hydra(tmp_path):
-    for override, message in (("algorithm=ppo", "algorithm/ppo"), ("loop.stepz=3", "stepz")):
+    for override, message in (("algorithm=ppo2", "algorithm/ppo2"), ("loop.stepz=3", "stepz")):
         result = train(tmp_path, override, timeout=120)
         assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]
 
