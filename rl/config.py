@@ -188,6 +188,13 @@ class RunConfig:
             resume=cfg.get("resume"),
         )
         run.check_policy()
+        if run.policy.learner is not None:  # the learner's own record (world size, LoRA, optimizer) refuses bad keys now
+            from rl.learner.config import PolicyConfig
+
+            try:
+                PolicyConfig.from_mapping(dict(run.policy.learner))
+            except (ValueError, TypeError) as e:
+                raise ConfigError(f"policy.learner: {e}") from None
         if run.loop.mode == "one_step_off" and run.algorithm.tis_cap is None:
             raise ConfigError("loop.mode=one_step_off trains on samples of the previous weights: it needs the "
                               "importance correction algorithm.tis_cap (not null)")

@@ -124,7 +124,11 @@ def _receiver(model_dir: str, spec: dict, device: str, rounds: int, queue) -> No
         torch.cuda.set_device(torch.device(device))
     engine = HFEngine(model_dir, EngineConfig(kind="hf", device="cuda" if device.startswith("cuda") else "cpu",
                                               dtype="bfloat16" if device.startswith("cuda") else "float32"))
-    queue.put("ready")
+    from rl.types import WeightUpdate
+
+    # the file path (loop.sync=merged): the export just written, loaded into the running engine
+    loads = [engine.update_weights(WeightUpdate(version=0, kind="merged", path=model_dir)) for _ in range(rounds)]
+    queue.put(("ready", statistics.median(loads)))
     engine.open_weight_channel(spec, 1)
     queue.put([engine.receive_weights() for _ in range(rounds)])
 
@@ -159,7 +163,9 @@ def bench_sync(args, policy) -> dict:
     out["gather_s"] = round(statistics.median(times), 3)
     out["bytes"] = sum(v.numel() * v.element_size() for v in state.values())
     # the engine's model directory (random weights, byte tokenizer: the engine only loads weights here)
-    root = tempfile.mkdtemp(prefix="kernelrl-bench-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    shm = os.path.isdir("/dev/shm") and shutil.disk_usage("/dev/shm").free > 3 * out["bytes"]  # containers: often 64 MB
+    root = tempfile.mkdtemp(prefix="kernelrl-bench-", dir="/dev/shm" if shm else None)
+    out["export_dir"] = "/dev/shm" if shm else tempfile.gettempdir()
     try:
         from rl.learner.export import write_merged
 
@@ -175,8 +181,8 @@ def bench_sync(args, policy) -> dict:
         proc = ctx.Process(target=_receiver, args=(os.path.join(root, "model"), spec.__dict__, device,
                                                    args.sync_rounds, queue))
         proc.start()
-        if queue.get(timeout=600) != "ready":
-            raise RuntimeError("the hf engine process did not start")
+        ready, load_s = queue.get(timeout=900)
+        out["engine_load_merged_s"] = round(load_s, 3)
         channel = open_channel(spec, 0)
         sends = []
         for _ in range(args.sync_rounds):
