@@ -219,7 +219,7 @@ class Policy:
         cfg = self.algorithm
         ids, plens = batch.input_ids, batch.prompt_lengths
         # The old policy's logprobs need a pass of their own only when the weights change within the batch;
-        # with one update they are the current logprobs, detached.
+        # with one update they are the current logprobs, detached. PPO's old values always need that pass.
         ppo = cfg.uses_critic
         old, old_values = (self._score(ids, plens, with_values=ppo) if cfg.updates_per_batch > 1 or ppo
                            else (None, None))
