@@ -44,6 +44,8 @@ def serving_state_dict(net: torch.nn.Module, config, *, cpu: bool, rank0_only: b
         state = merge_lora_by_name(state, config.lora.alpha / config.lora.r)
     if getattr(net.causal_lm.config, "tie_word_embeddings", False):
         state.pop("lm_head.weight", None)  # the same tensor as the embeddings; loaders tie it again
-    if cpu:
-        state = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
+    # bf16 mixed precision keeps float32 masters; engines serve the compute dtype, and half the bytes travel
+    dtype = torch.bfloat16 if getattr(config, "dtype", "float32") == "bfloat16" else None
+    state = {k: v.detach().to(device="cpu" if cpu else v.device, dtype=dtype if v.is_floating_point() else None)
+             .contiguous() for k, v in state.items()}
     return state
