@@ -46,6 +46,11 @@ def build_learner(config: RunConfig, model_dir: Path) -> Any:
     from rl.learner.config import PolicyConfig
 
     policy = PolicyConfig.from_mapping({**dict(config.policy.learner or {}), "model": str(model_dir)})
+    if policy.world_size > 1 or policy.cpu_offload:  # FSDP2 ranks in Ray actors (rl.learner.group)
+        from rl.learner.group import LearnerGroup
+
+        log.info("learner group: %d FSDP2 ranks", policy.world_size)
+        return LearnerGroup.create(policy, config.algorithm)
     try:
         from rl.learner.actor import LearnerActor  # the Ray actor, once rl.learner ships it
     except ImportError:

@@ -94,6 +94,7 @@ class TrainBatch:
     rollout_logprobs: list[list[float] | None]  # engine logprobs of the completion tokens, for importance sampling
     group_ids: list[str]  # which Group each row came from (for token- vs sequence-level aggregation)
     policy_version: int  # the weights version that generated the batch
+    rewards: list[float] | None = None  # one per row: PPO's critic (advantage=gae) turns them into token advantages
 
 
 @dataclasses.dataclass(frozen=True)

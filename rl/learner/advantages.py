@@ -51,6 +51,9 @@ def group_advantages(rewards: Sequence[float], config: AlgorithmConfig) -> list[
         return dr_grpo_advantages(rewards)
     if config.advantage == "rloo":
         return rloo_advantages(rewards)
+    if config.advantage == "gae":
+        # PPO: the learner's value head is the baseline (rl.learner.ppo); the batch carries the raw rewards
+        return [float(r) for r in rewards]
     raise ValueError(f"unknown advantage estimator {config.advantage!r}")
 
 
@@ -77,7 +80,7 @@ def build_train_batch(groups: Sequence[Group], config: AlgorithmConfig, policy_v
     """Flatten groups into the learner's rows: prompt + completion ids, advantage, rollout logprobs."""
     if not groups:
         raise ValueError("build_train_batch needs at least one group")
-    input_ids, prompt_lengths, advantages, rollout_logprobs, group_ids = [], [], [], [], []
+    input_ids, prompt_lengths, advantages, rollout_logprobs, group_ids, rewards = [], [], [], [], [], []
     for group, group_adv in zip(groups, compute_advantages(groups, config)):
         for scored, adv in zip(group.samples, group_adv):
             s = scored.sample
@@ -92,7 +95,9 @@ def build_train_batch(groups: Sequence[Group], config: AlgorithmConfig, policy_v
             advantages.append(float(adv))
             rollout_logprobs.append(None if s.logprobs is None else [float(x) for x in s.logprobs])
             group_ids.append(group.request_id)
+            rewards.append(float(scored.reward))
     if not input_ids:
         raise ValueError("every sample of the batch has an empty completion")
     return TrainBatch(input_ids=input_ids, prompt_lengths=prompt_lengths, advantages=advantages,
-                      rollout_logprobs=rollout_logprobs, group_ids=group_ids, policy_version=policy_version)
+                      rollout_logprobs=rollout_logprobs, group_ids=group_ids, policy_version=policy_version,
+                      rewards=rewards)
