@@ -229,7 +229,17 @@ class Search:
                         int(usage.get("completion_tokens") or len(sample.completion_ids)), usage.get("cost_usd"),
                         sample.seconds, sample.finish_reason)
 
+    def _evaluations_left(self, state: _ProblemState) -> int:
+        left = self.config.tune_variants
+        for usage, budget in ((state.usage, self.config.budget.per_problem), (self.total, self.config.budget.total)):
+            if budget.evaluations is not None:
+                left = min(left, budget.evaluations - usage.evaluations - state.pending_evals)
+        return max(left, 0)
+
     def _tune(self, state: _ProblemState, island: int) -> list[Proposal]:
+        wanted = self._evaluations_left(state)  # never more variants than the evaluation budget has room for
+        if wanted == 0:
+            return []
         tunable = [e for e in state.archive.elites(island) if e.correct and e.id not in state.tuned] or \
                   [e for e in state.archive.elites() if e.correct and e.id not in state.tuned]
         for parent in tunable:  # best first
@@ -240,7 +250,7 @@ class Search:
                     continue
                 state.claimed.add(sha)  # released once evaluated: another proposer will not pick it meanwhile
                 fresh.append(Proposal("tune", v.source, v.description, "", (parent.id,)))
-                if len(fresh) == self.config.tune_variants:
+                if len(fresh) == wanted:
                     return fresh
             state.tuned.add(parent.id)  # every variant of it is (now being) tried
             if fresh:
