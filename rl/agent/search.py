@@ -220,7 +220,11 @@ class Search:
             messages = retrieval_messages(self.prompts, problem, self.index, self.config.retrieval_k)
         state.llm_steps += 1
         request = RolloutRequest(f"agent/{problem.id}/{tag}", problem.id, messages, policy.sampling)
-        sample = await policy.sample(request)
+        try:
+            sample = await policy.sample(request)
+        except ValueError as e:  # the engine refused the request (e.g. a prompt past max_model_len)
+            log.warning("%s: policy %s refused the %s prompt: %s", problem.id, name, operator, e)
+            return Proposal(operator, "", strategy, name, parents, messages, finish_reason="error")
         if policy.replay and sample.finish_reason == "error":
             return None  # another proposer took the last file: nothing was asked, nothing to record
         usage = sample.usage or {}
