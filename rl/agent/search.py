@@ -164,9 +164,13 @@ class Search:
         best = state.best()
         if b.target_speedup is not None and best is not None and (best.speedup or 0.0) >= b.target_speedup:
             return f"target speedup {b.target_speedup:g} reached ({best.speedup:.3f}x)"
-        for usage, budget, scope in ((state.usage, b.per_problem, "per problem"), (self.total, b.total, "total")):
-            planned = dataclasses.replace(usage, llm_calls=usage.llm_calls + state.pending_llm,
-                                          evaluations=usage.evaluations + state.pending_evals)
+        everywhere = self.states.values()
+        pending = ((state.pending_llm, state.pending_evals),
+                   (sum(s.pending_llm for s in everywhere), sum(s.pending_evals for s in everywhere)))
+        for (usage, budget, scope), (llm_calls, evaluations) in zip(
+                ((state.usage, b.per_problem, "per problem"), (self.total, b.total, "total")), pending):
+            planned = dataclasses.replace(usage, llm_calls=usage.llm_calls + llm_calls,
+                                          evaluations=usage.evaluations + evaluations)
             reason = planned.exhausted(budget, llm)
             if reason:
                 return f"{scope} {reason}"
@@ -235,9 +239,11 @@ class Search:
 
     def _evaluations_left(self, state: _ProblemState) -> int:
         left = self.config.tune_variants
-        for usage, budget in ((state.usage, self.config.budget.per_problem), (self.total, self.config.budget.total)):
+        total_pending = sum(s.pending_evals for s in self.states.values())
+        for usage, budget, pending in ((state.usage, self.config.budget.per_problem, state.pending_evals),
+                                       (self.total, self.config.budget.total, total_pending)):
             if budget.evaluations is not None:
-                left = min(left, budget.evaluations - usage.evaluations - state.pending_evals)
+                left = min(left, budget.evaluations - usage.evaluations - pending)
         return max(left, 0)
 
     def _tune(self, state: _ProblemState, island: int) -> list[Proposal]:
@@ -341,7 +347,10 @@ class Search:
                 state.progress.set()
 
     async def run(self, problems: list[Problem]) -> list[ProblemOutcome]:
+        if len({p.id for p in problems}) != len(problems):
+            raise ValueError("the agent's problem list holds a problem id twice")
         states = [self._open(p) for p in problems]
+        self.states = {s.problem.id: s for s in states}
         for s in states:
             if s.resumed_from:
                 log.info("%s: resuming with %d stored candidates", s.problem.id, s.resumed_from)
