@@ -75,7 +75,7 @@ def write_tree(outcome: ProblemOutcome, winner_id: int | None, path: Path) -> st
         ax.scatter([order[winner_id]], [y[winner_id]], s=160, facecolors="none", edgecolors="black", zorder=3)
     ax.set_title(f"{outcome.problem.id}: search tree (filled = correct, ring = winner)", fontsize=9)
     ax.set(xlabel="candidate", ylabel="fitness")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

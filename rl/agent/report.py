@@ -154,13 +154,14 @@ def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] = 
              f"| fast_1 vs eager | {_f(report['fast_p_eager'].get('1'), True)} |",
              f"| geomean speedup, correct | {_f(geo['correct'])} |",
              f"| geomean speedup, all (failures = 1.0) | {_f(geo['all'])} |", "",
-             "## Budget curve (search verdicts)", "", "| evaluations | solved | faster than TorchInductor | geomean all |",
+             "## Budget curve (search verdicts)", "",
+             "| evaluations | solved | faster than TorchInductor | geomean all |",
              "|---|---|---|---|",
              *[f"| {c['evaluations']} | {_f(c['solved'], True)} | {_f(c['faster_than_inductor'], True)} | "
                f"{_f(c['geomean_all'])} |" for c in report["curves"]], "",
              "## Operators", "", "| operator | steps | correct | duplicates | new best |", "|---|---|---|---|---|",
-             *[f"| {op} | {s.get('steps', 0)} | {s.get('correct', 0)} | {s.get('duplicates', 0)} | {s.get('new_best', 0)} |"
-               for op, s in report["operators"].items()], "",
+             *[f"| {op} | {s.get('steps', 0)} | {s.get('correct', 0)} | {s.get('duplicates', 0)} | "
+               f"{s.get('new_best', 0)} |" for op, s in report["operators"].items()], "",
              "## Problems", "", "| problem | candidates | correct | cells | winner | verified | speedup | stop |",
              "|---|---|---|---|---|---|---|---|"]
     for row in report["per_problem"]:

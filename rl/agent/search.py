@@ -3,7 +3,8 @@
     for every problem, `proposers` asyncio tasks, all problems at once (the pool is kept busy):
         choose an operator   first `initial_fresh` LLM steps are fresh proposals (strategies cycled), then a
                              seeded weighted draw among the operators applicable now
-        choose a policy      PolicyBandit (UCB1 over rewards) among the policies still available
+        choose a policy      PolicyBandit (UCB1 over rewards) among the policies still available (a replayed
+                             files directory ignores prompts, so it only answers fresh proposals)
         propose              build the operator's prompt, sample one answer (or: the tuner's variants)
         evaluate             pool.evaluate_async; a kernel already in the store is not evaluated again
         record               store row, archive (MAP-Elites cells per island), bandit, migration
@@ -179,6 +180,7 @@ class Search:
     def _choose(self, state: _ProblemState) -> tuple[str | None, str]:
         """The next operator (None: nothing to do now) and why not, if None."""
         available = [n for n, p in self.policies.items() if p.available(state.problem.id)]
+        models = [n for n in available if not self.policies[n].replay]  # replayed files ignore prompts: fresh only
         llm_block = self._cap(state, llm=True) or ("" if available else "no policy has answers left")
         tune_block = self._cap(state, llm=False)
         tunable = [e for e in state.archive.elites() if e.correct and e.id not in state.tuned]
@@ -187,11 +189,11 @@ class Search:
             if state.llm_steps < self.config.initial_fresh:
                 return "fresh", ""
             options.append("fresh")
-            if state.archive.elites():
+            if models and state.archive.elites():
                 options.append("mutate")
-            if len({e.cell for e in state.archive.elites()}) > 1:
+            if models and len({e.cell for e in state.archive.elites()}) > 1:
                 options.append("crossover")
-            if self.index is not None and len(self.index):
+            if models and self.index is not None and len(self.index):
                 options.append("retrieval")
         if not tune_block and tunable:
             options.append("tune")
@@ -199,13 +201,15 @@ class Search:
         options = [o for o, w in zip(options, weights) if w > 0]
         if not options:
             tuner = tune_block or ("" if tunable else "tuner: no correct kernel with an untried launch variant")
-            return None, "; ".join(r for r in (llm_block, tuner) if r) or "no operator applicable"
+            reasons = list(dict.fromkeys(r for r in (llm_block, tuner) if r))  # a shared cap is said once
+            return None, "; ".join(reasons) or "no operator applicable"
         return state.rng.choices(options, weights=[self.config.operator_weights[o] for o in options])[0], ""
 
     # ---- one step ----------------------------------------------------------------------------------------
     async def _ask(self, state: _ProblemState, operator: str, island: int, tag: str) -> Proposal | None:
         problem = state.problem
-        name = self.bandit.choose([n for n, p in self.policies.items() if p.available(problem.id)])
+        name = self.bandit.choose([n for n, p in self.policies.items()
+                                   if p.available(problem.id) and (operator == "fresh" or not p.replay)])
         policy = self.policies[name]
         parents: tuple[int, ...] = ()
         strategy = ""

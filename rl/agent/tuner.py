@@ -134,6 +134,7 @@ def variants(text: str) -> list[Variant]:
         for value in _neighbours(site):
             tree = _Rewrite(site, value).visit(ast.parse(code))
             ast.fix_missing_locations(tree)
-            shown = f"{site.name} {site.value}->{value} (line {site.line}{', added' if site.kind == 'missing_warps' else ''})"
+            added = ", added" if site.kind == "missing_warps" else ""
+            shown = f"{site.name} {site.value}->{value} (line {site.line}{added})"
             out.append(Variant(ast.unparse(tree) + "\n", shown))
     return out
