@@ -83,6 +83,13 @@ class PolicySpec:
     engine: Mapping[str, Any]  # the rollout engine's settings; `kind` selects vllm | hf | openai
     learner: Mapping[str, Any] | None  # rl.learner.config.PolicyConfig fields (less `model`); None: not trainable
     chat_template: str | None = None  # a Jinja chat template file; None: the tokenizer's own
+    warm_start: Mapping[str, Any] | None = None  # rl.warmstart.stage.WarmStartConfig: SFT before RL
+
+    @property
+    def warm_start_config(self) -> Any:
+        from rl.warmstart.stage import WarmStartConfig
+
+        return WarmStartConfig.from_mapping(self.warm_start)
 
     @property
     def engine_kind(self) -> str:
@@ -101,7 +108,10 @@ class PolicySpec:
                 raise ConfigError(f"policy.{key} is required")
         if m["engine"].get("kind") not in ("vllm", "hf", "openai"):
             raise ConfigError(f"policy.engine.kind must be vllm, hf or openai, not {m['engine'].get('kind')!r}")
-        return cls(**m)
+        spec = cls(**m)
+        if spec.warm_start_config.enabled and (spec.is_api or spec.learner is None):
+            raise ConfigError("policy.warm_start needs a trainable local policy (policy.learner set, not an API model)")
+        return spec
 
 
 def _container(cfg: Any, key: str) -> Any:
@@ -112,7 +122,7 @@ def _container(cfg: Any, key: str) -> Any:
 
 
 _TOP_LEVEL = {"policy", "algorithm", "data", "rollout", "prompt", "reward", "loop", "validation", "wandb", "eval",
-              "pool", "judge", "delta", "cache_path", "resume", "hydra"}
+              "pool", "judge", "delta", "cache_path", "resume", "hosted", "hydra"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +141,12 @@ class RunConfig:
     judge: Mapping[str, Any]
     cache_path: str | None
     resume: str | None
+    hosted: Any = None  # rl.hosted.config.HostedConfig: a recipe's `hosted:` section (OpenAI RFT); None: absent
+
+    @property
+    def runs_hosted_rft(self) -> bool:
+        """An API policy under a recipe with hosted.mode=rft: OpenAI fine-tunes it, KernelRL grades (rl.hosted)."""
+        return self.policy.is_api and self.hosted is not None and self.hosted.mode == "rft"
 
     @classmethod
     def from_hydra(cls, cfg: Any) -> RunConfig:
@@ -175,6 +191,7 @@ class RunConfig:
             judge=_container(cfg, "judge") or {},
             cache_path=cfg.get("cache_path"),
             resume=cfg.get("resume"),
+            hosted=_hosted(cfg, build),
         )
         run.check_policy()
         if run.algorithm.temperature != run.rollout.temperature and run.rollout.temperature > 0:
@@ -198,6 +215,14 @@ class RunConfig:
             raise ConfigError(f"policy.model: {e}") from None
         if self.policy.chat_template and not Path(self.policy.chat_template).is_file():
             raise ConfigError(f"policy.chat_template: {self.policy.chat_template}: no such file")
+
+
+def _hosted(cfg: Any, build) -> Any:
+    if cfg.get("hosted") is None:
+        return None
+    from rl.hosted.config import HostedConfig
+
+    return build("hosted", HostedConfig.from_mapping)
 
 
 def _typed(cls: type, m: Mapping[str, Any] | None, what: str):

@@ -20,6 +20,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import types
@@ -40,6 +41,7 @@ from envs.compare import as_output_list, compare_outputs
 from envs.timing import ANCHOR, KERNEL, host_tail_ms, interleaved_schedule, time_interleaved
 from envs.verdict import TimingStats
 from envs.worker.correctness import CorrectnessPhase
+from envs.worker.cpu_backstop import apply_lifetime_limit
 from envs.worker.lifeline import bind_to_owner
 from envs.worker.outcome import Outcome
 from envs.worker.outcome import clone_args as _clone
@@ -243,6 +245,7 @@ class Evaluation(CorrectnessPhase):
 
     def load_candidate(self) -> None:
         self.link.phase("compile")
+        self.threads_before_candidate = {t.ident for t in threading.enumerate()}
         tag = self.req["nonce"][:12]
         name = f"kernelrl_solution_{tag}"
         self.solution_path = self._write("solution.py", self.req["solution"])
@@ -448,6 +451,11 @@ class Evaluation(CorrectnessPhase):
             result["accuracy"] = dataclasses.asdict(accuracy) if accuracy else None
             result.update(self.facts)
             result["healthy"] = self._healthy()
+            left = self._threads_left_running()
+            if left:  # they would run on, and be charged to, the next evaluation's phases: a fresh worker
+                result["healthy"] = False
+                result["notes"].append(f"the candidate left {len(left)} thread(s) running ({', '.join(left[:3])}); "
+                                       "the worker is replaced")
             changed = guard.broad_changes(BASELINE_IDENTITIES) if BASELINE_IDENTITIES else []
             if changed:  # never let a patched torch or triton serve the next candidate
                 result["healthy"] = False
@@ -456,6 +464,13 @@ class Evaluation(CorrectnessPhase):
                     result.update(status="hack", error=f"monkeypatch: {reason}",
                                   hack={"category": "monkeypatch", "reason": reason})
         return result
+
+    def _threads_left_running(self) -> list[str]:
+        """Names of Python threads started since the candidate was imported that still run."""
+        before = getattr(self, "threads_before_candidate", None)
+        if before is None:
+            return []
+        return [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
 
     def _healthy(self) -> bool:
         """False when the CUDA context is broken (e.g. after an illegal memory access)."""
@@ -491,6 +506,7 @@ def main() -> None:
     global PROGRESS
     req_fd, res_fd, root, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     lifeline = bind_to_owner(req_fd)  # first: from here on this process dies with its owner
+    apply_lifetime_limit()  # before any problem or candidate code (sandboxed, no capability raises it again)
     PROGRESS = ProgressBoard.attach(int(sys.argv[5])) if len(sys.argv) > 5 else None
     os.chdir(root)
     link = ParentLink(req_fd, res_fd)
