@@ -18,8 +18,10 @@ import logging
 from pathlib import Path
 from typing import Iterator
 
+from envs.data.crawl.llm_inputs import llm_problem
 from envs.data.crawl.extract import ExtractError, ModuleClass, extract_class, module_classes
 from envs.data.crawl.shapes import InputGuess, guess_inputs
+from envs.data.llm import CurationLLM, LLMUnavailable
 from envs.data.records import CandidateProblem, Origin
 from envs.source import canonicalize
 
@@ -38,6 +40,7 @@ class CrawlConfig:
     exclude_path_parts: tuple[str, ...] = ("quantized", "quantizable", "intrinsic", "qat", "_reference", "tests",
                                            "test", "parametrizations", "utils")
     max_guesses: int = 3
+    llm: dict | None = None  # an OpenAI-compatible endpoint (JudgeConfig fields) writing inputs the rules cannot
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,8 +123,8 @@ def render_problem(extracted: str, cls: ModuleClass, guess: InputGuess, provenan
     return "\n".join(lines)
 
 
-def _candidates_in_file(path: Path, module: str, is_package: bool, origin: Origin,
-                        config: CrawlConfig) -> Iterator[CandidateProblem | CrawlSkip]:
+def _candidates_in_file(path: Path, module: str, is_package: bool, origin: Origin, config: CrawlConfig,
+                        llm: CurationLLM | None) -> Iterator[CandidateProblem | CrawlSkip]:
     try:
         source = path.read_text()
         tree = ast.parse(source)
@@ -134,7 +137,7 @@ def _candidates_in_file(path: Path, module: str, is_package: bool, origin: Origi
             yield CrawlSkip(cid, str(path), f"{cls.name}: excluded (container, lazy or abstract module)")
             continue
         guesses, why = guess_inputs(cls, config.max_guesses)
-        if not guesses:
+        if not guesses and llm is None:
             yield CrawlSkip(cid, str(path), f"{cls.name}: no input guess: {why}")
             continue
         try:
@@ -146,12 +149,19 @@ def _candidates_in_file(path: Path, module: str, is_package: bool, origin: Origi
         provenance = (f"{where} from {origin.package or 'a source tree'} {origin.version or ''} ({path.name}, license "
                       f"{origin.license or 'unknown'}), extracted by KernelRL's crawler; inputs: ").replace("  ", " ")
         sources = [render_problem(extracted, cls, g, provenance + g.note) for g in guesses]
+        if not sources:  # the rules have nothing: the LLM writes the inputs
+            try:
+                sources = [llm_problem(canonicalize(extracted).source, cls.name, provenance, llm)]
+            except LLMUnavailable as e:
+                yield CrawlSkip(cid, str(path), f"{cls.name}: no input guess ({why}) and no LLM inputs: {e}")
+                continue
         yield CandidateProblem(cid, sources[0], dataclasses.replace(origin, path=str(path), symbol=where),
                                alternatives=tuple(sources[1:]),
-                               facts={"crawl": {"inputs": [g.note for g in guesses]}})
+                               facts={"crawl": {"inputs": [g.note for g in guesses] or ["llm"]}})
 
 
 def crawl(config: CrawlConfig) -> Iterator[CandidateProblem | CrawlSkip]:
+    llm = CurationLLM.from_mapping(config.llm) if config.llm else None
     for import_name in config.packages:
         root, files = package_files(import_name)
         dist, version, license_ = _distribution(import_name)
@@ -162,7 +172,7 @@ def crawl(config: CrawlConfig) -> Iterator[CandidateProblem | CrawlSkip]:
                     path.stem in config.exclude_path_parts:
                 continue
             module, is_package = _module_name(import_name, root, path)
-            yield from _candidates_in_file(path, module, is_package, origin, config)
+            yield from _candidates_in_file(path, module, is_package, origin, config, llm)
     for directory in config.directories:
         root = Path(directory)
         if not root.is_dir():
@@ -170,4 +180,4 @@ def crawl(config: CrawlConfig) -> Iterator[CandidateProblem | CrawlSkip]:
         origin = Origin("crawl", str(root), license=None)
         for path in sorted(root.rglob("*.py")):
             module, is_package = _module_name(root.name, root, path)
-            yield from _candidates_in_file(path, module, is_package, origin, config)
+            yield from _candidates_in_file(path, module, is_package, origin, config, llm)
