@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from envs.cache import SqliteCache
 from envs.data.cluster import cluster_and_weight
 from envs.data.crawl.crawler import CrawlConfig, CrawlSkip, crawl
 from envs.data.decontam import DecontamConfig, decontaminate
@@ -61,6 +62,7 @@ class CurateConfig:
     skip: tuple[str, ...] = ()  # stages to leave out: decontaminate, deduplicate, variants, runtime, cluster
     size_search: SizeSearch = SizeSearch()
     limit: int | None = None  # at most this many candidates per source kind (a quick look at a big crawl)
+    cache: str | None = None  # SQLite file remembering validation results (the verdict cache); None: none
 
     def __post_init__(self) -> None:
         unknown = set(self.skip) - {"decontaminate", "deduplicate", "variants", "runtime", "cluster"}
@@ -156,9 +158,10 @@ def run_pipeline(config: CurateConfig) -> PipelineReport:
         log.info("curate: %s kept %d (%.1f s)", stage, len(result.kept), seconds[stage])
         return result.kept
 
+    cache = SqliteCache(Path(config.cache).expanduser()) if config.cache else None
     settings = EvalSettings(device=config.device, size="small" if config.device == "cpu" else None,
                             workers=config.workers, correctness_trials=3)
-    pool = WorkerPool(settings)
+    pool = WorkerPool(settings.hiding(cache.path if cache is not None else None))  # workers never see the cache
     try:
         kept = run("normalize", normalize, candidates)
         # The similarity stages read sources only: they run before the expensive one that runs every problem.
@@ -166,7 +169,7 @@ def run_pipeline(config: CurateConfig) -> PipelineReport:
             kept = run("decontaminate", decontaminate, kept, _evaluation_set(config.decontaminate), config.decontam)
         if "deduplicate" not in config.skip:
             kept = run("deduplicate", deduplicate, kept, config.dedup_threshold, config.decontam.shingle_k)
-        kept = run("validate", validate, kept, pool, config.size_search)
+        kept = run("validate", validate, kept, pool, config.size_search, cache)
         llm = CurationLLM.from_mapping(config.difficulty_llm) if config.difficulty_llm else None
         kept = run("difficulty", assign_difficulty, kept, llm, config.difficulty_rubric)
         if "variants" not in config.skip and config.variants_per_problem > 0:
@@ -174,7 +177,7 @@ def run_pipeline(config: CurateConfig) -> PipelineReport:
             for v in variants:
                 kinds[v.id] = kinds.get(v.origin.parent or "", "variant")
             t = time.monotonic()
-            checked = validate(variants, pool, config.size_search)
+            checked = validate(variants, pool, config.size_search, cache)
             for d in checked.decisions:
                 decisions.append(dataclasses.replace(d, stage="variants"))
             seconds["variants"] = time.monotonic() - t

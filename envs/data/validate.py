@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import hashlib
+import logging
 
+from envs.cache import SqliteCache, cache_key
 from envs.data.records import CandidateProblem, StageResult
 from envs.problems import ProblemError, parse_problem
 from envs.small_sizes import SizeError, SizeSearch, derive_small_sizes
 from envs.worker.pool import EvaluatorError, WorkerPool
 
 __all__ = ["normalize", "validate"]
+
+log = logging.getLogger(__name__)
 
 
 def normalize(candidates: list[CandidateProblem]) -> StageResult:
@@ -65,13 +70,29 @@ def _check(pool: WorkerPool, c: CandidateProblem, source: str, search: SizeSearc
     return (f"degenerate: {reason}" if reason else None), source
 
 
-def validate(candidates: list[CandidateProblem], pool: WorkerPool, search: SizeSearch = SizeSearch()) -> StageResult:
+def _cached_check(pool: WorkerPool, c: CandidateProblem, source: str, search: SizeSearch,
+                  cache: SqliteCache | None) -> tuple[str | None, str]:
+    """_check, remembered per (source, device, settings) in the verdict cache: a re-run of the pipeline over a
+    grown crawl runs only what is new."""
+    if cache is None:
+        return _check(pool, c, source, search)
+    key = cache_key(check="curate_validate", source=hashlib.sha256(source.encode()).hexdigest(),
+                    device=pool.device_kind, families=list(pool.settings.input_families), search=search.key())
+    if (hit := cache.get_verdict(key)) is not None:
+        return hit["why"], hit["source"]
+    why, kept = _check(pool, c, source, search)
+    cache.put_verdict(key, c.id, {"why": why, "source": kept})
+    return why, kept
+
+
+def validate(candidates: list[CandidateProblem], pool: WorkerPool, search: SizeSearch = SizeSearch(),
+             cache: SqliteCache | None = None) -> StageResult:
     result = StageResult("validate")
 
     def one(c: CandidateProblem) -> tuple[CandidateProblem, str | None, list[str]]:
         failures = []
         for i, source in enumerate((c.source, *c.alternatives)):
-            why, kept = _check(pool, c, source, search)
+            why, kept = _cached_check(pool, c, source, search, cache)
             if why is None:
                 return dataclasses.replace(c, source=kept, alternatives=(),
                                            facts={**c.facts, "validated_with": i}), None, failures
@@ -79,7 +100,9 @@ def validate(candidates: list[CandidateProblem], pool: WorkerPool, search: SizeS
         return c, failures[-1], failures
 
     with concurrent.futures.ThreadPoolExecutor(max(1, pool.size)) as ex:
-        for c, why, failures in ex.map(one, candidates):
+        for n, (c, why, failures) in enumerate(ex.map(one, candidates), 1):
+            if n % 100 == 0:
+                log.info("validate: %d/%d checked", n, len(candidates))
             if why is not None:
                 detail = why if len(failures) == 1 else f"none of {len(failures)} input guesses works; last: {why}"
                 result.reject(c, detail)

@@ -171,7 +171,9 @@ def crawl(config: CrawlConfig) -> Iterator[CandidateProblem | CrawlSkip]:
             if any(p in config.exclude_path_parts for p in rel_parts[:-1]) or \
                     path.stem in config.exclude_path_parts:
                 continue
-            module, is_package = _module_name(import_name, root, path)
+            # A single module asked for by name (torch.nn.modules.activation) is that module, not a file in it.
+            module, is_package = (import_name, False) if files == [path] and path.name != "__init__.py" \
+                else _module_name(import_name, root, path)
             yield from _candidates_in_file(path, module, is_package, origin, config, llm)
     for directory in config.directories:
         root = Path(directory)
