@@ -25,6 +25,8 @@ from envs.worker.pool import EvaluatorError, WorkerPool
 __all__ = ["normalize", "validate"]
 
 log = logging.getLogger(__name__)
+# Part of the cache key: bump it when what the worker's problem check does changes.
+_CHECK_VERSION = "curate_validate/v2-rng-determinism"
 
 
 def normalize(candidates: list[CandidateProblem]) -> StageResult:
@@ -76,7 +78,7 @@ def _cached_check(pool: WorkerPool, c: CandidateProblem, source: str, search: Si
     grown crawl runs only what is new."""
     if cache is None:
         return _check(pool, c, source, search)
-    key = cache_key(check="curate_validate", source=hashlib.sha256(source.encode()).hexdigest(),
+    key = cache_key(check=_CHECK_VERSION, source=hashlib.sha256(source.encode()).hexdigest(),
                     device=pool.device_kind, families=list(pool.settings.input_families), search=search.key())
     if (hit := cache.get_verdict(key)) is not None:
         return hit["why"], hit["source"]

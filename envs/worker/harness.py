@@ -393,9 +393,11 @@ class Evaluation(CorrectnessPhase):
         with torch.no_grad():
             for seed in self.req["seeds"][:3]:
                 outputs.append(self._reference(self._inputs(seed)))
-            # The same inputs again: a reference that answers differently (dropout, unseeded sampling) cannot be
-            # matched by any candidate, so the problem is as unusable as a constant one.
-            again = self._reference(self._inputs(self.req["seeds"][0]))
+            # The same inputs again, from another RNG state: a reference that answers differently (dropout, random
+            # sampling) cannot be matched by any candidate, so the problem is as unusable as a constant one.
+            same = self._inputs(self.req["seeds"][0])
+            torch.manual_seed(self.req["seeds"][1])
+            again = self._reference(same)
             # The input families are input sets the evaluation uses too: an output that only stays put on
             # iid get_inputs() (a mean over 10^8 randn values, say) still depends on its inputs.
             seed = self.req["seeds"][0]
