@@ -13,7 +13,6 @@ variants of its own problems, e.g. conv2d with square and asymmetric kernels).""
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 from pathlib import Path

@@ -155,9 +155,9 @@ _ACTIVATIONS = [("ReLU", "torch.relu(x)"), ("GELU", "F.gelu(x)"), ("GELUTanh", "
                 ("HardSwish", "F.hardswish(x)"), ("HardSigmoid", "F.hardsigmoid(x)")]
 
 
-def _live(b: _Build, min_rank: int = 1) -> list[int]:
+def _live(b: _Build) -> list[int]:
     """Dimensions (not the batch) an op may act along: not collapsed, more than one element even small."""
-    return [i for i, d in enumerate(b.shape) if i > 0 and d.small > 1] if len(b.shape) >= min_rank else []
+    return [i for i, d in enumerate(b.shape) if i > 0 and d.small > 1]
 
 
 def _op_activation(b: _Build) -> bool:
@@ -168,8 +168,7 @@ def _op_activation(b: _Build) -> bool:
 
 
 def _op_leaky(b: _Build) -> bool:
-    slope = b.const(b.attr("negative_slope") if "negative_slope" in b.consts else "negative_slope",
-                    _pick(b.rng, [0.01, 0.05, 0.1, 0.2]), None, init_arg=True)
+    slope = b.const(b.attr("negative_slope"), _pick(b.rng, [0.01, 0.05, 0.1, 0.2]), None, init_arg=True)
     b.init.append(f"self.{slope} = {slope}")
     b.forward.append(f"x = F.leaky_relu(x, self.{slope})")
     b.names.append("LeakyReLU")

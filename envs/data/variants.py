@@ -9,7 +9,7 @@ import ast
 import dataclasses
 import random
 
-from envs.data.records import CandidateProblem, Origin
+from envs.data.records import CandidateProblem
 
 __all__ = ["shape_variants"]
 
