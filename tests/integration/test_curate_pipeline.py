@@ -57,6 +57,9 @@ def test_pipeline_end_to_end_on_cpu(tmp_path):
     assert any(m["parent"] for m in manifest)  # validated shape variants
     decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
     assert any(d["stage"] == "runtime" and "skipped" in d["reason"] for d in decisions)
+    # RReLU samples its slopes in training mode: the worker's check sees two answers for the same inputs.
+    rrelu = [d for d in decisions if d["problem"].endswith("_RReLU") and d["stage"] == "validate"]
+    assert rrelu and rrelu[0]["decision"] == "reject" and "nondeterministic" in rrelu[0]["reason"]
     assert "after validate" in (out / "funnel.md").read_text()
     # The set is training data: levels from the manifest, weights for the balanced sampler.
     problems = load_problem_set(str(out))
