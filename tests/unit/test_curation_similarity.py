@@ -107,7 +107,11 @@ def test_unchanged_kernelbench_files_are_all_caught():
     result = decontaminate([_candidate(f"c{i}", p.source) for i, p in enumerate(sample)], kb)
     assert not result.kept
     assert all(d.score == 1.0 for d in result.decisions)  # exact copies: Jaccard 1 with themselves
-    assert [d.collided_with for d in result.decisions] == [p.id for p in sample]
+    # KernelBench repeats itself (level1/57 and level1/71 normalize to the same code): the collision is the file
+    # itself or an identical twin.
+    by_id = {p.id: shingles(normalized_tokens(p.source)) for p in kb}
+    for d, p in zip(result.decisions, sample):
+        assert d.collided_with == p.id or by_id[d.collided_with] == by_id[p.id]
 
 
 def test_deduplicate_keeps_the_first_of_near_duplicates():
