@@ -74,7 +74,8 @@ class Trainer:
         self.data = data
         self.logger = logger
         self.problems = {p.id: p for p in [*data.train, *data.validation]}
-        self.sampler = ProblemSampler(data.train, config.data.curriculum, seed=config.loop.seed)
+        self.sampler = ProblemSampler(data.train, config.data.curriculum, seed=config.loop.seed,
+                                      weights=data.weights)
         self.rng = random.Random(config.loop.seed)
         self.step = 0
         self.policy_version = 0

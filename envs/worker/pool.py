@@ -261,6 +261,20 @@ class WorkerPool:
             raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.get('error')}")
         return result.get("degenerate")
 
+    def measure_baselines(self, problem: Problem) -> dict:
+        """Time the problem's eager and TorchInductor baselines on a worker, no candidate involved (the curation
+        pipeline's runtime filter): {"eager": stats, "inductor": stats or None}, ms. CUDA only."""
+        if self.device != "cuda":
+            raise EvaluatorError("baselines are measured on a GPU (the CPU interpreter's times mean nothing)")
+        request = {**self._request(problem, CanonicalSolution("", ""), True), "solution": None}
+        try:
+            result, _, _ = self._run(request)
+        except WorkerFailure as failure:
+            raise EvaluatorError(f"{problem.id}: measuring baselines failed: {failure.message}") from None
+        if result.get("status") != "correct":
+            raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.get('error')}")
+        return result.get("baselines") or {}
+
     def profile(self, problem: Problem, solution: CanonicalSolution, calls: int = 10) -> dict:
         """Profile a candidate on a worker (envs/worker/profiling.py): {"profile": facts} or {"error": why}.
         The worker is always replaced afterwards: the candidate ran without the evaluation's checks."""
