@@ -185,7 +185,9 @@ class Evaluator:
         """Reject degenerate problems (outputs constant, independent of the inputs, or within tolerance of
         zero), where a trivial answer would pass. Raises ProblemError naming each; results are cached."""
         def check(problem: Problem) -> str | None:
-            key = cache_key(problem=problem.sha256, check="degenerate", size=self.preparer.size,
+            # rule 2: the check also re-runs the same inputs from another random state (nondeterminism), so
+            # answers cached by the earlier rule are not reused
+            key = cache_key(problem=problem.sha256, check="degenerate", rule=2, size=self.preparer.size,
                             device=self.device_kind, families=list(self.settings.input_families))
             if self.cache is not None and (hit := self.cache.get_verdict(key)) is not None:
                 return hit.get("degenerate")
