@@ -60,7 +60,10 @@ def test_a_sandboxed_worker_sees_exactly_its_gpu_and_runs_a_kernel_there():
     root = tempfile.mkdtemp(prefix="kernelrl-gpu-probe-")
     try:
         sandbox = Sandbox(find_bwrap(), uid=NOBODY if os.geteuid() == 0 else None)
-        argv = sandbox.command([sys.executable, "-c", _SEES], root, "cuda", str(target.index))
+        # Triton reads a kernel's source from its file, so the probe is written inside the sandbox's private
+        # root (a tmpfs there: a file written on the host side would not be visible) and run from it
+        run = f"import runpy; open('probe.py', 'w').write({_SEES!r}); runpy.run_path('probe.py', run_name='__main__')"
+        argv = sandbox.command([sys.executable, "-c", run], root, "cuda", str(target.index))
         env = scrubbed_environment({"HOME": root, "TMPDIR": root, "CUDA_VISIBLE_DEVICES": str(target.index)})
         proc = subprocess.run(argv, env=env, cwd=root, capture_output=True, text=True, timeout=300)
     finally:
