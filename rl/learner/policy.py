@@ -20,7 +20,7 @@ from rl.learner import checkpoint as ckpt
 from rl.learner.config import AlgorithmConfig, PolicyConfig
 from rl.learner.export import export_weights
 from rl.learner.logprobs import (PackedRows, check_supported, completion_logprobs, layout_for, pack_rows,
-                                plan_micro_batches)
+                                plan_micro_batches, target_offsets)
 from rl.learner.losses import LossInputs, Normalizer, Stats, policy_loss
 from rl.learner.optim import build_optimizer
 from rl.types import TrainBatch, WeightUpdate
@@ -106,12 +106,14 @@ class Policy:
             return completion_logprobs(self.causal_lm, packed, **kwargs)
 
     @torch.no_grad()
-    def _score_rows(self, input_ids, prompt_lengths, reference: bool = False) -> list[torch.Tensor]:
-        """Per row: float32 logprobs of its completion tokens (eval mode, no grad)."""
+    def _score_rows(self, input_ids, prompt_lengths, reference: bool = False,
+                    loss_masks=None) -> list[torch.Tensor]:
+        """Per row: float32 logprobs of its completion tokens (of its masked-in tokens with `loss_masks`),
+        eval mode, no grad."""
         self.model.eval()
         out: list[torch.Tensor | None] = [None] * len(input_ids)
         for rows in plan_micro_batches([len(s) for s in input_ids], self.config.micro_batch_tokens, self.layout):
-            packed = pack_rows(input_ids, prompt_lengths, rows, self.device, self.layout)
+            packed = pack_rows(input_ids, prompt_lengths, rows, self.device, self.layout, loss_masks)
             logp, _ = self._forward(packed, reference)
             for local, row in enumerate(rows):
                 out[row] = logp[packed.seq_index == local]
@@ -125,14 +127,16 @@ class Policy:
     # ---------------------------------------------------------------------------------------- updates
     def _optimizer_step(self, rows: Sequence[int], input_ids, prompt_lengths,
                         micro_loss: Callable[[PackedRows, torch.Tensor, torch.Tensor, Normalizer], tuple[torch.Tensor, Stats]],
-                        stats: Stats) -> None:
-        """Accumulate gradients over the micro-batches of `rows`, clip, step; metrics into `stats`."""
+                        stats: Stats, loss_masks=None) -> None:
+        """Accumulate gradients over the micro-batches of `rows`, clip, step; metrics into `stats`. With
+        `loss_masks`, only masked-in tokens are targets (logprobs.pack_rows), and the normalizers count them."""
         self.model.train()
-        norm = Normalizer(tokens=sum(len(input_ids[r]) - prompt_lengths[r] for r in rows), seqs=len(rows),
-                          max_tokens=self.algorithm.loss_max_tokens)
+        norm = Normalizer(tokens=sum(_policy_tokens(input_ids, prompt_lengths, loss_masks, r) for r in rows),
+                          seqs=len(rows), max_tokens=self.algorithm.loss_max_tokens)
         lengths = [len(input_ids[r]) for r in rows]
         for local_rows in plan_micro_batches(lengths, self.config.micro_batch_tokens, self.layout):
-            packed = pack_rows(input_ids, prompt_lengths, [rows[i] for i in local_rows], self.device, self.layout)
+            packed = pack_rows(input_ids, prompt_lengths, [rows[i] for i in local_rows], self.device, self.layout,
+                               loss_masks)
             logp, entropy = self._forward(packed)
             loss, micro_stats = micro_loss(packed, logp, entropy, norm)
             loss.backward()
@@ -155,13 +159,15 @@ class Policy:
         start = time.perf_counter()
         _check_batch(batch)
         cfg = self.algorithm
-        ids, plens = batch.input_ids, batch.prompt_lengths
+        ids, plens, masks = batch.input_ids, batch.prompt_lengths, batch.loss_masks
         # The old policy's logprobs need a pass of their own only when the weights change within the batch;
         # with one update they are the current logprobs, detached.
-        old = self._score_rows(ids, plens) if cfg.updates_per_batch > 1 else None
-        ref = self._score_rows(ids, plens, reference=True) if cfg.kl_coef > 0 else None
-        rollout = [None if lp is None else torch.tensor(lp, dtype=torch.float32, device=self.device)
-                   for lp in batch.rollout_logprobs]
+        old = self._score_rows(ids, plens, loss_masks=masks) if cfg.updates_per_batch > 1 else None
+        ref = self._score_rows(ids, plens, reference=True, loss_masks=masks) if cfg.kl_coef > 0 else None
+        # The engine's logprobs of the loss's tokens only (a masked token's entry is no sample of the policy).
+        rollout = [None if lp is None else torch.tensor(
+            [lp[j] for j in target_offsets(len(lp), masks[r] if masks is not None else None)],
+            dtype=torch.float32, device=self.device) for r, lp in enumerate(batch.rollout_logprobs)]
         use_rollout = any(r is not None for r in rollout)
 
         def micro_loss(packed: PackedRows, logp, entropy, norm):
@@ -191,9 +197,9 @@ class Policy:
                 g = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.version * 101 + epoch)
                 order = torch.randperm(len(rows), generator=g).tolist()
             for part in _split(order, cfg.mini_batches):
-                self._optimizer_step(part, ids, plens, micro_loss, stats)
+                self._optimizer_step(part, ids, plens, micro_loss, stats, masks)
         self.version += 1
-        metrics = _step_metrics(stats, ids, plens, start)
+        metrics = _step_metrics(stats, ids, plens, start, masks)
         metrics["optimizer_steps"] = float(cfg.updates_per_batch)
         return metrics
 
@@ -243,12 +249,19 @@ def _split(order: list[int], parts: int) -> list[list[int]]:
     return out
 
 
-def _step_metrics(stats: Stats, input_ids, prompt_lengths, start: float) -> dict[str, float]:
+def _policy_tokens(input_ids, prompt_lengths, loss_masks, row: int) -> int:
+    mask = loss_masks[row] if loss_masks is not None else None
+    return len(input_ids[row]) - prompt_lengths[row] if mask is None else sum(1 for m in mask if m)
+
+
+def _step_metrics(stats: Stats, input_ids, prompt_lengths, start: float, loss_masks=None) -> dict[str, float]:
     metrics = stats.result()
     seconds = time.perf_counter() - start
     tokens = sum(len(s) for s in input_ids)
     metrics["tokens"] = float(tokens)
-    metrics["completion_tokens"] = float(sum(len(s) - p for s, p in zip(input_ids, prompt_lengths)))
+    # the tokens the loss was taken on (a trajectory's tool outputs are completion tokens outside the mask)
+    metrics["completion_tokens"] = float(sum(_policy_tokens(input_ids, prompt_lengths, loss_masks, r)
+                                             for r in range(len(input_ids))))
     metrics["seconds"] = seconds
     metrics["tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
     return metrics
@@ -272,3 +285,10 @@ def _check_batch(batch: TrainBatch) -> None:
     for i, (seq, p, lp) in enumerate(zip(batch.input_ids, batch.prompt_lengths, batch.rollout_logprobs)):
         if lp is not None and len(lp) != len(seq) - p:
             raise ValueError(f"row {i}: {len(lp)} rollout logprobs for {len(seq) - p} completion tokens")
+    if batch.loss_masks is not None:
+        if len(batch.loss_masks) != n:
+            raise ValueError(f"batch of {n} rows has {len(batch.loss_masks)} loss masks")
+        for i, (seq, p, mask) in enumerate(zip(batch.input_ids, batch.prompt_lengths, batch.loss_masks)):
+            if mask is not None and (len(mask) != len(seq) - p or not any(mask)):
+                raise ValueError(f"row {i}: a loss mask of {len(mask)} ({sum(map(bool, mask))} set) for "
+                                 f"{len(seq) - p} completion tokens (needs one per token, at least one set)")
