@@ -246,12 +246,12 @@ def test_trajectories_become_the_loops_groups_with_loss_masks():
     assert [s.sample.index for s in group.samples] == [0, 1] and group.rewards == [R, R]
     for scored, t in zip(group.samples, trajectories):
         s = scored.sample
-        mask = s.usage["loss_mask"]
+        mask = s.loss_mask
         assert s.prompt_ids == t.turns[0].prompt_ids and len(mask) == len(s.completion_ids) == len(s.logprobs)
         assert sum(mask) == t.completion_tokens and mask[0] == 1 and 0 in mask  # the observation is masked
         assert all(p == 0.0 for p, m in zip(s.logprobs, mask) if not m)
     (per_turn,) = trajectory_groups([request], trajectories, "per_turn")
-    assert len(per_turn.samples) == 4 and all(all(s.sample.usage["loss_mask"]) for s in per_turn.samples)
+    assert len(per_turn.samples) == 4 and all(all(s.sample.loss_mask) for s in per_turn.samples)
 
 
 def test_a_policy_that_keeps_calling_tools_stops_at_max_turns():
