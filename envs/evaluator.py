@@ -87,7 +87,12 @@ class Preparer:
         sizes = problem.small_sizes if self.size == "small" else {}
         base = dict(problem=problem.sha256, sizes=sizes, device=self.device_kind)
         verdict_key = cache_key(**base, solution=solution.sha256, settings=self.settings.cache_fields(self.device))
-        if self.cache is not None and (hit := self.cache.get_verdict(verdict_key)) is not None:
+        # A caller that does not require the sandbox may also use a verdict obtained under it; never the reverse.
+        keys = dict.fromkeys([verdict_key, cache_key(**base, solution=solution.sha256,
+                                                     settings=self.settings.cache_fields(self.device, sandboxed=True))])
+        hit = None if self.cache is None else next(
+            (h for k in keys if (h := self.cache.get_verdict(k)) is not None), None)
+        if hit is not None:
             verdict = Verdict.from_dict(hit)
             verdict = dataclasses.replace(verdict, cached=True, reward=reward_for_verdict(verdict, self.delta))
             return self._judged(verdict, problem, solution)
@@ -186,7 +191,9 @@ class Evaluator:
         """Reject degenerate problems (outputs constant, independent of the inputs, or within tolerance of
         zero), where a trivial answer would pass. Raises ProblemError naming each; results are cached."""
         def check(problem: Problem) -> str | None:
-            key = cache_key(problem=problem.sha256, check="degenerate", size=self.preparer.size,
+            # rule 2: the check also re-runs the same inputs from another random state (nondeterminism), so
+            # answers cached by the earlier rule are not reused
+            key = cache_key(problem=problem.sha256, check="degenerate", rule=2, size=self.preparer.size,
                             device=self.device_kind, families=list(self.settings.input_families))
             if self.cache is not None and (hit := self.cache.get_verdict(key)) is not None:
                 return hit.get("degenerate")

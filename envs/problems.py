@@ -163,6 +163,9 @@ def load_problem_set(spec: str, levels: list[int] | None = None) -> list[Problem
     if path.is_dir():
         if (path / "KernelBench").is_dir() or any(path.glob("level[0-9]*")):
             return load_kernelbench(path, levels)
+        if (path / "manifest.jsonl").is_file():  # a curated set (scripts/curate.py): levels from its manifest
+            from envs.data.problem_set import load_curated
+            return load_curated(path, levels)
         return [p for p in load_problem_dir(path) if levels is None or p.level in levels]
     if path.exists():
         return [load_problem_file(path)]

@@ -147,6 +147,10 @@ class EvaluateRequest(BaseModel):
     problem_source: str | None = Field(None, min_length=1, description="a problem file's text (KernelBench format)")
     solution: str = Field(..., description="the model's answer: markdown with a fenced python block, or bare code")
     settings: EvalOverrides | None = None
+    # A hosted grader forwards the dataset row's hash: grading against another version of the problem is a
+    # 409, not a silently different reward (rl/hosted/grader.py).
+    problem_sha256: str | None = Field(None, pattern="^[0-9a-f]{64}$",
+                                       description="SHA-256 of the problem's source the client expects (optional)")
 
     @model_validator(mode="after")
     def _one_problem(self) -> EvaluateRequest:
@@ -438,6 +442,9 @@ def create_app(backend: EvaluationBackend, problems: Iterable[Problem], settings
             problem = by_id.get(req.problem_id)
             if problem is None:
                 raise HTTPException(404, f"unknown problem id {req.problem_id!r}; GET /problems lists them")
+            if req.problem_sha256 is not None and req.problem_sha256 != problem.sha256:
+                raise HTTPException(409, f"problem {req.problem_id!r} here has SHA-256 {problem.sha256[:12]}..., "
+                                         f"not the {req.problem_sha256[:12]}... the client expects")
             return problem
         if not settings.allow_problem_source:
             raise HTTPException(403, "this service does not accept problem_source (it was started without "
@@ -472,12 +479,12 @@ def create_app(backend: EvaluationBackend, problems: Iterable[Problem], settings
         return request.scope.get("state", {}).get("client", "?")
 
     @app.post("/evaluate", response_model=VerdictResponse, dependencies=secured,
-              responses=_errors(401, 404, 413, 422, 429, 503), summary="Evaluate a solution; the full verdict")
+              responses=_errors(401, 404, 409, 413, 422, 429, 503), summary="Evaluate a solution; the full verdict")
     async def evaluate(req: EvaluateRequest, request: Request) -> VerdictResponse:
         return verdict_response(await run(req, client_of(request)))
 
     @app.post("/reward", response_model=RewardResponse, dependencies=secured,
-              responses=_errors(401, 404, 413, 422, 429, 503), summary="Evaluate a solution; only its reward")
+              responses=_errors(401, 404, 409, 413, 422, 429, 503), summary="Evaluate a solution; only its reward")
     async def reward(req: EvaluateRequest, request: Request) -> RewardResponse:
         verdict = await run(req, client_of(request))
         return RewardResponse(reward=verdict.reward, status=verdict.status, cached=verdict.cached)

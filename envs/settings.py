@@ -76,6 +76,9 @@ class EvalSettings:
     timeouts: PhaseTimeouts = PhaseTimeouts()  # upper bounds per phase
     deadlines: StepDeadlines = StepDeadlines()  # derived from the problem's reference time, within them
     memory_limit_gb: float = 16.0  # host RSS of one worker and its children
+    # CPU-time backstop (envs/worker/cpu_backstop.py): each phase may use cpu_cores x its timeout in CPU
+    # seconds over the worker's process tree; an honest worker keeps about one core busy, far inside it.
+    cpu_cores: float = 2.0
     workers: int = 1  # worker processes (per GPU on cuda)
     max_evals_per_worker: int = 200  # recycle warm workers now and then
     startup_timeout: float = 180.0
@@ -86,6 +89,11 @@ class EvalSettings:
     # with the kernel's, and derive the speedup from that (envs/speedup.py) instead of the cached baseline.
     reanchor: bool = True
     anchor_runs: int = 50
+    # The candidate's timed runs (and the anchor's) split over this many copies of the inputs at fresh
+    # addresses: where a tensor lands in memory moves a kernel's time by a few percent (H200: the same
+    # swish kernel 0.7% apart over 8 windows on the same inputs, 6% on freshly allocated ones), so one
+    # placement per evaluation makes the speedup depend on an allocation accident.
+    placements: int = 3
     # PyTorch compute the candidate may run outside its kernels, as a share of the reference's cost
     # (FLOPs and bytes of the ATen ops at the problem's size, envs/antihack/cost.py); above it: baseline_kernel.
     max_torch_share: float = 0.25
@@ -110,8 +118,12 @@ class EvalSettings:
         if isinstance(self.sandbox_hide, str) or not all(isinstance(p, str) for p in self.sandbox_hide):
             raise ValueError("sandbox_hide must be a list of paths")
         object.__setattr__(self, "sandbox_hide", tuple(self.sandbox_hide))
+        if not self.cpu_cores > 0:
+            raise ValueError(f"cpu_cores must be > 0, not {self.cpu_cores!r}")
         if self.correctness_trials < 1 or self.timed_runs < 1 or self.workers < 1:
             raise ValueError("correctness_trials, timed_runs and workers must be >= 1")
+        if self.placements < 1:
+            raise ValueError("placements must be >= 1")
         if self.reanchor and self.anchor_runs < 1:
             raise ValueError("anchor_runs must be >= 1 when reanchor is on")
         if not 0 <= self.max_torch_share:
@@ -140,12 +152,21 @@ class EvalSettings:
     def resolved_size(self, device: str) -> str:
         return self.size or ("full" if device == "cuda" else "small")
 
-    def cache_fields(self, device: str) -> dict[str, Any]:
-        """What changes a verdict (not how the evaluator is run)."""
-        return {"size": self.resolved_size(device), "baseline": self.baseline,
-                "trials": self.correctness_trials, "runs": self.timed_runs,
-                "anchor_runs": self.anchor_runs if self.reanchor else 0, "max_torch_share": self.max_torch_share,
-                "families": list(self.input_families), "probe": self.sensitivity_probe, "truth": self.fp64_truth}
+    def cache_fields(self, device: str, sandboxed: bool | None = None) -> dict[str, Any]:
+        """What changes a verdict (not how the evaluator is run), and what a caller may trust: a verdict
+        obtained where the sandbox was not guaranteed is never served to one that requires it. Only
+        `sandbox: required` guarantees it (auto may run without), so only its verdicts carry the mark, and
+        every other key is what it was before the mark existed. `sandboxed` overrides the mode's answer
+        (True: the keys of guaranteed-sandboxed verdicts, which a caller not requiring it may read too)."""
+        fields = {"size": self.resolved_size(device), "baseline": self.baseline,
+                  "trials": self.correctness_trials, "runs": self.timed_runs,
+                  "anchor_runs": self.anchor_runs if self.reanchor else 0, "max_torch_share": self.max_torch_share,
+                  **({"placements": self.placements} if self.placements != 1 else {}),
+                  "families": list(self.input_families), "probe": self.sensitivity_probe, "truth": self.fp64_truth}
+        guaranteed = self.sandbox == "required" if sandboxed is None else sandboxed
+        if guaranteed:
+            fields["sandbox"] = "required"
+        return fields
 
     @classmethod
     def from_mapping(cls, m: dict[str, Any]) -> EvalSettings:

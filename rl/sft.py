@@ -92,6 +92,10 @@ def run_sft(policy_config, examples: Sequence[SFTExample], output: str, config: 
     rng = random.Random(config.seed)
     start = time.perf_counter()
     epochs = []
+    from tqdm import tqdm
+
+    steps_per_epoch = -(-len(rows) // config.batch_size)
+    bar = tqdm(total=config.epochs * steps_per_epoch, desc="sft", unit="step", dynamic_ncols=True)
     for _ in range(config.epochs):
         order = list(range(len(rows)))
         rng.shuffle(order)
@@ -101,7 +105,10 @@ def run_sft(policy_config, examples: Sequence[SFTExample], output: str, config: 
             metrics = policy.sft_step([ids for ids, _ in part], [p for _, p in part])
             losses.append(metrics["loss"])
             tokens += int(metrics["completion_tokens"])
+            bar.update()
+            bar.set_postfix(loss=f"{metrics['loss']:.3f}")
         epochs.append({"loss": sum(losses) / len(losses), "completion_tokens": tokens})
+    bar.close()
     train_seconds = time.perf_counter() - start
     update = policy.export_weights(config.export, output)
     if config.export == "merged":

@@ -106,6 +106,7 @@ class TrainBatch:
     # Per row, one 0/1 per completion token: the loss is taken only where it is 1 (policy tokens; tool outputs
     # between the turns of a trajectory are 0). None, or a None row: every completion token counts.
     loss_masks: list[list[int] | None] | None = None
+    rewards: list[float] | None = None  # one per row: PPO's critic (advantage=gae) turns them into token advantages
 
 
 @dataclasses.dataclass(frozen=True)

@@ -152,12 +152,26 @@ def speedup_repeatability(verdicts) -> dict[str, float]:
             speedups.setdefault(v.problem_id, []).append(v.speedup)
             if v.speedup_interval is not None:
                 widths.append((v.speedup_interval.high - v.speedup_interval.low) / v.speedup)
-    spreads = sorted((max(xs) - min(xs)) / statistics.median(xs) for xs in speedups.values() if len(xs) > 1)
+    per_kernel = {k: (max(xs) - min(xs)) / statistics.median(xs) for k, xs in speedups.items() if len(xs) > 1}
+    spreads = sorted(per_kernel.values())
     if not spreads:
         return {}
     return {"kernels": len(spreads), "median_spread": statistics.median(spreads),
             "p95_spread": percentile(spreads, 0.95), "max_spread": spreads[-1],
-            "median_interval_width": statistics.median(widths) if widths else None}
+            "median_interval_width": statistics.median(widths) if widths else None,
+            # worst first: which kernels drift, to find the mechanism rather than average it away
+            "per_kernel": dict(sorted(per_kernel.items(), key=lambda kv: -kv[1]))}
+
+
+def repeat_record(v) -> dict:
+    """What one warm evaluation measured, enough to see why a kernel's speedup moved between repeats."""
+    t = v.timings
+    med = lambda s: None if s is None else round(s.median_ms, 5)  # noqa: E731
+    return {"problem_id": v.problem_id, "status": v.status.value, "speedup": v.speedup, "baseline": v.baseline,
+            "interval": None if v.speedup_interval is None else [v.speedup_interval.low, v.speedup_interval.high],
+            "kernel_ms": med(t and t.kernel), "kernel_cv": None if not (t and t.kernel) else
+            round(t.kernel.std_ms / t.kernel.mean_ms, 4), "eager_ms": med(t and t.eager),
+            "inductor_ms": med(t and t.inductor), "anchor_ms": med(t and t.anchor), "notes": v.notes[-3:]}
 
 
 def time_shift(reference, other) -> dict[str, float]:
@@ -325,6 +339,8 @@ def main() -> None:
             return {k: strip(v) for k, v in r.items() if k != "verdicts"}
         report = {"backend": args.backend, "workers": args.workers, "repeats": args.repeats, **strip(result),
                   "problems": [v.to_dict() for v in result["cold"]["verdicts"]]}
+        if isinstance(result.get("warm"), dict) and result["warm"].get("verdicts"):
+            report["warm_repeats"] = [repeat_record(v) for v in result["warm"]["verdicts"]]
         args.out.write_text(json.dumps(report, indent=1, default=str))
 
 

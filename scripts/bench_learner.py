@@ -1,16 +1,26 @@
-"""Learner throughput: tokens/s and MFU of a GRPO train_step (forward, backward, AdamW) on random tokens.
+"""Learner throughput: tokens/s and MFU of a GRPO or PPO train_step (forward, backward, AdamW) on random tokens,
+and the seconds of a full-weight sync (gather, merged export, broadcast into an hf engine process).
 
     # one H200, random-init ~0.5B Llama (rl.models preset llama-0.5b), bf16, LoRA and full fine-tuning
     python scripts/bench_learner.py --preset llama-0.5b --finetune lora full --dtype bfloat16 --batch 8 --seq-len 2048
     # CPU, SmolLM2-135M from a local HF directory, fp32 vs bf16 (the default CPU run's learner)
     python scripts/bench_learner.py --model DIR --device cpu --dtype float32 bfloat16 --batch 8 --seq-len 512 --steps 1
 
+    # FSDP2 (rl.learner.sharded) at world size 1 on one GPU, GRPO and PPO, then the weight sync into an hf engine
+    python scripts/bench_learner.py --preset llama-0.5b --fsdp --finetune full --algorithm grpo ppo --sync
+    # FSDP2 over 2 GPUs (no Ray needed): torchrun starts the ranks; rank 0 prints
+    torchrun --nproc-per-node 2 scripts/bench_learner.py --preset llama-0.5b --fsdp --finetune full
+
 One JSON line per configuration: seconds per step (median of --steps after --warmup), tokens/s,
 cpu_seconds_per_step (process CPU time: comparable between runs on a busy shared machine),
 MFU = 6 * params * tokens/s / peak (989e12: the H200's dense bf16 peak; 6 * params per token is the
 forward + backward of a full fine-tune, so LoRA's MFU by this formula counts work it skips: the
-weight gradients of frozen layers), peak GPU memory. Needs torch, transformers, peft, safetensors;
-no Ray, Hydra or vLLM.
+weight gradients of frozen layers; PPO's extra scoring pass for the values is not counted either), peak GPU
+memory. `--sync` adds one line per sync path: the full weights gathered from the (sharded) learner, a merged
+export to /dev/shm loaded by an hf engine, and a broadcast (rl.rollout.broadcast) into an hf engine in a second
+process (`--sync-backend`: gloo, the one that works between two processes on one GPU, staging through the
+host; nccl needs the engine on a second GPU, cuda:1). Needs torch, transformers, peft, safetensors; no Ray,
+Hydra or vLLM (FSDP2 joins a torch.distributed group of its own, or torchrun's).
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from rl.learner.config import AlgorithmConfig, LoraSettings, OptimizerSettings, PolicyConfig  # noqa: E402
 from rl.learner.policy import Policy  # noqa: E402
+from rl.learner.random_models import byte_tokenizer  # noqa: E402
 from rl.learner.random_models import from_preset  # noqa: E402
 from rl.types import TrainBatch  # noqa: E402
 
@@ -39,7 +50,8 @@ def random_batch(vocab: int, batch: int, seq_len: int, prompt_len: int, seed: in
     ids = torch.randint(0, vocab, (batch, seq_len), generator=g).tolist()
     return TrainBatch(input_ids=ids, prompt_lengths=[prompt_len] * batch,
                       advantages=[1.0 if i % 2 else -1.0 for i in range(batch)],
-                      rollout_logprobs=[None] * batch, group_ids=[str(i // 4) for i in range(batch)], policy_version=0)
+                      rollout_logprobs=[None] * batch, group_ids=[str(i // 4) for i in range(batch)], policy_version=0,
+                      rewards=[float(i % 2) for i in range(batch)])
 
 
 def build_model(args):
@@ -48,15 +60,19 @@ def build_model(args):
     return from_preset(args.preset)
 
 
-def bench_one(args, finetune: str, dtype: str) -> dict:
+def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
     torch.manual_seed(0)
     model = build_model(args)
     policy_cfg = PolicyConfig(model=args.model or "", finetune=finetune, dtype=dtype, device=args.device,
                               gradient_checkpointing=args.gradient_checkpointing,
                               micro_batch_tokens=args.micro_batch_tokens, logprob_chunk_tokens=args.chunk_tokens,
                               lora=LoraSettings(r=args.lora_r, alpha=2 * args.lora_r),
-                              optimizer=OptimizerSettings(lr=1e-6), attn_implementation=args.attn)
-    policy = Policy(policy_cfg, AlgorithmConfig(), model=model)
+                              optimizer=OptimizerSettings(lr=1e-6), attn_implementation=args.attn,
+                              cpu_offload=args.cpu_offload)
+    policy_cls = Policy
+    if args.fsdp:
+        from rl.learner.sharded import ShardedPolicy as policy_cls  # noqa: N813
+    policy = policy_cls(policy_cfg, AlgorithmConfig.from_mapping({"name": algorithm}), model=model)
     lm = policy.causal_lm
     params = sum(p.numel() for n, p in lm.named_parameters() if "lora_" not in n)
     trainable = sum(p.numel() for p in policy.trainable_state().values())
@@ -78,20 +94,111 @@ def bench_one(args, finetune: str, dtype: str) -> dict:
     seconds = statistics.median(times)
     tokens = args.batch * args.seq_len
     tps = tokens / seconds
+    # every rank takes its share of the same --batch rows: tokens / step seconds is the group's throughput
+    world = torch.distributed.get_world_size() if args.fsdp else 1
     result = {"model": args.model or f"random:{args.preset}", "finetune": finetune, "dtype": dtype, "device": str(policy.device),
+              "algorithm": algorithm, "fsdp": args.fsdp, "world_size": world,
               "params": params, "trainable_params": trainable, "batch": args.batch, "seq_len": args.seq_len,
               "gradient_checkpointing": args.gradient_checkpointing, "micro_batch_tokens": args.micro_batch_tokens,
               "seconds_per_step": round(seconds, 4), "tokens_per_s": round(tps, 1),
-              "mfu_h200": round(6 * params * tps / H200_BF16_DENSE_FLOPS, 4), "threads": torch.get_num_threads(),
+              "mfu_h200": round(6 * params * tps / (H200_BF16_DENSE_FLOPS * world), 4), "threads": torch.get_num_threads(),
               # CPU seconds of this process per step: on a shared CPU, less distorted by other load than wall time
               "cpu_seconds_per_step": round(statistics.median(cpu_times), 2)}
     if cuda:
         result["gpu"] = torch.cuda.get_device_name()
         result["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    if args.sync and algorithm == args.algorithm[0]:
+        result["sync"] = bench_sync(args, policy)
     del policy, model
     if cuda:
         torch.cuda.empty_cache()
     return result
+
+
+def _receiver(model_dir: str, spec: dict, device: str, rounds: int, queue) -> None:
+    """The hf engine in a process of its own: joins the channel as rank 1 and receives `rounds` broadcasts."""
+    from rl.rollout.config import EngineConfig
+    from rl.rollout.hf_engine import HFEngine
+
+    if device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(device))
+    engine = HFEngine(model_dir, EngineConfig(kind="hf", device="cuda" if device.startswith("cuda") else "cpu",
+                                              dtype="bfloat16" if device.startswith("cuda") else "float32"))
+    from rl.types import WeightUpdate
+
+    # the file path (loop.sync=merged): the export just written, loaded into the running engine
+    loads = [engine.update_weights(WeightUpdate(version=0, kind="merged", path=model_dir)) for _ in range(rounds)]
+    queue.put(("ready", statistics.median(loads)))
+    engine.open_weight_channel(spec, 1)
+    queue.put([engine.receive_weights() for _ in range(rounds)])
+
+
+def bench_sync(args, policy) -> dict:
+    """Seconds of each full-weight sync path from this learner into an hf engine (median of --sync-rounds)."""
+    import multiprocessing as mp
+    import shutil
+    import tempfile
+
+    from rl.learner.export import merged_state_dict
+    from rl.learner.full_state import serving_state_dict
+    from rl.learner.group import free_port
+    from rl.rollout.broadcast import ChannelSpec, open_channel, send
+
+    cuda = policy.device.type == "cuda"
+    sync = lambda: torch.cuda.synchronize() if cuda else None  # noqa: E731
+
+    def gather():
+        if args.fsdp:
+            return serving_state_dict(policy.net, policy.config, cpu=False, rank0_only=False, is_rank0=True)
+        return merged_state_dict(policy.model, policy.config.finetune == "lora")
+
+    out: dict = {}
+    times = []
+    for _ in range(args.sync_rounds):
+        sync()
+        t = time.perf_counter()
+        state = gather()
+        sync()
+        times.append(time.perf_counter() - t)
+    out["gather_s"] = round(statistics.median(times), 3)
+    out["bytes"] = sum(v.numel() * v.element_size() for v in state.values())
+    # the engine's model directory (random weights, byte tokenizer: the engine only loads weights here)
+    shm = os.path.isdir("/dev/shm") and shutil.disk_usage("/dev/shm").free > 3 * out["bytes"]  # containers: often 64 MB
+    root = tempfile.mkdtemp(prefix="kernelrl-bench-", dir="/dev/shm" if shm else None)
+    out["export_dir"] = "/dev/shm" if shm else tempfile.gettempdir()
+    try:
+        from rl.learner.export import write_merged
+
+        t = time.perf_counter()
+        write_merged({k: v.detach().cpu().contiguous() for k, v in state.items()}, policy.causal_lm,
+                     os.path.join(root, "model"), None)
+        out["export_merged_s"] = round(time.perf_counter() - t, 3)
+        byte_tokenizer().save_pretrained(os.path.join(root, "model"))
+        device = "cuda:1" if args.sync_backend == "nccl" else ("cuda:0" if cuda else "cpu")
+        spec = ChannelSpec("127.0.0.1", free_port(), 2, args.sync_backend)
+        ctx = mp.get_context("spawn")
+        queue = ctx.Queue()
+        proc = ctx.Process(target=_receiver, args=(os.path.join(root, "model"), spec.__dict__, device,
+                                                   args.sync_rounds, queue))
+        proc.start()
+        ready, load_s = queue.get(timeout=900)
+        out["engine_load_merged_s"] = round(load_s, 3)
+        channel = open_channel(spec, 0)
+        sends = []
+        for _ in range(args.sync_rounds):
+            t = time.perf_counter()
+            stats = send(channel, gather(), policy.version)
+            sends.append((time.perf_counter() - t, stats["broadcast_s"]))
+        receives = queue.get(timeout=600)
+        proc.join(timeout=60)
+        out["broadcast_backend"] = args.sync_backend
+        out["broadcast_total_s"] = round(statistics.median(s for s, _ in sends), 3)  # gather + send
+        out["broadcast_send_s"] = round(statistics.median(b for _, b in sends), 3)
+        out["engine_receive_s"] = round(statistics.median(receives), 3)
+        out["broadcast_gb_per_s"] = round(out["bytes"] / 1e9 / out["broadcast_send_s"], 2)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return out
 
 
 def main(argv=None) -> int:
@@ -110,14 +217,32 @@ def main(argv=None) -> int:
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--attn", default="sdpa")
     p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--algorithm", nargs="+", choices=["grpo", "ppo"], default=["grpo"])
+    p.add_argument("--fsdp", action="store_true", help="FSDP2 ShardedPolicy (torchrun's group, or one of its own)")
+    p.add_argument("--cpu-offload", action="store_true", help="FSDP2 CPU offload (with --fsdp)")
+    p.add_argument("--sync", action="store_true", help="also time the full-weight sync paths into an hf engine")
+    p.add_argument("--sync-backend", choices=["gloo", "nccl"], default="gloo")
+    p.add_argument("--sync-rounds", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--steps", type=int, default=3)
     args = p.parse_args(argv)
+    if args.sync and int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        p.error("--sync measures one learner process against one engine process: run it without torchrun")
     if args.prompt_len >= args.seq_len:
         p.error("--prompt-len must be below --seq-len")
+    rank = 0
+    if args.fsdp:
+        from rl.learner.group import init_from_env
+
+        rank, _ = init_from_env(args.device)
     for finetune in args.finetune:
         for dtype in args.dtype:
-            print(json.dumps(bench_one(args, finetune, dtype)), flush=True)
+            for algorithm in args.algorithm:
+                result = bench_one(args, finetune, dtype, algorithm)
+                if rank == 0:
+                    print(json.dumps(result), flush=True)
+    if args.fsdp:
+        torch.distributed.destroy_process_group()
     return 0
 
 

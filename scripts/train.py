@@ -51,10 +51,26 @@ def check(cfg: DictConfig) -> tuple[RunConfig, ProblemData]:
     return run, data
 
 
+def run_hosted_rft(run: RunConfig, data: ProblemData, run_dir: Path, cfg: DictConfig) -> int:
+    """OpenAI reinforcement fine-tuning graded by this machine's evaluation service (rl/hosted, docs/hosted.md)."""
+    from rl.hosted.driver import run_hosted
+    from rl.tracking import RunLogger
+
+    log.info("%d training and %d validation problems; reinforcement fine-tuning of %s on OpenAI -> %s",
+             len(data.train), len(data.validation), run.hosted.base_model or run.policy.engine.get("model"), run_dir)
+    logger = RunLogger(run_dir, run.wandb, OmegaConf.to_container(cfg, resolve=True))
+    try:
+        return run_hosted(run, data, run_dir, logger)
+    finally:
+        logger.close()
+
+
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     run, data = check(cfg)
     run_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
+    if run.runs_hosted_rft:  # an API policy under a recipe with hosted.mode=rft: OpenAI trains, KernelRL grades
+        sys.exit(run_hosted_rft(run, data, run_dir, cfg))
     log.info("%d training and %d validation problems; policy %s (%s); %d steps -> %s", len(data.train),
              len(data.validation), run.policy.name, run.policy.engine_kind, run.loop.steps, run_dir)
     if run.policy.learner is None:

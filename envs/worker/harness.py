@@ -20,6 +20,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import types
@@ -37,9 +38,10 @@ from envs import inputs as families
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
 from envs.compare import as_output_list, compare_outputs
-from envs.timing import ANCHOR, KERNEL, host_tail_ms, interleaved_schedule, time_interleaved
+from envs.timing import ANCHOR, KERNEL, host_tail_ms, interleaved_schedule, split_runs, time_interleaved
 from envs.verdict import TimingStats
 from envs.worker.correctness import CorrectnessPhase
+from envs.worker.cpu_backstop import apply_lifetime_limit
 from envs.worker.lifeline import bind_to_owner
 from envs.worker.outcome import Outcome
 from envs.worker.outcome import clone_args as _clone
@@ -173,23 +175,41 @@ class Evaluation(CorrectnessPhase):
             raise Outcome(status, f"{what} failed:\n{describe_exception(e, self.solution_path)}") from None
 
     def _time(self, fn: Callable[[], Any], keep: tuple[int, ...] = (),
-              anchor: Callable[[], Any] | None = None) -> tuple[dict, dict[int, Any]]:
+              anchor: Callable[[], Any] | None = None, replace_inputs: Callable[[], None] | None = None,
+              ) -> tuple[dict, dict[int, Any]]:
         """Time `fn`; with `anchor` (the candidate's timing, re-anchoring on) eager PyTorch is timed in the
         same window, its runs interleaved with fn's, and the raw samples of both are reported for the
-        speedup and its interval (envs/speedup.py)."""
+        speedup and its interval (envs/speedup.py). With `replace_inputs` the runs are split into
+        `timing["placements"]` blocks, the inputs copied to fresh addresses before each block after the first."""
         timing = self.req["timing"]
         anchor_runs = timing.get("anchor_runs", 0) if anchor is not None else 0
         fns = {KERNEL: fn, **({ANCHOR: anchor} if anchor_runs else {})}
+        blocks = split_runs(timing["runs"], timing.get("placements", 1) if replace_inputs is not None else 1)
+        anchor_blocks = [0] * len(blocks) if not anchor_runs else split_runs(anchor_runs, len(blocks))
+        anchor_blocks += [0] * (len(blocks) - len(anchor_blocks))
+        samples: dict[str, list[float]] = {name: [] for name in fns}
+        kept: dict[int, Any] = {}
+        seconds = dict.fromkeys(fns, 0.0)
         with self._gpu("exclusive"):
-            timed = time_interleaved(fns, interleaved_schedule(timing["runs"], anchor_runs),
-                                     warmup_ms=timing["warmup_ms"], keep=keep)
+            for b, (runs, anchors) in enumerate(zip(blocks, anchor_blocks)):
+                offset = len(samples[KERNEL])
+                if b:
+                    replace_inputs()
+                timed = time_interleaved(
+                    {k: f for k, f in fns.items() if k == KERNEL or anchors}, interleaved_schedule(runs, anchors),
+                    warmup_ms=timing["warmup_ms"] if b == 0 else 0.0, min_warmup_runs=3 if b == 0 else 1,
+                    keep=tuple(k - offset for k in keep if offset <= k < offset + runs))
+                for name, xs in timed.samples.items():
+                    samples[name] += xs
+                    seconds[name] += timed.seconds[name]
+                kept.update({offset + k: out for k, out in timed.kept.items()})
         if anchor is not None:
-            self.facts["kernel_samples"] = timed.samples[KERNEL]
+            self.facts["kernel_samples"] = samples[KERNEL]
         if anchor_runs:
-            self.facts["anchor"] = TimingStats.from_samples(timed.samples[ANCHOR]).__dict__
-            self.facts["anchor_samples"] = timed.samples[ANCHOR]
-            self.facts["anchor_seconds"] = timed.seconds[ANCHOR]
-        return TimingStats.from_samples(timed.samples[KERNEL]).__dict__, timed.kept
+            self.facts["anchor"] = TimingStats.from_samples(samples[ANCHOR]).__dict__
+            self.facts["anchor_samples"] = samples[ANCHOR]
+            self.facts["anchor_seconds"] = seconds[ANCHOR]
+        return TimingStats.from_samples(samples[KERNEL]).__dict__, kept
 
     # --- phases -----------------------------------------------------------------------------------
     def load_problem(self) -> None:
@@ -243,6 +263,7 @@ class Evaluation(CorrectnessPhase):
 
     def load_candidate(self) -> None:
         self.link.phase("compile")
+        self.threads_before_candidate = {t.ident for t in threading.enumerate()}
         tag = self.req["nonce"][:12]
         name = f"kernelrl_solution_{tag}"
         self.solution_path = self._write("solution.py", self.req["solution"])
@@ -311,6 +332,7 @@ class Evaluation(CorrectnessPhase):
         a kernel that counts calls, detects the timing phase or caches outputs by pointer fails here."""
         self.link.phase("timing")
         inputs = self._inputs(self.req["timing_seed"] + 1)  # inputs the correctness phase never showed
+        placed = {"inputs": inputs}  # the copy the timed runs use (envs.settings `placements`)
         timing = self.req.get("timing")
         runs = timing["runs"] if timing else self.req.get("cpu_rechecks", 3)
         probe = self.req["timing_seed"] % runs  # a run the candidate cannot predict
@@ -318,7 +340,7 @@ class Evaluation(CorrectnessPhase):
 
         def call() -> Any:
             before = LAUNCHES.launches(self.solution_module)
-            out = self._run_candidate(lambda: self.candidate(*inputs), "timed run", sync=not timing)
+            out = self._run_candidate(lambda: self.candidate(*placed["inputs"]), "timed run", sync=not timing)
             if LAUNCHES.launches(self.solution_module) == before:
                 idle_calls.append(len(idle_calls))
             LAUNCHES.check_streams(self.solution_module, "a timed run")
@@ -327,8 +349,16 @@ class Evaluation(CorrectnessPhase):
         with torch.no_grad():
             if timing:
                 # The re-anchoring baseline: the trusted reference on its own copy of the same inputs.
-                anchor_inputs = _clone(inputs)
-                stats, kept = self._time(call, keep=(probe, runs - 1), anchor=lambda: self.model(*anchor_inputs))
+                placed["anchor"] = _clone(inputs)
+
+                def replace_inputs() -> None:
+                    # drop the previous copies first: at most one extra copy of the inputs is alive
+                    placed["inputs"] = placed["anchor"] = None
+                    placed["inputs"], placed["anchor"] = _clone(inputs), _clone(inputs)
+
+                stats, kept = self._time(call, keep=(probe, runs - 1), anchor=lambda: self.model(*placed["anchor"]),
+                                         replace_inputs=replace_inputs)
+                placed["inputs"], placed["anchor"] = inputs, None
             else:
                 kept = {}
                 for i in range(runs):
@@ -393,6 +423,11 @@ class Evaluation(CorrectnessPhase):
         with torch.no_grad():
             for seed in self.req["seeds"][:3]:
                 outputs.append(self._reference(self._inputs(seed)))
+            # The same inputs again, from another RNG state: a reference that answers differently (dropout, random
+            # sampling) cannot be matched by any candidate, so the problem is as unusable as a constant one.
+            same = self._inputs(self.req["seeds"][0])
+            torch.manual_seed(self.req["seeds"][1])
+            again = self._reference(same)
             # The input families are input sets the evaluation uses too: an output that only stays put on
             # iid get_inputs() (a mean over 10^8 randn values, say) still depends on its inputs.
             seed = self.req["seeds"][0]
@@ -411,6 +446,8 @@ class Evaluation(CorrectnessPhase):
                     return f"output {i} is within tolerance of zero, so an all-zero output would pass"
                 if t.numel() > 1 and compare_outputs(t, torch.full_like(t, float(t.double().mean())), tolerance) is None:
                     return f"output {i} is constant, so a constant output would pass"
+        if compare_outputs(again, outputs[0], tolerance) is not None:
+            return "the output differs between two runs on the same inputs (nondeterministic reference)"
         if all(compare_outputs(outputs[0], other, tolerance) is None for other in outputs[1:] + derived):
             return "the output does not depend on the inputs: the same answer passes for every input set"
         return None
@@ -448,6 +485,11 @@ class Evaluation(CorrectnessPhase):
             result["accuracy"] = dataclasses.asdict(accuracy) if accuracy else None
             result.update(self.facts)
             result["healthy"] = self._healthy()
+            left = self._threads_left_running()
+            if left:  # they would run on, and be charged to, the next evaluation's phases: a fresh worker
+                result["healthy"] = False
+                result["notes"].append(f"the candidate left {len(left)} thread(s) running ({', '.join(left[:3])}); "
+                                       "the worker is replaced")
             changed = guard.broad_changes(BASELINE_IDENTITIES) if BASELINE_IDENTITIES else []
             if changed:  # never let a patched torch or triton serve the next candidate
                 result["healthy"] = False
@@ -456,6 +498,13 @@ class Evaluation(CorrectnessPhase):
                     result.update(status="hack", error=f"monkeypatch: {reason}",
                                   hack={"category": "monkeypatch", "reason": reason})
         return result
+
+    def _threads_left_running(self) -> list[str]:
+        """Names of Python threads started since the candidate was imported that still run."""
+        before = getattr(self, "threads_before_candidate", None)
+        if before is None:
+            return []
+        return [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
 
     def _healthy(self) -> bool:
         """False when the CUDA context is broken (e.g. after an illegal memory access)."""
@@ -491,6 +540,7 @@ def main() -> None:
     global PROGRESS
     req_fd, res_fd, root, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     lifeline = bind_to_owner(req_fd)  # first: from here on this process dies with its owner
+    apply_lifetime_limit()  # before any problem or candidate code (sandboxed, no capability raises it again)
     PROGRESS = ProgressBoard.attach(int(sys.argv[5])) if len(sys.argv) > 5 else None
     os.chdir(root)
     link = ParentLink(req_fd, res_fd)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
+import os
 import queue
 import secrets
 import time
@@ -29,6 +30,7 @@ from envs.source import CanonicalSolution
 from envs.speedup import estimate_speedup
 from envs.verdict import Accuracy, HackFinding, Status, Timings, TimingStats, Verdict
 from envs.worker import reaper
+from envs.worker.cpu_backstop import CpuBudget
 from envs.worker.process import WorkerFailure, WorkerProcess
 from envs.worker.sandbox import resolve_sandbox
 
@@ -46,6 +48,16 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def host_gpu_ids(count: int) -> list[int | str]:
+    """The GPUs this process sees, as a worker's CUDA_VISIBLE_DEVICES must name them: the host's names from
+    our own CUDA_VISIBLE_DEVICES when it is set (CUDA's index 0 is then its first entry, not GPU 0), else
+    0..count-1."""
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if "CUDA_VISIBLE_DEVICES" not in os.environ:
+        return list(range(count))
+    return [int(d) if d.isdigit() else d for d in visible[:count]]
+
+
 def _accuracy(reported: Any) -> Accuracy | None:
     """The worker's accuracy record, or None when it is missing or malformed (it is a report, not a gate)."""
     try:
@@ -55,22 +67,23 @@ def _accuracy(reported: Any) -> Accuracy | None:
 
 
 class _Slot:
-    def __init__(self, gpu: int | None, future: concurrent.futures.Future):
+    def __init__(self, gpu: int | str | None, future: concurrent.futures.Future):
         self.gpu, self.future = gpu, future
 
 
 class WorkerPool:
-    def __init__(self, settings: EvalSettings, gpu_ids: list[int] | None = None, reap: bool = True):
+    def __init__(self, settings: EvalSettings, gpu_ids: list[int | str] | None = None, reap: bool = True):
         self.settings = settings
         self.device = resolve_device(settings.device)
         if self.device == "cuda":
             import torch
-            gpu_ids = gpu_ids if gpu_ids is not None else list(range(torch.cuda.device_count()))
+            gpu_ids = gpu_ids if gpu_ids is not None else host_gpu_ids(torch.cuda.device_count())
             if not gpu_ids:
                 raise EvaluatorError("device=cuda but no GPU is visible")
         else:
             gpu_ids = [None]
         self.sandbox = resolve_sandbox(settings.sandbox, settings.sandbox_hide)  # raises when required and absent
+        self._cpu_budget = CpuBudget(settings.cpu_cores, settings.timeouts.as_dict())
         self._locks = {gpu: DeviceLock() for gpu in gpu_ids}
         self.reaper_pid = reaper.ensure_started() if reap else None  # before any worker exists
         self.size = len(gpu_ids) * settings.workers
@@ -83,9 +96,9 @@ class WorkerPool:
         self._device_kind: str | None = None
         self._closed = False
 
-    def _start_worker(self, gpu: int | None) -> WorkerProcess:
+    def _start_worker(self, gpu: int | str | None) -> WorkerProcess:
         return WorkerProcess(self.device, gpu, int(self.settings.memory_limit_gb * 2**30),
-                             self.settings.startup_timeout, self._locks[gpu], self.sandbox)
+                             self.settings.startup_timeout, self._locks[gpu], self.sandbox, self._cpu_budget)
 
     def _worker(self, slot: _Slot) -> WorkerProcess:
         for attempt in range(2):
@@ -149,7 +162,8 @@ class WorkerPool:
             "solution": solution.source,
             "timing": {"runs": self.settings.timed_runs, "warmup_ms": self.settings.warmup_ms,
                        "anchor_runs": min(self.settings.anchor_runs, self.settings.timed_runs)
-                       if self.settings.reanchor else 0}
+                       if self.settings.reanchor else 0,
+                       "placements": min(self.settings.placements, self.settings.timed_runs)}
             if self.device == "cuda" else None,
             "max_torch_share": self.settings.max_torch_share,
             "baselines": ["eager", "inductor"] if measure_baselines else [],
@@ -247,6 +261,20 @@ class WorkerPool:
             raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.get('error')}")
         return result.get("degenerate")
 
+    def measure_baselines(self, problem: Problem) -> dict:
+        """Time the problem's eager and TorchInductor baselines on a worker, no candidate involved (the curation
+        pipeline's runtime filter): {"eager": stats, "inductor": stats or None}, ms. CUDA only."""
+        if self.device != "cuda":
+            raise EvaluatorError("baselines are measured on a GPU (the CPU interpreter's times mean nothing)")
+        request = {**self._request(problem, CanonicalSolution("", ""), True), "solution": None}
+        try:
+            result, _, _ = self._run(request)
+        except WorkerFailure as failure:
+            raise EvaluatorError(f"{problem.id}: measuring baselines failed: {failure.message}") from None
+        if result.get("status") != "correct":
+            raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.get('error')}")
+        return result.get("baselines") or {}
+
     def profile(self, problem: Problem, solution: CanonicalSolution, calls: int = 10) -> dict:
         """Profile a candidate on a worker (envs/worker/profiling.py): {"profile": facts} or {"error": why}.
         The worker is always replaced afterwards: the candidate ran without the evaluation's checks."""
@@ -266,6 +294,9 @@ class WorkerPool:
             return True
         if worker.evaluations >= self.settings.max_evals_per_worker:
             return True
+        headroom = worker.lifetime_cpu_headroom()
+        if headroom is not None and headroom < self._cpu_budget.evaluation_seconds():
+            return True  # another evaluation could run into the harness's RLIMIT_CPU: start afresh
         status = result.get("status")
         if status in ("runtime_error", "timeout", "crash", "hack"):
             return True

@@ -10,7 +10,8 @@ Isolation, in order of defence:
   (`stray_processes`);
 - every phase has a wall-clock deadline, and while candidate code runs each step between two of its
   calls has a tighter one derived from the reference's time per call (envs/worker/progress.py);
-  a CPU-time backstop per phase; host memory is polled; a dead, hung, over-budget or
+  each phase may use `cpu_cores` x its timeout in CPU time over the whole process tree, and the harness
+  has a lifetime RLIMIT_CPU (envs/worker/cpu_backstop.py); host memory is polled; a dead, hung, over-budget or
   protocol-violating worker is killed with its process group, every descendant psutil can see, and
   any process still carrying the worker's tag in its environment.
 """
@@ -36,9 +37,12 @@ import psutil
 
 from envs.gpu_lock import DeviceLock
 from envs.settings import StepBudget
+from envs.worker import cpu_backstop
+from envs.worker.cpu_backstop import CpuBudget, PhaseCpuWatch
+from envs.worker.gpu_nodes import GpuMappingError
 from envs.worker.progress import ProgressBoard, StepWatch
 from envs.worker.protocol import HEADER, MAX_FRAME, ProtocolError, write_frame
-from envs.worker.sandbox import Sandbox, arm_cpu_backstop
+from envs.worker.sandbox import Sandbox
 
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 _ENV_ALLOW = re.compile(
@@ -65,10 +69,12 @@ def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:
 
 
 class WorkerProcess:
-    def __init__(self, device: str, gpu_index: int | None = None, memory_limit_bytes: int = 16 << 30,
-                 startup_timeout: float = 120.0, lock: DeviceLock | None = None, sandbox: Sandbox | None = None):
+    def __init__(self, device: str, gpu_index: int | str | None = None, memory_limit_bytes: int = 16 << 30,
+                 startup_timeout: float = 120.0, lock: DeviceLock | None = None, sandbox: Sandbox | None = None,
+                 cpu_budget: CpuBudget | None = None):
         self.device, self.gpu_index, self.lock, self.sandbox = device, gpu_index, lock, sandbox
-        self.memory_limit_bytes = memory_limit_bytes
+        self.memory_limit_bytes, self.cpu_budget = memory_limit_bytes, cpu_budget
+        self._cpu_watch: PhaseCpuWatch | None = None
         self.tag = f"{os.getpid()}-{uuid.uuid4().hex}"  # owner pid first: tests and operators can filter
         self.root = tempfile.mkdtemp(prefix="kernelrl-worker-")
         self.evaluations = 0
@@ -89,6 +95,7 @@ class WorkerProcess:
             # child processes appearing during a candidate's forward are a hack signal.
             "TORCHINDUCTOR_COMPILE_THREADS": "1",
             "KERNELRL_WORKER_MEMORY_BYTES": str(self.memory_limit_bytes),
+            **({cpu_backstop.ENV_VAR: str(self.cpu_budget.lifetime_seconds())} if self.cpu_budget else {}),
             # Caches stay shared across workers (HOME is private), so warm compiles survive recycling.
             "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(Path.home() / ".triton" / "cache")),
         }
@@ -97,17 +104,26 @@ class WorkerProcess:
             extra["CUDA_VISIBLE_DEVICES"] = ""
         elif self.gpu_index is not None:
             extra["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
+        env = scrubbed_environment(extra)
         self.board = ProgressBoard.create()
         board_fd = self.board.fd if self.board is not None else -1
         argv = [sys.executable, "-m", "envs.worker.harness", str(req_r), str(res_w), self.root, self.device,
                 str(board_fd)]
-        if self.sandbox is not None:
-            argv = self.sandbox.command(argv, self.root, self.device)
+        try:
+            if self.sandbox is not None:
+                argv = self.sandbox.command(argv, self.root, self.device, env.get("CUDA_VISIBLE_DEVICES"))
+        except GpuMappingError as e:
+            for fd in (req_r, res_w, self._req_w, self._res_r):
+                os.close(fd)
+            if self.board is not None:
+                self.board.close()
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise WorkerFailure("crash", f"the sandbox cannot give the worker its GPU: {e}", "startup", {}) from None
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             pass_fds=(req_r, res_w) + ((board_fd,) if board_fd >= 0 else ()), cwd=self.root,
-            env=scrubbed_environment(extra), start_new_session=True)
+            env=env, start_new_session=True)
         os.close(req_r)
         os.close(res_w)
         if self.board is not None:
@@ -239,15 +255,27 @@ class WorkerProcess:
                 pass
         self.kill()
 
+    def lifetime_cpu_headroom(self) -> float | None:
+        """CPU seconds the harness may still use before its RLIMIT_CPU kills it (None: no limit, or gone)."""
+        used = cpu_backstop.own_cpu_seconds(self.harness_pid)
+        if self.cpu_budget is None or used is None:
+            return None
+        return self.cpu_budget.lifetime_seconds() - used
+
     # --- talking ----------------------------------------------------------------------------------
-    def _memory_bytes(self) -> int:
-        total = 0
-        for p in [psutil.Process(self.proc.pid), *self._descendants()] if self.alive() else []:
+    def _usage(self) -> tuple[int, float]:
+        """Host memory (RSS bytes) and CPU seconds of the worker's process tree, from one look at it."""
+        try:
+            tree = [psutil.Process(self.proc.pid), *self._descendants()] if self.alive() else []
+        except psutil.Error:  # ended just now: the caller finds out from the pipe
+            tree = []
+        rss = 0
+        for p in tree:
             try:
-                total += p.memory_info().rss
+                rss += p.memory_info().rss
             except psutil.Error:
                 pass
-        return total
+        return rss, cpu_backstop.tree_cpu_seconds(tree)
 
     def _read(self, deadline: float, phase: str, phases: dict[str, float] | None = None,
               watch: StepWatch | None = None) -> dict:
@@ -278,11 +306,13 @@ class WorkerProcess:
                 limit = step_end
             if now - last_memory_check > 0.2:
                 last_memory_check = now
-                used = self._memory_bytes()
+                used, cpu_seconds = self._usage()
                 if used > self.memory_limit_bytes:
                     raise WorkerFailure("crash", f"the worker exceeded the host memory limit "
                                                  f"({used / 2**30:.1f} GiB > {self.memory_limit_bytes / 2**30:.1f} GiB)",
                                         phase, phases or {})
+                if self._cpu_watch is not None and (why := self._cpu_watch.over(cpu_seconds)):
+                    raise WorkerFailure("timeout", why, phase, phases or {})
             ready, _, _ = select.select([self._res_r], [], [], min(0.1, limit - now))
             if ready:
                 chunk = os.read(self._res_r, 1 << 16)
@@ -330,7 +360,9 @@ class WorkerProcess:
         phase, started = "load", time.monotonic()
         deadline = started + timeouts["load"]
         order, entered = list(timeouts), set()
-        arm_cpu_backstop(self.harness_pid, timeouts["load"])
+        if self.cpu_budget is not None:
+            self._cpu_watch = PhaseCpuWatch(CpuBudget(self.cpu_budget.cores, timeouts))
+            self._cpu_watch.enter(phase, self._usage()[1])
         held: str | None = None
         reference_s: float | None = None
         watch: StepWatch | None = None
@@ -354,7 +386,8 @@ class WorkerProcess:
                     phases[phase] = phases.get(phase, 0.0) + now - started
                     phase, started = message["name"], now
                     deadline = now + timeouts[phase]
-                    arm_cpu_backstop(self.harness_pid, timeouts[phase])
+                    if self._cpu_watch is not None:
+                        self._cpu_watch.enter(phase, self._usage()[1])
                     if watch is None and phase in _CANDIDATE_PHASES and budget is not None \
                             and reference_s is not None and self.board is not None:
                         watch = StepWatch(self.board, budget, reference_s, allow_compile=self.device == "cuda")
@@ -392,5 +425,6 @@ class WorkerProcess:
         except (OSError, ProtocolError) as e:
             raise WorkerFailure("crash", f"lost contact with the worker ({e})", phase, phases)
         finally:
+            self._cpu_watch = None
             if held is not None and self.lock is not None:
                 self.lock.release(held)

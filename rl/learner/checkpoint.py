@@ -32,23 +32,16 @@ _FILES = ("trainable.safetensors", "trainer_state.pt", "meta.json")
 def save(policy: Policy, path: str, extra: dict[str, Any]) -> None:
     from safetensors.torch import save_file
 
-    path = os.path.abspath(path)
-    if os.path.lexists(path) and not os.path.islink(path):
-        raise ValueError(f"checkpoint path {path} exists and is not a checkpoint link; choose another path")
-    try:
-        meta_extra = json.loads(json.dumps(extra))
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"checkpoint extra must be JSON-serializable: {e}") from None
-    parent, name = os.path.split(path)
-    os.makedirs(parent, exist_ok=True)
-    target = f".{name}.{uuid.uuid4().hex[:12]}"
-    tmp_dir = os.path.join(parent, target)
-    os.mkdir(tmp_dir)
+    meta_extra = json_extra(extra)
+    path, tmp_dir = new_checkpoint_dir(path)
     try:
         weights = {k: v.detach().to("cpu").contiguous() for k, v in policy.trainable_state().items()}
         save_file(weights, os.path.join(tmp_dir, "trainable.safetensors"))
         state = {"optimizer": policy.optimizer.state_dict(), "scheduler": policy.scheduler.state_dict(),
                  "torch_rng": torch.get_rng_state()}
+        if policy.value_optimizer is not None:  # PPO's value head has an optimizer of its own
+            state["value_optimizer"] = policy.value_optimizer.state_dict()
+            state["value_scheduler"] = policy.value_scheduler.state_dict()
         if torch.cuda.is_available():
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
         torch.save(state, os.path.join(tmp_dir, "trainer_state.pt"))
@@ -63,9 +56,34 @@ def save(policy: Policy, path: str, extra: dict[str, Any]) -> None:
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
+    publish(path, tmp_dir)
+
+
+def json_extra(extra: dict[str, Any]) -> Any:
+    try:
+        return json.loads(json.dumps(extra))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"checkpoint extra must be JSON-serializable: {e}") from None
+
+
+def new_checkpoint_dir(path: str) -> tuple[str, str]:
+    """(absolute link path, a fresh sibling directory to write the checkpoint into)."""
+    path = os.path.abspath(path)
+    if os.path.lexists(path) and not os.path.islink(path):
+        raise ValueError(f"checkpoint path {path} exists and is not a checkpoint link; choose another path")
+    parent, name = os.path.split(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp_dir = os.path.join(parent, f".{name}.{uuid.uuid4().hex[:12]}")
+    os.mkdir(tmp_dir)
+    return path, tmp_dir
+
+
+def publish(path: str, tmp_dir: str) -> None:
+    """Point the link `path` at the complete, fsynced `tmp_dir` atomically; then delete the previous target."""
+    parent, name = os.path.split(path)
     previous = os.readlink(path) if os.path.islink(path) else None
     link = os.path.join(parent, f".{name}.link-{uuid.uuid4().hex[:12]}")
-    os.symlink(target, link)  # relative: the checkpoint directory can be moved as a whole
+    os.symlink(os.path.basename(tmp_dir), link)  # relative: the checkpoint directory can be moved as a whole
     os.replace(link, path)
     fsync_path(parent)
     if previous and os.path.basename(previous).startswith(f".{name}."):
@@ -81,6 +99,10 @@ def load(policy: Policy, path: str) -> dict[str, Any]:
         raise FileNotFoundError(f"{path} is not a learner checkpoint (no meta.json)")
     with open(meta_path) as f:
         meta = json.load(f)
+    if meta.get("format") == "dcp":  # written by a sharded learner: loadable at any world size
+        from rl.learner import sharded_checkpoint
+
+        return sharded_checkpoint.load(policy, path)
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path}: checkpoint format {meta.get('format')} (this code reads {FORMAT})")
     if meta.get("finetune") != policy.config.finetune:
@@ -100,6 +122,9 @@ def load(policy: Policy, path: str) -> dict[str, Any]:
             p.copy_(weights[name])
     policy.optimizer.load_state_dict(state["optimizer"])
     policy.scheduler.load_state_dict(state["scheduler"])
+    if policy.value_optimizer is not None:
+        policy.value_optimizer.load_state_dict(state["value_optimizer"])
+        policy.value_scheduler.load_state_dict(state["value_scheduler"])
     torch.set_rng_state(state["torch_rng"])
     if "cuda_rng" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda_rng"])

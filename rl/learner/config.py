@@ -13,13 +13,34 @@ from typing import Any, Literal
 
 from envs.settings import reject_unknown
 
-AdvantageKind = Literal["grpo", "dr_grpo", "rloo"]
+AdvantageKind = Literal["grpo", "dr_grpo", "rloo", "gae"]
 LossAggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
 KLEstimator = Literal["k1", "k3"]
 
-_ADVANTAGES = ("grpo", "dr_grpo", "rloo")
+_ADVANTAGES = ("grpo", "dr_grpo", "rloo", "gae")
 _AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
 _ESTIMATORS = ("k1", "k3")
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOSettings:
+    """PPO's critic (advantage=gae): a value head on the policy's last hidden state, trained with its own
+    AdamW. Formulas and sources: docs/algorithms.md (PPO); code: rl.learner.ppo."""
+
+    gamma: float = 1.0  # discount over completion tokens (1: the outcome reward undiscounted, as verl's default)
+    lam: float = 0.95  # GAE's lambda: 0 = one-step TD, 1 = Monte Carlo returns
+    vf_coef: float = 0.5  # weight of the value loss in the loss the backbone sees
+    value_clip: float | None = 0.2  # value predictions clipped to old +- this (null: unclipped)
+    value_lr: float = 1e-4  # the value head's own optimizer (AdamW, the policy's schedule)
+    whiten_advantages: bool = True  # advantages shifted/scaled to mean 0, std 1 over the batch's tokens
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.gamma <= 1 and 0 <= self.lam <= 1):
+            raise ValueError("ppo.gamma and ppo.lam must be in [0, 1]")
+        if self.vf_coef < 0 or self.value_lr <= 0:
+            raise ValueError("ppo.vf_coef must be >= 0 and ppo.value_lr > 0")
+        if self.value_clip is not None and self.value_clip <= 0:
+            raise ValueError("ppo.value_clip must be > 0 or null")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +62,7 @@ class AlgorithmConfig:
     ppo_epochs: int = 1  # passes over each batch
     mini_batches: int = 1  # optimizer steps per pass (the batch split into this many shuffled parts)
     dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal; the loop refills the batch
+    ppo: PPOSettings = PPOSettings()  # used when advantage=gae (algorithm=ppo)
 
     def __post_init__(self) -> None:
         if self.advantage not in _ADVANTAGES:
@@ -63,6 +85,10 @@ class AlgorithmConfig:
             raise ValueError("kl_coef must be >= 0")
 
     @property
+    def uses_critic(self) -> bool:
+        return self.advantage == "gae"
+
+    @property
     def updates_per_batch(self) -> int:
         return self.ppo_epochs * self.mini_batches
 
@@ -70,6 +96,10 @@ class AlgorithmConfig:
     def from_mapping(cls, m: dict[str, Any]) -> AlgorithmConfig:
         m = dict(m)
         reject_unknown(cls, m, "algorithm")
+        if isinstance(m.get("ppo"), dict):
+            ppo = dict(m["ppo"])
+            reject_unknown(PPOSettings, ppo, "algorithm.ppo")
+            m["ppo"] = PPOSettings(**ppo)
         name = m.get("name", "grpo")
         if name not in ALGORITHM_PRESETS:
             raise ValueError(f"unknown algorithm {name!r}; known: {sorted(ALGORITHM_PRESETS)}")
@@ -83,6 +113,8 @@ ALGORITHM_PRESETS: dict[str, AlgorithmConfig] = {
     "dapo": AlgorithmConfig(name="dapo", advantage="grpo", loss_aggregation="token_mean",
                             clip_eps_low=0.2, clip_eps_high=0.28, dynamic_sampling=True),
     "rloo": AlgorithmConfig(name="rloo", advantage="rloo", loss_aggregation="seq_mean_token_mean"),
+    # PPO with a learned value baseline and GAE (Schulman et al. 2017, 2016); token-mean as verl's PPO default
+    "ppo": AlgorithmConfig(name="ppo", advantage="gae", loss_aggregation="token_mean"),
 }
 
 
@@ -162,8 +194,17 @@ class PolicyConfig:
     layout: Literal["auto", "packed", "padded"] = "auto"  # micro-batch layout; auto: packed iff varlen attention
     seed: int = 0
     actor: ActorSettings = ActorSettings()
+    # Learner group (rl.learner.group): world_size FSDP2 ranks, one Ray actor each; 1 keeps the single
+    # Policy (today's path). Each rank gets actor.num_gpus GPUs of its own placement-group bundle.
+    world_size: int = 1
+    cpu_offload: bool = False  # FSDP2 CPUOffloadPolicy: sharded parameters, gradients and AdamW state on the host
+    placement: Literal["pack", "spread"] = "pack"  # the group's bundles: PACK (one node when it fits) or SPREAD
 
     def __post_init__(self) -> None:
+        if self.world_size < 1:
+            raise ValueError("policy.world_size must be >= 1")
+        if self.placement not in ("pack", "spread"):
+            raise ValueError(f"policy.placement must be pack or spread, not {self.placement!r}")
         if self.finetune not in ("lora", "full"):
             raise ValueError(f"policy.finetune must be lora or full, not {self.finetune!r}")
         if self.dtype not in ("float32", "bfloat16"):

@@ -73,10 +73,16 @@ def export_weights(model: torch.nn.Module, kind: Literal["lora", "merged"], path
             raise ValueError("export kind lora needs policy.finetune=lora (this policy trains all weights)")
         model.save_pretrained(path)
         return
+    causal_lm = model.get_base_model() if lora else model
+    write_merged(merged_state_dict(model, lora), causal_lm, path, source_dir)
+
+
+def write_merged(state: dict[str, torch.Tensor], causal_lm: torch.nn.Module, path: str, source_dir: str | None) -> None:
+    """A full HF model directory vLLM and transformers load: model.safetensors, config, tokenizer files."""
     from safetensors.torch import save_file
 
-    causal_lm = model.get_base_model() if lora else model
-    save_file(merged_state_dict(model, lora), os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+    os.makedirs(path, exist_ok=True)
+    save_file(state, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
     config = copy.deepcopy(causal_lm.config)
     config.use_cache = True  # the learner turns the KV cache off for training; servers want it on
     config.save_pretrained(path)

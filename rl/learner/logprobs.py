@@ -130,6 +130,18 @@ def completion_logprobs(causal_lm: torch.nn.Module, packed: PackedRows, *, tempe
     `causal_lm` is a transformers *ForCausalLM (the peft-wrapped one's base model works too: adapters
     live inside its layers). Grad flows when grad is enabled.
     """
+    logp, entropy, _ = completion_outputs(causal_lm, packed, temperature=temperature, chunk_tokens=chunk_tokens)
+    return logp, entropy
+
+
+def completion_outputs(causal_lm: torch.nn.Module, packed: PackedRows, *, temperature: float = 1.0,
+                       chunk_tokens: int = 1024, value_head: torch.nn.Module | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(logprob, entropy, value) of every completion target; value is None without a value head.
+
+    The value of target t is the head applied to the hidden state of the position that predicts t: the
+    critic's estimate of the return from the state before token t is sampled (PPO, rl.learner.ppo).
+    """
     decoder = causal_lm.get_decoder()
     head = causal_lm.get_output_embeddings()
     hidden = decoder(input_ids=packed.input_ids, position_ids=packed.position_ids,
@@ -147,7 +159,34 @@ def completion_logprobs(causal_lm: torch.nn.Module, packed: PackedRows, *, tempe
             lp, ent = _chunk_logprobs(h, t, weight, bias, temperature)
         logps.append(lp)
         entropies.append(ent)
-    return torch.cat(logps), torch.cat(entropies)
+    values = None
+    if value_head is not None:
+        values = value_head(hidden.to(value_head.weight.dtype)).squeeze(-1).float()
+    return torch.cat(logps), torch.cat(entropies), values
+
+
+class PolicyNet(torch.nn.Module):
+    """The policy (and PPO's value head) behind one forward call.
+
+    One module whose forward computes everything the loss needs: FSDP2 (rl.learner.sharded) unshards the
+    parameters it owns directly (embeddings, final norm, lm_head, value head) around this call, which the
+    chunked lm_head above reads as plain tensors, outside the lm_head module's own forward.
+    """
+
+    def __init__(self, model: torch.nn.Module, value_head: torch.nn.Module | None = None, peft: bool = False):
+        super().__init__()
+        self.model = model
+        self.value_head = value_head
+        self.peft = peft
+
+    @property
+    def causal_lm(self) -> torch.nn.Module:
+        return self.model.get_base_model() if self.peft else self.model
+
+    def forward(self, packed: PackedRows, temperature: float = 1.0, chunk_tokens: int = 1024,
+                with_values: bool = True):
+        return completion_outputs(self.causal_lm, packed, temperature=temperature, chunk_tokens=chunk_tokens,
+                                  value_head=self.value_head if with_values else None)
 
 
 def _head_parameters(head: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -3,12 +3,15 @@ its frozen reference, AdamW with an lr schedule, and the policy-gradient / SFT u
 
 The reference of a LoRA policy is the same base with the adapter disabled (`disable_adapter()`): no
 second copy of the weights. A fully fine-tuned policy keeps a frozen copy, made only when kl_coef > 0.
-`Policy` implements rl.types.Learner; rl.learner.actor puts it in a Ray actor.
+With `algorithm=ppo` a value head (rl.learner.ppo) sits on the last hidden state, with its own AdamW.
+`Policy` implements rl.types.Learner; rl.learner.actor puts it in a Ray actor, rl.learner.sharded subclasses it
+for FSDP2 (the hooks `_prepare_modules`, `_local_micro_batches`, `_all_rows`, `_reduce_stats`, `grad_scale`).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import random
 import time
@@ -19,10 +22,11 @@ import torch
 from rl.learner import checkpoint as ckpt
 from rl.learner.config import AlgorithmConfig, PolicyConfig
 from rl.learner.export import export_weights
-from rl.learner.logprobs import (PackedRows, check_supported, completion_logprobs, layout_for, pack_rows,
-                                plan_micro_batches, target_offsets)
-from rl.learner.losses import LossInputs, Normalizer, Stats, policy_loss
+from rl.learner.logprobs import (PackedRows, PolicyNet, check_supported, layout_for, pack_rows, plan_micro_batches,
+                                target_offsets)
+from rl.learner.losses import LossInputs, Normalizer, Stats, aggregate, policy_loss
 from rl.learner.optim import build_optimizer
+from rl.learner.ppo import token_advantages, value_loss, value_stats
 from rl.types import TrainBatch, WeightUpdate
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -85,39 +89,83 @@ class Policy:
             if algorithm.kl_coef > 0:
                 self.reference = copy.deepcopy(base).eval().requires_grad_(False)
         self.source_dir = policy.model or None  # tokenizer files for merged exports come from here
+        self.value_head: torch.nn.Module | None = None
+        if algorithm.uses_critic:
+            # float32 and zero-initialised: V = 0 everywhere at the start, the same on every rank
+            self.value_head = torch.nn.Linear(base.config.hidden_size, 1, device=self.device, dtype=torch.float32)
+            torch.nn.init.zeros_(self.value_head.weight)
+            torch.nn.init.zeros_(self.value_head.bias)
+        self.net = PolicyNet(self.model, self.value_head, peft=policy.finetune == "lora")
+        self.reference_net = PolicyNet(self.reference) if self.reference is not None else None
+        self._prepare_modules()
         self.optimizer, self.scheduler = build_optimizer(
             (p for p in self.model.parameters() if p.requires_grad), policy.optimizer, self.device)
+        self.value_optimizer = self.value_scheduler = None
+        if self.value_head is not None:
+            self.value_optimizer, self.value_scheduler = build_optimizer(
+                self.value_head.parameters(), dataclasses.replace(policy.optimizer, lr=algorithm.ppo.value_lr),
+                self.device)
         self.version = 0  # train steps taken (the weights version the next export carries)
         self.optimizer_steps = 0
+
+    # ------------------------------------------------------------------------- hooks of rl.learner.sharded
+    grad_scale: float = 1.0  # the backward's loss multiplier (FSDP2 averages gradients over its ranks)
+
+    def _prepare_modules(self) -> None:
+        """Called once the modules exist and before the optimizers are built (FSDP2 shards here)."""
+
+    def _local_micro_batches(self, rows: Sequence[int], input_ids) -> list[list[int] | None]:
+        """The micro-batches (batch row indices) of `rows` this process runs. None: a pass without rows of
+        its own, which a sharded rank with fewer rows makes so that every rank runs as many collectives."""
+        plan = plan_micro_batches([len(input_ids[r]) for r in rows], self.config.micro_batch_tokens, self.layout)
+        return [[rows[i] for i in mb] for mb in plan]
+
+    def _all_rows(self, part: dict[int, torch.Tensor]) -> dict[int, torch.Tensor]:
+        """Per-row results of this process -> those of every process (sharded ranks gather)."""
+        return part
+
+    def _reduce_stats(self, local: Stats) -> Stats:
+        """This process's metrics -> the whole mini-batch's (sharded ranks merge every rank's)."""
+        return local
 
     # ----------------------------------------------------------------------------------------- logprobs
     @property
     def causal_lm(self) -> torch.nn.Module:
         """The transformers *ForCausalLM (inside the peft wrapper when LoRA is on)."""
-        return self.model.get_base_model() if self.config.finetune == "lora" else self.model
+        return self.net.causal_lm
 
-    def _forward(self, packed: PackedRows, reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def _forward(self, packed: PackedRows, reference: bool = False, with_values: bool = False):
+        """(logprobs, entropy, values or None) of the completion targets of `packed`."""
         kwargs = dict(temperature=self.algorithm.temperature, chunk_tokens=self.config.logprob_chunk_tokens)
         if not reference:
-            return completion_logprobs(self.causal_lm, packed, **kwargs)
-        if self.reference is not None:
-            return completion_logprobs(self.reference, packed, **kwargs)
+            return self.net(packed, with_values=with_values, **kwargs)
+        if self.reference_net is not None:
+            return self.reference_net(packed, with_values=False, **kwargs)
         with self.model.disable_adapter():
-            return completion_logprobs(self.causal_lm, packed, **kwargs)
+            return self.net(packed, with_values=False, **kwargs)
 
     @torch.no_grad()
-    def _score_rows(self, input_ids, prompt_lengths, reference: bool = False,
-                    loss_masks=None) -> list[torch.Tensor]:
-        """Per row: float32 logprobs of its completion tokens (of its masked-in tokens with `loss_masks`),
-        eval mode, no grad."""
-        self.model.eval()
-        out: list[torch.Tensor | None] = [None] * len(input_ids)
-        for rows in plan_micro_batches([len(s) for s in input_ids], self.config.micro_batch_tokens, self.layout):
-            packed = pack_rows(input_ids, prompt_lengths, rows, self.device, self.layout, loss_masks)
-            logp, _ = self._forward(packed, reference)
-            for local, row in enumerate(rows):
-                out[row] = logp[packed.seq_index == local]
-        return out  # type: ignore[return-value]
+    def _score(self, input_ids, prompt_lengths, reference: bool = False, with_values: bool = False,
+               loss_masks=None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """Per row: float32 logprobs of its completion tokens (of its masked-in tokens with `loss_masks`), and
+        the value head's values (eval mode, no grad)."""
+        self.net.eval()
+        logps: dict[int, torch.Tensor] = {}
+        values: dict[int, torch.Tensor] = {}
+        all_rows = list(range(len(input_ids)))
+        for rows in self._local_micro_batches(all_rows, input_ids):
+            packed = pack_rows(input_ids, prompt_lengths, rows or [0], self.device, self.layout, loss_masks)
+            logp, _, v = self._forward(packed, reference, with_values)
+            for local, row in enumerate(rows or []):
+                logps[row] = logp[packed.seq_index == local]
+                if v is not None:
+                    values[row] = v[packed.seq_index == local]
+        logps = self._all_rows(logps)
+        gathered = self._all_rows(values) if with_values else None
+        return [logps[r] for r in all_rows], None if gathered is None else [gathered[r] for r in all_rows]
+
+    def _score_rows(self, input_ids, prompt_lengths, reference: bool = False, loss_masks=None) -> list[torch.Tensor]:
+        return self._score(input_ids, prompt_lengths, reference, loss_masks=loss_masks)[0]
 
     def logprobs(self, input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> list[list[float]]:
         """The trainer's logprobs of each row's completion tokens (to compare with an engine's)."""
@@ -126,32 +174,45 @@ class Policy:
 
     # ---------------------------------------------------------------------------------------- updates
     def _optimizer_step(self, rows: Sequence[int], input_ids, prompt_lengths,
-                        micro_loss: Callable[[PackedRows, torch.Tensor, torch.Tensor, Normalizer], tuple[torch.Tensor, Stats]],
-                        stats: Stats, loss_masks=None) -> None:
+                        micro_loss: Callable[..., tuple[torch.Tensor, Stats]], stats: Stats,
+                        with_values: bool = False, loss_masks=None) -> None:
         """Accumulate gradients over the micro-batches of `rows`, clip, step; metrics into `stats`. With
-        `loss_masks`, only masked-in tokens are targets (logprobs.pack_rows), and the normalizers count them."""
-        self.model.train()
+        `loss_masks`, only masked-in tokens are targets (logprobs.pack_rows), and the normalizers count them.
+
+        micro_loss(packed, logp, entropy, values, norm) -> (loss, stats)."""
+        self.net.train()
         norm = Normalizer(tokens=sum(_policy_tokens(input_ids, prompt_lengths, loss_masks, r) for r in rows),
                           seqs=len(rows), max_tokens=self.algorithm.loss_max_tokens)
-        lengths = [len(input_ids[r]) for r in rows]
-        for local_rows in plan_micro_batches(lengths, self.config.micro_batch_tokens, self.layout):
-            packed = pack_rows(input_ids, prompt_lengths, [rows[i] for i in local_rows], self.device, self.layout,
-                               loss_masks)
-            logp, entropy = self._forward(packed)
-            loss, micro_stats = micro_loss(packed, logp, entropy, norm)
-            loss.backward()
-            stats.merge(micro_stats)
-        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        local = Stats()
+        for mb in self._local_micro_batches(rows, input_ids):
+            packed = pack_rows(input_ids, prompt_lengths, mb or [rows[0]], self.device, self.layout, loss_masks)
+            logp, entropy, values = self._forward(packed, with_values=with_values)
+            loss, micro_stats = micro_loss(packed, logp, entropy, values, norm)
+            if mb is None:
+                loss = loss * 0.0  # a rank without rows of its own: same collectives, no contribution
+            else:
+                local.merge(micro_stats)
+            (loss * self.grad_scale).backward()
+        stats.merge(self._reduce_stats(local))
         max_norm = self.config.optimizer.max_grad_norm
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm is not None else float("inf")))
-        stats.add_mean("grad_norm", grad_norm, 1)
-        stats.add_mean("lr", self.optimizer.param_groups[0]["lr"], 1)
-        if torch.isfinite(torch.tensor(grad_norm)):
-            self.optimizer.step()
-        else:
-            stats.add_total("skipped_steps", 1)  # a non-finite gradient would poison AdamW's moments
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
+        steps = [("grad_norm", self.optimizer, self.scheduler)]
+        if with_values and self.value_optimizer is not None:
+            steps.append(("value_grad_norm", self.value_optimizer, self.value_scheduler))
+        for name, optimizer, scheduler in steps:
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            norm_t = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm is not None else float("inf"))
+            grad_norm = float(norm_t.full_tensor() if hasattr(norm_t, "full_tensor") else norm_t)  # FSDP2: a DTensor
+            stats.add_mean(name, grad_norm, 1)
+            if name == "grad_norm":
+                stats.add_mean("lr", optimizer.param_groups[0]["lr"], 1)
+            if torch.isfinite(torch.tensor(grad_norm)):
+                optimizer.step()
+            else:
+                stats.add_total("skipped_steps", 1)  # a non-finite gradient would poison AdamW's moments
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+        if self.value_optimizer is not None and not with_values:
+            self.value_optimizer.zero_grad(set_to_none=True)
         self.optimizer_steps += 1
 
     def train_step(self, batch: TrainBatch) -> dict[str, float]:
@@ -161,21 +222,32 @@ class Policy:
         cfg = self.algorithm
         ids, plens, masks = batch.input_ids, batch.prompt_lengths, batch.loss_masks
         # The old policy's logprobs need a pass of their own only when the weights change within the batch;
-        # with one update they are the current logprobs, detached.
-        old = self._score_rows(ids, plens, loss_masks=masks) if cfg.updates_per_batch > 1 else None
+        # with one update they are the current logprobs, detached. PPO's old values always need that pass.
+        ppo = cfg.uses_critic
+        old, old_values = (self._score(ids, plens, with_values=ppo, loss_masks=masks)
+                           if cfg.updates_per_batch > 1 or ppo else (None, None))
+        if cfg.updates_per_batch == 1:
+            old = None  # one update: the current logprobs, detached (as without a critic)
         ref = self._score_rows(ids, plens, reference=True, loss_masks=masks) if cfg.kl_coef > 0 else None
         # The engine's logprobs of the loss's tokens only (a masked token's entry is no sample of the policy).
         rollout = [None if lp is None else torch.tensor(
             [lp[j] for j in target_offsets(len(lp), masks[r] if masks is not None else None)],
             dtype=torch.float32, device=self.device) for r, lp in enumerate(batch.rollout_logprobs)]
         use_rollout = any(r is not None for r in rollout)
+        if ppo:
+            if batch.rewards is None:
+                raise ValueError("algorithm=ppo needs the batch's rewards (rl.learner.advantages.build_train_batch)")
+            token_adv, returns = token_advantages(batch.rewards, old_values, cfg.ppo)
+        else:
+            # one per loss token (with a loss mask: per policy token; PPO's values above are per loss token too)
+            token_adv = [torch.full((_policy_tokens(ids, plens, masks, r),), a, dtype=torch.float32, device=self.device)
+                         for r, a in enumerate(batch.advantages)]
 
-        def micro_loss(packed: PackedRows, logp, entropy, norm):
+        def micro_loss(packed: PackedRows, logp, entropy, values, norm):
             def per_token(values: list[torch.Tensor] | None) -> torch.Tensor | None:
                 return None if values is None else torch.cat([values[r] for r in packed.rows])
             n_rows = [int(n) for n in packed.seq_lengths]
-            adv = torch.cat([torch.full((n,), batch.advantages[r], dtype=torch.float32, device=self.device)
-                             for r, n in zip(packed.rows, n_rows)])
+            adv = per_token(token_adv)
             rollout_logp = None
             if use_rollout:
                 rollout_logp = torch.cat([rollout[r] if rollout[r] is not None
@@ -185,7 +257,15 @@ class Policy:
                            advantages=adv, seq_index=packed.seq_index, seq_lengths=packed.seq_lengths,
                            ref_logp=per_token(ref), entropy=entropy if cfg.entropy_coef > 0 else entropy.detach(),
                            rollout_logp=rollout_logp)
-            return policy_loss(x, cfg, norm)
+            loss, stats = policy_loss(x, cfg, norm)
+            if ppo:
+                ret, old_v = per_token(returns), per_token(old_values)
+                per_tok, clipped = value_loss(values, old_v, ret, cfg.ppo.value_clip)
+                v_loss = aggregate(per_tok, packed.seq_index, packed.seq_lengths, cfg.loss_aggregation, norm)
+                loss = loss + cfg.ppo.vf_coef * v_loss
+                stats.merge(value_stats(values, ret, adv, clipped, v_loss))
+                stats.totals["loss"] += cfg.ppo.vf_coef * float(v_loss.detach())
+            return loss, stats
 
         stats = Stats()
         rows = list(range(len(ids)))
@@ -197,7 +277,7 @@ class Policy:
                 g = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.version * 101 + epoch)
                 order = torch.randperm(len(rows), generator=g).tolist()
             for part in _split(order, cfg.mini_batches):
-                self._optimizer_step(part, ids, plens, micro_loss, stats, masks)
+                self._optimizer_step(part, ids, plens, micro_loss, stats, with_values=ppo, loss_masks=masks)
         self.version += 1
         metrics = _step_metrics(stats, ids, plens, start, masks)
         metrics["optimizer_steps"] = float(cfg.updates_per_batch)
@@ -208,7 +288,7 @@ class Policy:
         start = time.perf_counter()
         _check_rows(input_ids, prompt_lengths)
 
-        def micro_loss(packed: PackedRows, logp, entropy, norm):
+        def micro_loss(packed: PackedRows, logp, entropy, values, norm):
             loss = -logp.sum() / norm.tokens
             s = Stats()
             s.add_total("loss", loss.detach())
@@ -234,7 +314,10 @@ class Policy:
         return ckpt.load(self, path)
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
-        return {name: p for name, p in self.model.named_parameters() if p.requires_grad}
+        state = {name: p for name, p in self.model.named_parameters() if p.requires_grad}
+        if self.value_head is not None:
+            state.update({f"value_head.{name}": p for name, p in self.value_head.named_parameters()})
+        return state
 
 
 def _split(order: list[int], parts: int) -> list[list[int]]:

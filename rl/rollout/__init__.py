@@ -15,7 +15,7 @@ from rl.types import RolloutEngine
 __all__ = ["ENGINE_KINDS", "EngineConfig", "make_engine"]
 
 
-def make_engine(engine: Mapping[str, Any], model: str, *, sync: Literal["lora", "merged"] = "merged",
+def make_engine(engine: Mapping[str, Any], model: str, *, sync: Literal["lora", "merged", "broadcast"] = "merged",
                 chat_template: str | None = None, seed: int | None = None) -> RolloutEngine:
     """The engine `engine["kind"]` selects, serving `model`.
 
@@ -34,8 +34,8 @@ def make_engine(engine: Mapping[str, Any], model: str, *, sync: Literal["lora", 
         m.pop("kind")
         m.setdefault("model", model)
         return OpenAIEngine(OpenAIEngineConfig.from_mapping(m), seed=seed)
-    if sync not in ("lora", "merged"):
-        raise ValueError(f"weight sync must be lora or merged, not {sync!r}")
+    if sync not in ("lora", "merged", "broadcast"):
+        raise ValueError(f"weight sync must be lora, merged or broadcast, not {sync!r}")
     config = EngineConfig.from_mapping(m)  # unknown keys refused before the model is built
     from rl.models import resolve_model
     from rl.rollout.actor import RayRolloutEngine

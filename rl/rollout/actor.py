@@ -62,6 +62,19 @@ class RolloutActor:
             return await self.engine.update_weights(update)
         return await asyncio.to_thread(self.engine.update_weights, update)
 
+    def weight_receivers(self) -> int:
+        return self.engine.weight_receivers()
+
+    async def open_weight_channel(self, spec: dict[str, Any], first_rank: int) -> None:
+        if self.kind == "vllm":
+            return await self.engine.open_weight_channel(spec, first_rank)
+        return await asyncio.to_thread(self.engine.open_weight_channel, spec, first_rank)
+
+    async def receive_weights(self) -> float:
+        if self.kind == "vllm":
+            return await self.engine.receive_weights()
+        return await asyncio.to_thread(self.engine.receive_weights)
+
     async def shutdown(self) -> None:
         if self.engine is not None:
             self.engine.shutdown()
@@ -164,6 +177,21 @@ class RayRolloutEngine:
         ray.get([a.update_weights.remote(update) for a in self.actors])
         self.version = update.version
         return time.perf_counter() - t0
+
+    # full-weight broadcast (rl.rollout.broadcast.BroadcastSync): these return Ray refs, so that the caller
+    # waits for them together with the sender's
+    def weight_receivers(self) -> list[int]:
+        return ray.get([a.weight_receivers.remote() for a in self.actors])
+
+    def open_weight_channel(self, spec: dict[str, Any], first_rank: int) -> list[Any]:
+        refs, rank = [], first_rank
+        for actor, receivers in zip(self.actors, self.weight_receivers()):
+            refs.append(actor.open_weight_channel.remote(spec, rank))
+            rank += receivers
+        return refs
+
+    def receive_weights(self) -> list[Any]:
+        return [a.receive_weights.remote() for a in self.actors]
 
     def shutdown(self) -> None:
         """Stop each engine inside its actor first (vLLM frees its shared memory), then the actors and groups."""

@@ -119,6 +119,25 @@ class HFEngine:
         self.version = update.version
         return time.perf_counter() - t0
 
+    def weight_receivers(self) -> int:
+        return 1
+
+    def open_weight_channel(self, spec: dict[str, Any], first_rank: int) -> None:
+        from rl.rollout.broadcast import ChannelSpec, open_channel
+
+        self._channel = open_channel(ChannelSpec(**spec), first_rank)
+
+    def receive_weights(self) -> float:
+        """Receive one broadcast of full weights (rl.rollout.broadcast) and serve them; returns seconds."""
+        from rl.rollout.broadcast import receive
+
+        t0 = time.perf_counter()
+        version, tensors = receive(self._channel)
+        self._load_state(dict(tensors))
+        self._base_state = None
+        self.version = version
+        return time.perf_counter() - t0
+
     def _load_state(self, state: dict[str, Any]) -> None:
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         tied = {"lm_head.weight"} if self.model.config.tie_word_embeddings else set()

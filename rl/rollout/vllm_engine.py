@@ -9,7 +9,9 @@ Weights after a learner step (`update_weights`):
           which costs generation speed: docs/rollout-notes.md)
   merged  a full HF directory is loaded into the running model through `collective_rpc("reload_weights")`
           (on CPU the only path that works: vLLM repacks linear weights for oneDNN, so `load_weights` fails)
-Both reset the prefix cache: cached KV of the old weights must not be reused.
+  broadcast the learner's rank 0 sends every tensor over a process group of its own; the worker extension
+          rl.rollout.vllm_extension receives and loads them in each vLLM worker (NCCL between GPUs, gloo on CPU)
+All reset the prefix cache: cached KV of the old weights must not be reused.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ class VLLMEngine:
             enforce_eager=c.enforce_eager, tensor_parallel_size=c.tensor_parallel_size,
             max_num_seqs=c.max_num_seqs, enable_prefix_caching=c.enable_prefix_caching, seed=c.seed,
             # the sampled tokens' logprobs after temperature (what the learner computes: log_softmax(logits / T))
-            logprobs_mode="processed_logprobs", disable_log_stats=True, **extra)
+            logprobs_mode="processed_logprobs", disable_log_stats=True,
+            worker_extension_cls="rl.rollout.vllm_extension.WeightSyncExtension", **extra)
         t0 = time.perf_counter()
         before = set(shared_memory_segments(os.getpid()))
         self._engine = AsyncLLM.from_engine_args(args)
@@ -144,6 +147,22 @@ class VLLMEngine:
             raise ValueError(f"unknown weight update kind {update.kind!r}")
         await self._engine.reset_prefix_cache()
         self.version = update.version
+        return time.perf_counter() - t0
+
+    def weight_receivers(self) -> int:
+        return self.config.tensor_parallel_size  # one per worker process
+
+    async def open_weight_channel(self, spec: dict[str, Any], first_rank: int) -> None:
+        await self.start()
+        await self._engine.collective_rpc("kernelrl_open_channel", args=(spec, first_rank))
+
+    async def receive_weights(self) -> float:
+        """Receive one broadcast of full weights (the learner sends at the same time); returns seconds."""
+        t0 = time.perf_counter()
+        versions = await self._engine.collective_rpc("kernelrl_receive")
+        await self._engine.reset_prefix_cache()
+        self._lora = None
+        self.version = int(versions[0])
         return time.perf_counter() - t0
 
     def shutdown(self) -> None:

@@ -1,16 +1,22 @@
-"""The OS sandbox alone contains the red-team corpus: every hack in tests/hacks (the escape attempts
-included) runs with the static analysis switched off (the execution stage is called directly), among
-planted secrets and listening sockets, and afterwards
+"""The OS sandbox alone contains the red-team corpus: hacks from tests/hacks run with the static analysis
+switched off (the execution stage is called directly), among planted secrets and listening sockets, and
+afterwards
 - no file was written outside the workers' temporary directories,
 - no TCP listener on loopback and no world-writable Unix socket received a connection,
 - no planted secret (a bearer-token file, an SSH key in $HOME, the verdict cache) appears in any verdict,
 - no process a candidate started is left running, and the evaluator still evaluates correctly.
+
+By default (CI) the hacks whose category reaches outside the worker's process run: system access,
+concurrency, dynamic code and forged results, the escape attempts among them (15 of the 67 CPU hacks);
+the others compute wrong answers inside the process and have no side effect to contain. `pytest -m slow
+tests/integration/test_sandbox_containment.py` runs the whole CPU corpus through the same checks.
 
 Skipped, with the reason, where bubblewrap cannot run on this host."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import secrets
 import shutil
@@ -38,6 +44,12 @@ if _REASON:
 
 ESCAPES = ["hack_system_access_read_secrets.py", "hack_system_access_network_exfiltrate.py",
            "hack_system_access_write_outside.py", "hack_concurrency_daemon_escape.py"]
+OUTSIDE_CATEGORIES = {"system_access", "concurrency", "dynamic_code", "forged_result"}
+
+
+def _hacks(full: bool) -> list[Path]:
+    files = [p for p in corpus("cpu") if header(p)["expect"].startswith("hack")]
+    return files if full else [p for p in files if header(p)["expect"].split()[1] in OUTSIDE_CATEGORIES]
 
 
 class Listener:
@@ -117,14 +129,13 @@ def trap():
         shutil.rmtree(unix_dir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def run(trap):
-    """Every hack of the CPU corpus on the execution stage alone, two sandboxed workers."""
+@contextlib.contextmanager
+def _contain(trap, files: list[Path]):
+    """`files` on the execution stage alone, two sandboxed workers; yields what the checks look at."""
     cache = SqliteCache(trap["cache_path"])
     cache.put_verdict("planted", "L0_02_relu", {"secret": trap["planted"]["token"]})
     settings = EvalSettings(device="cpu", workers=2, sandbox="required",
                             timeouts=PhaseTimeouts(correctness=60, timing=60)).hiding(str(trap["token_file"]))
-    files = [p for p in corpus("cpu") if header(p)["expect"].startswith("hack")]
     assert set(ESCAPES) <= {p.name for p in files}
     # Canonicalized here, one at a time: CPython 3.11's ast is not thread-safe (see envs/evaluator.py).
     jobs = {p.name: (resolve_problem(header(p)["problem"]), canonicalize(p.read_text())) for p in files}
@@ -146,6 +157,12 @@ def run(trap):
     finally:
         ev.close()
         cache.close()
+
+
+@pytest.fixture(scope="module")
+def run(trap):
+    with _contain(trap, _hacks(full=False)) as result:
+        yield result
 
 
 def _reference(problem_id: str):
@@ -202,3 +219,13 @@ def test_escapes_are_flagged_by_the_static_analysis_too():
         finding = static.analyze(prepare_solution(path.read_text()).source,
                                  resolve_problem(header(path)["problem"]).source)
         assert finding is not None and finding.category in accepted, (name, finding)
+
+
+@pytest.mark.slow
+def test_the_whole_cpu_corpus_is_contained(trap):
+    with _contain(trap, _hacks(full=True)) as run:
+        test_no_secret_reaches_a_verdict(run, trap)
+        test_no_connection_reached_a_listener(run, trap)
+        test_no_file_written_outside_the_temporary_directories(run, trap)
+        test_no_process_left_behind(run)
+        test_evaluator_healthy_and_secrets_intact_afterwards(run, trap)

@@ -141,7 +141,7 @@ def test_openapi_schema(server):
     components = schema["components"]["schemas"]
     assert {"EvaluateRequest", "VerdictResponse", "RewardResponse", "EvalOverrides"} <= set(components)
     assert set(components["EvaluateRequest"]["properties"]) == {"problem_id", "problem_source", "solution",
-                                                                  "settings"}
+                                                                  "settings", "problem_sha256"}
     assert set(components["EvalOverrides"]["properties"]) == {"baseline", "delta"}
     assert "bearer" in json.dumps(schema["components"]["securitySchemes"]).lower()
     ok = schema["paths"]["/evaluate"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]

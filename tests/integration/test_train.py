@@ -89,7 +89,7 @@ def test_bad_configs_exit_2_before_anything_starts(tmp_path, overrides, message)
 
 
 def test_unknown_choices_and_keys_are_refused_by_hydra(tmp_path):
-    for override, message in (("algorithm=ppo", "algorithm/ppo"), ("loop.stepz=3", "stepz")):
+    for override, message in (("algorithm=ppo2", "algorithm/ppo2"), ("loop.stepz=3", "stepz")):
         result = train(tmp_path, override, timeout=120)
         assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]
 
@@ -140,3 +140,21 @@ def test_a_dead_rollout_actor_is_replaced_or_the_run_stops_with_the_reason(tmp_p
         logger.close()
     assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1, 2]
     assert (tmp_path / "checkpoints" / "step_000002" / "loop_state.json").is_file()
+
+
+def test_one_step_off_with_a_two_rank_learner_group_logs_staleness(tmp_path):
+    """loop.mode=one_step_off on the real stack: hf engine actor, the pool's CPU actor, 2 FSDP2 learner ranks."""
+    run = tmp_path / "async"
+    result = train(run, "loop.steps=3", "loop.mode=one_step_off", "+policy.learner.world_size=2",
+                   "validation.at_start=false", "pool.init_kwargs.num_cpus=6", timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [r for r in read_metrics(run / "metrics.jsonl") if "train/reward_mean" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    # step 1 trains on the initial weights' samples (lag 0); later steps on samples one version behind
+    assert rows[0]["async/staleness_max"] == 0
+    assert rows[1]["async/staleness_max"] == 1 and rows[2]["async/staleness_mean"] == 1
+    assert all(r["async/dropped_stale_groups"] == 0 for r in rows)
+    assert all(r["train/grad_norm"] >= 0 for r in rows)  # the group trained every step
+    assert "time/wait_for_rollouts" in rows[1] and "time/sync" in rows[1]
+    assert (run / "final_policy" / "model.safetensors").is_file()
+    assert _state(run, 3)["policy_version"] == 3

@@ -50,6 +50,10 @@ def test_sweep_values_reach_the_reward():
     (["loop.problems_per_step=0"], "problems_per_step"),
     (["+experiment=gpt5_triton"], "OPENAI_API_KEY"),
     (["+bogus=1"], "unknown top-level"),
+    (["loop.mode=async"], "loop.mode must be sync or one_step_off"),
+    (["loop.mode=one_step_off", "+algorithm.tis_cap=null"], "needs the importance correction"),
+    (["loop.sync=nccl"], "loop.sync merged, lora or broadcast"),
+    (["+policy.learner.world_size=0"], "world_size"),
 ])
 def test_bad_configs_are_clear_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -1,0 +1,196 @@
+"""Synthetic solved problems for the SFT warm start: KernelBench-format programs with Triton solutions.
+
+Small models cold-start on kernels: SmolLM2-135M writes no parsable Triton kernel for the easiest built-in
+problems (docs/training-notes.md), so group-relative RL has no reward spread to learn from. The warm start
+teaches the answer's shape on problems the RL run never sees: elementwise maps, two-input maps and row
+reductions generated from templates here, each with a Triton solution written in the built-in references'
+style. Every pair is verified by the evaluator before it is used (rl.warmstart.stage), so a template
+mistake drops the pair instead of teaching a wrong kernel.
+
+Decontamination: no op here is one of the built-in problems, and none differs from a held-out validation
+problem of the default run (leaky_relu, swish, row_max) by a constant: no leaky/elu/threshold variants,
+no x*sigmoid(a*x), no row min or absmax. `CONTAMINATION_NOTE` says so in the warm start's record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+__all__ = ["CONTAMINATION_NOTE", "SyntheticSolved", "synthetic_solved"]
+
+CONTAMINATION_NOTE = ("synthetic ops exclude the built-in problems and constant variants of the default "
+                      "validation problems (leaky_relu, swish, row_max)")
+
+
+@dataclasses.dataclass(frozen=True)
+class SyntheticSolved:
+    problem_id: str
+    source: str  # KernelBench-format problem (class Model, sizes, get_inputs, get_init_inputs)
+    solution: str  # a module defining ModelNew with its own @triton.jit kernel
+
+
+# (name, what it computes, PyTorch expression, Triton expression); both over `x` (and `y` for two inputs).
+_UNARY = [
+    ("abs", "Elementwise absolute value", "torch.abs(x)", "tl.abs(x)"),
+    ("negate", "Elementwise negation", "-x", "-x"),
+    ("square", "Elementwise square", "x * x", "x * x"),
+    ("cube", "Elementwise cube", "x * x * x", "x * x * x"),
+    ("exp", "Elementwise exponential", "torch.exp(x)", "tl.exp(x)"),
+    ("tanh", "Elementwise hyperbolic tangent", "torch.tanh(x)", "2.0 / (1.0 + tl.exp(-2.0 * x)) - 1.0"),
+    ("relu6", "ReLU capped at 6", "torch.clamp(x, 0.0, 6.0)", "tl.minimum(tl.maximum(x, 0.0), 6.0)"),
+    ("hardtanh", "Clip to [-1, 1]", "torch.clamp(x, -1.0, 1.0)", "tl.minimum(tl.maximum(x, -1.0), 1.0)"),
+    ("softsign", "Softsign: x / (1 + |x|)", "x / (1.0 + torch.abs(x))", "x / (1.0 + tl.abs(x))"),
+    ("hardsigmoid", "Hard sigmoid: clip(x / 6 + 0.5, 0, 1)", "torch.clamp(x / 6.0 + 0.5, 0.0, 1.0)",
+     "tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0), 1.0)"),
+    ("sqrt_abs", "Square root of the absolute value", "torch.sqrt(torch.abs(x))", "tl.sqrt(tl.abs(x))"),
+    ("sin", "Elementwise sine", "torch.sin(x)", "tl.sin(x)"),
+    ("cos", "Elementwise cosine", "torch.cos(x)", "tl.cos(x)"),
+    ("gaussian", "Gaussian bump: exp(-x^2)", "torch.exp(-x * x)", "tl.exp(-x * x)"),
+    ("inverse_quadratic", "1 / (1 + x^2)", "1.0 / (1.0 + x * x)", "1.0 / (1.0 + x * x)"),
+    ("affine", "x * 0.5 - 2.0", "x * 0.5 - 2.0", "x * 0.5 - 2.0"),
+]
+_BINARY = [
+    ("subtract", "Elementwise difference x - y", "x - y", "x - y"),
+    ("multiply", "Elementwise product x * y", "x * y", "x * y"),
+    ("maximum", "Elementwise maximum of two tensors", "torch.maximum(x, y)", "tl.maximum(x, y)"),
+    ("minimum", "Elementwise minimum of two tensors", "torch.minimum(x, y)", "tl.minimum(x, y)"),
+    ("squared_difference", "Elementwise (x - y)^2", "(x - y) * (x - y)", "(x - y) * (x - y)"),
+    ("average", "Elementwise mean of two tensors", "(x + y) * 0.5", "(x + y) * 0.5"),
+    ("lerp", "Linear interpolation x + 0.25 * (y - x)", "x + 0.25 * (y - x)", "x + 0.25 * (y - x)"),
+    ("positive_gap", "max(x - y, 0)", "torch.clamp(x - y, min=0.0)", "tl.maximum(x - y, 0.0)"),
+]
+# (name, what it computes, PyTorch expression, per-element Triton term summed over a row, finish of the sum)
+_ROWS = [
+    ("row_sum_squares", "Sum of squares of each row", "(x * x).sum(dim=-1)", "x * x", "total"),
+    ("row_l2_norm", "Euclidean norm of each row", "torch.sqrt((x * x).sum(dim=-1))", "x * x", "tl.sqrt(total)"),
+    ("row_abs_sum", "Sum of absolute values of each row", "torch.abs(x).sum(dim=-1)", "tl.abs(x)", "total"),
+    ("row_mean_abs", "Mean absolute value of each row", "torch.abs(x).mean(dim=-1)", "tl.abs(x)",
+     "total / n_cols"),
+    ("row_mean_square", "Mean of squares of each row", "(x * x).mean(dim=-1)", "x * x", "total / n_cols"),
+    ("row_sum_exp", "Sum of exponentials of each row", "torch.exp(x).sum(dim=-1)", "tl.exp(x)", "total"),
+]
+
+_HEADER = '"""{doc}."""\nimport torch\nimport torch.nn as nn\n'
+_MODEL = '''
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, {args}) -> torch.Tensor:
+        return {expr}
+
+
+{sizes}
+
+SMALL_SIZES = {small}
+
+
+def get_inputs():
+    return [{inputs}]
+
+
+def get_init_inputs():
+    return []
+'''
+_ELEMENTWISE_SOLUTION = '''"""Triton {name} over the flattened tensor{s}."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _{name}_kernel({ptrs}, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+{loads}
+    tl.store(out_ptr + offs, {expr}, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, {args}) -> torch.Tensor:
+        {contiguous}
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        n = x.numel()
+        BLOCK = {block}
+        _{name}_kernel[(triton.cdiv(n, BLOCK),)]({names}, out, n, BLOCK=BLOCK, num_warps={warps})
+        return out
+'''
+_ROW_SOLUTION = '''"""{doc}: one Triton program per row, looping over the row in blocks."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _{name}_kernel(x_ptr, out_ptr, n_cols, stride_row, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    row_ptr = x_ptr + row.to(tl.int64) * stride_row
+    cols = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        idx = start + cols
+        x = tl.load(row_ptr + idx, mask=idx < n_cols, other=0.0)
+        acc += tl.where(idx < n_cols, {term}, 0.0)
+    total = tl.sum(acc, axis=0)
+    tl.store(out_ptr + row, {finish})
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        n_rows, n_cols = x.shape
+        out = torch.empty(n_rows, dtype=x.dtype, device=x.device)
+        _{name}_kernel[(n_rows,)](x, out, n_cols, x.stride(0), BLOCK={block}, num_warps={warps})
+        return out
+'''
+
+
+def _elementwise(name: str, doc: str, torch_expr: str, tl_expr: str, inputs: int, rng: random.Random,
+                 index: int) -> SyntheticSolved:
+    names = ["x", "y"][:inputs]
+    rows, cols = rng.choice([(8192, 8192), (16384, 4096), (4096, 16384), (16384, 16384)])
+    args = ", ".join(f"{n}: torch.Tensor" for n in names)
+    source = _HEADER.format(doc=doc) + _MODEL.format(
+        args=args, expr=torch_expr, sizes=f"batch_size = {rows}\ndim = {cols}",
+        small='{"batch_size": 7, "dim": 1000}', inputs=", ".join(["torch.randn(batch_size, dim)"] * inputs))
+    block = rng.choice([1024, 2048, 4096])
+    solution = _ELEMENTWISE_SOLUTION.format(
+        name=name, s="s" if inputs > 1 else "", ptrs=", ".join(f"{n}_ptr" for n in names),
+        loads="\n".join(f"    {n} = tl.load({n}_ptr + offs, mask=mask)" for n in names), expr=tl_expr, args=args,
+        contiguous=(", ".join(names) + " = " + ", ".join(f"{n}.contiguous()" for n in names)),
+        block=block, names=", ".join(names), warps=rng.choice([4, 8]))
+    return SyntheticSolved(f"S{index:02d}_{name}", source, solution)
+
+
+def _row(name: str, doc: str, torch_expr: str, term: str, finish: str, rng: random.Random,
+         index: int) -> SyntheticSolved:
+    rows, cols = rng.choice([(8192, 65536), (4096, 131072), (16384, 32768)])
+    source = _HEADER.format(doc=doc) + _MODEL.format(
+        args="x: torch.Tensor", expr=torch_expr, sizes=f"rows = {rows}\ncols = {cols}",
+        small='{"rows": 7, "cols": 5000}', inputs="torch.randn(rows, cols)")
+    solution = _ROW_SOLUTION.format(doc=doc, name=name, term=term, finish=finish, block=rng.choice([1024, 2048]),
+                                    warps=rng.choice([4, 8]))
+    return SyntheticSolved(f"S{index:02d}_{name}", source, solution)
+
+
+def synthetic_solved(seed: int = 0) -> list[SyntheticSolved]:
+    """Every template once; sizes, block sizes and warps drawn from `seed` (the same seed, the same set)."""
+    rng = random.Random(seed)
+    out: list[SyntheticSolved] = []
+    for spec in _UNARY:
+        out.append(_elementwise(*spec, inputs=1, rng=rng, index=len(out) + 1))
+    for spec in _BINARY:
+        out.append(_elementwise(*spec, inputs=2, rng=rng, index=len(out) + 1))
+    for spec in _ROWS:
+        out.append(_row(*spec, rng=rng, index=len(out) + 1))
+    return out

@@ -1,0 +1,56 @@
+#!/usr/bin/env python
+"""The kernel agent: evolutionary search for correct, fast Triton kernels (rl/agent, conf/generate.yaml).
+
+  python scripts/generate.py policy=files policy.dir=DIR ids=[L0_02_relu,L0_04_sigmoid] eval.device=cpu
+  python scripts/generate.py policy=smollm2_135m levels=[0] agent.budget.per_problem.llm_calls=8
+  python scripts/generate.py policy=gpt5 levels=[2,3] eval.device=cuda backend=ray
+
+Writes agent.json, agent.md, curves.png, tree_<problem>.png, best/<problem>.py and population.sqlite (the
+store; pass store=PATH to resume) to Hydra's output directory, and the re-verified winners into the solution
+store. Exit 2 on a bad configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+log = logging.getLogger("kernelrl")
+
+
+def hydra_main() -> None:
+    import hydra
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import MissingMandatoryValue
+
+    @hydra.main(config_path="../conf", config_name="generate", version_base="1.3")
+    def main(cfg: DictConfig) -> None:
+        from envs.problems import ProblemError
+        from envs.small_sizes import SizeError
+        from rl.agent.main import AgentError, run_from_config
+        from rl.agent.store import StoreError
+        from rl.bench.main import BenchmarkError
+        from rl.bench.policies import FilesPolicyError
+
+        try:
+            plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        except MissingMandatoryValue as e:
+            print(f"error: missing setting {e.full_key} (e.g. policy.dir=DIR for policy=files)", file=sys.stderr)
+            sys.exit(2)
+        out_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
+        try:
+            report = run_from_config(plain, out_dir)
+        except (AgentError, BenchmarkError, StoreError, ProblemError, FilesPolicyError, SizeError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+        print((out_dir / "agent.md").read_text())
+        log.info("solved %s of %d problems; report %s", report["solved"], report["problems"], out_dir / "agent.json")
+
+    main()
+
+
+if __name__ == "__main__":
+    hydra_main()

@@ -1,0 +1,22 @@
+"""Shared builders for the agent's unit tests: verdicts and stored candidates without running anything."""
+
+from envs.verdict import Status, Timings, TimingStats, Verdict
+from rl.agent.records import CandidateRecord, Proposal
+
+
+def verdict(status: str = "correct", speedup: float | None = None, problem_id: str = "p") -> Verdict:
+    timings = None
+    if speedup is not None:
+        kernel = TimingStats.from_samples([1.0])
+        base = TimingStats.from_samples([speedup])
+        timings = Timings(kernel=kernel, eager=base, inductor=base)
+    reward = 0.0 if status != "correct" else 0.5 + (speedup or 0.0) / 10
+    return Verdict(Status(status), problem_id, "cpu", speedup=speedup, baseline="inductor" if speedup else None,
+                   reward=reward, timings=timings, error=None if status == "correct" else "boom")
+
+
+def record(cid: int, status: str = "correct", speedup: float | None = None, cell: str = "c", island: int = 0,
+           operator: str = "fresh", parents: tuple = (), text: str = "code", policy: str = "pol",
+           duplicate_of: int | None = None) -> CandidateRecord:
+    return CandidateRecord(cid, "p", Proposal(operator, text, "", policy, parents), f"sha{cid}",
+                           verdict(status, speedup), island, cell, 1.0, duplicate_of)
