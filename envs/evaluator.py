@@ -132,6 +132,17 @@ class Preparer:
         return apply_judge(verdict, record, self.judge.config.can_zero_reward)
 
 
+def profile_target(preparer: Preparer, problem: Problem, answer: str) -> CanonicalSolution | str:
+    """The canonical solution `profile` runs (the answer must pass the CPU stage, like an evaluation), or why
+    it cannot be profiled (a static finding, a syntax error)."""
+    prepared = preparer.prepare(problem, answer)
+    if isinstance(prepared, Verdict):
+        if prepared.status is Status.CORRECT:  # a cached verdict: the code still has to run to be profiled
+            return prepare_solution(answer)
+        return f"{prepared.status.value}: {prepared.error}"
+    return prepared.solution
+
+
 class Evaluator:
     """Both stages on this machine: what the CLI, the main job and the tests use."""
 
@@ -171,14 +182,9 @@ class Evaluator:
     def profile(self, problem: Problem, answer: str, calls: int = 10) -> dict:
         """Per-kernel device time of an answer that passes the CPU stage (the `profile` tool). Returns
         {"profile": facts}, or {"error": why} (static findings and compile errors included)."""
-        prepared = self.preparer.prepare(problem, answer)
-        if isinstance(prepared, Verdict):
-            if prepared.status is Status.CORRECT:  # a cached verdict: the code still has to run to be profiled
-                solution = prepare_solution(answer)
-            else:
-                return {"error": f"{prepared.status.value}: {prepared.error}"}
-        else:
-            solution = prepared.solution
+        solution = profile_target(self.preparer, problem, answer)
+        if isinstance(solution, str):
+            return {"error": solution}
         return self.pool.profile(problem, solution, calls)
 
     def validate_problems(self, problems: list[Problem]) -> None:

@@ -152,6 +152,9 @@ class RunConfig:
     judge: Mapping[str, Any]
     cache_path: str | None
     resume: str | None
+    # Multi-turn, tool-augmented rollouts (rollout.tools non-empty, options under rollout.trajectory); None:
+    # one attempt per sample (rl.scoring.generate_and_score)
+    trajectory: Any = None  # rl.rollout.trajectory.TrajectoryConfig
     hosted: Any = None  # rl.hosted.config.HostedConfig: a recipe's `hosted:` section (OpenAI RFT); None: absent
 
     @property
@@ -175,7 +178,10 @@ class RunConfig:
             except (ValueError, TypeError) as e:
                 raise ConfigError(f"{group}: {e}") from None
 
-        rollout = build("rollout", _sampling)
+        rollout_map = dict(_container(cfg, "rollout") or {})
+        tools = rollout_map.pop("tools", None) or ()
+        trajectory_map = rollout_map.pop("trajectory", None) or {}
+        rollout = build("rollout", lambda _: _sampling(rollout_map))
         delta = cfg.get("delta")
         reward_map = dict(_container(cfg, "reward") or {})
         if delta is not None:
@@ -204,6 +210,13 @@ class RunConfig:
             resume=cfg.get("resume"),
             hosted=_hosted(cfg, build),
         )
+        if tools:
+            from rl.rollout.config import EngineConfig
+
+            context = None if run.policy.is_api else int(run.policy.engine.get("max_model_len",
+                                                                                EngineConfig.max_model_len))
+            run = dataclasses.replace(run, trajectory=build("rollout", lambda _: _trajectory(
+                tools, trajectory_map, api=run.policy.is_api, context=context)))
         run.check_policy()
         if run.policy.learner is not None:  # the learner's own record (world size, LoRA, optimizer) refuses bad keys now
             from rl.learner.config import PolicyConfig
@@ -250,6 +263,22 @@ def _typed(cls: type, m: Mapping[str, Any] | None, what: str):
     m = dict(m or {})
     reject_unknown(cls, m, what)
     return cls(**m)
+
+
+def _trajectory(tools: Any, m: Mapping[str, Any], *, api: bool, context: int | None):
+    """rollout.tools + rollout.trajectory as a TrajectoryConfig. Unknown tool names and trajectory keys fail
+    here. Defaults the policy decides: API models use native function calling (`tool_format: auto` becomes
+    native), and a local engine's max_model_len bounds each trajectory's context."""
+    from rl.rollout.trajectory import TrajectoryConfig
+
+    if isinstance(tools, str) or not all(isinstance(t, str) for t in tools):
+        raise ValueError(f"rollout.tools must be a list of tool names, not {tools!r}")
+    m = {**dict(m), "tools": list(tools)}
+    if api and m.get("tool_format", "auto") == "auto":
+        m["tool_format"] = "native"
+    if m.get("max_context_tokens") is None and context is not None:
+        m["max_context_tokens"] = int(context)
+    return TrajectoryConfig.from_mapping(m)
 
 
 def _sampling(m: Mapping[str, Any] | None) -> SamplingConfig:

@@ -84,6 +84,11 @@ class Trainer:
         self.history: list[dict[str, Any]] = []  # the rows logged by this process (for the summary)
         self._exports: list[Path] = []
         self._sync_root: Path | None = None  # made on the first export; removed by close()
+        self.tools = None  # rl.rollout.tool_rollouts.ToolRollouts when rollout.tools is set
+        if config.trajectory is not None:
+            from rl.rollout.tool_rollouts import ToolRollouts
+
+            self.tools = ToolRollouts(config, data, components.pool, self.run_dir)
         self.learner_version = 0  # weights versions the learner has trained (policy_version: what the engine serves)
         self._broadcast: Any = None  # loop.sync=broadcast: rl.rollout.broadcast.BroadcastSync, per engine
         self._inflight: asyncio.Task | None = None  # one_step_off: the next step's rollouts, generating
@@ -132,6 +137,8 @@ class Trainer:
         row["train/refill_rounds"] = len(results) - 1
         row["perf/rollout_tokens_per_s"] = (sum(r.completion_tokens for r in results) / seconds["generate"]
                                             if seconds["generate"] > 0 else 0.0)
+        if self.tools is not None:
+            row.update(self.tools.record(results, step, "train", self.logger))
 
         if one_step_off and self.c.learner is not None:
             kept, staleness = self._drop_stale(kept)
@@ -254,9 +261,12 @@ class Trainer:
         return kept[:wanted], generated, results
 
     async def rollout(self, requests: list[RolloutRequest], priority: str = "train") -> RolloutResult:
-        """Generate and score; a failed engine is rebuilt (loop.max_engine_restarts) and the requests retried."""
+        """Generate and score (single attempts, or tool-augmented trajectories with rollout.tools); a failed
+        engine is rebuilt (loop.max_engine_restarts) and the requests retried."""
         while True:
             try:
+                if self.tools is not None:
+                    return await self.tools.generate(self.engine, requests, self.problems, self.cfg.reward, priority)
                 return await generate_and_score(self.engine, requests, self.problems, self.c.pool,
                                                 self.cfg.reward, priority)
             except EngineFailure as e:
@@ -280,6 +290,8 @@ class Trainer:
         sampling = self.cfg.validation.sampling(self.cfg.rollout)
         result = await self.rollout(self._requests(problems, f"val{self.step}", sampling), priority="validation")
         row = rollout_metrics(result.groups, "val", sampling.max_tokens)
+        if self.tools is not None:
+            row.update(self.tools.record([result], self.step, "val", self.logger))
         row["time/validate"] = time.perf_counter() - t
         self.logger.samples(sample_rows(result.groups, self.step, split="val"))
         if self.logger.wants_table(self.step) or self.step == 0:
@@ -343,6 +355,8 @@ class Trainer:
     def _fingerprint(self) -> str:
         keys = {"data": dataclasses.asdict(self.cfg.data), "rollout": dataclasses.asdict(self.cfg.rollout),
                 "algorithm": dataclasses.asdict(self.cfg.algorithm), "seed": self.cfg.loop.seed}
+        if self.cfg.trajectory is not None:  # only with tools, so runs without them keep their fingerprints
+            keys["trajectory"] = dataclasses.asdict(self.cfg.trajectory)
         return hashlib.sha256(json.dumps(keys, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def checkpoint(self) -> Path:
@@ -383,6 +397,8 @@ class Trainer:
     def close(self) -> None:
         """Stop the engine and delete the weight exports (a configured loop.sync_dir keeps its last export)."""
         self._shutdown_engine()
+        if self.tools is not None:
+            self.tools.close()
         if self._sync_root is not None and not self.cfg.loop.sync_dir:
             shutil.rmtree(self._sync_root, ignore_errors=True)
         self._sync_root = None

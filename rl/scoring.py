@@ -36,6 +36,7 @@ class RolloutResult:
     evaluate_s: float
     wait_for_rewards_s: float
     completion_tokens: int
+    trajectories: list[Any] = dataclasses.field(default_factory=list)  # rl.rollout.trajectory_record.Trajectory
 
     @property
     def tokens_per_s(self) -> float:

@@ -42,6 +42,9 @@ class RolloutRequest:
     messages: list[Message]
     sampling: SamplingConfig
     policy_version: int = 0  # the weights version the engine must serve (checked by engines that can)
+    # OpenAI function-calling declarations offered with this prompt (native tool calling: the openai engine
+    # sends them as `tools`); None: no tools, or tools offered in the prompt's text (rl/rollout/tool_calls.py)
+    tools: list[dict[str, Any]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +62,12 @@ class Sample:
     policy_version: int  # the weights version that generated it
     seconds: float = 0.0  # from the request's start to this sample's last token
     usage: dict[str, Any] = dataclasses.field(default_factory=dict)  # API engines: tokens, cost, retries
+    # Native function calls of the response, in the API's schema ([{"id", "type": "function", "function":
+    # {"name", "arguments": "<json>"}}]); None: the engine has none (text formats are parsed from `text`)
+    tool_calls: list[dict[str, Any]] | None = None
+    # One per completion token, 1 = the policy wrote it (trained on), 0 = not (a tool's output inside a
+    # multi-turn row); None: every completion token is the policy's
+    loss_mask: list[int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +103,9 @@ class TrainBatch:
     rollout_logprobs: list[list[float] | None]  # engine logprobs of the completion tokens, for importance sampling
     group_ids: list[str]  # which Group each row came from (for token- vs sequence-level aggregation)
     policy_version: int  # the weights version that generated the batch
+    # Per row, one 0/1 per completion token: the loss is taken only where it is 1 (policy tokens; tool outputs
+    # between the turns of a trajectory are 0). None, or a None row: every completion token counts.
+    loss_masks: list[list[int] | None] | None = None
     rewards: list[float] | None = None  # one per row: PPO's critic (advantage=gae) turns them into token advantages
 
 

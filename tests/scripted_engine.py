@@ -14,13 +14,14 @@ from rl.learner.random_models import byte_tokenizer
 from rl.rollout.common import prompt_ids
 from rl.types import RolloutRequest, Sample, WeightUpdate
 
-# (trajectory id "request#index", turn) -> the policy's text for that turn
-Script = Callable[[str, int], str]
+# (trajectory id "request#index", turn) -> the policy's text for that turn; with `with_request`, the script is
+# also given the turn's RolloutRequest (its problem, its messages)
+Script = Callable[..., str]
 
 
 class ScriptedEngine:
-    def __init__(self, script: Script):
-        self.script = script
+    def __init__(self, script: Script, with_request: bool = False):
+        self.script, self.with_request = script, with_request
         self.tokenizer = byte_tokenizer()
         self.requests: list[RolloutRequest] = []
 
@@ -28,7 +29,7 @@ class ScriptedEngine:
         for r in requests:
             self.requests.append(r)
             trajectory, turn = r.request_id.rsplit("/t", 1)
-            text = self.script(trajectory, int(turn))
+            text = self.script(trajectory, int(turn), r) if self.with_request else self.script(trajectory, int(turn))
             ids = self.tokenizer.encode(text, add_special_tokens=False)[:r.sampling.max_tokens - 1]
             completion = ids + [self.tokenizer.eos_token_id]
             yield Sample(r.request_id, r.problem_id, 0, prompt_ids(self.tokenizer, r.messages), completion,

@@ -395,17 +395,47 @@ def check_concurrency(before: tuple[set[int], set[int]]) -> None:
 
 
 # --- physical limits --------------------------------------------------------------------------------------------
-# Vendor peak DRAM bandwidth (bytes/s) and dense bf16 tensor throughput (FLOP/s): nothing is faster.
-_PEAKS = {"H200": (4.8e12, 989e12), "H100": (3.35e12, 989e12), "A100": (2.04e12, 312e12),
-          "L40S": (0.864e12, 362e12), "B200": (8.0e12, 2250e12)}
+# Vendor peaks (SXM parts, dense: no structured sparsity): DRAM bandwidth in bytes/s, and FLOP/s by the math
+# a kernel runs: float32 on CUDA cores, tf32 / bfloat16 / float16 / float8 on tensor cores. The physical floor
+# (nothing is faster) uses the dense bf16 rate; the profile tool compares a kernel with its own dtype's rate.
+_PEAKS = {
+    "H200": (4.8e12, {"float32": 67e12, "tf32": 494.7e12, "bfloat16": 989e12, "float16": 989e12, "float8": 1979e12}),
+    "H100": (3.35e12, {"float32": 67e12, "tf32": 494.7e12, "bfloat16": 989e12, "float16": 989e12, "float8": 1979e12}),
+    "A100": (2.04e12, {"float32": 19.5e12, "tf32": 156e12, "bfloat16": 312e12, "float16": 312e12}),
+    "L40S": (0.864e12, {"float32": 91.6e12, "tf32": 183e12, "bfloat16": 362e12, "float16": 362e12, "float8": 733e12}),
+    "B200": (8.0e12, {"float32": 75e12, "tf32": 1125e12, "bfloat16": 2250e12, "float16": 2250e12, "float8": 4500e12}),
+}
 _FALLBACK_PEAK = (10e12, 5000e12)
+_FLOAT8 = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
 
 
-def peak_rates(device_name: str) -> tuple[float, float]:
+def _device_peaks(device_name: str) -> tuple[float, dict[str, float]] | None:
     for key, rates in _PEAKS.items():
         if key in device_name:
             return rates
-    return _FALLBACK_PEAK
+    return None
+
+
+def peak_rates(device_name: str) -> tuple[float, float]:
+    """(DRAM bytes/s, dense bf16 FLOP/s): the rates of the physical floor."""
+    peaks = _device_peaks(device_name)
+    return (peaks[0], peaks[1]["bfloat16"]) if peaks is not None else _FALLBACK_PEAK
+
+
+def peak_flops(device_name: str, dtype: str | None) -> tuple[float, str]:
+    """(FLOP/s, label) a kernel computing in `dtype` (a torch dtype name such as "bfloat16") is compared with:
+    that dtype's dense peak on this GPU. float32 is the CUDA-core rate (a float32 problem's tolerance needs
+    float32 math; the label gives the tf32 tensor-core rate too); an unknown GPU or dtype, the bf16 rate."""
+    peaks = _device_peaks(device_name)
+    name = "float8" if dtype in _FLOAT8 else dtype
+    if peaks is None:
+        return _FALLBACK_PEAK[1], "dense bf16 (unknown GPU: an upper bound)"
+    rates = peaks[1]
+    if name == "float32":
+        return rates["float32"], f"float32 on CUDA cores (tf32 tensor cores: {rates['tf32'] / 1e12:.0f} TFLOP/s)"
+    if name in rates:
+        return rates[name], f"dense {name} tensor cores"
+    return rates["bfloat16"], f"dense bfloat16 tensor cores ({dtype or 'no floating'} inputs)"
 
 
 def tensor_bytes(values: Iterable[Any]) -> int:

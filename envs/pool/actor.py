@@ -82,6 +82,10 @@ class EvalActorBody:
                 self._executions += 1
         return verdict, measured, self.stats()
 
+    def profile(self, problem: Problem, solution: CanonicalSolution, calls: int = 10) -> dict:
+        """The `profile` tool's facts from one of this actor's workers (envs.worker.pool.WorkerPool.profile)."""
+        return self.pool.profile(problem, solution, calls)
+
     def stats(self) -> dict:
         with self._lock:
             now = time.monotonic()

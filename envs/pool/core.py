@@ -24,7 +24,7 @@ import time
 from typing import Any, Iterable, Iterator
 
 from envs.cache import SqliteCache
-from envs.evaluator import Preparer
+from envs.evaluator import Preparer, profile_target
 from envs.pool.config import PoolConfig
 from envs.pool.metrics import PoolMetrics
 from envs.pool.scheduler import (Admission, Job, JobQueue, JobState, PoolClosedError, PoolFullError, Request,
@@ -61,6 +61,10 @@ class Backend:
     def execute(self, handle: Any, problem: Problem, solution: Any,
                 baselines: dict | None) -> concurrent.futures.Future:
         """Future of (verdict, measured baselines, actor stats)."""
+        raise NotImplementedError
+
+    def profile(self, handle: Any, problem: Problem, solution: Any, calls: int) -> concurrent.futures.Future:
+        """Future of the actor's profile of a candidate ({"profile": facts} or {"error": why})."""
         raise NotImplementedError
 
     def is_actor_failure(self, exc: BaseException) -> bool:
@@ -285,6 +289,36 @@ class EvaluationPool:
         return list(self.iter_evaluate(items, progress, desc, priority))
 
     # --- CPU stage --------------------------------------------------------------------------------
+    def profile(self, problem: Problem, answer: str, calls: int = 10) -> dict:
+        """Per-kernel device time of an answer on one of the actors (the `profile` tool; envs.Evaluator.profile's
+        contract): {"profile": facts} or {"error": why}. Not queued by priority: it takes a worker slot of the
+        least busy actor at once (the dispatcher sees that slot taken until it ends). The actor's worker pool
+        answers {"error": "profile needs a GPU"} on CPU actors."""
+        with _AST_LOCK:
+            solution = profile_target(self.preparer, problem, answer)
+        if isinstance(solution, str):
+            return {"error": solution}
+        with self._lock:
+            if self._closing:
+                raise PoolClosedError("the evaluation pool is closed")
+            alive = [a for a in self._actors.values() if a.alive and a.killing is None]
+            if not alive:
+                raise EvaluatorError("no live evaluation actor to profile on")
+            actor = min(alive, key=lambda a: (a.busy / a.capacity, a.id))
+            actor.busy += 1
+        try:
+            return self.backend.profile(actor.handle, problem, solution, calls).result(timeout=self.execution_timeout)
+        except concurrent.futures.TimeoutError:
+            return {"error": f"profiling took longer than {self.execution_timeout:g} s"}
+        except Exception as e:
+            if self.backend.is_actor_failure(e):
+                return {"error": "the evaluation actor died while profiling"}
+            raise self.backend.unwrap(e) from None
+        finally:
+            with self._lock:
+                actor.busy -= 1
+                self._wake.notify_all()
+
     def _prepare(self, request: Request) -> None:
         try:
             if request.future.cancelled():

@@ -78,6 +78,9 @@ class RayBackend(Backend):
                 baselines: dict | None) -> concurrent.futures.Future:
         return handle.execute.remote(problem, solution, baselines).future()
 
+    def profile(self, handle: Any, problem: Problem, solution: Any, calls: int) -> concurrent.futures.Future:
+        return handle.profile.remote(problem, solution, calls).future()
+
     def is_actor_failure(self, exc: BaseException) -> bool:
         return isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                                 ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError))
@@ -144,6 +147,7 @@ class RayEvaluationPool(EvaluationPool):
         verdict = pool.evaluate(problem, answer)                    # like Evaluator.evaluate
         future = pool.submit(problem, answer, priority="validation")
         verdicts = pool.evaluate_many(items, progress=True)
+        pool.profile(problem, answer)                               # the profile tool's facts (GPU actors)
         pool.metrics()                                              # flat dict for wandb.log
         pool.close()
     """

@@ -28,8 +28,10 @@ def format_profile(facts: dict[str, Any]) -> str:
                      f"{100 * bandwidth / facts['peak_bytes_per_s']:.1f}% of peak "
                      f"{facts['peak_bytes_per_s'] / 1e12:.2f} TB/s ({facts['min_bytes'] / 1e6:.2f} MB moved at least)")
         if facts["flops"] > 0:
+            label = facts.get("peak_flops_label", "dense bf16")
             lines.append(f"achieved compute: {flops / 1e12:.2f} TFLOP/s = {100 * flops / facts['peak_flops_per_s']:.1f}% "
-                         f"of peak {facts['peak_flops_per_s'] / 1e12:.0f} TFLOP/s ({facts['flops'] / 1e9:.3g} GFLOP)")
+                         f"of the {facts.get('dtype') or 'bf16'} peak {facts['peak_flops_per_s'] / 1e12:.0f} TFLOP/s "
+                         f"[{label}] ({facts['flops'] / 1e9:.3g} GFLOP)")
     lines.append("kernels (device time per forward, calls per forward, share):")
     for k in facts["kernels"]:
         share = 100 * k["us_per_forward"] / us if us else 0.0

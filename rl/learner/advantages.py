@@ -77,10 +77,12 @@ def split_by_variance(groups: Sequence[Group]) -> tuple[list[Group], list[Group]
 
 
 def build_train_batch(groups: Sequence[Group], config: AlgorithmConfig, policy_version: int) -> TrainBatch:
-    """Flatten groups into the learner's rows: prompt + completion ids, advantage, rollout logprobs."""
+    """Flatten groups into the learner's rows: prompt + completion ids, advantage, rollout logprobs, and the
+    loss mask of samples that carry one (multi-turn rows: tool outputs are not the policy's tokens)."""
     if not groups:
         raise ValueError("build_train_batch needs at least one group")
     input_ids, prompt_lengths, advantages, rollout_logprobs, group_ids, rewards = [], [], [], [], [], []
+    loss_masks: list[list[int] | None] = []
     for group, group_adv in zip(groups, compute_advantages(groups, config)):
         for scored, adv in zip(group.samples, group_adv):
             s = scored.sample
@@ -90,7 +92,14 @@ def build_train_batch(groups: Sequence[Group], config: AlgorithmConfig, policy_v
             if s.logprobs is not None and len(s.logprobs) != len(s.completion_ids):
                 raise ValueError(f"sample {s.request_id}#{s.index}: {len(s.logprobs)} logprobs "
                                  f"for {len(s.completion_ids)} completion tokens")
+            if s.loss_mask is not None:
+                if len(s.loss_mask) != len(s.completion_ids) or set(s.loss_mask) - {0, 1}:
+                    raise ValueError(f"sample {s.request_id}#{s.index}: its loss mask must be one 0/1 per "
+                                     f"completion token ({len(s.loss_mask)} for {len(s.completion_ids)})")
+                if 1 not in s.loss_mask:
+                    continue  # no policy token to carry the advantage, like an empty completion
             input_ids.append(list(s.prompt_ids) + list(s.completion_ids))
+            loss_masks.append(None if s.loss_mask is None else [int(m) for m in s.loss_mask])
             prompt_lengths.append(len(s.prompt_ids))
             advantages.append(float(adv))
             rollout_logprobs.append(None if s.logprobs is None else [float(x) for x in s.logprobs])
@@ -100,4 +109,4 @@ def build_train_batch(groups: Sequence[Group], config: AlgorithmConfig, policy_v
         raise ValueError("every sample of the batch has an empty completion")
     return TrainBatch(input_ids=input_ids, prompt_lengths=prompt_lengths, advantages=advantages,
                       rollout_logprobs=rollout_logprobs, group_ids=group_ids, policy_version=policy_version,
-                      rewards=rewards)
+                      rewards=rewards, loss_masks=loss_masks if any(m is not None for m in loss_masks) else None)

@@ -65,23 +65,37 @@ class PackedRows:
     position_ids: torch.Tensor  # [B, L]
     attention_mask: torch.Tensor | None  # [B, L] for padded rows of unequal length, else None
     target_positions: torch.Tensor  # [N] flat positions (b * L + t) whose output predicts a target
-    target_ids: torch.Tensor  # [N] the completion tokens
+    target_ids: torch.Tensor  # [N] the completion tokens (those of the loss mask, when rows have one)
     seq_index: torch.Tensor  # [N] local index (0..len(rows)-1) of each target's row
-    seq_lengths: torch.Tensor  # [len(rows)] completion tokens per row
+    seq_lengths: torch.Tensor  # [len(rows)] targets per row
+
+
+def target_offsets(completion_length: int, mask: Sequence[int] | None) -> list[int]:
+    """Which completion tokens of a row are targets: all of them, or those whose loss mask is 1."""
+    if mask is None:
+        return list(range(completion_length))
+    if len(mask) != completion_length:
+        raise ValueError(f"a loss mask of {len(mask)} for {completion_length} completion tokens")
+    return [j for j, m in enumerate(mask) if m]
 
 
 def pack_rows(input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int], rows: Sequence[int],
-              device: torch.device | str, layout: Layout = "packed") -> PackedRows:
+              device: torch.device | str, layout: Layout = "packed",
+              loss_masks: Sequence[Sequence[int] | None] | None = None) -> PackedRows:
+    """`loss_masks` (per row, one 0/1 per completion token, or None): only tokens marked 1 become targets,
+    so a masked token (a tool's output inside a trajectory) is context for the tokens after it but has no
+    logprob, no entropy and no loss, and is not counted in `seq_lengths`."""
     fed = [list(input_ids[r][:-1]) for r in rows]
     width = max(map(len, fed)) if layout == "padded" else sum(map(len, fed))
     ids, positions, mask, target_pos, targets, seq_index, seq_lengths = [], [], [], [], [], [], []
     offset = 0
     for local, row in enumerate(rows):
         seq, p = input_ids[row], prompt_lengths[row]
-        n = len(seq) - p
-        # Position t predicts token t+1: completion tokens seq[p:] are predicted by positions p-1 .. len-2.
-        target_pos.extend(range(offset + p - 1, offset + len(seq) - 1))
-        targets.extend(seq[p:])
+        # Position t predicts token t+1: completion token seq[p + j] is predicted by position p - 1 + j.
+        chosen = target_offsets(len(seq) - p, loss_masks[row] if loss_masks is not None else None)
+        n = len(chosen)
+        target_pos.extend(offset + p - 1 + j for j in chosen)
+        targets.extend(seq[p + j] for j in chosen)
         seq_index.extend([local] * n)
         seq_lengths.append(n)
         pad = width - len(fed[local]) if layout == "padded" else 0

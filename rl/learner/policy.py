@@ -22,7 +22,8 @@ import torch
 from rl.learner import checkpoint as ckpt
 from rl.learner.config import AlgorithmConfig, PolicyConfig
 from rl.learner.export import export_weights
-from rl.learner.logprobs import PackedRows, PolicyNet, check_supported, layout_for, pack_rows, plan_micro_batches
+from rl.learner.logprobs import (PackedRows, PolicyNet, check_supported, layout_for, pack_rows, plan_micro_batches,
+                                target_offsets)
 from rl.learner.losses import LossInputs, Normalizer, Stats, aggregate, policy_loss
 from rl.learner.optim import build_optimizer
 from rl.learner.ppo import token_advantages, value_loss, value_stats
@@ -144,15 +145,16 @@ class Policy:
             return self.net(packed, with_values=False, **kwargs)
 
     @torch.no_grad()
-    def _score(self, input_ids, prompt_lengths, reference: bool = False, with_values: bool = False
-               ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-        """Per row: float32 logprobs of its completion tokens, and the value head's values (eval mode, no grad)."""
+    def _score(self, input_ids, prompt_lengths, reference: bool = False, with_values: bool = False,
+               loss_masks=None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """Per row: float32 logprobs of its completion tokens (of its masked-in tokens with `loss_masks`), and
+        the value head's values (eval mode, no grad)."""
         self.net.eval()
         logps: dict[int, torch.Tensor] = {}
         values: dict[int, torch.Tensor] = {}
         all_rows = list(range(len(input_ids)))
         for rows in self._local_micro_batches(all_rows, input_ids):
-            packed = pack_rows(input_ids, prompt_lengths, rows or [0], self.device, self.layout)
+            packed = pack_rows(input_ids, prompt_lengths, rows or [0], self.device, self.layout, loss_masks)
             logp, _, v = self._forward(packed, reference, with_values)
             for local, row in enumerate(rows or []):
                 logps[row] = logp[packed.seq_index == local]
@@ -162,8 +164,8 @@ class Policy:
         gathered = self._all_rows(values) if with_values else None
         return [logps[r] for r in all_rows], None if gathered is None else [gathered[r] for r in all_rows]
 
-    def _score_rows(self, input_ids, prompt_lengths, reference: bool = False) -> list[torch.Tensor]:
-        return self._score(input_ids, prompt_lengths, reference)[0]
+    def _score_rows(self, input_ids, prompt_lengths, reference: bool = False, loss_masks=None) -> list[torch.Tensor]:
+        return self._score(input_ids, prompt_lengths, reference, loss_masks=loss_masks)[0]
 
     def logprobs(self, input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> list[list[float]]:
         """The trainer's logprobs of each row's completion tokens (to compare with an engine's)."""
@@ -173,16 +175,17 @@ class Policy:
     # ---------------------------------------------------------------------------------------- updates
     def _optimizer_step(self, rows: Sequence[int], input_ids, prompt_lengths,
                         micro_loss: Callable[..., tuple[torch.Tensor, Stats]], stats: Stats,
-                        with_values: bool = False) -> None:
-        """Accumulate gradients over the micro-batches of `rows`, clip, step; metrics into `stats`.
+                        with_values: bool = False, loss_masks=None) -> None:
+        """Accumulate gradients over the micro-batches of `rows`, clip, step; metrics into `stats`. With
+        `loss_masks`, only masked-in tokens are targets (logprobs.pack_rows), and the normalizers count them.
 
         micro_loss(packed, logp, entropy, values, norm) -> (loss, stats)."""
         self.net.train()
-        norm = Normalizer(tokens=sum(len(input_ids[r]) - prompt_lengths[r] for r in rows), seqs=len(rows),
-                          max_tokens=self.algorithm.loss_max_tokens)
+        norm = Normalizer(tokens=sum(_policy_tokens(input_ids, prompt_lengths, loss_masks, r) for r in rows),
+                          seqs=len(rows), max_tokens=self.algorithm.loss_max_tokens)
         local = Stats()
         for mb in self._local_micro_batches(rows, input_ids):
-            packed = pack_rows(input_ids, prompt_lengths, mb or [rows[0]], self.device, self.layout)
+            packed = pack_rows(input_ids, prompt_lengths, mb or [rows[0]], self.device, self.layout, loss_masks)
             logp, entropy, values = self._forward(packed, with_values=with_values)
             loss, micro_stats = micro_loss(packed, logp, entropy, values, norm)
             if mb is None:
@@ -217,25 +220,28 @@ class Policy:
         start = time.perf_counter()
         _check_batch(batch)
         cfg = self.algorithm
-        ids, plens = batch.input_ids, batch.prompt_lengths
+        ids, plens, masks = batch.input_ids, batch.prompt_lengths, batch.loss_masks
         # The old policy's logprobs need a pass of their own only when the weights change within the batch;
         # with one update they are the current logprobs, detached. PPO's old values always need that pass.
         ppo = cfg.uses_critic
-        old, old_values = (self._score(ids, plens, with_values=ppo) if cfg.updates_per_batch > 1 or ppo
-                           else (None, None))
+        old, old_values = (self._score(ids, plens, with_values=ppo, loss_masks=masks)
+                           if cfg.updates_per_batch > 1 or ppo else (None, None))
         if cfg.updates_per_batch == 1:
             old = None  # one update: the current logprobs, detached (as without a critic)
-        ref = self._score_rows(ids, plens, reference=True) if cfg.kl_coef > 0 else None
-        rollout = [None if lp is None else torch.tensor(lp, dtype=torch.float32, device=self.device)
-                   for lp in batch.rollout_logprobs]
+        ref = self._score_rows(ids, plens, reference=True, loss_masks=masks) if cfg.kl_coef > 0 else None
+        # The engine's logprobs of the loss's tokens only (a masked token's entry is no sample of the policy).
+        rollout = [None if lp is None else torch.tensor(
+            [lp[j] for j in target_offsets(len(lp), masks[r] if masks is not None else None)],
+            dtype=torch.float32, device=self.device) for r, lp in enumerate(batch.rollout_logprobs)]
         use_rollout = any(r is not None for r in rollout)
         if ppo:
             if batch.rewards is None:
                 raise ValueError("algorithm=ppo needs the batch's rewards (rl.learner.advantages.build_train_batch)")
             token_adv, returns = token_advantages(batch.rewards, old_values, cfg.ppo)
         else:
-            token_adv = [torch.full((len(s) - p,), a, dtype=torch.float32, device=self.device)
-                         for s, p, a in zip(ids, plens, batch.advantages)]
+            # one per loss token (with a loss mask: per policy token; PPO's values above are per loss token too)
+            token_adv = [torch.full((_policy_tokens(ids, plens, masks, r),), a, dtype=torch.float32, device=self.device)
+                         for r, a in enumerate(batch.advantages)]
 
         def micro_loss(packed: PackedRows, logp, entropy, values, norm):
             def per_token(values: list[torch.Tensor] | None) -> torch.Tensor | None:
@@ -271,9 +277,9 @@ class Policy:
                 g = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.version * 101 + epoch)
                 order = torch.randperm(len(rows), generator=g).tolist()
             for part in _split(order, cfg.mini_batches):
-                self._optimizer_step(part, ids, plens, micro_loss, stats, with_values=ppo)
+                self._optimizer_step(part, ids, plens, micro_loss, stats, with_values=ppo, loss_masks=masks)
         self.version += 1
-        metrics = _step_metrics(stats, ids, plens, start)
+        metrics = _step_metrics(stats, ids, plens, start, masks)
         metrics["optimizer_steps"] = float(cfg.updates_per_batch)
         return metrics
 
@@ -326,12 +332,19 @@ def _split(order: list[int], parts: int) -> list[list[int]]:
     return out
 
 
-def _step_metrics(stats: Stats, input_ids, prompt_lengths, start: float) -> dict[str, float]:
+def _policy_tokens(input_ids, prompt_lengths, loss_masks, row: int) -> int:
+    mask = loss_masks[row] if loss_masks is not None else None
+    return len(input_ids[row]) - prompt_lengths[row] if mask is None else sum(1 for m in mask if m)
+
+
+def _step_metrics(stats: Stats, input_ids, prompt_lengths, start: float, loss_masks=None) -> dict[str, float]:
     metrics = stats.result()
     seconds = time.perf_counter() - start
     tokens = sum(len(s) for s in input_ids)
     metrics["tokens"] = float(tokens)
-    metrics["completion_tokens"] = float(sum(len(s) - p for s, p in zip(input_ids, prompt_lengths)))
+    # the tokens the loss was taken on (a trajectory's tool outputs are completion tokens outside the mask)
+    metrics["completion_tokens"] = float(sum(_policy_tokens(input_ids, prompt_lengths, loss_masks, r)
+                                             for r in range(len(input_ids))))
     metrics["seconds"] = seconds
     metrics["tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
     return metrics
@@ -355,3 +368,10 @@ def _check_batch(batch: TrainBatch) -> None:
     for i, (seq, p, lp) in enumerate(zip(batch.input_ids, batch.prompt_lengths, batch.rollout_logprobs)):
         if lp is not None and len(lp) != len(seq) - p:
             raise ValueError(f"row {i}: {len(lp)} rollout logprobs for {len(seq) - p} completion tokens")
+    if batch.loss_masks is not None:
+        if len(batch.loss_masks) != n:
+            raise ValueError(f"batch of {n} rows has {len(batch.loss_masks)} loss masks")
+        for i, (seq, p, mask) in enumerate(zip(batch.input_ids, batch.prompt_lengths, batch.loss_masks)):
+            if mask is not None and (len(mask) != len(seq) - p or not any(mask)):
+                raise ValueError(f"row {i}: a loss mask of {len(mask)} ({sum(map(bool, mask))} set) for "
+                                 f"{len(seq) - p} completion tokens (needs one per token, at least one set)")

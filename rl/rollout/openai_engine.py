@@ -13,7 +13,8 @@ GPT-5 through the OpenAI API, a vLLM server, a gateway: one engine (openai SDK, 
   finish_reason "error" (reward 0 downstream); `max_consecutive_failures` in a row raise.
 - Samples (rl.rollout.openai_response): text, finish_reason mapped to rl.types.FinishReason, logprobs
   when the server returns them, usage per sample (tokens, reasoning tokens, cost from
-  rl.rollout.pricing, retries), token ids from the server (vLLM's return_token_ids), else from
+  rl.rollout.pricing, retries), native function calls (`RolloutRequest.tools` sent as `tools`; each choice's
+  `message.tool_calls` copied into `Sample.tool_calls`), token ids from the server (vLLM's return_token_ids), else from
   `tokenizer`, else empty: hosted models are sampled, not trained, here. Not streamed: the n samples
   of one HTTP request arrive together (use_n=false makes each sample its own request).
 - Keys: read from the environment when a client is made, never stored on the engine, in its pickle,
@@ -200,9 +201,12 @@ class OpenAIEngine:
 
     # ------------------------------------------------------------------ requests
     def _params(self, messages: list[dict[str, str]], *, n: int, max_tokens: int, seed: int | None,
-                stop: tuple[str, ...], temperature: float, top_p: float) -> dict[str, Any]:
+                stop: tuple[str, ...], temperature: float, top_p: float,
+                tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         cfg = self.config
         kwargs: dict[str, Any] = {"model": cfg.model, "messages": messages, "max_completion_tokens": max_tokens}
+        if tools:  # native function calling: the calls come back in each choice's message.tool_calls
+            kwargs["tools"] = tools
         if n > 1:
             kwargs["n"] = n
         if self.reasoning:
@@ -283,7 +287,7 @@ class OpenAIEngine:
         sp = request.sampling
         seed = None if sp.seed is None else _derive_seed(sp.seed, request.request_id, indices[0])
         kwargs = self._params(request.messages, n=len(indices), max_tokens=sp.max_tokens, seed=seed,
-                              stop=sp.stop, temperature=sp.temperature, top_p=sp.top_p)
+                              stop=sp.stop, temperature=sp.temperature, top_p=sp.top_p, tools=request.tools)
         estimate = self._estimate_tokens(request, len(indices))
         waited, retries = 0.0, 0
         while True:

@@ -13,6 +13,7 @@ rules live in one place:
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from typing import Any
 
@@ -82,6 +83,22 @@ def _logprobs(choice: Any) -> list[float] | None:
     return [float(t.logprob) for t in content] if content else None
 
 
+def _tool_calls(message: Any) -> list[dict[str, Any]] | None:
+    """The message's native function calls as plain dicts in the API's schema (what a later request sends
+    back in the assistant message); None when it made none. Calls of other types are kept as they are."""
+    calls = getattr(message, "tool_calls", None)
+    if not calls:
+        return None
+    out = []
+    for call in calls:
+        d = call.model_dump(exclude_none=True) if hasattr(call, "model_dump") else dict(call)
+        function = d.get("function") or {}
+        if isinstance(function, dict) and not isinstance(function.get("arguments", ""), str):
+            function = {**function, "arguments": json.dumps(function["arguments"])}
+        out.append({**d, "type": d.get("type", "function"), "function": function})
+    return out
+
+
 def _choices(response: Any) -> list[Any]:
     """The response's choices in index order; MalformedResponse when they are not choices at all
     (the SDK builds its objects without validating them)."""
@@ -133,7 +150,7 @@ def response_samples(request: RolloutRequest, indices: list[int], response: Any,
             "token_ids": source, "prompt_token_ids": prompt_source, **(extra_usage or {})}
         samples.append(Sample(request.request_id, request.problem_id, indices[k], list(prompt_ids), ids, text,
                               logprobs, FINISH_REASONS.get(choice.finish_reason or "", "abort"),
-                              request.policy_version, seconds, sample_usage))
+                              request.policy_version, seconds, sample_usage, tool_calls=_tool_calls(choice.message)))
     if len(rows) < n:  # a server that returned fewer choices than asked
         samples += error_samples(request, indices[len(rows):], f"the server returned {len(rows)} of {n} choices",
                                  seconds, {"model": served_model, **(extra_usage or {})})

@@ -1,8 +1,9 @@
 """Tool calls out of a policy's turn, and the text that tells a policy how to make them.
 
 Formats (TrajectoryConfig.tool_format):
-- `native`: OpenAI function calling: the engine returns the API's `tool_calls` in `Sample.usage["tool_calls"]`
-  (`[{"id", "function": {"name", "arguments": "<json>"}}]`).
+- `native`: OpenAI function calling: the request offers the tools' schemas (`RolloutRequest.tools`, sent as the
+  API's `tools`), and the engine returns the API's `tool_calls` in `Sample.tool_calls`
+  (`[{"id", "type": "function", "function": {"name", "arguments": "<json>"}}]`).
 - `hermes`: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` in the text, the format of Qwen2.5's,
   Hermes' and most open models' chat templates.
 - `fenced`: a fenced block tagged `tool` holding the same JSON, for models with no tool format of their own.
@@ -42,6 +43,12 @@ class ParsedCall:
 def last_python_block(text: str) -> str | None:
     blocks = _PYTHON.findall(text)
     return blocks[-1].strip() if blocks else None
+
+
+def tool_call_blocks(text: str) -> list[str]:
+    """The text of every tool call written in `text` (hermes tags and ```tool blocks), verbatim, in order."""
+    found = [(m.start(), m.group(0)) for pattern in (_HERMES, _FENCED) for m in pattern.finditer(text)]
+    return [block for _, block in sorted(found)]
 
 
 def _loads(raw: str) -> Any:

@@ -25,9 +25,10 @@ from typing import Any, Literal, Mapping
 from envs.problems import Problem
 from envs.settings import reject_unknown
 from envs.source import extract_code
-from envs.tools import SUBMIT, ToolContext, ToolResult, resolve_tools
+from envs.tools import SUBMIT, ToolContext, ToolResult, resolve_tools, schemas
 from envs.verdict import Verdict
 from rewards.shaping import RewardConfig, shaped_reward
+from rl.rollout.history import HISTORIES, SUMMARY_INSTRUCTIONS, History, context_messages
 from rl.rollout.tool_calls import ParsedCall, ToolFormat, last_python_block, parse_tool_calls, tool_instructions
 from rl.rollout.trajectory_record import Layout, ToolCallRecord, Trajectory, Turn
 from rl.rollout.trajectory_rewards import REWARD_MODES, RewardMode, trajectory_reward
@@ -36,6 +37,9 @@ from rl.types import Message, RolloutRequest, Sample
 __all__ = ["TrajectoryConfig", "TrajectoryRunner"]
 
 log = logging.getLogger("kernelrl.trajectory")
+
+_MESSAGE_OVERHEAD_TOKENS = 8  # a chat template's role markers around one message
+_MIN_COMPLETION_TOKENS = 32  # a turn with less room than this cannot write a tool call or an answer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,12 +53,24 @@ class TrajectoryConfig:
     tool_format: ToolFormat = "auto"  # auto | native | hermes | fenced (rl/rollout/tool_calls.py)
     observation_role: Literal["tool", "user"] = "tool"  # user: for chat templates without a tool role
     max_observation_chars: int = 6000
+    # The engine's context (prompt + completion tokens); None: unbounded (API models). A trajectory whose next
+    # prompt would not fit ends (stop_reason "context_limit") instead of failing the engine's request. The
+    # next prompt is estimated from the last one's ids plus 1 token per 2 characters of new observations
+    # (an over-estimate for code: a trajectory ends a little early rather than too late).
+    max_context_tokens: int | None = None
     reward_mode: RewardMode = "final"
     gamma: float = 0.4  # reward_mode=discounted (Kevin-32B)
-    layout: Layout = "concat"  # training rows: one per trajectory (concat) or one per turn (per_turn)
+    # training rows: one per trajectory (concat) or one per turn (per_turn); auto: per_turn for
+    # reward_mode=discounted (each turn a sample with its own return), else concat
+    layout: Layout | Literal["auto"] = "auto"
+    history: History = "full"  # earlier turns in later prompts: as written, or as the policy's own summaries
 
     def __post_init__(self) -> None:
         resolve_tools(self.tools)  # unknown tool names fail here, before anything runs
+        if self.layout == "auto":
+            object.__setattr__(self, "layout", "per_turn" if self.reward_mode == "discounted" else "concat")
+        if self.history not in HISTORIES:
+            raise ValueError(f"trajectory.history must be one of {HISTORIES}, not {self.history!r}")
         if self.max_turns < 1 or self.max_tool_calls < 0 or self.max_total_tokens < 1 or self.max_evaluations < 0:
             raise ValueError("trajectory: max_turns >= 1, max_total_tokens >= 1, max_tool_calls/max_evaluations >= 0")
         if self.reward_mode not in REWARD_MODES:
@@ -65,6 +81,8 @@ class TrajectoryConfig:
             raise ValueError(f"trajectory.layout {self.layout!r} is not concat or per_turn")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError("trajectory.gamma must be in [0, 1]")
+        if self.max_context_tokens is not None and self.max_context_tokens < 64:
+            raise ValueError("trajectory.max_context_tokens must be >= 64 (or null)")
 
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any] | None) -> TrajectoryConfig:
@@ -108,15 +126,20 @@ class TrajectoryRunner:
         self.by_name = {t.name: t for t in self.tools}
         self.solutions, self.profiler, self.docs = solutions, profiler, docs
         self.store, self.store_split = store, store_split
+        # wall seconds of the last run: generation calls, tool calls, evaluation of the final answers
+        self.timings = {"generate_s": 0.0, "tools_s": 0.0, "final_evaluation_s": 0.0}
 
     # ------------------------------------------------------------------------------------------ setup
     def _messages(self, request: RolloutRequest) -> list[Message]:
         """The request's messages with the tool offer appended to the system prompt (text formats), or a
         system message of its own when the request has none."""
         messages = [dict(m) for m in request.messages]
-        if self.config.tool_format == "native":
+        parts = [] if self.config.tool_format == "native" else [tool_instructions(self.tools, self.config.tool_format)]
+        if self.config.history == "summary":
+            parts.append(SUMMARY_INSTRUCTIONS)
+        if not parts:
             return messages
-        offer = tool_instructions(self.tools, self.config.tool_format)
+        offer = "\n\n".join(parts)
         if messages and messages[0]["role"] == "system":
             messages[0]["content"] = messages[0]["content"].rstrip() + "\n\n" + offer
         else:
@@ -132,26 +155,35 @@ class TrajectoryRunner:
     async def run(self, requests: list[RolloutRequest], problems: Mapping[str, Problem],
                   priority: str = "train") -> list[Trajectory]:
         states = [self._state(r, i, problems[r.problem_id], priority) for r in requests for i in range(r.sampling.n)]
+        self.timings = dict.fromkeys(self.timings, 0.0)
         for turn in range(self.config.max_turns):
             active = [s for s in states if s.stop_reason is None]
             if not active:
                 break
+            started = time.perf_counter()
             samples = await self._generate(active, turn)
+            generated = time.perf_counter()
             await asyncio.gather(*(self._step(s, samples[s.trajectory_id], turn) for s in active))
+            self.timings["generate_s"] += generated - started
+            self.timings["tools_s"] += time.perf_counter() - generated
         for s in states:
             s.stop_reason = s.stop_reason or "max_turns"
-        return list(await asyncio.gather(*(self._finish(s) for s in states)))
+        started = time.perf_counter()
+        trajectories = list(await asyncio.gather(*(self._finish(s) for s in states)))
+        self.timings["final_evaluation_s"] = time.perf_counter() - started
+        return trajectories
 
     async def _generate(self, active: list[_State], turn: int) -> dict[str, Sample]:
         from rl.scoring import EngineFailure
 
         requests = {}
+        offered = schemas(self.tools) if self.config.tool_format == "native" else None
         for s in active:
             sampling = dataclasses.replace(s.request.sampling, n=1, max_tokens=min(
                 s.request.sampling.max_tokens, self.config.max_total_tokens - s.tokens))
             requests[f"{s.trajectory_id}/t{turn}"] = (s, RolloutRequest(
-                f"{s.trajectory_id}/t{turn}", s.request.problem_id, [dict(m) for m in s.messages], sampling,
-                s.request.policy_version))
+                f"{s.trajectory_id}/t{turn}", s.request.problem_id, context_messages(s.messages, self.config.history),
+                sampling, s.request.policy_version, tools=offered))
         out: dict[str, Sample] = {}
         try:
             async for sample in self.engine.generate([r for _, r in requests.values()]):
@@ -166,7 +198,7 @@ class TrajectoryRunner:
     async def _step(self, s: _State, sample: Sample, turn: int) -> None:
         """Record the turn, run its tool calls, append the observations; set stop_reason when it ends."""
         s.tokens += len(sample.completion_ids)
-        native = sample.usage.get("tool_calls") if isinstance(sample.usage, dict) else None
+        native = sample.tool_calls
         calls = parse_tool_calls(sample.text, self.tools, self.config.tool_format, native)
         assistant: dict[str, Any] = {"role": "assistant", "content": sample.text}
         if native and self.config.tool_format in ("auto", "native"):
@@ -202,6 +234,17 @@ class TrajectoryRunner:
             s.stop_reason = "token_budget"
         for record in records:
             s.messages.append(self._observation(record))
+        if s.stop_reason is None and not self._next_prompt_fits(sample, records):
+            s.stop_reason = "context_limit"
+
+    def _next_prompt_fits(self, sample: Sample, records: list[ToolCallRecord]) -> bool:
+        limit = self.config.max_context_tokens
+        if limit is None:
+            return True
+        new_chars = sum(len(r.result) for r in records)
+        known = len(sample.prompt_ids) + len(sample.completion_ids) if sample.prompt_ids else len(sample.text) // 2
+        estimate = known + new_chars // 2 + _MESSAGE_OVERHEAD_TOKENS * (len(records) + 1)
+        return estimate + _MIN_COMPLETION_TOKENS <= limit
 
     async def _call(self, call: ParsedCall, context: ToolContext) -> ToolCallRecord:
         started = time.perf_counter()
@@ -225,10 +268,9 @@ class TrajectoryRunner:
     def _observation(self, record: ToolCallRecord) -> Message:
         if self.config.observation_role == "user":
             return {"role": "user", "content": f"[{record.name} result]\n{record.result}"}
-        message = {"role": "tool", "content": record.result, "name": record.name}
-        if record.call_id:
-            message["tool_call_id"] = record.call_id
-        return message
+        if record.call_id:  # a native call: the API's schema (tool_call_id, no name)
+            return {"role": "tool", "content": record.result, "tool_call_id": record.call_id}
+        return {"role": "tool", "content": record.result, "name": record.name}
 
     # ------------------------------------------------------------------------------------------ rewards
     async def _finish(self, s: _State) -> Trajectory:

@@ -80,7 +80,7 @@ class Trajectory:
     reward: float  # by `reward_mode`
     turn_returns: list[float]  # per-turn discounted returns (reward_mode=discounted), else the reward per turn
     reward_mode: str
-    stop_reason: str  # submit | no_tool_call | max_turns | token_budget | length | error
+    stop_reason: str  # submit | no_tool_call | max_turns | token_budget | context_limit | length | error
     seconds: float = 0.0
 
     # ----------------------------------------------------------------------------- derived quantities
@@ -147,17 +147,23 @@ def _row(input_ids: list[int], turns: list[Turn], reward: float, turn: int | Non
     return TrainingRow(ids, mask, logprobs, reward, turn)
 
 
-def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory]) -> int:
-    """Append trajectories to a JSONL file; returns how many were written."""
+def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory], extra: dict[str, Any] | None = None) -> int:
+    """Append trajectories to a JSONL file, each line with the `extra` keys too (the loop's step and split);
+    returns how many were written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     n = 0
     with path.open("a") as f:
         for t in trajectories:
-            f.write(json.dumps(t.to_dict()) + "\n")
+            f.write(json.dumps({**(extra or {}), **t.to_dict()}) + "\n")
             n += 1
     return n
 
 
+_FIELDS = {f.name for f in dataclasses.fields(Trajectory)}
+
+
 def read_jsonl(path: str | Path) -> list[Trajectory]:
-    return [Trajectory.from_dict(json.loads(line)) for line in Path(path).read_text().splitlines() if line.strip()]
+    """The trajectories of a JSONL file (keys that are not Trajectory fields, such as step and split, skipped)."""
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return [Trajectory.from_dict({k: v for k, v in row.items() if k in _FIELDS}) for row in rows]

@@ -31,6 +31,21 @@ def test_profile_reports_the_candidates_kernels_against_peak(backend, problem_id
     result = call("profile", solution, problem, backend)
     assert result.ok, result.text
     assert "device time per forward:" in result.text and "% of peak" in result.text and "(yours)" in result.text
+    if "H200" in result.text or "H100" in result.text:  # float32 problems: the CUDA-core float32 peak
+        assert "float32 peak 67 TFLOP/s" in result.text or "achieved compute" not in result.text
+
+
+def test_profile_on_the_ray_pool():
+    """RayEvaluationPool.profile: the same facts from a GPU actor (skipped where ray is not installed)."""
+    pytest.importorskip("ray")
+    from envs.pool import PoolConfig, RayEvaluationPool
+
+    problem, solution = builtin("L3_01_matmul")
+    with RayEvaluationPool(EvalSettings(device="cuda", workers=1), PoolConfig(num_actors=1)) as pool:
+        result = asyncio.run(TOOLS["profile"].run({"code": solution}, ToolContext(problem, evaluator=pool,
+                                                                                   profiler=pool)))
+    assert result.ok, result.text
+    assert "achieved compute:" in result.text and "(yours)" in result.text
 
 
 def test_kernel_evaluator_feedback_on_cuda(backend):

@@ -201,6 +201,16 @@ def _actor_running(pool, future) -> int:
     raise AssertionError("the request never started")
 
 
+def test_profile_goes_through_the_cpu_stage_to_an_actor(pool):
+    """The profile tool's path on the pool: the answer passes the CPU stage (a static finding is the answer),
+    then an actor's worker pool profiles it; CPU actors say that profiling needs a GPU."""
+    hack = relu_candidate(before="import subprocess; subprocess.run(['true'])", tag=41)
+    assert pool.profile(RELU, hack)["error"].startswith("hack: ")
+    assert pool.profile(RELU, "def broken(:")["error"].startswith("compile_error: ")
+    assert pool.profile(RELU, relu_candidate(tag=42)) == {"error": "profile needs a GPU"}
+    assert all(a.busy == 0 for a in pool._actors.values())  # the slot it took is free again
+
+
 def test_killed_actor_is_replaced_and_its_requests_retried_once_then_crash(pool, ray_local):
     before = pool.metrics()
     hang = pool.submit(RELU, HANG + "\nTAG2 = 1\n")

@@ -8,6 +8,12 @@ request (arrival time, body, Authorization header) and the most requests it held
 
 Answers are deterministic: choice i of a request is a python block naming the request's last user
 message hash and i; a "token" is a whitespace-separated word, with ids from a stable hash.
+
+Function calling: a `responder(body) -> message` (a test's script) writes the assistant message instead,
+with `tool_calls` in the API's schema (the finish reason is then "tool_calls"). Requests are held to the
+protocol's rules as the OpenAI API enforces them (400 otherwise): `tools` are function declarations, every
+assistant tool call is answered by a `tool` message with its id before the next assistant or user message,
+and no `tool` message answers a call that was not made.
 """
 
 from __future__ import annotations
@@ -41,11 +47,13 @@ def token_id(word: str) -> int:
 class ChatServer:
     def __init__(self, *, api_key: str | None = "sk-test-0123456789abcdef", models: tuple[str, ...] = ("test-model",),
                  owned_by: str = "test", latency_s: float = 0.0, reasoning_tokens: int = 0, cached_tokens: int = 0,
-                 completion_words: int = 12, supports_token_ids: bool = False, serve_models: bool = True):
+                 completion_words: int = 12, supports_token_ids: bool = False, serve_models: bool = True,
+                 responder: Any = None):
         self.api_key, self.models, self.owned_by = api_key, models, owned_by
         self.latency_s, self.reasoning_tokens, self.cached_tokens = latency_s, reasoning_tokens, cached_tokens
         self.completion_words, self.supports_token_ids = completion_words, supports_token_ids
         self.serve_models = serve_models  # False: GET /v1/models is 404, like some gateways
+        self.responder = responder  # body -> assistant message dict (content and/or tool_calls)
         self.faults: list[Fault] = []
         self.requests: list[dict[str, Any]] = []  # {"t", "body", "auth"}
         self.in_flight = 0
@@ -102,6 +110,8 @@ class ChatServer:
                 if fault is not None and fault.status is not None:
                     headers = {"retry-after": fault.retry_after} if fault.retry_after is not None else None
                     return self._error(fault.status, f"injected {fault.status}", fault.code, headers)
+                if (why := _tool_protocol_error(body)) is not None:
+                    return self._error(400, why, "invalid_request_error")
                 return self._answer(body)
             finally:
                 with self.lock:
@@ -123,6 +133,11 @@ class ChatServer:
                 words, finish = words[:limit], "length"
             choice: dict[str, Any] = {"index": i, "finish_reason": finish,
                                       "message": {"role": "assistant", "content": " ".join(words)}}
+            if self.responder is not None:
+                message = {"role": "assistant", **self.responder(body)}
+                words = (message.get("content") or "").split()
+                choice = {"index": i, "message": message,
+                          "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}
             if body.get("logprobs"):
                 choice["logprobs"] = {"content": [{"token": w, "logprob": -0.01 * (j + 1), "bytes": None,
                                                    "top_logprobs": []} for j, w in enumerate(words)]}
@@ -162,3 +177,30 @@ class ChatServer:
         assert self._server is not None and self._thread is not None
         self._server.should_exit = True
         self._thread.join(10)
+
+
+def _tool_protocol_error(body: dict) -> str | None:
+    """Why a request breaks the function-calling rules of the Chat Completions API, or None."""
+    for tool in body.get("tools") or []:
+        function = tool.get("function") or {}
+        if tool.get("type") != "function" or not isinstance(function.get("name"), str) \
+                or not isinstance(function.get("parameters", {}), dict):
+            return f"tools: {str(tool)[:100]} is not a function declaration"
+    open_calls: set[str] = set()
+    for i, m in enumerate(body.get("messages") or []):
+        role = m.get("role")
+        if role == "tool":
+            if m.get("tool_call_id") not in open_calls:
+                return f"messages[{i}]: a tool message must answer a preceding tool call (tool_call_id)"
+            open_calls.discard(m["tool_call_id"])
+            continue
+        if open_calls:
+            return f"messages[{i}]: tool calls {sorted(open_calls)} were not answered by tool messages"
+        if role == "assistant":
+            for call in m.get("tool_calls") or []:
+                if call.get("type") != "function" or not isinstance((call.get("function") or {}).get("arguments"), str):
+                    return f"messages[{i}]: a tool call needs type function and string arguments"
+                open_calls.add(call.get("id"))
+    if open_calls:
+        return f"tool calls {sorted(open_calls)} were not answered by tool messages"
+    return None

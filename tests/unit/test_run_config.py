@@ -94,3 +94,27 @@ def test_checkpoints_are_atomic_pruned_and_found(tmp_path):
     with pytest.raises(CheckpointError, match="not a complete checkpoint"):
         find_checkpoint(tmp_path / "empty")
     assert json.loads((root / "step_000006" / "loop_state.json").read_text())["step"] == 6
+
+
+def test_tools_switch_on_trajectories_with_their_options():
+    assert RunConfig.from_hydra(_compose()).trajectory is None  # off by default: single attempts
+    run = RunConfig.from_hydra(_compose("rollout.tools=[kernel_evaluator,kernel_search]",
+                                        "rollout.trajectory.reward_mode=discounted",
+                                        "rollout.trajectory.history=summary"))
+    t = run.trajectory
+    assert t.tools == ("kernel_evaluator", "kernel_search") and t.reward_mode == "discounted" and t.gamma == 0.4
+    assert t.layout == "per_turn" and t.history == "summary" and t.tool_format == "auto"
+    assert t.max_context_tokens == 3072  # SmolLM2's vLLM max_model_len bounds each trajectory
+    assert run.rollout.max_tokens == 384  # the per-turn sampling stays the rollout's
+    for overrides, message in ((["rollout.tools=[kernel_evaluator,web_search]"], "unknown tool(s) web_search"),
+                               (["rollout.tools=[kernel_search]", "+rollout.trajectory.max_turnz=3"],
+                                "unknown trajectory settings"),
+                               (["rollout.tools=[kernel_search]", "rollout.trajectory.reward_mode=sum"], "reward_mode")):
+        with pytest.raises(ConfigError, match=r"rollout: .*" + message.replace("(", r"\(").replace(")", r"\)")):
+            RunConfig.from_hydra(_compose(*overrides))
+
+
+def test_api_policies_call_tools_natively(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    run = RunConfig.from_hydra(_compose("+experiment=gpt5_triton", "rollout.tools=[kernel_evaluator]"))
+    assert run.trajectory.tool_format == "native" and run.trajectory.max_context_tokens is None

@@ -143,11 +143,36 @@ def test_profile_on_cpu_says_it_needs_a_gpu():
 def test_profile_report_computes_bandwidth_and_flops_against_peak():
     facts = {"device": "NVIDIA H200", "calls": 10, "device_us_per_forward": 100.0, "min_bytes": 240_000_000,
              "flops": 2e12 * 100e-6 * 10, "peak_bytes_per_s": 4.8e12, "peak_flops_per_s": 989e12, "floor_ms": 0.05,
+             "dtype": "bfloat16", "peak_flops_label": "dense bfloat16 tensor cores",
              "kernels": [{"name": "_relu_kernel", "calls_per_forward": 1.0, "us_per_forward": 90.0, "own": True},
                          {"name": "void at::native::fill", "calls_per_forward": 1.0, "us_per_forward": 10.0,
                           "own": False}], "kernels_omitted": 0}
     text = format_profile(facts)
     assert "device time per forward: 100.0 us (physical floor 50.0 us)" in text
     assert "2400.0 GB/s = 50.0% of peak 4.80 TB/s" in text
-    assert "20.00 TFLOP/s = 2.0% of peak 989 TFLOP/s" in text
+    assert "20.00 TFLOP/s = 2.0% of the bfloat16 peak 989 TFLOP/s [dense bfloat16 tensor cores]" in text
     assert "90.0 us  x1   90.0%  _relu_kernel (yours)" in text and "(not yours)" in text
+
+
+def test_profile_peaks_follow_the_problems_dtype_from_the_anti_hack_table():
+    import torch
+
+    from envs.antihack import runtime as guard
+    from envs.worker.profiling import compute_dtype
+
+    assert guard.peak_flops("NVIDIA H200", "bfloat16") == (989e12, "dense bfloat16 tensor cores")
+    assert guard.peak_flops("NVIDIA H200", "float16")[0] == 989e12
+    rate, label = guard.peak_flops("NVIDIA H200", "float32")
+    assert rate == 67e12 and "tf32 tensor cores: 495 TFLOP/s" in label
+    assert guard.peak_flops("NVIDIA H100 80GB HBM3", "float8_e4m3fn")[0] == 1979e12
+    assert guard.peak_flops("NVIDIA A100-SXM4-80GB", "float8_e4m3fn")[0] == 312e12  # no fp8 units: bf16's rate
+    assert guard.peak_flops("Some Future GPU", "float32")[0] == guard._FALLBACK_PEAK[1]
+    # the floor keeps the dense bf16 rate, whatever the dtype
+    assert guard.peak_rates("NVIDIA H200") == (4.8e12, 989e12)
+    x = torch.zeros(4, 64, dtype=torch.bfloat16)
+    assert compute_dtype([x, torch.zeros(8), torch.arange(3)]) == "bfloat16"  # the largest floating input
+    assert compute_dtype([torch.arange(3)]) is None
+    facts = {"device": "NVIDIA H200", "calls": 10, "device_us_per_forward": 1000.0, "min_bytes": 1000,
+             "flops": 6.7e12 * 1e-3, "peak_bytes_per_s": 4.8e12, "floor_ms": 0.001, "kernels": [],
+             "dtype": "float32", "peak_flops_per_s": rate, "peak_flops_label": label}
+    assert "6.70 TFLOP/s = 10.0% of the float32 peak 67 TFLOP/s [float32 on CUDA cores" in format_profile(facts)

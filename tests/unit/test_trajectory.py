@@ -246,15 +246,67 @@ def test_trajectories_become_the_loops_groups_with_loss_masks():
     assert [s.sample.index for s in group.samples] == [0, 1] and group.rewards == [R, R]
     for scored, t in zip(group.samples, trajectories):
         s = scored.sample
-        mask = s.usage["loss_mask"]
+        mask = s.loss_mask
         assert s.prompt_ids == t.turns[0].prompt_ids and len(mask) == len(s.completion_ids) == len(s.logprobs)
         assert sum(mask) == t.completion_tokens and mask[0] == 1 and 0 in mask  # the observation is masked
         assert all(p == 0.0 for p, m in zip(s.logprobs, mask) if not m)
     (per_turn,) = trajectory_groups([request], trajectories, "per_turn")
-    assert len(per_turn.samples) == 4 and all(all(s.sample.usage["loss_mask"]) for s in per_turn.samples)
+    assert len(per_turn.samples) == 4 and all(all(s.sample.loss_mask) for s in per_turn.samples)
 
 
 def test_a_policy_that_keeps_calling_tools_stops_at_max_turns():
     (t,), engine, _ = run(lambda tid, turn: tool_call("kernel_search", query="relu"), TrajectoryConfig(max_turns=2))
     assert t.stop_reason == "max_turns" and len(t.turns) == 2 and len(engine.requests) == 2
     assert t.final_answer == t.turns[-1].text and not t.final_verdict.correct  # no code anywhere: judged and failed
+
+
+# ------------------------------------------------------------------------------------------- history, context
+def test_summary_history_shows_earlier_turns_as_their_summaries_and_trains_per_turn():
+    draft = "import triton\nclass ModelNew: draft"
+    script = {0: "Long reasoning about blocks and masks. " * 3 + f"\n```python\n{draft}\n```\n"
+                 + tool_call("kernel_evaluator") + "\n<summary>Tried a draft; checking it.</summary>",
+              1: "More thinking. " + tool_call("submit", code=CODE)}
+    config = TrajectoryConfig(tools=("kernel_evaluator",), history="summary")
+    (t,), engine, _ = run(lambda tid, turn: script[turn], config)
+    assert "<summary>" in engine.requests[0].messages[0]["content"]  # the policy is asked for summaries
+    earlier = engine.requests[1].messages[2]
+    assert earlier["role"] == "assistant" and "Long reasoning" not in earlier["content"]
+    assert earlier["content"] == ("<summary>Tried a draft; checking it.</summary>\n"
+                                  f"```python\n{draft}\n```\n" + tool_call("kernel_evaluator"))
+    assert t.messages[2]["content"] == script[0]  # the record keeps what the policy wrote
+    assert t.stop_reason == "submit" and t.final_verdict.correct
+    assert not t.prefix_consistent()
+    rows = t.training_rows(config.layout)  # concat is impossible: one row per turn, each masked to its turn
+    assert [sum(r.loss_mask) for r in rows] == [len(turn.completion_ids) for turn in t.turns]
+
+
+def test_full_history_sends_earlier_turns_verbatim():
+    script = {0: tool_call("kernel_search", query="relu") + " thinking", 1: tool_call("submit", code=CODE)}
+    (t,), engine, _ = run(lambda tid, turn: script[turn], TrajectoryConfig())
+    assert engine.requests[1].messages[2]["content"] == script[0] and t.prefix_consistent()
+
+
+def test_a_trajectory_ends_before_its_prompt_outgrows_the_context():
+    script = {0: tool_call("kernel_search", query="relu softmax"), 1: tool_call("submit", code=CODE)}
+    (t,), engine, _ = run(lambda tid, turn: script[turn], TrajectoryConfig(max_context_tokens=1200))
+    assert t.stop_reason == "context_limit" and len(engine.requests) == 1 and len(t.turns) == 1
+    (t,), engine, _ = run(lambda tid, turn: script[turn], TrajectoryConfig(max_context_tokens=100_000))
+    assert t.stop_reason == "submit" and len(engine.requests) == 2
+    with pytest.raises(ValueError, match="max_context_tokens"):
+        TrajectoryConfig(max_context_tokens=10)
+
+
+def test_native_format_offers_schemas_on_the_request_and_layout_follows_the_reward_mode():
+    script = {0: tool_call("submit", code=CODE)}  # text calls are not read in native mode
+    (t,), engine, _ = run(lambda tid, turn: script[turn], TrajectoryConfig(tool_format="native"))
+    offered = [d["function"]["name"] for d in engine.requests[0].tools]
+    assert offered == ["kernel_evaluator", "kernel_search", "submit"]
+    assert engine.requests[0].messages[0]["content"] == "Write Triton."  # no text offer
+    assert t.stop_reason == "no_tool_call"
+    (t,), engine, _ = run(lambda tid, turn: script[turn], TrajectoryConfig())
+    assert engine.requests[0].tools is None and "<tool_call>" in engine.requests[0].messages[0]["content"]
+    assert TrajectoryConfig(reward_mode="discounted").layout == "per_turn"
+    assert TrajectoryConfig(reward_mode="best").layout == "concat"
+    assert TrajectoryConfig(reward_mode="discounted", layout="concat").layout == "concat"
+    with pytest.raises(ValueError, match="history"):
+        TrajectoryConfig(history="forget")

@@ -1,0 +1,89 @@
+"""The training loop's tool-augmented rollouts (rollout.tools non-empty): what rl.loop.Trainer calls instead of
+rl.scoring.generate_and_score, and what it logs of them.
+
+    tools = ToolRollouts(run_config, data, pool, run_dir)
+    result = await tools.generate(engine, requests, problems, reward, priority)   # a RolloutResult
+    row.update(tools.record(results, step, "train", logger))                     # metrics; JSONL; W&B table
+
+What the tools use:
+- kernel_evaluator and the final answers: the run's evaluation pool (same checks, cache and timing).
+- kernel_search: verified kernels from the solution store (envs/solutions.py, `solutions.sqlite` beside the
+  verdict cache; without a cache, the built-in references only), rebuilt for every rollout so that solutions
+  found in earlier steps are found; validation problems are never returned (by id and by source hash), and
+  neither is the problem being solved. Every correct answer of a training trajectory is added to the store
+  (split "train"; validation trajectories add theirs as "validation", which training searches never see).
+- docs_search: the installed triton's reference. profile: the pool's actors (needs eval.device=cuda).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Mapping
+
+from envs.problems import Problem
+from rewards.shaping import RewardConfig
+from rl.retrieval import KernelIndex, builtin_solutions
+from rl.rollout.trajectory_metrics import trajectory_metrics, trajectory_rows
+from rl.rollout.trajectory_record import write_jsonl
+from rl.rollout.trajectory_scoring import generate_trajectories_and_score
+from rl.scoring import RolloutResult
+from rl.types import RolloutRequest
+
+__all__ = ["TRAJECTORIES_FILE", "ToolRollouts"]
+
+log = logging.getLogger("kernelrl.tools")
+
+TRAJECTORIES_FILE = "trajectories.jsonl"  # in the run directory: one trajectory per line, with step and split
+
+
+class ToolRollouts:
+    def __init__(self, config: Any, data: Any, pool: Any, run_dir: str | Path):
+        """`config`: the rl.config.RunConfig (its `trajectory` set); `data`: the run's rl.data.ProblemData."""
+        from envs.solutions import SolutionStore, default_solutions_path
+
+        self.config = config.trajectory
+        self.pool = pool
+        self.path = Path(run_dir) / TRAJECTORIES_FILE
+        self.held_out_ids = [p.id for p in data.validation]
+        self.held_out_sha256 = [p.sha256 for p in data.validation]
+        path = default_solutions_path(config.cache_path)
+        self.store = SolutionStore(path) if path is not None else None
+        if self.store is not None:
+            self.store.seed(builtin_solutions())
+        if "profile" in self.config.tools and getattr(pool, "device", None) != "cuda":
+            log.warning("rollout.tools has profile but the pool evaluates on %s: profile will answer that it "
+                        "needs a GPU", getattr(pool, "device", "?"))
+
+    def index(self) -> KernelIndex:
+        """kernel_search's index now: the store less what was found on held-out splits, less held-out problems."""
+        records = (self.store.records(exclude_splits=("validation", "benchmark")) if self.store is not None
+                   else builtin_solutions())
+        return KernelIndex(records, held_out_ids=self.held_out_ids, held_out_sha256=self.held_out_sha256)
+
+    async def generate(self, engine: Any, requests: list[RolloutRequest], problems: Mapping[str, Problem],
+                       reward: RewardConfig, priority: str = "train") -> RolloutResult:
+        return await generate_trajectories_and_score(
+            engine, requests, problems, self.pool, reward, self.config, priority, solutions=self.index(),
+            profiler=self.pool if hasattr(self.pool, "profile") else None, store=self.store,
+            store_split="validation" if priority == "validation" else "train")
+
+    def record(self, results: list[RolloutResult], step: int, split: str, logger: Any = None) -> dict[str, float]:
+        """Append the results' trajectories to trajectories.jsonl, log a W&B table of them when the logger
+        wants one this step, and return the step's trajectory metrics (flat keys, rl.rollout.trajectory_metrics)."""
+        trajectories = [t for r in results for t in r.trajectories]
+        if not trajectories:
+            return {}
+        write_jsonl(self.path, trajectories, extra={"step": step, "split": split})
+        if logger is not None and (logger.wants_table(step) or step == 0):
+            logger.table(step, f"{split}/trajectories", trajectory_rows(trajectories, step, logger.config.table_rows))
+        row = trajectory_metrics(trajectories, split)
+        # wall seconds of the turns' tool calls (time/evaluate also counts the final answers' evaluation)
+        row["time/tool_calls" if split == "train" else f"time/{split}_tool_calls"] = sum(
+            r.evaluate_s - r.wait_for_rewards_s for r in results)
+        return row
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
