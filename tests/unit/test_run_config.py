@@ -46,7 +46,7 @@ def test_sweep_values_reach_the_reward():
     (["+rollout.temprature=1"], "unknown"),
     (["+algorithm.clip_low=0.1"], "unknown algorithm settings"),
     (["policy.model=/no/such/model"], "policy.model"),
-    (["rollout.temperature=0.7"], "must equal rollout.temperature"),
+    (["rollout.temperature=0.9"], "must equal rollout.temperature"),
     (["loop.problems_per_step=0"], "problems_per_step"),
     (["+experiment=gpt5_triton"], "OPENAI_API_KEY"),
     (["+bogus=1"], "unknown top-level"),
