@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -87,6 +88,9 @@ def main(cfg: DictConfig) -> None:
         resume_metrics, resume_step = Path(state.run_dir) / "metrics.jsonl", state.step
     logger = RunLogger(run_dir, run.wandb, OmegaConf.to_container(cfg, resolve=True),
                        resume_from=resume_metrics, resume_step=resume_step)
+    # SIGTERM (a scheduler's cancel, `kill`) unwinds like Ctrl-C, so engines shut down properly and the
+    # weight exports in /dev/shm are removed (a killed vLLM leaves shared memory behind)
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     components = build_components(run, data)
     try:
         summary = asyncio.run(Trainer(run, run_dir, components, data, logger).run())
