@@ -185,8 +185,8 @@ class Evaluation(CorrectnessPhase):
         anchor_runs = timing.get("anchor_runs", 0) if anchor is not None else 0
         fns = {KERNEL: fn, **({ANCHOR: anchor} if anchor_runs else {})}
         blocks = split_runs(timing["runs"], timing.get("placements", 1) if replace_inputs is not None else 1)
-        anchor_blocks = [0] * len(blocks) if not anchor_runs else split_runs(anchor_runs, len(blocks))
-        anchor_blocks += [0] * (len(blocks) - len(anchor_blocks))
+        anchor_blocks = split_runs(anchor_runs, len(blocks))
+        anchor_blocks += [0] * (len(blocks) - len(anchor_blocks))  # fewer anchor runs than blocks
         samples: dict[str, list[float]] = {name: [] for name in fns}
         kept: dict[int, Any] = {}
         seconds = dict.fromkeys(fns, 0.0)
@@ -352,7 +352,7 @@ class Evaluation(CorrectnessPhase):
                 placed["anchor"] = _clone(inputs)
 
                 def replace_inputs() -> None:
-                    # drop the previous copies first: at most one extra copy of the inputs is alive
+                    # drop the previous copies first: besides the originals, at most the two copies of one block
                     placed["inputs"] = placed["anchor"] = None
                     placed["inputs"], placed["anchor"] = _clone(inputs), _clone(inputs)
 

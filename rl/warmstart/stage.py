@@ -113,7 +113,7 @@ def warm_started_model(config: WarmStartConfig, base_dir: Path, prompts: Any, ev
     learner = dict(learner or {})
     policy = PolicyConfig(model=str(base_dir), finetune="lora", dtype=learner.get("dtype", "float32"),
                           device=learner.get("device", "auto"), seed=config.seed,
-                          micro_batch_tokens=int(learner.get("micro_batch_tokens", 8192)),
+                          micro_batch_tokens=int(learner.get("micro_batch_tokens", PolicyConfig.micro_batch_tokens)),
                           lora=LoraSettings(r=config.lora_r, alpha=config.lora_alpha),
                           optimizer=OptimizerSettings(lr=config.lr))
     sft = SFTConfig(epochs=config.epochs, batch_size=config.batch_size, max_length=config.max_length,
