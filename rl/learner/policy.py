@@ -134,11 +134,13 @@ class Policy:
         """The transformers *ForCausalLM (inside the peft wrapper when LoRA is on)."""
         return self.net.causal_lm
 
-    def _forward(self, packed: PackedRows, reference: bool = False, with_values: bool = False):
-        """(logprobs, entropy, values or None) of the completion targets of `packed`."""
+    def _forward(self, packed: PackedRows, reference: bool = False, with_values: bool = False,
+                 with_logprobs: bool = True):
+        """(logprobs, entropy, values or None) of the completion targets of `packed` (logprobs and entropy
+        None without `with_logprobs`: values only)."""
         kwargs = dict(temperature=self.algorithm.temperature, chunk_tokens=self.config.logprob_chunk_tokens)
         if not reference:
-            return self.net(packed, with_values=with_values, **kwargs)
+            return self.net(packed, with_values=with_values, with_logprobs=with_logprobs, **kwargs)
         if self.reference_net is not None:
             return self.reference_net(packed, with_values=False, **kwargs)
         with self.model.disable_adapter():
@@ -146,23 +148,26 @@ class Policy:
 
     @torch.no_grad()
     def _score(self, input_ids, prompt_lengths, reference: bool = False, with_values: bool = False,
-               loss_masks=None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-        """Per row: float32 logprobs of its completion tokens (of its masked-in tokens with `loss_masks`), and
-        the value head's values (eval mode, no grad)."""
+               loss_masks=None, with_logprobs: bool = True) -> tuple[list[torch.Tensor] | None,
+                                                                     list[torch.Tensor] | None]:
+        """Per row: float32 logprobs of its completion tokens (of its masked-in tokens with `loss_masks`; None
+        without `with_logprobs`), and the value head's values (eval mode, no grad)."""
         self.net.eval()
         logps: dict[int, torch.Tensor] = {}
         values: dict[int, torch.Tensor] = {}
         all_rows = list(range(len(input_ids)))
         for rows in self._local_micro_batches(all_rows, input_ids):
             packed = pack_rows(input_ids, prompt_lengths, rows or [0], self.device, self.layout, loss_masks)
-            logp, _, v = self._forward(packed, reference, with_values)
+            logp, _, v = self._forward(packed, reference, with_values, with_logprobs)
             for local, row in enumerate(rows or []):
-                logps[row] = logp[packed.seq_index == local]
+                if logp is not None:
+                    logps[row] = logp[packed.seq_index == local]
                 if v is not None:
                     values[row] = v[packed.seq_index == local]
-        logps = self._all_rows(logps)
+        logps = self._all_rows(logps) if with_logprobs else None
         gathered = self._all_rows(values) if with_values else None
-        return [logps[r] for r in all_rows], None if gathered is None else [gathered[r] for r in all_rows]
+        return (None if logps is None else [logps[r] for r in all_rows],
+                None if gathered is None else [gathered[r] for r in all_rows])
 
     def _score_rows(self, input_ids, prompt_lengths, reference: bool = False, loss_masks=None) -> list[torch.Tensor]:
         return self._score(input_ids, prompt_lengths, reference, loss_masks=loss_masks)[0]
@@ -233,8 +238,10 @@ class Policy:
         if from_rollout and any(r is None for r in rollout):
             raise ValueError("algorithm.old_logprobs=rollout: some rows carry no engine logprobs "
                              "(an engine that returns none); use old_logprobs=recompute")
-        old, old_values = (self._score(ids, plens, with_values=ppo, loss_masks=masks)
-                           if (cfg.updates_per_batch > 1 and not from_rollout) or ppo else (None, None))
+        recompute_old = cfg.updates_per_batch > 1 and not from_rollout
+        # PPO without recomputed old logprobs needs the values alone: that pass skips the lm_head.
+        old, old_values = (self._score(ids, plens, with_values=ppo, loss_masks=masks, with_logprobs=recompute_old)
+                           if recompute_old or ppo else (None, None))
         if cfg.updates_per_batch == 1:
             old = None  # one update: the current logprobs, detached (as without a critic)
         elif from_rollout:
