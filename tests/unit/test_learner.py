@@ -72,6 +72,20 @@ def test_laid_out_chunked_logprobs_equal_the_plain_forward(layout):
     assert (entropy > 0).all() and (entropy <= torch.log(torch.tensor(float(VOCAB))) + 1e-4).all()
 
 
+def test_a_values_only_pass_gives_the_values_of_the_full_pass():
+    # PPO's scoring pass for the old values skips the lm_head; the values are those of a pass with logprobs
+    from rl.learner.logprobs import completion_outputs
+
+    model = tiny_llama(vocab_size=VOCAB).eval()
+    head = torch.nn.Linear(model.config.hidden_size, 1)
+    packed = pack_rows(*rows(4), [2, 0, 3], "cpu", "padded")
+    with torch.no_grad():
+        logp, entropy, values = completion_outputs(model, packed, chunk_tokens=5, value_head=head)
+        none_logp, none_entropy, only_values = completion_outputs(model, packed, value_head=head, with_logprobs=False)
+    assert none_logp is None and none_entropy is None and logp.shape == values.shape == packed.target_ids.shape
+    assert torch.equal(only_values, values) and values.abs().sum() > 0
+
+
 @pytest.mark.parametrize("layout", ["packed", "padded"])
 def test_chunking_and_micro_batching_do_not_change_the_update(layout):
     b = batch()
