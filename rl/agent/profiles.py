@@ -48,6 +48,9 @@ class ParentProfiler:
         """The stored result for the parent's kernel ({"profile": facts} or {"error": why}), or None."""
         return self.store.profile(problem.id, parent.source_sha256)
 
+    def running(self, problem: Problem, parent: CandidateRecord) -> bool:
+        return (problem.id, parent.source_sha256) in self._in_flight
+
     async def run(self, problem: Problem, parent: CandidateRecord) -> tuple[dict, float | None]:
         """Profile the parent's kernel now, store the result; (result, seconds it took). Concurrent calls for one
         kernel share one profile: the later ones get seconds None (they spent nothing)."""

@@ -280,6 +280,8 @@ class Search:
         cached = self.profiler.cached(state.problem, parent)
         if cached is not None:
             return profile_facts(cached)
+        if self.profiler.running(state.problem, parent):  # another proposer is profiling it: share, spend nothing
+            return profile_facts((await self.profiler.run(state.problem, parent))[0])
         b = self.config.budget
         if any(cap.profiles is not None and usage.profiles >= cap.profiles
                for usage, cap in ((state.usage, b.per_problem), (self.total, b.total))):
