@@ -330,7 +330,7 @@ class WorkerPool:
         hack = result.get("hack") if status is Status.HACK else None
         if status is Status.HACK and not (isinstance(hack, dict) and set(hack) == {"category", "reason"}):
             status, hack = Status.CRASH, None  # a malformed report is not a verdict
-        share, torch_share = result.get("own_kernel_share"), result.get("torch_share")
+        share, torch_share, floor = result.get("own_kernel_share"), result.get("torch_share"), result.get("floor_ms")
         return Verdict(status, problem.id, self.device_name, error=str(error)[:8000] if error else None,
                        hack=HackFinding(str(hack["category"]), str(hack["reason"])[:2000]) if hack else None,
                        timings=timings, speedup=speedup, baseline=baseline_name, phase_seconds=phases,
@@ -339,7 +339,8 @@ class WorkerPool:
                        speedup_interval=interval,
                        torch_share=float(torch_share) if isinstance(torch_share, (int, float)) else None,
                        suspicious=str(result["suspicious"])[:500] if result.get("suspicious") else None,
-                       accuracy=_accuracy(result.get("accuracy")))
+                       accuracy=_accuracy(result.get("accuracy")),
+                       floor_ms=float(floor) if isinstance(floor, (int, float)) and 0 < floor < float("inf") else None)
 
     def close(self) -> None:
         if self._closed:
