@@ -73,6 +73,9 @@ class SpeedupInterval:
     anchored: bool  # the baseline was timed in the kernel's window (re-anchored), not only taken from the cache
     drift: float | None  # anchor median now / cached eager median: how far the GPU moved since it was cached
     resamples: int
+    # Placement blocks resampled as units before the runs inside them (two-level bootstrap); 1: the runs
+    # resampled as one sample, as in every verdict cached before blocks were reported.
+    blocks: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
