@@ -230,7 +230,9 @@ class RunConfig:
                               "importance correction algorithm.tis_cap (not null)")
         if run.algorithm.temperature != run.rollout.temperature and run.rollout.temperature > 0:
             raise ConfigError(f"algorithm.temperature ({run.algorithm.temperature}) must equal rollout.temperature "
-                              f"({run.rollout.temperature}): the learner's logprobs must be of the sampled policy")
+                              f"({run.rollout.temperature}): the learner's logprobs must be of the sampled policy; "
+                              f"set rollout.temperature={run.algorithm.temperature} or algorithm.temperature="
+                              f"{run.rollout.temperature} (+algorithm.temperature=... where the preset does not list it)")
         return run
 
     def check_policy(self) -> None:
