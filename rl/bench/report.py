@@ -146,7 +146,8 @@ def _trajectory_lines(t: dict[str, Any]) -> list[str]:
     lines = ["", "## Trajectories (rollout.tools)", "",
              f"Correct within the trajectory (sample 0): {_f(t['correct_within_trajectory'], True)}; final answer "
              f"correct: {_f(t['final_correct'], True)}; best judged answer correct: {_f(t['best_correct'], True)}. "
-             f"Turns per trajectory {_f(m.get('turns_mean'), digits=2)}, tool calls {_f(m.get('tool_calls_mean'), digits=2)}; "
+             f"Turns per trajectory {_f(m.get('turns_mean'), digits=2)}, "
+             f"tool calls {_f(m.get('tool_calls_mean'), digits=2)}; "
              f"correct rate per turn: {per_turn or '-'}; reward gain first -> final: "
              f"{_f(m.get('reward_gain_first_to_final'))}.", "",
              "| problem | sample | turns | tool calls | stop | final | best (source, turn) | correct within | gain |",
@@ -158,7 +159,8 @@ def _trajectory_lines(t: dict[str, Any]) -> list[str]:
             best_text = f"{best['status']} ({best['source']}, {best['turn']})" if best else "-"
             lines.append(f"| {pid} | {r['sample']} | {r['turns']} | {tools} | {r['stop_reason']} | "
                          f"{r['final']['status'] if r['final'] else '-'} | {best_text} | "
-                         f"{'yes' if r['correct_within_trajectory'] else 'no'} | {_f(r['reward_gain_first_to_final'])} |")
+                         f"{'yes' if r['correct_within_trajectory'] else 'no'} | "
+                         f"{_f(r['reward_gain_first_to_final'])} |")
     return lines
 
 
