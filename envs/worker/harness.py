@@ -45,6 +45,7 @@ from envs.worker.cpu_backstop import apply_lifetime_limit
 from envs.worker.lifeline import bind_to_owner
 from envs.worker.outcome import Outcome
 from envs.worker.outcome import clone_args as _clone
+from envs.worker.outcome import move_to_fresh_placement
 from envs.worker.profiling import profile_candidate
 from envs.worker.progress import ProgressBoard
 from envs.worker.protocol import read_frame, write_frame
@@ -340,9 +341,7 @@ class Evaluation(CorrectnessPhase):
                 placed["anchor"] = _clone(inputs)
 
                 def replace_inputs() -> None:
-                    # drop the previous copies first: besides the originals, at most the two copies of one block
-                    placed["inputs"] = placed["anchor"] = None
-                    placed["inputs"], placed["anchor"] = _clone(inputs), _clone(inputs)
+                    move_to_fresh_placement(placed, inputs)
 
                 stats, kept = self._time(call, keep=(probe, runs - 1), anchor=lambda: self.model(*placed["anchor"]),
                                          replace_inputs=replace_inputs)

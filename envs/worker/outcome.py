@@ -17,3 +17,12 @@ class Outcome(Exception):
 
 def clone_args(args: list[Any]) -> list[Any]:
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def move_to_fresh_placement(placed: dict[str, Any], inputs: list[Any]) -> None:
+    """New copies of `inputs` for the candidate (`placed["inputs"]`) and the anchor (`placed["anchor"]`), each
+    allocated while the copy it replaces is still alive: the caching allocator hands a freed block to the next
+    request of its size, so dropping the old copies first gave every later placement block the same address
+    (H200 probe, 2026-12-01). Peak: the originals plus three copies."""
+    placed["inputs"] = clone_args(inputs)  # the previous candidate copy (or the originals) still held meanwhile
+    placed["anchor"] = clone_args(inputs)

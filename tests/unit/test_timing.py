@@ -73,3 +73,18 @@ def test_several_blocks_need_a_way_to_move_the_inputs():
 
     with pytest.raises(ValueError):
         time_in_placements({KERNEL: lambda: KERNEL}, placement_blocks(10, 0, 2), None, clock=PlacementClock([1.0]))
+
+
+def test_a_fresh_placement_never_lands_on_the_copies_it_replaces():
+    import torch
+
+    from envs.worker.outcome import clone_args, move_to_fresh_placement
+
+    inputs = [torch.randn(1 << 16), 3]
+    placed = {"inputs": inputs, "anchor": clone_args(inputs)}
+    for _ in range(3):
+        before = placed["inputs"][0].data_ptr(), placed["anchor"][0].data_ptr()
+        move_to_fresh_placement(placed, inputs)
+        assert placed["inputs"][0].data_ptr() != before[0] and placed["anchor"][0].data_ptr() != before[1]
+        assert torch.equal(placed["inputs"][0], inputs[0]) and torch.equal(placed["anchor"][0], inputs[0])
+        assert placed["inputs"][1] == 3 and placed["inputs"][0] is not placed["anchor"][0]
