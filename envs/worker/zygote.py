@@ -33,6 +33,7 @@ import signal
 import socket
 import stat
 import sys
+import time
 import traceback
 
 from envs.worker.lifeline import die_with_descendants, prctl
@@ -137,15 +138,21 @@ class Zygote:
     def send(self, message: dict) -> None:
         self.sock.send(json.dumps(message).encode())
 
-    def reap(self) -> bool:
-        """Collect every ended child (harnesses, and orphans adopted as subreaper); True if none is left."""
+    def reap(self, wait: float = 0.0) -> bool:
+        """Collect every ended child (harnesses, and orphans adopted as subreaper); True if none is left.
+        With `wait`, give children that are ending up to that many seconds: a killed process whose /proc
+        entry already reads zombie is not collectable until its last thread has exited."""
+        deadline = time.monotonic() + wait
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return True
             if pid == 0:
-                return False
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.005)
+                continue
             self.exits[pid] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
     def serve(self) -> None:
@@ -167,7 +174,9 @@ class Zygote:
             for fd in fds:
                 os.close(fd)
             if kind == "status" and isinstance(message.get("pid"), int):
-                self.reap()
+                deadline = time.monotonic() + 2.0  # the owner asks once the child has died: its threads may still end
+                while not self.reap() and message["pid"] not in self.exits and time.monotonic() < deadline:
+                    time.sleep(0.005)
                 self.send({"type": "status", "pid": message["pid"], "code": self.exits.get(message["pid"])})
             elif kind == "shutdown":
                 return
@@ -175,7 +184,8 @@ class Zygote:
                 self.send({"type": "error", "why": f"unexpected message {str(message)[:100]}"})
 
     def fork(self, fds: list[int]) -> None:
-        why = None if self.reap() else "a process of the previous child is still running"
+        # The owner forks only once the previous child's processes have ended (it killed them).
+        why = None if self.reap(wait=5.0) else "a process of the previous child is still running"
         why = why or self.scratch.restore() or why_not_fork(self.sandboxed)
         if why is not None:
             for fd in fds:
