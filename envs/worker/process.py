@@ -113,6 +113,7 @@ class WorkerProcess:
         self._tail = bytearray()
         self._tail_lock = threading.Lock()
         self.info: dict[str, Any] = {}
+        self._signalled: list[psutil.Process] = []  # killed by kill(wait=False), not yet waited for
         self._start(startup_timeout)
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -274,12 +275,13 @@ class WorkerProcess:
             except (ProcessLookupError, PermissionError):
                 pass
         if not wait:
+            self._signalled = victims  # waited for by the kill() that follows
             return
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        wait_ended(victims, timeout=5)
+        wait_ended([*self._signalled, *victims], timeout=5)
         for fd in (self._req_w, self._res_r):
             try:
                 os.close(fd)

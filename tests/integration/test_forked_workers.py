@@ -152,6 +152,19 @@ def test_a_zygote_that_died_is_replaced(ev):
     assert worker(ev).zygote_pid != zygote
 
 
+def test_state_the_zygote_cannot_restore_replaces_the_whole_sandbox(ev):
+    """A System V shared memory segment outlives its creator in the sandbox's IPC namespace: no fork then,
+    a new sandbox instead."""
+    if not SANDBOXED:
+        pytest.skip("unsandboxed, workers share the host's IPC namespace")
+    zygote = worker(ev).zygote_pid
+    leave = solution("import ctypes\nctypes.CDLL(None).shmget(0, 4096, 0o1000 | 0o600)\nraise RuntimeError('left')")
+    assert run(ev, leave).status is Status.RUNTIME_ERROR
+    after = run(ev, leftovers_fail("open('/proc/sysvipc/shm').read().splitlines()[1:]"))
+    assert after.status is Status.CORRECT, after.error
+    assert worker(ev).zygote_pid != zygote
+
+
 def test_max_forks_per_zygote_bounds_a_zygote_life():
     settings = EvalSettings(device="cpu", workers=1, fork_workers="on", max_forks_per_zygote=2)
     failing = solution("raise ValueError('boom')")
