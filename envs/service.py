@@ -184,6 +184,7 @@ class VerdictResponse(BaseModel):
     speedup_interval: SpeedupInterval | None = None
     torch_share: float | None = None
     accuracy: Accuracy | None = None
+    floor_ms: float | None = None
 
 
 class RewardResponse(BaseModel):

@@ -9,9 +9,20 @@ Two sources of baseline time:
 
 With an anchor the eager speedup is median(anchor) / median(kernel), and the TorchInductor speedup
 carries the cached inductor/eager ratio over: t_inductor_now = t_inductor_cached * t_eager_now /
-t_eager_cached. Without one, the cached baseline's median divides the kernel's. The interval is a
-percentile bootstrap of that statistic, resampling each window's runs (the anchor's and the kernel's
-independently, as they are interleaved rather than paired one to one).
+t_eager_cached. Without one, the cached baseline's median divides the kernel's.
+
+The interval is a two-level (hierarchical, cluster) percentile bootstrap of that statistic. The timed runs
+come in placement blocks (`envs.timing.placement_blocks`: the inputs copied to fresh addresses before
+each block), and runs of one block share its placement and its moment, so they are not independent:
+resampling runs as if they were ignores the spread between blocks (where inputs land moves a kernel's
+time by a few percent, docs/gpu-notes.md), and claims more certainty than repeated evaluations show
+(H200: median width 0.72%, speedups a median 1.92% apart over 3 evaluations). So each resample first draws blocks with replacement, then runs
+with replacement within each drawn block (Davison & Hinkley 1997, Bootstrap Methods and Their
+Application, section 3.8; Kalibera & Jones 2013, "Rigorous benchmarking in reasonable time", for
+benchmark repetitions at several levels). The kernel's and the anchor's runs of one block were timed
+together (interleaved), so a drawn block brings both, and drift inside the window still cancels in the
+ratio. A single block (placements 1, or samples reported without block ids) is the plain bootstrap of
+runs. docs/speedup-interval.md has the method, its limits and how its coverage is checked.
 
 An anchor far from the cached eager time (beyond `MAX_DRIFT` either way) is not trusted alone: the
 candidate runs in the same process and might slow the reference down; the smaller of the two speedups is
@@ -46,26 +57,71 @@ class SpeedupEstimate:
     notes: tuple[str, ...] = ()
 
 
-def _resampled_medians(samples: list[float], resamples: int, generator: torch.Generator) -> torch.Tensor:
-    """The nearest-rank median of each of `resamples` bootstrap resamples of `samples`."""
-    values = torch.tensor(samples, dtype=torch.float64)
-    n = len(samples)
-    picks = values[torch.randint(n, (resamples, n), generator=generator)]
-    return picks.kthvalue(int(round(0.5 * (n - 1))) + 1, dim=1).values
+Blocks = dict[int, list[float]]  # timed runs (ms) by placement block id
 
 
-def bootstrap_ratio(numerator: list[float], denominator: list[float], scale: float = 1.0,
+def group_runs(samples: list[float], blocks: list[int] | None = None) -> Blocks:
+    """Runs by placement block, `blocks[i]` being the block of `samples[i]`; non-positive runs dropped.
+    Without block ids (a worker from before they were reported) or with ids that do not match the
+    samples one to one, every run counts as one block: the plain bootstrap of runs."""
+    if blocks is None or len(blocks) != len(samples) or not all(type(b) is int and b >= 0 for b in blocks):
+        blocks = [0] * len(samples)
+    grouped: Blocks = {}
+    for t, b in zip(samples, blocks):
+        if t > 0:
+            grouped.setdefault(b, []).append(float(t))
+    return grouped
+
+
+def _as_blocks(samples: list[float] | Blocks) -> Blocks:
+    return {b: list(xs) for b, xs in samples.items() if xs} if isinstance(samples, dict) else \
+        ({0: list(samples)} if samples else {})
+
+
+def _block_picks(blocks: int, resamples: int, generator: torch.Generator) -> torch.Tensor:
+    """The first level: for each resample, which block fills each of the `blocks` slots."""
+    if blocks == 1:
+        return torch.zeros((resamples, 1), dtype=torch.long)
+    return torch.randint(blocks, (resamples, blocks), generator=generator)
+
+
+def _resampled_medians(blocks: Blocks, picks: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """The nearest-rank median of each resample: slot j takes as many runs as block j has (the design of
+    the measurement: split_runs fixes the block sizes), drawn with replacement from the block picked for
+    it. One block: the plain bootstrap of runs."""
+    groups = list(blocks.values())
+    sizes = torch.tensor([len(g) for g in groups])
+    offsets = torch.cumsum(sizes, 0) - sizes
+    values = torch.tensor([t for g in groups for t in g], dtype=torch.float64)
+    resamples = picks.shape[0]
+    columns = []
+    for slot, size in enumerate(sizes.tolist()):
+        chosen = picks[:, slot:slot + 1]
+        within = (torch.rand((resamples, size), generator=generator, dtype=torch.float64) * sizes[chosen]).long()
+        columns.append(values[offsets[chosen] + within])
+    runs = torch.cat(columns, dim=1)
+    return runs.kthvalue(int(round(0.5 * (runs.shape[1] - 1))) + 1, dim=1).values
+
+
+def bootstrap_ratio(numerator: list[float] | Blocks, denominator: list[float] | Blocks, scale: float = 1.0,
                     resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
                     seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of scale * median(numerator) / median(denominator); a one-element
-    `numerator` is a constant (a cached median). Seeded, so the same samples give the same interval."""
-    if not numerator or not denominator:
+    """Percentile bootstrap interval of scale * median(numerator) / median(denominator), each side a list
+    of runs (one block) or runs by block id (`group_runs`). Blocks are drawn first, then runs within
+    them; when both sides have the same block ids a drawn block brings both sides' runs (they were
+    timed together), otherwise each side's blocks are drawn on their own. A one-element numerator is a
+    constant (a cached median). Seeded, so the same samples give the same interval."""
+    num, den = _as_blocks(numerator), _as_blocks(denominator)
+    if not num or not den:
         raise ValueError("bootstrap needs samples on both sides")
     generator = torch.Generator().manual_seed(seed)
-    num = torch.full((resamples,), float(numerator[0]), dtype=torch.float64) if len(numerator) == 1 else \
-        _resampled_medians(numerator, resamples, generator)
-    den = _resampled_medians(denominator, resamples, generator)
-    stats = (scale * num / den).sort().values
+    den_picks = _block_picks(len(den), resamples, generator)
+    paired = len(den) > 1 and sorted(num) == sorted(den)
+    if paired:
+        num = {b: num[b] for b in den}  # the same order: slot j of both sides is block j
+    num_picks = den_picks if paired else _block_picks(len(num), resamples, generator)
+    stats = (scale * _resampled_medians(num, num_picks, generator) /
+             _resampled_medians(den, den_picks, generator)).sort().values
     tail = (1 - confidence) / 2
     low = stats[min(resamples - 1, int(tail * resamples))]
     high = stats[min(resamples - 1, int((1 - tail) * resamples))]
@@ -73,36 +129,39 @@ def bootstrap_ratio(numerator: list[float], denominator: list[float], scale: flo
 
 
 def estimate_speedup(kernel: list[float], eager: TimingStats | None, inductor: TimingStats | None,
-                     baseline: str, anchor: list[float] | None = None) -> SpeedupEstimate | None:
+                     baseline: str, anchor: list[float] | None = None, kernel_blocks: list[int] | None = None,
+                     anchor_blocks: list[int] | None = None) -> SpeedupEstimate | None:
     """The speedup against `baseline` (inductor or eager; eager when TorchInductor failed), or None when
-    there is nothing to divide by."""
+    there is nothing to divide by. `kernel_blocks` / `anchor_blocks` name the placement block of each run
+    (`group_runs`); the interval resamples those blocks."""
     notes: list[str] = []
     chosen = inductor if baseline == "inductor" else eager
     name = baseline
     if chosen is None and eager is not None:
         chosen, name = eager, "eager"
         notes.append("TorchInductor baseline unavailable; speedup is against eager PyTorch")
-    kernel = [t for t in kernel if t > 0]
+    runs = group_runs(kernel, kernel_blocks)
+    kernel = [t for xs in runs.values() for t in xs]
     if chosen is None or not kernel:
         return None
     cached = chosen.median_ms / _median(kernel)
 
-    def from_cache(drift: float | None) -> SpeedupEstimate:
-        low, high = bootstrap_ratio([chosen.median_ms], kernel)
-        return SpeedupEstimate(cached, SpeedupInterval(low, high, CONFIDENCE, False, drift, RESAMPLES), name,
-                               tuple(notes))
+    def interval(numerator: list[float] | Blocks, scale: float, anchored: bool,
+                 drift: float | None) -> SpeedupInterval:
+        low, high = bootstrap_ratio(numerator, runs, scale)
+        return SpeedupInterval(low, high, CONFIDENCE, anchored, drift, RESAMPLES, blocks=len(runs))
 
-    if not anchor or eager is None or eager.median_ms <= 0:
-        return from_cache(None)
+    anchor_runs = group_runs(anchor or [], anchor_blocks)
+    if not anchor_runs or eager is None or eager.median_ms <= 0:
+        return SpeedupEstimate(cached, interval([chosen.median_ms], 1.0, False, None), name, tuple(notes))
+    anchor = [t for xs in anchor_runs.values() for t in xs]
     drift = _median(anchor) / eager.median_ms
     scale = chosen.median_ms / eager.median_ms  # 1 for eager; the cached inductor/eager ratio otherwise
     anchored = scale * _median(anchor) / _median(kernel)
     if not 1 / MAX_DRIFT <= drift <= MAX_DRIFT and cached < anchored:
         notes.append(f"the re-anchored baseline is {drift:.2f}x its cached time: the smaller, cached speedup is used")
-        return from_cache(drift)
-    low, high = bootstrap_ratio(anchor, kernel, scale)
-    return SpeedupEstimate(anchored, SpeedupInterval(low, high, CONFIDENCE, True, drift, RESAMPLES), name,
-                           tuple(notes))
+        return SpeedupEstimate(cached, interval([chosen.median_ms], 1.0, False, drift), name, tuple(notes))
+    return SpeedupEstimate(anchored, interval(anchor_runs, scale, True, drift), name, tuple(notes))
 
 
 def rebase_speedup(verdict: Verdict, baseline: TimingStats) -> tuple[float | None, SpeedupInterval | None]:

@@ -9,6 +9,10 @@ Re-anchoring: `time_interleaved` times several callables in one window, their ru
 schedule (`interleaved_schedule`), so a baseline timed beside the candidate sees the same GPU state
 (clocks, temperature, neighbours) as the candidate. The clock is a parameter, so the scheduling and
 bookkeeping run in unit tests with a synthetic clock.
+
+Placements: `time_in_placements` splits the runs into blocks (`placement_blocks`), the inputs moved to
+fresh addresses before each block after the first, and reports the block of every sample, which the
+speedup's interval resamples as a unit (envs/speedup.py).
 """
 
 from __future__ import annotations
@@ -112,6 +116,60 @@ def split_runs(runs: int, parts: int) -> list[int]:
     """`runs` shared among `parts` blocks as evenly as possible (earlier blocks take the remainder)."""
     parts = max(1, min(parts, runs))
     return [runs // parts + (1 if i < runs % parts else 0) for i in range(parts)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """One input placement's share of the timed runs: the candidate's and the anchor's."""
+
+    runs: int
+    anchor_runs: int
+
+
+def placement_blocks(runs: int, anchor_runs: int, placements: int) -> list[Block]:
+    """The candidate's `runs` over at most `placements` blocks (never an empty one), the anchor's runs
+    over the same blocks; with fewer anchor runs than blocks the last blocks have none."""
+    kernel = split_runs(runs, placements)
+    anchors = split_runs(anchor_runs, len(kernel)) if anchor_runs else []
+    return [Block(r, a) for r, a in zip(kernel, anchors + [0] * (len(kernel) - len(anchors)))]
+
+
+@dataclasses.dataclass
+class PlacedRuns(TimedRuns):
+    blocks: dict[str, list[int]]  # the placement block of each sample in `samples`, by callable name
+
+
+def time_in_placements(fns: dict[str, Callable[[], Any]], blocks: list[Block],
+                       replace_inputs: Callable[[], None] | None = None, clock: Clock | None = None,
+                       warmup_ms: float = 25.0, keep: tuple[int, ...] = ()) -> PlacedRuns:
+    """Time the candidate (`fns[KERNEL]`) and, where a block has anchor runs, `fns[ANCHOR]` interleaved
+    with it, block after block; `replace_inputs` moves the inputs to fresh addresses before every block
+    after the first. Only the first block warms up fully (later ones run each callable once: the new
+    addresses' first touch). `keep` counts the candidate's runs over all blocks, as in time_interleaved."""
+    if len(blocks) > 1 and replace_inputs is None:
+        raise ValueError("more than one placement block needs replace_inputs")
+    # Without `clock` each block makes its own CudaClock (its flush buffer allocated after the block's
+    # inputs, freed after its runs), as when placements were measured on the H200: the same sequence of
+    # allocations, so the inputs land as they did then.
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    ids: dict[str, list[int]] = {name: [] for name in fns}
+    kept: dict[int, Any] = {}
+    seconds = dict.fromkeys(fns, 0.0)
+    for b, block in enumerate(blocks):
+        offset = len(samples[KERNEL])
+        if b:
+            replace_inputs()
+        timed = time_interleaved(
+            {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
+            interleaved_schedule(block.runs, block.anchor_runs), clock=clock,
+            warmup_ms=warmup_ms if b == 0 else 0.0, min_warmup_runs=3 if b == 0 else 1,
+            keep=tuple(k - offset for k in keep if offset <= k < offset + block.runs))
+        for name, xs in timed.samples.items():
+            samples[name] += xs
+            ids[name] += [b] * len(xs)
+            seconds[name] += timed.seconds[name]
+        kept.update({offset + k: out for k, out in timed.kept.items()})
+    return PlacedRuns(samples, kept, seconds, ids)
 
 
 def time_cuda(fn: Callable[[], Any], runs: int = 100, warmup_ms: float = 25.0, max_warmup_runs: int = 50,

@@ -73,6 +73,9 @@ class SpeedupInterval:
     anchored: bool  # the baseline was timed in the kernel's window (re-anchored), not only taken from the cache
     drift: float | None  # anchor median now / cached eager median: how far the GPU moved since it was cached
     resamples: int
+    # Placement blocks resampled as units before the runs inside them (two-level bootstrap); 1: the runs
+    # resampled as one sample, as in every verdict cached before blocks were reported.
+    blocks: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,10 +132,22 @@ class Verdict:
     speedup_interval: SpeedupInterval | None = None  # GPU: bootstrap interval of `speedup`
     torch_share: float | None = None  # cost of the candidate's own PyTorch compute / the reference's (ATen ops)
     accuracy: Accuracy | None = None  # which rule judged the outputs, and the errors behind it
+    # GPU: the anti-hack's physical floor of the problem, ms: the longer of its minimum bytes at peak DRAM bandwidth
+    # and its FLOPs at peak (envs/antihack/runtime.py floor_ms). None on CPU and in verdicts cached before it existed.
+    floor_ms: float | None = None
 
     @property
     def correct(self) -> bool:
         return self.status is Status.CORRECT
+
+    @property
+    def speed_of_light(self) -> float | None:
+        """floor_ms / the kernel's median time: 1.0 is a kernel at the physical floor, 0.25 four times slower.
+        None unless the verdict is correct and both times are known (never on CPU)."""
+        t = self.timings
+        if not self.correct or self.floor_ms is None or t is None or t.kernel is None or t.kernel.median_ms <= 0:
+            return None
+        return self.floor_ms / t.kernel.median_ms
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -215,7 +215,7 @@ class RunConfig:
 
             context = None if run.policy.is_api else int(run.policy.engine.get("max_model_len",
                                                                                 EngineConfig.max_model_len))
-            run = dataclasses.replace(run, trajectory=build("rollout", lambda _: _trajectory(
+            run = dataclasses.replace(run, trajectory=build("rollout", lambda _: trajectory_config(
                 tools, trajectory_map, api=run.policy.is_api, context=context)))
         run.check_policy()
         if run.policy.learner is not None:  # the learner's own record (world size, LoRA, optimizer) refuses bad keys now
@@ -230,7 +230,10 @@ class RunConfig:
                               "importance correction algorithm.tis_cap (not null)")
         if run.algorithm.temperature != run.rollout.temperature and run.rollout.temperature > 0:
             raise ConfigError(f"algorithm.temperature ({run.algorithm.temperature}) must equal rollout.temperature "
-                              f"({run.rollout.temperature}): the learner's logprobs must be of the sampled policy")
+                              f"({run.rollout.temperature}): the learner's logprobs must be of the sampled policy; "
+                              f"set rollout.temperature={run.algorithm.temperature} or algorithm.temperature="
+                              f"{run.rollout.temperature} (+algorithm.temperature=... where the preset does not "
+                              "list it)")
         return run
 
     def check_policy(self) -> None:
@@ -265,7 +268,7 @@ def _typed(cls: type, m: Mapping[str, Any] | None, what: str):
     return cls(**m)
 
 
-def _trajectory(tools: Any, m: Mapping[str, Any], *, api: bool, context: int | None):
+def trajectory_config(tools: Any, m: Mapping[str, Any], *, api: bool, context: int | None):
     """rollout.tools + rollout.trajectory as a TrajectoryConfig. Unknown tool names and trajectory keys fail
     here. Defaults the policy decides: API models use native function calling (`tool_format: auto` becomes
     native), and a local engine's max_model_len bounds each trajectory's context."""

@@ -6,6 +6,10 @@ and the seconds of a full-weight sync (gather, merged export, broadcast into an 
     # CPU, SmolLM2-135M from a local HF directory, fp32 vs bf16 (the default CPU run's learner)
     python scripts/bench_learner.py --model DIR --device cpu --dtype float32 bfloat16 --batch 8 --seq-len 512 --steps 1
 
+    # CPU, tiny random Llama with a byte-sized vocabulary: the PPO:GRPO ratio of per-step overheads in seconds
+    python scripts/bench_learner.py --preset tiny-llama --vocab-size 259 --device cpu --finetune full --dtype float32 \
+        --algorithm grpo ppo --batch 8 --seq-len 512 --steps 5
+
     # FSDP2 (rl.learner.sharded) at world size 1 on one GPU, GRPO and PPO, then the weight sync into an hf engine
     python scripts/bench_learner.py --preset llama-0.5b --fsdp --finetune full --algorithm grpo ppo --sync
     # FSDP2 over 2 GPUs (no Ray needed): torchrun starts the ranks; rank 0 prints
@@ -39,7 +43,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from rl.learner.config import AlgorithmConfig, LoraSettings, OptimizerSettings, PolicyConfig  # noqa: E402
 from rl.learner.policy import Policy  # noqa: E402
 from rl.learner.random_models import byte_tokenizer  # noqa: E402
-from rl.learner.random_models import from_preset  # noqa: E402
+from rl.learner.random_models import SMOLLM2_VOCAB, from_preset  # noqa: E402
 from rl.types import TrainBatch  # noqa: E402
 
 H200_BF16_DENSE_FLOPS = 989e12
@@ -57,7 +61,7 @@ def random_batch(vocab: int, batch: int, seq_len: int, prompt_len: int, seed: in
 def build_model(args):
     if args.model:
         return None  # Policy loads policy.model
-    return from_preset(args.preset)
+    return from_preset(args.preset, vocab_size=args.vocab_size)
 
 
 def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
@@ -206,6 +210,8 @@ def main(argv=None) -> int:
     p.add_argument("--preset", default="llama-0.5b",
                    help="random-init shape from rl.models.RANDOM_PRESETS (ignored with --model)")
     p.add_argument("--model", default=None, help="a local HF model directory instead of a random-init one")
+    p.add_argument("--vocab-size", type=int, default=SMOLLM2_VOCAB,
+                   help="vocabulary of the random-init model (a small one makes a CPU run of tiny-llama quick)")
     p.add_argument("--finetune", nargs="+", choices=["lora", "full"], default=["lora", "full"])
     p.add_argument("--dtype", nargs="+", choices=["float32", "bfloat16"], default=["bfloat16"])
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")

@@ -2,9 +2,10 @@
 
 What it says: the status; for failures the relevant error lines (the worker already reduces tracebacks to
 the solution's own frames) or where and by how much outputs differ; for correct kernels the kernel time,
-the speedup against eager PyTorch and against TorchInductor, and the share of device time in the
-candidate's own kernels. For a hack: which rule fired (its category and the category's neutral description,
-envs/antihack/categories.py), never the detector's detailed reason, which would describe how to evade it.
+the speedup against eager PyTorch and against TorchInductor, how close it is to the physical floor (GPU), and
+the share of device time in the candidate's own kernels. For a hack: which rule fired (its category and the
+category's neutral description, envs/antihack/categories.py), never the detector's detailed reason, which
+would describe how to evade it.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def verdict_feedback(verdict: Verdict) -> str:
                     lines.append(f"speedup vs {name}: {base.median_ms / t.kernel.median_ms:.3g}x ({_ms(base)})")
         else:
             lines.append("speedup: not measured (evaluated on CPU with the Triton interpreter: correctness only)")
+        if verdict.speed_of_light is not None:  # how much faster it could physically get
+            lines.append(f"physical floor: {verdict.floor_ms:.4g} ms (minimum bytes at peak bandwidth or FLOPs "
+                         f"at peak); this kernel reaches {100 * verdict.speed_of_light:.0f}% of it")
         if verdict.own_kernel_share is not None:
             lines.append(f"own-kernel share of device time: {100 * verdict.own_kernel_share:.0f}%")
     lines.append(f"reward: {verdict.reward:.3f}")

@@ -38,7 +38,7 @@ from envs import inputs as families
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
 from envs.compare import as_output_list, compare_outputs
-from envs.timing import ANCHOR, KERNEL, host_tail_ms, interleaved_schedule, split_runs, time_interleaved
+from envs.timing import ANCHOR, KERNEL, host_tail_ms, placement_blocks, time_in_placements
 from envs.verdict import TimingStats
 from envs.worker.correctness import CorrectnessPhase
 from envs.worker.cpu_backstop import apply_lifetime_limit
@@ -184,31 +184,19 @@ class Evaluation(CorrectnessPhase):
         timing = self.req["timing"]
         anchor_runs = timing.get("anchor_runs", 0) if anchor is not None else 0
         fns = {KERNEL: fn, **({ANCHOR: anchor} if anchor_runs else {})}
-        blocks = split_runs(timing["runs"], timing.get("placements", 1) if replace_inputs is not None else 1)
-        anchor_blocks = split_runs(anchor_runs, len(blocks))
-        anchor_blocks += [0] * (len(blocks) - len(anchor_blocks))  # fewer anchor runs than blocks
-        samples: dict[str, list[float]] = {name: [] for name in fns}
-        kept: dict[int, Any] = {}
-        seconds = dict.fromkeys(fns, 0.0)
+        placements = timing.get("placements", 1) if replace_inputs is not None else 1
         with self._gpu("exclusive"):
-            for b, (runs, anchors) in enumerate(zip(blocks, anchor_blocks)):
-                offset = len(samples[KERNEL])
-                if b:
-                    replace_inputs()
-                timed = time_interleaved(
-                    {k: f for k, f in fns.items() if k == KERNEL or anchors}, interleaved_schedule(runs, anchors),
-                    warmup_ms=timing["warmup_ms"] if b == 0 else 0.0, min_warmup_runs=3 if b == 0 else 1,
-                    keep=tuple(k - offset for k in keep if offset <= k < offset + runs))
-                for name, xs in timed.samples.items():
-                    samples[name] += xs
-                    seconds[name] += timed.seconds[name]
-                kept.update({offset + k: out for k, out in timed.kept.items()})
+            timed = time_in_placements(fns, placement_blocks(timing["runs"], anchor_runs, placements),
+                                       replace_inputs, warmup_ms=timing["warmup_ms"], keep=keep)
+        samples, kept = timed.samples, timed.kept
         if anchor is not None:
             self.facts["kernel_samples"] = samples[KERNEL]
+            self.facts["kernel_blocks"] = timed.blocks[KERNEL]  # the placement block of each sample
         if anchor_runs:
             self.facts["anchor"] = TimingStats.from_samples(samples[ANCHOR]).__dict__
             self.facts["anchor_samples"] = samples[ANCHOR]
-            self.facts["anchor_seconds"] = seconds[ANCHOR]
+            self.facts["anchor_blocks"] = timed.blocks[ANCHOR]
+            self.facts["anchor_seconds"] = timed.seconds[ANCHOR]
         return TimingStats.from_samples(samples[KERNEL]).__dict__, kept
 
     # --- phases -----------------------------------------------------------------------------------

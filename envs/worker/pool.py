@@ -348,9 +348,12 @@ class WorkerPool:
             inductor = TimingStats(**baselines["inductor"]) if baselines.get("inductor") else None
             timings = Timings(kernel=TimingStats(**kernel) if kernel else None, eager=eager, inductor=inductor,
                               anchor=TimingStats(**anchor) if anchor else None)
-            samples = _floats(result.get("kernel_samples")) or ([timings.kernel.median_ms] if kernel else [])
-            estimate = estimate_speedup(samples, eager, inductor,
-                                        self.settings.baseline, _floats(result.get("anchor_samples")) or None)
+            samples, blocks = _samples(result, "kernel")
+            if not samples and kernel:
+                samples = [timings.kernel.median_ms]
+            anchor_samples, anchor_blocks = _samples(result, "anchor")
+            estimate = estimate_speedup(samples, eager, inductor, self.settings.baseline, anchor_samples or None,
+                                        kernel_blocks=blocks, anchor_blocks=anchor_blocks)
             if estimate is not None:
                 speedup, baseline_name, interval = estimate.speedup, estimate.baseline, estimate.interval
                 notes.extend(estimate.notes)
@@ -362,7 +365,7 @@ class WorkerPool:
         hack = result.get("hack") if status is Status.HACK else None
         if status is Status.HACK and not (isinstance(hack, dict) and set(hack) == {"category", "reason"}):
             status, hack = Status.CRASH, None  # a malformed report is not a verdict
-        share, torch_share = result.get("own_kernel_share"), result.get("torch_share")
+        share, torch_share, floor = result.get("own_kernel_share"), result.get("torch_share"), result.get("floor_ms")
         return Verdict(status, problem.id, self.device_name, error=str(error)[:8000] if error else None,
                        hack=HackFinding(str(hack["category"]), str(hack["reason"])[:2000]) if hack else None,
                        timings=timings, speedup=speedup, baseline=baseline_name, phase_seconds=phases,
@@ -371,7 +374,8 @@ class WorkerPool:
                        speedup_interval=interval,
                        torch_share=float(torch_share) if isinstance(torch_share, (int, float)) else None,
                        suspicious=str(result["suspicious"])[:500] if result.get("suspicious") else None,
-                       accuracy=_accuracy(result.get("accuracy")))
+                       accuracy=_accuracy(result.get("accuracy")),
+                       floor_ms=float(floor) if isinstance(floor, (int, float)) and 0 < floor < float("inf") else None)
 
     def close(self) -> None:
         if self._closed:
@@ -388,8 +392,14 @@ class WorkerPool:
                 slot.future.result().kill()
 
 
-def _floats(values: Any) -> list[float]:
-    """Timing samples from a worker's result: positive finite numbers only ([] if malformed)."""
+def _samples(result: dict, name: str) -> tuple[list[float], list[Any] | None]:
+    """One callable's timing samples from a worker's result, positive finite numbers only ([] if
+    malformed), and the placement block of each kept sample (None when not reported, as by workers
+    before blocks were, or not one per sample; envs.speedup.group_runs checks the ids themselves)."""
+    values, blocks = result.get(f"{name}_samples"), result.get(f"{name}_blocks")
     if not isinstance(values, list):
-        return []
-    return [float(v) for v in values if isinstance(v, (int, float)) and 0 < v < float("inf")]
+        return [], None
+    if not isinstance(blocks, list) or len(blocks) != len(values):
+        blocks = None
+    good = [i for i, v in enumerate(values) if isinstance(v, (int, float)) and 0 < v < float("inf")]
+    return [float(values[i]) for i in good], None if blocks is None else [blocks[i] for i in good]

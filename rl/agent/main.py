@@ -146,6 +146,8 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
                 "eval_seconds": search.total.eval_seconds, "candidates": len(records_all),
                 "resumed_candidates": sum(o.resumed_from for o in outcomes),
                 "bandit": {"pulls": search.bandit.pulls, "reward_sum": search.bandit.total},
+                "profiles": search.total.profiles,
+                "stop_at_floor_fraction": search_config.budget.stop_at_floor_fraction, "notes": search.notes,
                 "verify": dataclasses.asdict(verify_config) if verify_config.enabled else "off",
                 "skipped": skipped, "wall_seconds": time.perf_counter() - started, "eval": cfg["eval"]}
     report = build_report(outcomes, verified, settings.baseline, run_info)

@@ -4,7 +4,8 @@ and retrieval of similar solved kernels. Each returns the chat messages a policy
 All start from rl.prompts.PromptBuilder's messages (system rules, the optional one-shot example, the problem),
 so the agent asks in the same format the policy was trained and benchmarked on, and add one instruction:
   fresh/<strategy>  a strategy hint appended to the problem turn
-  mutate            [..., assistant: the parent's code, user: the evaluator's feedback on it + what to improve]
+  mutate            [..., assistant: the parent's code, user: the evaluator's feedback on it (and, on a GPU, its
+                    profile: rl.agent.profiles) + what to improve]
   crossover         the problem turn plus two earlier kernels and their verdicts, asking for one that combines them
   retrieval         the problem turn plus verified kernels of OTHER similar problems (rl.retrieval.KernelIndex,
                     built from the solution store less held-out splits; the problem's own never returned)
@@ -17,6 +18,7 @@ from __future__ import annotations
 from envs.problems import Problem
 from envs.source import extract_code
 from envs.tools.feedback import verdict_feedback
+from envs.tools.profile import format_profile
 from rl.agent.records import CandidateRecord
 from rl.prompts import PromptBuilder
 from rl.retrieval import KernelIndex
@@ -59,13 +61,17 @@ def fresh_messages(builder: PromptBuilder, problem: Problem, strategy: str) -> l
     return _append_to_last_user(messages, STRATEGIES[strategy]) if STRATEGIES[strategy] else messages
 
 
-def mutate_messages(builder: PromptBuilder, problem: Problem, parent: CandidateRecord) -> list[Message]:
+def mutate_messages(builder: PromptBuilder, problem: Problem, parent: CandidateRecord,
+                    profile: dict | None = None) -> list[Message]:
+    """`profile`: the parent's GPU profile facts (envs/worker/profiling.py), shown after the verdict."""
     goal = ("Make it faster while keeping it correct: fuse work, pick better block sizes and warps, avoid "
             "redundant memory traffic." if parent.correct else "Fix it so that it is correct.")
+    feedback = verdict_feedback(parent.verdict)
+    if profile is not None:
+        feedback += f"\n\nWhere its device time goes:\n{format_profile(profile)}"
     return [*builder.build(problem).messages,
             {"role": "assistant", "content": f"```python\n{_code(parent)}\n```"},
-            {"role": "user", "content": f"The evaluator ran this ModelNew:\n{verdict_feedback(parent.verdict)}\n\n"
-                                        f"{goal} {_ANSWER}"}]
+            {"role": "user", "content": f"The evaluator ran this ModelNew:\n{feedback}\n\n{goal} {_ANSWER}"}]
 
 
 def crossover_messages(builder: PromptBuilder, problem: Problem, a: CandidateRecord,

@@ -7,6 +7,8 @@ what each operator contributed. Pure functions over the search's records; agent.
     search        summarize() over every evaluated candidate (each one a "sample"): what the search saw
     curves        solved %, faster-than-TorchInductor % and geomean (failures = 1.0) after the first b
                   evaluations of every problem, b = 1, 2, 4, ... and the largest
+    floor         per problem (GPU): the physical floor, the search's nearest kernel to it and the verified
+                  winner's share of the floor's speed; `floor_stops` counts problems stopped there
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from rl.agent.features import fitness
 from rl.agent.records import OPERATORS, CandidateRecord
-from rl.agent.search import ProblemOutcome
+from rl.agent.search import FLOOR_STOP, ProblemOutcome
 from rl.agent.verify import Verified
 from rl.bench.metrics import AttemptRecord, ProblemResult, speedup_vs, summarize
 
@@ -63,6 +65,18 @@ def _operator_stats(outcomes: list[ProblemOutcome]) -> dict[str, dict[str, Any]]
                 s["new_best"] += best >= 0  # the first candidate of a problem is not an improvement
                 best = f
     return {op: dict(c) for op, c in stats.items() if c}
+
+
+def _floor(outcome: ProblemOutcome, verified: Any) -> dict[str, Any] | None:
+    """The physical floor and how near the kernels came (None on CPU, where no floor is measured)."""
+    near = [r for r in _evaluated(outcome) if r.verdict.speed_of_light is not None]
+    floor = next((r.verdict.floor_ms for r in near), verified.floor_ms if verified is not None else None)
+    if floor is None:
+        return None
+    best = max(near, key=lambda r: r.verdict.speed_of_light, default=None)
+    return {"floor_ms": floor, "search_nearest": None if best is None else
+            {"id": best.id, "speed_of_light": best.verdict.speed_of_light},
+            "verified_speed_of_light": verified.speed_of_light if verified is not None else None}
 
 
 def _budget_steps(n: int) -> list[int]:
@@ -119,6 +133,7 @@ def build_report(outcomes: list[ProblemOutcome], verified: list[Verified], basel
                 **{f"verified_speedup_{b}": speedup_vs(shown, b) for b in ("inductor", "eager")},
                 "lineage": lineage(o, winner)},
             "verification": [{"id": i, "status": vd.status.value, "speedup": vd.speedup} for i, vd in v.tried],
+            "floor": _floor(o, shown),
             "operators": dict(collections.Counter(r.proposal.operator for r in o.records)),
             "tokens": sum(r.proposal.prompt_tokens + r.proposal.completion_tokens for r in o.records),
             "cost_usd": sum(r.proposal.cost_usd or 0.0 for r in o.records),
@@ -126,6 +141,7 @@ def build_report(outcomes: list[ProblemOutcome], verified: list[Verified], basel
     search = [ProblemResult(o.problem.id, o.problem.level, tuple(_attempt(r, i) for i, r in enumerate(_evaluated(o))))
               for o in outcomes]
     verified_summary = summarize(final, baseline)
+    run = {**run, "floor_stops": sum(FLOOR_STOP in r["stop_reason"] for r in rows)}
     return {**{k: verified_summary[k] for k in ("problems", "correct_any", "fast_p", "fast_p_eager",
                                                 "faster_than_inductor", "faster_than_eager", "geomean_speedup",
                                                 "speedups_measured", "baseline")},
@@ -145,7 +161,9 @@ def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] = 
     lines = [f"# Agent run: {', '.join(run['policies'])} on {run['problem_set']}", "",
              f"Device {run['device']}, baseline {report['baseline']}, {run['evaluations']} evaluations, "
              f"{run['llm_calls']} LLM calls, {run['tokens']} tokens, wall {run['wall_seconds']:.1f} s. "
-             f"Winners re-verified: {run['verify']}.", "",
+             f"Winners re-verified: {run['verify']}. Profiles of mutation parents: {run.get('profiles', 0)}; "
+             f"problems stopped near the physical floor: {run.get('floor_stops', 0)} "
+             f"(stop_at_floor_fraction {run.get('stop_at_floor_fraction')}).", "",
              "| metric (verified winners) | value |", "|---|---|",
              f"| problems | {report['problems']} |", f"| solved (correct) | {_f(report['solved'], True)} |",
              f"| faster than TorchInductor | {_f(report['faster_than_inductor'], True)} |",
@@ -162,14 +180,16 @@ def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] = 
              "## Operators", "", "| operator | steps | correct | duplicates | new best |", "|---|---|---|---|---|",
              *[f"| {op} | {s.get('steps', 0)} | {s.get('correct', 0)} | {s.get('duplicates', 0)} | "
                f"{s.get('new_best', 0)} |" for op, s in report["operators"].items()], "",
-             "## Problems", "", "| problem | candidates | correct | cells | winner | verified | speedup | stop |",
-             "|---|---|---|---|---|---|---|---|"]
+             "## Problems", "", "| problem | candidates | correct | cells | winner | verified | speedup | "
+             "of floor | stop |", "|---|---|---|---|---|---|---|---|---|"]
     for row in report["per_problem"]:
         w = row["winner"]
         lines.append(f"| {row['problem_id']} | {row['candidates']} | {row['correct_candidates']} | {row['cells']} | "
                      + (f"#{w['id']} {w['operator']}{'/' + w['strategy'] if w['strategy'] else ''} | "
                         f"{w['verified_status']} | {_f(w['verified_speedup'])}" if w else "- | - | -")
-                     + f" | {row['stop_reason']} |")
+                     + f" | {_f((row['floor'] or {}).get('verified_speed_of_light'), True)} | {row['stop_reason']} |")
+    if run.get("notes"):
+        lines += ["", *[f"Note: {n}" for n in run["notes"]]]
     lines += ["", *[f"![{Path(p).stem}]({Path(p).name})" for p in plots]]
     Path(path).write_text("\n".join(lines) + "\n")
 

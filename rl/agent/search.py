@@ -5,10 +5,12 @@
                              seeded weighted draw among the operators applicable now
         choose a policy      PolicyBandit (UCB1 over rewards) among the policies still available (a replayed
                              files directory ignores prompts, so it only answers fresh proposals)
-        propose              build the operator's prompt, sample one answer (or: the tuner's variants)
+        propose              build the operator's prompt, sample one answer (or: the tuner's variants); on a GPU
+                             pool a correct mutation parent's profile joins its feedback (rl.agent.profiles)
         evaluate             pool.evaluate_async; a kernel already in the store is not evaluated again
         record               store row, archive (MAP-Elites cells per island), bandit, migration
-    until a budget cap, the target speedup, or nothing is applicable (and nothing is in flight).
+    until a budget cap, the target speedup, a correct kernel near the physical floor (GPU), or nothing is
+    applicable (and nothing is in flight).
 
 With one proposer per problem and a replay policy the run is deterministic under a fixed seed (the operator
 draws come from a per-problem generator); with several, the order in which evaluations finish decides ties.
@@ -30,6 +32,7 @@ from rl.agent.budget import BudgetConfig, Usage
 from rl.agent.features import fitness, kernel_cell
 from rl.agent.operators import STRATEGIES, crossover_messages, fresh_messages, mutate_messages, retrieval_messages
 from rl.agent.policies import Policy, PolicyBandit
+from rl.agent.profiles import ParentProfiler, profile_facts
 from rl.agent.records import LLM_OPERATORS, OPERATORS, CandidateRecord, Proposal, source_key
 from rl.agent.store import PopulationStore
 from rl.agent.tuner import variants
@@ -37,9 +40,11 @@ from rl.prompts import PromptBuilder
 from rl.retrieval import KernelIndex
 from rl.types import RolloutRequest
 
-__all__ = ["SearchConfig", "ProblemOutcome", "Search"]
+__all__ = ["SearchConfig", "ProblemOutcome", "Search", "FLOOR_STOP"]
 
 log = logging.getLogger("kernelrl.agent")
+
+FLOOR_STOP = "physical floor near"  # how a stop reason at agent.budget.stop_at_floor_fraction begins
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +58,7 @@ class SearchConfig:
     tune_variants: int = 4  # launch-configuration variants evaluated per tune step
     retrieval_k: int = 2  # similar solved kernels shown by the retrieval operator
     bandit_exploration: float = 1.0
+    profile_feedback: bool = True  # GPU pools: a correct mutation parent's profile in its prompt (budget: profiles)
     selection: SelectionConfig = SelectionConfig()
     budget: BudgetConfig = BudgetConfig()
 
@@ -127,6 +133,11 @@ class _ProblemState:
         live = [r for r in self.records if r.duplicate_of is None]
         return max(live, key=lambda r: (fitness(r.verdict), -r.id)) if live else None
 
+    def nearest_floor(self) -> CandidateRecord | None:
+        """The correct kernel closest to the physical floor (highest Verdict.speed_of_light); None on CPU."""
+        near = [r for r in self.records if r.duplicate_of is None and r.verdict.speed_of_light is not None]
+        return max(near, key=lambda r: (r.verdict.speed_of_light, -r.id)) if near else None
+
 
 class Search:
     """One search over problems with a shared pool, store, policies and bandit."""
@@ -144,11 +155,24 @@ class Search:
         self.total = Usage()
         self.started = time.monotonic()
         self.states: dict[str, _ProblemState] = {}
+        self.profiler = ParentProfiler(pool, store, config.profile_feedback)
+        self.notes: list[str] = []  # what the configuration asked for and this pool cannot do (the report says it)
+        if self.profiler.note:
+            self.notes.append(self.profiler.note)
+        if config.budget.stop_at_floor_fraction is not None and getattr(pool, "device", "cpu") != "cuda":
+            self.notes.append("stop_at_floor_fraction has no effect: the CPU pool measures no time, so no kernel "
+                              "is compared with the physical floor")
+        for note in self.notes:
+            log.info("agent: %s", note)
 
     # ---- bookkeeping -------------------------------------------------------------------------------------
     def _open(self, problem: Problem) -> _ProblemState:
         self.store.bind(problem)
         state = _ProblemState(problem, self.config, self.store)
+        profiles, seconds = self.store.profile_usage(problem.id)  # GPU time already spent on feedback
+        for usage in (state.usage, self.total):
+            usage.profiles += profiles
+            usage.eval_seconds += seconds
         for r in state.records:
             self.total.add(r)
             if r.proposal.operator in LLM_OPERATORS:
@@ -165,6 +189,12 @@ class Search:
         best = state.best()
         if b.target_speedup is not None and best is not None and (best.speedup or 0.0) >= b.target_speedup:
             return f"target speedup {b.target_speedup:g} reached ({best.speedup:.3f}x)"
+        near = state.nearest_floor() if b.stop_at_floor_fraction is not None else None
+        if near is not None and near.verdict.speed_of_light >= b.stop_at_floor_fraction:
+            v = near.verdict
+            return (f"{FLOOR_STOP}: #{near.id} runs at {100 * v.speed_of_light:.0f}% of the floor's speed "
+                    f"({v.timings.kernel.median_ms:.4g} ms, floor {v.floor_ms:.4g} ms) >= "
+                    f"stop_at_floor_fraction {b.stop_at_floor_fraction:g}")
         everywhere = self.states.values()
         pending = ((state.pending_llm, state.pending_evals),
                    (sum(s.pending_llm for s in everywhere), sum(s.pending_evals for s in everywhere)))
@@ -218,7 +248,8 @@ class Search:
             messages = fresh_messages(self.prompts, problem, strategy)
         elif operator == "mutate":
             parent = state.archive.select_parent(island, state.rng)
-            parents, messages = (parent.id,), mutate_messages(self.prompts, problem, parent)
+            profile = await self._parent_profile(state, parent)
+            parents, messages = (parent.id,), mutate_messages(self.prompts, problem, parent, profile)
         elif operator == "crossover":
             pair = state.archive.select_pair(island, state.rng)
             if pair is None:
@@ -240,6 +271,30 @@ class Search:
                         int(usage.get("prompt_tokens") or len(sample.prompt_ids)),
                         int(usage.get("completion_tokens") or len(sample.completion_ids)), usage.get("cost_usd"),
                         sample.seconds, sample.finish_reason)
+
+    async def _parent_profile(self, state: _ProblemState, parent: CandidateRecord) -> dict | None:
+        """The parent's profile facts for its mutation prompt: stored, or measured now if the profile budget
+        has room (reserved before it runs, so parallel proposers do not overshoot); None otherwise."""
+        if not self.profiler.wanted(parent):
+            return None
+        cached = self.profiler.cached(state.problem, parent)
+        if cached is not None:
+            return profile_facts(cached)
+        if self.profiler.running(state.problem, parent):  # another proposer is profiling it: share, spend nothing
+            return profile_facts((await self.profiler.run(state.problem, parent))[0])
+        b = self.config.budget
+        if any(cap.profiles is not None and usage.profiles >= cap.profiles
+               for usage, cap in ((state.usage, b.per_problem), (self.total, b.total))):
+            return None
+        state.usage.profiles += 1
+        self.total.profiles += 1
+        result, seconds = await self.profiler.run(state.problem, parent)
+        for usage in (state.usage, self.total):
+            if seconds is None:  # another proposer's profile of the same kernel: this one spent nothing
+                usage.profiles -= 1
+            else:
+                usage.eval_seconds += seconds
+        return profile_facts(result)
 
     def _evaluations_left(self, state: _ProblemState) -> int:
         left = self.config.tune_variants
@@ -323,7 +378,9 @@ class Search:
                     state.progress.clear()
                     await state.progress.wait()
                     continue
-                state.stop_reason = state.stop_reason or why
+                if not state.stop_reason:
+                    state.stop_reason = why
+                    log.info("%s: stopped: %s", state.problem.id, why)
                 return
             step += 1
             tag = f"p{k}/s{step}/c{len(state.records)}"

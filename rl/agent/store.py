@@ -6,7 +6,8 @@ to its source hash on first use; reopening the store with a changed problem unde
 old verdicts would be about another computation).
 
 Migrations (a candidate copied into another island's archive) are rows too, so the archive after a resume is
-the archive before it.
+the archive before it. So are the GPU profiles of mutation parents (rl.agent.profiles), one per kernel: a kernel
+is profiled once, and their count and seconds are budget use on resume.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS candidates_problem ON candidates (problem_id, id)",
     "CREATE TABLE IF NOT EXISTS migrations (problem_id TEXT NOT NULL, candidate_id INTEGER NOT NULL, "
     "island INTEGER NOT NULL, after_id INTEGER NOT NULL, PRIMARY KEY (problem_id, candidate_id, island))",
+    "CREATE TABLE IF NOT EXISTS profiles (problem_id TEXT NOT NULL, source_sha256 TEXT NOT NULL, "
+    "result TEXT NOT NULL, seconds REAL NOT NULL, created REAL NOT NULL, PRIMARY KEY (problem_id, source_sha256))",
 )
 
 
@@ -110,6 +113,25 @@ class PopulationStore:
             return [tuple(r) for r in self._db.execute(
                 "SELECT candidate_id, island, after_id FROM migrations WHERE problem_id = ? "
                 "ORDER BY after_id, rowid", (problem_id,)).fetchall()]
+
+    def add_profile(self, problem_id: str, source_sha256: str, result: dict, seconds: float) -> None:
+        """Remember a kernel's profile result ({"profile": facts} or {"error": why}: a failure is not retried)."""
+        with self._lock, self._db:
+            self._db.execute("INSERT OR REPLACE INTO profiles VALUES (?, ?, ?, ?, ?)",
+                             (problem_id, source_sha256, json.dumps(result, default=str), seconds, time.time()))
+
+    def profile(self, problem_id: str, source_sha256: str) -> dict | None:
+        with self._lock:
+            row = self._db.execute("SELECT result FROM profiles WHERE problem_id = ? AND source_sha256 = ?",
+                                   (problem_id, source_sha256)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def profile_usage(self, problem_id: str) -> tuple[int, float]:
+        """(profiles run, their seconds) for `problem_id`: budget use a resumed run starts with."""
+        with self._lock:
+            count, seconds = self._db.execute("SELECT COUNT(*), COALESCE(SUM(seconds), 0) FROM profiles "
+                                              "WHERE problem_id = ?", (problem_id,)).fetchone()
+        return int(count), float(seconds)
 
     def problem_ids(self) -> list[str]:
         with self._lock:

@@ -1,5 +1,8 @@
 """One benchmark run from its (Hydra) config: problems -> sizes -> policy -> rounds -> benchmark.json, report,
-plots, W&B. `scripts/benchmark.py` is the command line around `run_from_config`."""
+plots, W&B. `scripts/benchmark.py` is the command line around `run_from_config`.
+
+With `rollout.tools` set (the training loop's keys: `rollout.tools`, `rollout.trajectory.*`), every sample is a
+multi-turn, tool-augmented trajectory (rl/bench/trajectories.py) instead of a chain of refinement attempts."""
 
 from __future__ import annotations
 
@@ -58,6 +61,38 @@ def _screen(evaluator: Any, problems: list[Problem]) -> tuple[list[Problem], dic
     return kept, skipped
 
 
+def trajectory_settings(cfg: dict[str, Any]) -> Any:
+    """`rollout.tools` + `rollout.trajectory` as the rl.rollout.trajectory.TrajectoryConfig the training loop
+    would build for this policy (rl.config.trajectory_config), or None when no tool is on. Refused here, before
+    anything starts: the files policy (it answers first attempts only, not turns) and attempts > 1 (the
+    trajectory's turns are the refinement)."""
+    from rl.config import trajectory_config
+    from rl.rollout.config import EngineConfig
+
+    rollout = dict(cfg.get("rollout") or {})
+    unknown = sorted(set(rollout) - {"tools", "trajectory"})
+    if unknown:
+        raise BenchmarkError(f"rollout: unknown keys {unknown} (the benchmark reads rollout.tools and "
+                             "rollout.trajectory; sampling is under `sampling`, samples per problem `samples`)")
+    tools = rollout.get("tools") or ()
+    if not tools:
+        return None
+    policy = cfg["policy"]
+    if policy.get("kind") == "files":
+        raise BenchmarkError("policy=files answers first attempts only; rollout.tools (multi-turn trajectories) "
+                             "needs a model")
+    if cfg["attempts"] > 1:
+        raise BenchmarkError("rollout.tools runs one trajectory per sample whose turns are the refinement: use "
+                             "rollout.trajectory.max_turns, not attempts > 1")
+    engine = dict(policy.get("engine") or {})
+    api = engine.get("kind") == "openai"
+    try:
+        return trajectory_config(tools, rollout.get("trajectory") or {}, api=api,
+                                 context=None if api else int(engine.get("max_model_len", EngineConfig.max_model_len)))
+    except (ValueError, TypeError) as e:
+        raise BenchmarkError(f"rollout: {e}") from None
+
+
 def _engine(cfg: dict[str, Any], problems: list[Problem]) -> tuple[Any, str]:
     policy = cfg["policy"]
     if policy.get("kind") == "files":
@@ -110,8 +145,9 @@ def _evaluator(cfg: dict[str, Any], settings: EvalSettings, cache: Any, judge: A
     raise BenchmarkError(f"backend must be local or ray, not {cfg['backend']!r}")
 
 
-def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
-    """Run the benchmark `cfg` describes (conf/benchmark.yaml, resolved to plain containers); returns the report."""
+def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> dict[str, Any]:
+    """Run the benchmark `cfg` describes (conf/benchmark.yaml, resolved to plain containers); returns the report.
+    `engine` (optional) replaces the policy's engine (an rl.types.RolloutEngine, e.g. a scripted one in tests)."""
     from envs.antihack.judge import LLMJudge
     from envs.cache import SqliteCache
     from envs.small_sizes import SizeSearch, apply_small_sizes
@@ -120,7 +156,9 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     settings = EvalSettings.from_mapping(cfg["eval"])
     if cfg["attempts"] < 1 or (cfg["samples"] is not None and cfg["samples"] < 1):
         raise BenchmarkError("samples and attempts must be >= 1")
+    trajectory = trajectory_settings(cfg)
     problems = select_problems(str(cfg["problems"]), cfg.get("levels"), cfg.get("ids"))
+    benchmarked = list(problems)  # held out of kernel_search, also those left out below
     cache = SqliteCache(cfg["cache_path"]) if cfg.get("cache_path") else None
     judge_cfg = cfg.get("judge") or {}
     judge = LLMJudge.from_mapping(judge_cfg) if judge_cfg.get("enabled") else None
@@ -142,7 +180,11 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
             skipped.update(failed)
     if not problems:
         raise BenchmarkError(f"no problem left to benchmark: {skipped}")
-    engine, policy_name = _engine(cfg, problems)
+    if engine is None:
+        engine, policy_name = _engine(cfg, problems)
+    else:
+        policy_name = f"{cfg['policy'].get('name', 'injected')} ({type(engine).__name__})"
+    trajectories = None
     try:
         samples = cfg["samples"]
         if samples is None:
@@ -172,7 +214,11 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
                 return evaluator.evaluate_many(items, progress=cfg.get("progress", False), desc="benchmark")
 
             sizes = {p.id: p.small_sizes for p in problems if p.id in derived}
-            results, stats = asyncio.run(run_benchmark(problems, engine, first, evaluate_many, run, sizes))
+            if trajectory is None:
+                results, stats = asyncio.run(run_benchmark(problems, engine, first, evaluate_many, run, sizes))
+            else:
+                results, trajectories, stats = _run_trajectories(cfg, problems, benchmarked, engine, first,
+                                                                 evaluator, trajectory, run, sizes)
             device_name = evaluator.device_name
         finally:
             evaluator.close()
@@ -184,17 +230,50 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
                 "sampling": dataclasses.asdict(run.sampling), "eval": cfg["eval"], "backend": cfg["backend"],
                 "wall_seconds": time.perf_counter() - started, "generate_seconds": stats.generate_seconds,
                 "evaluate_seconds": stats.evaluate_seconds, "rounds": stats.rounds, "skipped": skipped,
-                "derived_sizes": derived}
+                "derived_sizes": derived,
+                "tools": list(trajectory.tools) if trajectory is not None else [],
+                "trajectory": dataclasses.asdict(trajectory) if trajectory is not None else None}
     report = build_report(results, settings.baseline, run_info)
-    write_outputs(report, cfg, out_dir)
+    if trajectories is not None:
+        from rl.bench.trajectories import trajectory_report
+
+        report["trajectories"] = trajectory_report(trajectories, problems)
+    write_outputs(report, cfg, out_dir, trajectories)
     return report
 
 
-def write_outputs(report: dict[str, Any], cfg: dict[str, Any], out_dir: Path) -> Path:
-    """benchmark.json (or `output`), benchmark.md and the plots beside it, and the W&B run."""
+def _run_trajectories(cfg: dict[str, Any], problems: list[Problem], benchmarked: list[Problem], engine: Any,
+                      first: Any, evaluator: Any, trajectory: Any, run: RunSettings, sizes: dict) -> tuple:
+    """The tools mode's rounds: the trajectories, with kernel_search over the solution store less every
+    benchmarked problem (the leakage rule of training, rl.rollout.tool_rollouts.kernel_search_index)."""
+    from envs.tools.local import LocalEvaluation
+    from rewards.shaping import RewardConfig
+    from rl.bench.trajectories import run_trajectory_benchmark
+    from rl.rollout.tool_rollouts import kernel_search_index, open_solution_store
+
+    backend = LocalEvaluation(evaluator) if cfg["backend"] == "local" else evaluator
+    store = open_solution_store(cfg.get("cache_path"))
+    try:
+        return asyncio.run(run_trajectory_benchmark(
+            problems, engine, first, backend, trajectory, run, solutions=kernel_search_index(store, benchmarked),
+            store=store, reward=RewardConfig(delta=cfg["delta"]), sizes=sizes))
+    finally:
+        if store is not None:
+            store.close()
+
+
+def write_outputs(report: dict[str, Any], cfg: dict[str, Any], out_dir: Path, trajectories: list | None = None) -> Path:
+    """benchmark.json (or `output`), benchmark.md and the plots beside it, the trajectories of a tools run as
+    `<name>.trajectories.jsonl` (rl.rollout.trajectory_record.read_jsonl reads them), and the W&B run."""
     path = Path(cfg["output"]) if cfg.get("output") else out_dir / "benchmark.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=1, default=str))
+    if trajectories is not None:
+        from rl.rollout.trajectory_record import write_jsonl
+
+        jsonl = path.with_suffix(".trajectories.jsonl")
+        jsonl.unlink(missing_ok=True)  # write_jsonl appends: a rerun to the same output replaces the file
+        write_jsonl(jsonl, trajectories)
     try:
         plots = write_plots(report, path.parent)
     except ImportError as e:  # a GPU image without matplotlib still gets the JSON and the markdown
@@ -203,12 +282,13 @@ def write_outputs(report: dict[str, Any], cfg: dict[str, Any], out_dir: Path) ->
     write_markdown(report, path.with_suffix(".md"), plots)
     wandb_cfg = cfg.get("wandb") or {}
     if wandb_cfg.get("mode", "offline") != "disabled":
-        _log_wandb(report, wandb_cfg, path.parent, plots)
+        _log_wandb(report, wandb_cfg, path.parent, plots, trajectories)
     log.info("benchmark report: %s (+ %s)", path, path.with_suffix(".md"))
     return path
 
 
-def _log_wandb(report: dict[str, Any], wandb_cfg: dict[str, Any], directory: Path, plots: list[str]) -> None:
+def _log_wandb(report: dict[str, Any], wandb_cfg: dict[str, Any], directory: Path, plots: list[str],
+               trajectories: list | None = None) -> None:
     import wandb
 
     from rl.bench.metrics import flatten
@@ -226,6 +306,13 @@ def _log_wandb(report: dict[str, Any], wandb_cfg: dict[str, Any], directory: Pat
                 table.add_data(row["problem_id"], row["level"], a["sample"], a["attempt"], a["status"], a["hack"],
                                a["speedup"], a["speedup_inductor"], a["speedup_eager"], a["completion_tokens"],
                                a["cost_usd"], (a["verdict"].get("error") or "")[:500])
-        run.log({"bench/per_problem": table, **{f"bench/plot/{Path(p).stem}": wandb.Image(p) for p in plots}})
+        logged = {"bench/per_problem": table, **{f"bench/plot/{Path(p).stem}": wandb.Image(p) for p in plots}}
+        if trajectories:
+            from rl.rollout.trajectory_metrics import trajectory_rows
+
+            rows = trajectory_rows(trajectories, step=0)
+            logged["bench/trajectories"] = wandb.Table(columns=list(rows[0]), data=[list(r.values()) for r in rows])
+            run.summary.update({f"bench/trajectory/{k}": v for k, v in report["trajectories"]["metrics"].items()})
+        run.log(logged)
     finally:
         run.finish()

@@ -124,6 +124,8 @@ def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] | 
                      f"{row['status_at_1']} | {row['best_status']} | {_f(row['best_speedup'])} | "
                      f"{_f(row['best_speedup_inductor'])} | {_f(row['best_speedup_eager'])} | "
                      f"{len(row['attempts'])} | {tokens} |")
+    if report.get("trajectories"):
+        lines += _trajectory_lines(report["trajectories"])
     failures = [(row["problem_id"], a) for row in report["per_problem"] for a in row["attempts"] if not a["correct"]]
     if failures:
         lines += ["", "## Failures", ""]
@@ -134,6 +136,32 @@ def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] | 
     for plot in plots or []:
         lines += ["", f"![{Path(plot).stem}]({Path(plot).name})"]
     Path(path).write_text("\n".join(lines) + "\n")
+
+
+def _trajectory_lines(t: dict[str, Any]) -> list[str]:
+    """The tools mode's section (rl.bench.trajectories.trajectory_report): shares, metrics, one row per trajectory."""
+    m = t["metrics"]
+    per_turn = ", ".join(f"turn {k.split('/')[0][5:]}: {_f(v, True)}" for k, v in sorted(m.items())
+                         if k.startswith("turn_") and k.endswith("/correct_rate"))
+    lines = ["", "## Trajectories (rollout.tools)", "",
+             f"Correct within the trajectory (sample 0): {_f(t['correct_within_trajectory'], True)}; final answer "
+             f"correct: {_f(t['final_correct'], True)}; best judged answer correct: {_f(t['best_correct'], True)}. "
+             f"Turns per trajectory {_f(m.get('turns_mean'), digits=2)}, "
+             f"tool calls {_f(m.get('tool_calls_mean'), digits=2)}; "
+             f"correct rate per turn: {per_turn or '-'}; reward gain first -> final: "
+             f"{_f(m.get('reward_gain_first_to_final'))}.", "",
+             "| problem | sample | turns | tool calls | stop | final | best (source, turn) | correct within | gain |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for pid, rows in t["per_problem"].items():
+        for r in rows:
+            tools = ", ".join(f"{name} x{n}" for name, n in r["tools"].items()) or "-"
+            best = r["best"]
+            best_text = f"{best['status']} ({best['source']}, {best['turn']})" if best else "-"
+            lines.append(f"| {pid} | {r['sample']} | {r['turns']} | {tools} | {r['stop_reason']} | "
+                         f"{r['final']['status'] if r['final'] else '-'} | {best_text} | "
+                         f"{'yes' if r['correct_within_trajectory'] else 'no'} | "
+                         f"{_f(r['reward_gain_first_to_final'])} |")
+    return lines
 
 
 def write_plots(report: dict[str, Any], directory: str | Path) -> list[str]:

@@ -16,6 +16,7 @@ from envs.settings import reject_unknown
 AdvantageKind = Literal["grpo", "dr_grpo", "rloo", "gae"]
 LossAggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
 KLEstimator = Literal["k1", "k3"]
+OldLogprobs = Literal["recompute", "rollout"]
 
 _ADVANTAGES = ("grpo", "dr_grpo", "rloo", "gae")
 _AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
@@ -61,6 +62,10 @@ class AlgorithmConfig:
     temperature: float = 1.0  # logits / temperature before log-softmax: must equal the rollout's
     ppo_epochs: int = 1  # passes over each batch
     mini_batches: int = 1  # optimizer steps per pass (the batch split into this many shuffled parts)
+    # Where π_old of the clipped ratio comes from when a batch gets several updates: `recompute` (a no-grad
+    # pass of the learner before the first update) or `rollout` (the engine's logprobs of the sampled
+    # tokens, saving that pass; only where engine and trainer agree, e.g. fp32 on CPU: docs/algorithms.md).
+    old_logprobs: OldLogprobs = "recompute"
     dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal; the loop refills the batch
     ppo: PPOSettings = PPOSettings()  # used when advantage=gae (algorithm=ppo)
 
@@ -83,6 +88,10 @@ class AlgorithmConfig:
             raise ValueError("loss_max_tokens must be >= 1")
         if self.kl_coef < 0:
             raise ValueError("kl_coef must be >= 0")
+        if self.old_logprobs not in ("recompute", "rollout"):
+            raise ValueError(f"old_logprobs must be recompute or rollout, not {self.old_logprobs!r}")
+        if self.old_logprobs == "rollout" and self.advantage == "gae":
+            raise ValueError("old_logprobs=rollout needs no critic: PPO's old values need the learner's pass anyway")
 
     @property
     def uses_critic(self) -> bool:

@@ -135,9 +135,11 @@ def completion_logprobs(causal_lm: torch.nn.Module, packed: PackedRows, *, tempe
 
 
 def completion_outputs(causal_lm: torch.nn.Module, packed: PackedRows, *, temperature: float = 1.0,
-                       chunk_tokens: int = 1024, value_head: torch.nn.Module | None = None
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(logprob, entropy, value) of every completion target; value is None without a value head.
+                       chunk_tokens: int = 1024, value_head: torch.nn.Module | None = None,
+                       with_logprobs: bool = True
+                       ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """(logprob, entropy, value) of every completion target; value is None without a value head, logprob and
+    entropy None with `with_logprobs=False` (PPO's scoring pass for the old values alone: no lm_head).
 
     The value of target t is the head applied to the hidden state of the position that predicts t: the
     critic's estimate of the return from the state before token t is sampled (PPO, rl.learner.ppo).
@@ -149,7 +151,7 @@ def completion_outputs(causal_lm: torch.nn.Module, packed: PackedRows, *, temper
     hidden = hidden.reshape(-1, hidden.shape[-1])[packed.target_positions]
     weight, bias = _head_parameters(head)
     logps, entropies = [], []
-    for start in range(0, hidden.shape[0], chunk_tokens):
+    for start in range(0, hidden.shape[0] if with_logprobs else 0, chunk_tokens):
         h = hidden[start:start + chunk_tokens]
         t = packed.target_ids[start:start + chunk_tokens]
         if torch.is_grad_enabled():
@@ -162,6 +164,8 @@ def completion_outputs(causal_lm: torch.nn.Module, packed: PackedRows, *, temper
     values = None
     if value_head is not None:
         values = value_head(hidden.to(value_head.weight.dtype)).squeeze(-1).float()
+    if not with_logprobs:
+        return None, None, values
     return torch.cat(logps), torch.cat(entropies), values
 
 
@@ -184,9 +188,9 @@ class PolicyNet(torch.nn.Module):
         return self.model.get_base_model() if self.peft else self.model
 
     def forward(self, packed: PackedRows, temperature: float = 1.0, chunk_tokens: int = 1024,
-                with_values: bool = True):
+                with_values: bool = True, with_logprobs: bool = True):
         return completion_outputs(self.causal_lm, packed, temperature=temperature, chunk_tokens=chunk_tokens,
-                                  value_head=self.value_head if with_values else None)
+                                  value_head=self.value_head if with_values else None, with_logprobs=with_logprobs)
 
 
 def _head_parameters(head: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:

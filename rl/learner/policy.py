@@ -134,11 +134,13 @@ class Policy:
         """The transformers *ForCausalLM (inside the peft wrapper when LoRA is on)."""
         return self.net.causal_lm
 
-    def _forward(self, packed: PackedRows, reference: bool = False, with_values: bool = False):
-        """(logprobs, entropy, values or None) of the completion targets of `packed`."""
+    def _forward(self, packed: PackedRows, reference: bool = False, with_values: bool = False,
+                 with_logprobs: bool = True):
+        """(logprobs, entropy, values or None) of the completion targets of `packed` (logprobs and entropy
+        None without `with_logprobs`: values only)."""
         kwargs = dict(temperature=self.algorithm.temperature, chunk_tokens=self.config.logprob_chunk_tokens)
         if not reference:
-            return self.net(packed, with_values=with_values, **kwargs)
+            return self.net(packed, with_values=with_values, with_logprobs=with_logprobs, **kwargs)
         if self.reference_net is not None:
             return self.reference_net(packed, with_values=False, **kwargs)
         with self.model.disable_adapter():
@@ -146,23 +148,26 @@ class Policy:
 
     @torch.no_grad()
     def _score(self, input_ids, prompt_lengths, reference: bool = False, with_values: bool = False,
-               loss_masks=None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-        """Per row: float32 logprobs of its completion tokens (of its masked-in tokens with `loss_masks`), and
-        the value head's values (eval mode, no grad)."""
+               loss_masks=None, with_logprobs: bool = True) -> tuple[list[torch.Tensor] | None,
+                                                                     list[torch.Tensor] | None]:
+        """Per row: float32 logprobs of its completion tokens (of its masked-in tokens with `loss_masks`; None
+        without `with_logprobs`), and the value head's values (eval mode, no grad)."""
         self.net.eval()
         logps: dict[int, torch.Tensor] = {}
         values: dict[int, torch.Tensor] = {}
         all_rows = list(range(len(input_ids)))
         for rows in self._local_micro_batches(all_rows, input_ids):
             packed = pack_rows(input_ids, prompt_lengths, rows or [0], self.device, self.layout, loss_masks)
-            logp, _, v = self._forward(packed, reference, with_values)
+            logp, _, v = self._forward(packed, reference, with_values, with_logprobs)
             for local, row in enumerate(rows or []):
-                logps[row] = logp[packed.seq_index == local]
+                if logp is not None:
+                    logps[row] = logp[packed.seq_index == local]
                 if v is not None:
                     values[row] = v[packed.seq_index == local]
-        logps = self._all_rows(logps)
+        logps = self._all_rows(logps) if with_logprobs else None
         gathered = self._all_rows(values) if with_values else None
-        return [logps[r] for r in all_rows], None if gathered is None else [gathered[r] for r in all_rows]
+        return (None if logps is None else [logps[r] for r in all_rows],
+                None if gathered is None else [gathered[r] for r in all_rows])
 
     def _score_rows(self, input_ids, prompt_lengths, reference: bool = False, loss_masks=None) -> list[torch.Tensor]:
         return self._score(input_ids, prompt_lengths, reference, loss_masks=loss_masks)[0]
@@ -224,16 +229,24 @@ class Policy:
         # The old policy's logprobs need a pass of their own only when the weights change within the batch;
         # with one update they are the current logprobs, detached. PPO's old values always need that pass.
         ppo = cfg.uses_critic
-        old, old_values = (self._score(ids, plens, with_values=ppo, loss_masks=masks)
-                           if cfg.updates_per_batch > 1 or ppo else (None, None))
-        if cfg.updates_per_batch == 1:
-            old = None  # one update: the current logprobs, detached (as without a critic)
-        ref = self._score_rows(ids, plens, reference=True, loss_masks=masks) if cfg.kl_coef > 0 else None
         # The engine's logprobs of the loss's tokens only (a masked token's entry is no sample of the policy).
         rollout = [None if lp is None else torch.tensor(
             [lp[j] for j in target_offsets(len(lp), masks[r] if masks is not None else None)],
             dtype=torch.float32, device=self.device) for r, lp in enumerate(batch.rollout_logprobs)]
         use_rollout = any(r is not None for r in rollout)
+        from_rollout = cfg.old_logprobs == "rollout" and cfg.updates_per_batch > 1
+        if from_rollout and any(r is None for r in rollout):
+            raise ValueError("algorithm.old_logprobs=rollout: some rows carry no engine logprobs "
+                             "(an engine that returns none); use old_logprobs=recompute")
+        recompute_old = cfg.updates_per_batch > 1 and not from_rollout
+        # PPO without recomputed old logprobs needs the values alone: that pass skips the lm_head.
+        old, old_values = (self._score(ids, plens, with_values=ppo, loss_masks=masks, with_logprobs=recompute_old)
+                           if recompute_old or ppo else (None, None))
+        if cfg.updates_per_batch == 1:
+            old = None  # one update: the current logprobs, detached (as without a critic)
+        elif from_rollout:
+            old = rollout  # π_old is the policy that sampled: its truncated IS weight is 1 by construction
+        ref = self._score_rows(ids, plens, reference=True, loss_masks=masks) if cfg.kl_coef > 0 else None
         if ppo:
             if batch.rewards is None:
                 raise ValueError("algorithm=ppo needs the batch's rewards (rl.learner.advantages.build_train_batch)")
@@ -249,7 +262,7 @@ class Policy:
             n_rows = [int(n) for n in packed.seq_lengths]
             adv = per_token(token_adv)
             rollout_logp = None
-            if use_rollout:
+            if use_rollout and not from_rollout:  # from the rollout: π_old is the engine's, the IS weight 1
                 rollout_logp = torch.cat([rollout[r] if rollout[r] is not None
                                           else torch.full((n,), float("nan"), device=self.device)
                                           for r, n in zip(packed.rows, n_rows)])
@@ -258,6 +271,12 @@ class Policy:
                            ref_logp=per_token(ref), entropy=entropy if cfg.entropy_coef > 0 else entropy.detach(),
                            rollout_logp=rollout_logp)
             loss, stats = policy_loss(x, cfg, norm)
+            if from_rollout and updates_done == 0 and logp.numel():
+                # Before the first update the trainer's logprobs are those of the weights that sampled: the
+                # engine-trainer mismatch, measured on the first mini-batch's tokens.
+                diff = (logp.detach() - x.old_logp).abs()
+                stats.add_mean("rollout_logprob_diff_mean", diff.sum(), diff.numel())
+                stats.add_max("rollout_logprob_diff_max", diff.max())
             if ppo:
                 ret, old_v = per_token(returns), per_token(old_values)
                 per_tok, clipped = value_loss(values, old_v, ret, cfg.ppo.value_clip)
@@ -269,6 +288,7 @@ class Policy:
 
         stats = Stats()
         rows = list(range(len(ids)))
+        updates_done = 0
         for epoch in range(cfg.ppo_epochs):
             order = rows
             if cfg.mini_batches > 1:
@@ -278,6 +298,7 @@ class Policy:
                 order = torch.randperm(len(rows), generator=g).tolist()
             for part in _split(order, cfg.mini_batches):
                 self._optimizer_step(part, ids, plens, micro_loss, stats, with_values=ppo, loss_masks=masks)
+                updates_done += 1
         self.version += 1
         metrics = _step_metrics(stats, ids, plens, start, masks)
         metrics["optimizer_steps"] = float(cfg.updates_per_batch)

@@ -6,6 +6,15 @@ trained by its own AdamW; its loss also reaches the shared backbone, weighted by
 al. 2017, eq. 9). The reward is the outcome reward on the last completion token, 0 elsewhere. Values, returns
 and advantages are per completion token, in the flat layout of rl.learner.losses. Formulas and sources:
 docs/algorithms.md (PPO).
+
+Multi-turn rows (a loss mask: tool outputs inside the completion are not the policy's tokens): "completion
+token" above means policy token. The learner reads values only at positions that predict a policy token
+(rl.learner.logprobs.pack_rows), so GAE here runs over the policy tokens in order: the last token of a turn
+bootstraps from the value of the next turn's first token, the state after the tool output; tool-output tokens
+are no time steps (no discount, no TD error), get no value, no advantage, no value or policy loss, and are not
+counted by whitening or aggregation. The same rule as verl's compute_gae_advantage_return with its
+response_mask (a masked token carries the running advantage and the next value through); the tool output
+still shapes the values after it as context. tests/unit/test_ppo_masks.py checks it by hand.
 """
 
 from __future__ import annotations
@@ -28,16 +37,17 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -
     if rewards.shape != values.shape or rewards.dim() != 1:
         raise ValueError(f"gae needs 1-d rewards and values of one length, not {tuple(rewards.shape)} "
                          f"and {tuple(values.shape)}")
-    rewards, values = rewards.detach().float(), values.detach().float()
-    n = rewards.numel()
-    advantages = torch.zeros(n, dtype=torch.float32, device=rewards.device)
-    running = torch.zeros((), dtype=torch.float32, device=rewards.device)
-    for t in range(n - 1, -1, -1):
-        next_value = values[t + 1] if t + 1 < n else 0.0
-        delta = rewards[t] + gamma * next_value - values[t]
-        running = delta + gamma * lam * running
+    # The recursion runs over Python floats on the host (one copy each way): on tensors it was ~7 tiny ops per
+    # token, each a kernel launch on a GPU, which cost more than the whole GRPO step at 10^4 completion tokens.
+    r, v = rewards.detach().double().cpu().tolist(), values.detach().double().cpu().tolist()
+    advantages = [0.0] * len(r)
+    running, next_value = 0.0, 0.0
+    for t in range(len(r) - 1, -1, -1):
+        running = r[t] + gamma * next_value - v[t] + gamma * lam * running
         advantages[t] = running
-    return advantages, advantages + values
+        next_value = v[t]
+    adv = torch.tensor(advantages, dtype=torch.float32, device=values.device)
+    return adv, adv + values.detach().float()
 
 
 def outcome_rewards(length: int, reward: float, device: torch.device | str = "cpu") -> torch.Tensor:

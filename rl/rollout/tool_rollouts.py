@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from envs.problems import Problem
 from rewards.shaping import RewardConfig
@@ -30,36 +30,53 @@ from rl.rollout.trajectory_scoring import generate_trajectories_and_score
 from rl.scoring import RolloutResult
 from rl.types import RolloutRequest
 
-__all__ = ["TRAJECTORIES_FILE", "ToolRollouts"]
+__all__ = ["HELD_OUT_SPLITS", "TRAJECTORIES_FILE", "ToolRollouts", "kernel_search_index", "open_solution_store"]
 
 log = logging.getLogger("kernelrl.tools")
 
 TRAJECTORIES_FILE = "trajectories.jsonl"  # in the run directory: one trajectory per line, with step and split
+# Solutions found on these splits are never in a kernel_search index (training's or the benchmark's).
+HELD_OUT_SPLITS = ("validation", "benchmark")
+
+
+def open_solution_store(verdict_cache_path: str | Path | None) -> Any:
+    """The run's envs.solutions.SolutionStore (`solutions.sqlite` beside the verdict cache), seeded with the
+    built-in references; None without a cache (kernel_search then reads the references alone)."""
+    from envs.solutions import SolutionStore, default_solutions_path
+
+    path = default_solutions_path(verdict_cache_path)
+    if path is None:
+        return None
+    store = SolutionStore(path)
+    store.seed(builtin_solutions())
+    return store
+
+
+def kernel_search_index(store: Any, held_out: Iterable[Problem]) -> KernelIndex:
+    """The leakage rule of every kernel_search, in training and in the benchmark: the store's solutions less
+    those found on a held-out split (HELD_OUT_SPLITS), less every solution of a `held_out` problem (the
+    validation split in training, the benchmarked problems in the benchmark), by id and by source hash. The
+    tool itself also leaves out the problem being solved (envs/tools/kernel_search.py)."""
+    held_out = list(held_out)
+    records = store.records(exclude_splits=HELD_OUT_SPLITS) if store is not None else builtin_solutions()
+    return KernelIndex(records, held_out_ids=[p.id for p in held_out], held_out_sha256=[p.sha256 for p in held_out])
 
 
 class ToolRollouts:
     def __init__(self, config: Any, data: Any, pool: Any, run_dir: str | Path):
         """`config`: the rl.config.RunConfig (its `trajectory` set); `data`: the run's rl.data.ProblemData."""
-        from envs.solutions import SolutionStore, default_solutions_path
-
         self.config = config.trajectory
         self.pool = pool
         self.path = Path(run_dir) / TRAJECTORIES_FILE
-        self.held_out_ids = [p.id for p in data.validation]
-        self.held_out_sha256 = [p.sha256 for p in data.validation]
-        path = default_solutions_path(config.cache_path)
-        self.store = SolutionStore(path) if path is not None else None
-        if self.store is not None:
-            self.store.seed(builtin_solutions())
+        self.held_out = list(data.validation)
+        self.store = open_solution_store(config.cache_path)
         if "profile" in self.config.tools and getattr(pool, "device", None) != "cuda":
             log.warning("rollout.tools has profile but the pool evaluates on %s: profile will answer that it "
                         "needs a GPU", getattr(pool, "device", "?"))
 
     def index(self) -> KernelIndex:
-        """kernel_search's index now: the store less what was found on held-out splits, less held-out problems."""
-        records = (self.store.records(exclude_splits=("validation", "benchmark")) if self.store is not None
-                   else builtin_solutions())
-        return KernelIndex(records, held_out_ids=self.held_out_ids, held_out_sha256=self.held_out_sha256)
+        """kernel_search's index now (rebuilt per rollout: answers found in earlier steps are found)."""
+        return kernel_search_index(self.store, self.held_out)
 
     async def generate(self, engine: Any, requests: list[RolloutRequest], problems: Mapping[str, Problem],
                        reward: RewardConfig, priority: str = "train") -> RolloutResult:

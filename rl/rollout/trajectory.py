@@ -223,7 +223,8 @@ class TrajectoryRunner:
             answer = last_python_block(sample.text)
         s.turns.append(Turn(turn, list(sample.prompt_ids), list(sample.completion_ids),
                             None if sample.logprobs is None else list(sample.logprobs), sample.text,
-                            sample.finish_reason, sample.seconds, records, answer))
+                            sample.finish_reason, sample.seconds, records, answer,
+                            usage=dict(sample.usage) if sample.usage else None))
         if s.submitted is not None:
             s.stop_reason = SUBMIT
         elif not calls:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 from typing import Any, Sequence
 
+from envs.verdict import Verdict
 from rl.rollout.trajectory_record import Trajectory
 
 
@@ -17,7 +18,7 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def _first_verdict(t: Trajectory):
+def first_verdict(t: Trajectory):
     """The verdict of the first answer the trajectory had judged: a kernel_evaluator call, or a turn's answer."""
     for turn in t.turns:
         for call in turn.tool_calls:
@@ -26,6 +27,18 @@ def _first_verdict(t: Trajectory):
         if turn.verdict is not None:
             return turn.verdict
     return None
+
+
+def turn_verdicts(t: Trajectory) -> list[tuple[int, Verdict]]:
+    """(turn index, verdict) of each turn that had an answer judged: the turn's own answer when the reward mode
+    scored it, else its last kernel_evaluator call (reward_mode=final scores only the final answer)."""
+    out = []
+    for turn in t.turns:
+        judged = [c.verdict for c in turn.tool_calls if c.verdict is not None]
+        verdict = turn.verdict or (judged[-1] if judged else None)
+        if verdict is not None:
+            out.append((turn.index, verdict))
+    return out
 
 
 def trajectory_metrics(trajectories: Sequence[Trajectory], prefix: str = "train") -> dict[str, float]:
@@ -50,16 +63,13 @@ def trajectory_metrics(trajectories: Sequence[Trajectory], prefix: str = "train"
         m[f"{prefix}/tool/{name}/latency_mean_s"] = _mean([c.seconds for c in records])
     per_turn = collections.defaultdict(list)
     for t in trajectories:
-        for turn in t.turns:
-            judged = [c.verdict for c in turn.tool_calls if c.verdict is not None]
-            verdict = turn.verdict or (judged[-1] if judged else None)  # final mode scores only the final answer
-            if verdict is not None:
-                per_turn[turn.index].append(1.0 if verdict.correct else 0.0)
+        for index, verdict in turn_verdicts(t):
+            per_turn[index].append(1.0 if verdict.correct else 0.0)
     for k, values in sorted(per_turn.items()):
         m[f"{prefix}/turn_{k}/correct_rate"] = _mean(values)
     gains = []
     for t in trajectories:
-        first = _first_verdict(t)
+        first = first_verdict(t)
         if first is not None and t.final_verdict is not None:
             gains.append(t.final_verdict.reward - first.reward)
     if gains:

@@ -55,6 +55,7 @@ class Turn:
     answer: str | None = None  # the code this turn proposed (submit, kernel_evaluator or its last code block)
     verdict: Verdict | None = None  # of `answer`, when the reward mode needed it evaluated
     reward: float | None = None  # of `answer` (0 when the turn proposed none)
+    usage: dict[str, Any] | None = None  # the engine's usage of this turn (API engines: tokens, cost_usd)
 
 
 @dataclasses.dataclass(frozen=True)

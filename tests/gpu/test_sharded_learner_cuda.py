@@ -1,7 +1,7 @@
 """FSDP2 on a CUDA device at world size 1 (NCCL, no Ray): float32 equals the single-process Policy; bf16 mixed
-precision trains (GRPO and PPO) and broadcasts its weights into an hf engine in another process. Run on a GPU."""
+precision trains (GRPO and PPO). Run on a GPU. The broadcast into an hf engine process is
+tests/integration/test_weight_broadcast_process.py (CPU, and CUDA when there is one)."""
 
-import multiprocessing as mp
 import os
 
 import pytest
@@ -66,40 +66,3 @@ def test_fsdp2_bf16_mixed_precision_trains(group, algorithm):
     if algorithm == "ppo":
         assert last["value_error_sq"] < first["value_error_sq"]
 
-
-def _receive(model_dir, spec, queue):
-    from rl.rollout.config import EngineConfig
-    from rl.rollout.hf_engine import HFEngine
-
-    engine = HFEngine(model_dir, EngineConfig(kind="hf", device="cuda", dtype="float32"))
-    engine.open_weight_channel(spec, 1)
-    engine.receive_weights()
-    queue.put({k: v.cpu() for k, v in engine.model.state_dict().items()})
-
-
-def test_broadcast_from_the_sharded_learner_into_an_hf_engine_process(group, tmp_path):
-    from rl.learner.full_state import serving_state_dict
-    from rl.learner.group import free_port
-    from rl.learner.random_models import byte_tokenizer
-    from rl.learner.sharded import ShardedPolicy
-    from rl.rollout.broadcast import ChannelSpec, open_channel, send
-
-    model = tiny_llama(vocab_size=259)
-    model.save_pretrained(tmp_path / "model")
-    byte_tokenizer().save_pretrained(tmp_path / "model")
-    policy = ShardedPolicy(_cfg("float32"), AlgorithmConfig(), model=model)
-    g = torch.Generator().manual_seed(1)
-    ids = [torch.randint(0, 259, (30,), generator=g).tolist() for _ in range(4)]
-    policy.train_step(TrainBatch(input_ids=ids, prompt_lengths=[5] * 4, advantages=[1.0, -1.0] * 2,
-                                 rollout_logprobs=[None] * 4, group_ids=["g"] * 4, policy_version=0))
-    spec = ChannelSpec("127.0.0.1", free_port(), 2, "gloo")  # one GPU: two processes, so gloo (NCCL refuses)
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_receive, args=(str(tmp_path / "model"), spec.__dict__, queue))
-    proc.start()
-    state = serving_state_dict(policy.net, policy.config, cpu=False, rank0_only=False, is_rank0=True)
-    send(open_channel(spec, 0), state, policy.version)
-    received = queue.get(timeout=300)
-    proc.join(timeout=60)
-    for name, value in state.items():
-        assert torch.equal(received[name], value.cpu()), name

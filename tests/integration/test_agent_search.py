@@ -67,6 +67,7 @@ def test_search_grows_picks_the_measured_best_resumes_and_repeats(tmp_path, cach
         assert len([r for r in o.records if r.duplicate_of is None]) == 4  # the evaluation cap, not more
         assert not o.records[0].correct  # the wrong/broken file came first
         assert o.best.correct and o.best.id == o.records[1].id  # the measured best, not the first or the last
+        assert all(r.verdict.floor_ms is None for r in o.records)  # the interpreter measures no floor
         tuned = [r for r in o.records if r.proposal.operator == "tune"]
         assert all(r.proposal.parents == (o.records[1].id,) for r in tuned)
         assert all(r.proposal.text != o.records[1].proposal.text for r in tuned)
@@ -103,6 +104,10 @@ def test_generate_script_writes_report_best_files_and_solution_store(tmp_path):
     assert report["problems"] == 2 and report["solved"] == 1.0 and report["fast_p"]["0"] == 1.0
     assert report["speedups_measured"] is False and report["faster_than_inductor"] is None  # CPU: no timings
     assert report["run"]["evaluations"] == 6 and report["curves"][-1]["evaluations"] == 3
+    # CPU: no physical floor and no profiles, so the floor stop (on by default) and profile feedback are no-ops
+    assert report["run"]["floor_stops"] == 0 and report["run"]["profiles"] == 0
+    assert report["run"]["stop_at_floor_fraction"] == 0.8 and len(report["run"]["notes"]) == 2
+    assert all(row["floor"] is None and "floor" not in row["stop_reason"] for row in report["per_problem"])
     for row in report["per_problem"]:
         assert row["winner"]["verified_status"] == "correct" and row["verification"][0]["status"] == "correct"
         assert row["winner"]["lineage"][-1]["id"] == row["winner"]["id"]

@@ -73,6 +73,8 @@ def test_an_api_model_calls_tools_natively_through_a_trajectory():
                                                       "arguments": json.dumps({"query": "elementwise relu"})}
     assert tool == {"role": "tool", "content": t.tool_calls[0].result, "tool_call_id": "call_a1"}
     assert t.turns[0].finish_reason == "stop"  # the API's "tool_calls" finish reason is a normal stop
+    # each turn keeps the API's usage (the benchmark's tools mode sums tokens and cost over the turns)
+    assert all(turn.usage and turn.usage["prompt_tokens"] > 0 and "cost_usd" in turn.usage for turn in t.turns)
 
 
 def test_the_server_refuses_a_conversation_that_breaks_the_tool_protocol():

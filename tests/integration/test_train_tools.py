@@ -38,7 +38,8 @@ def script(trajectory_id, turn, request):
     return "The store was off by one.\n" + call("submit", code=solution + "\nVARIANT = 1\n")  # not the store's own
 
 
-def test_one_training_step_on_scripted_multi_turn_trajectories(tmp_path, monkeypatch):
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])  # ppo: the critic and GAE on the masked rows too
+def test_one_training_step_on_scripted_multi_turn_trajectories(tmp_path, monkeypatch, algorithm):
     from hydra import compose, initialize_config_dir
 
     from rl.components import build_components, close_components
@@ -51,7 +52,8 @@ def test_one_training_step_on_scripted_multi_turn_trajectories(tmp_path, monkeyp
 
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[*TINY, *TOOLS, "data.levels=[0]", f"cache_path={tmp_path}/verdicts.sqlite"])
+        tiny = [o if o != "algorithm=grpo" else f"algorithm={algorithm}" for o in TINY]
+        cfg = compose("config", overrides=[*tiny, *TOOLS, "data.levels=[0]", f"cache_path={tmp_path}/verdicts.sqlite"])
     run = RunConfig.from_hydra(cfg)
     data = ProblemData.load(run.data)
     components = build_components(run, data)
@@ -84,6 +86,8 @@ def test_one_training_step_on_scripted_multi_turn_trajectories(tmp_path, monkeyp
     assert step["train/completion_tokens"] == sum(t.completion_tokens for t in train)
     assert all(t.prefix_consistent() for t in train)
     assert step["train/loss"] == step["train/loss"]  # a number, not NaN: the update ran
+    if algorithm == "ppo":  # the value head trained on the policy tokens of the same rows
+        assert step["train/value_loss"] == step["train/value_loss"] and step["train/value_grad_norm"] > 0
     # A correct answer found in training is now in the solution store kernel_search reads.
     from envs.solutions import SolutionStore
 

@@ -2,6 +2,7 @@
 
 from envs.verdict import Status, Timings, TimingStats, Verdict
 from rl.agent.records import CandidateRecord, Proposal
+from rl.types import Sample
 
 
 def verdict(status: str = "correct", speedup: float | None = None, problem_id: str = "p") -> Verdict:
@@ -20,3 +21,19 @@ def record(cid: int, status: str = "correct", speedup: float | None = None, cell
            duplicate_of: int | None = None) -> CandidateRecord:
     return CandidateRecord(cid, "p", Proposal(operator, text, "", policy, parents), f"sha{cid}",
                            verdict(status, speedup), island, cell, 1.0, duplicate_of)
+
+
+class ScriptedEngine:
+    """A model that answers requests with the given texts in order and keeps the prompts it was sent (what the
+    agent asked is the thing under test, not what a model would write)."""
+
+    def __init__(self, answers: list[str]):
+        self.answers, self.prompts = list(answers), []
+
+    async def generate(self, requests):
+        for r in requests:
+            self.prompts.append(r.messages)
+            yield Sample(r.request_id, r.problem_id, 0, [], [], self.answers.pop(0), None, "stop", 0)
+
+    def shutdown(self):
+        pass

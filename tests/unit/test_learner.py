@@ -72,6 +72,20 @@ def test_laid_out_chunked_logprobs_equal_the_plain_forward(layout):
     assert (entropy > 0).all() and (entropy <= torch.log(torch.tensor(float(VOCAB))) + 1e-4).all()
 
 
+def test_a_values_only_pass_gives_the_values_of_the_full_pass():
+    # PPO's scoring pass for the old values skips the lm_head; the values are those of a pass with logprobs
+    from rl.learner.logprobs import completion_outputs
+
+    model = tiny_llama(vocab_size=VOCAB).eval()
+    head = torch.nn.Linear(model.config.hidden_size, 1)
+    packed = pack_rows(*rows(4), [2, 0, 3], "cpu", "padded")
+    with torch.no_grad():
+        logp, entropy, values = completion_outputs(model, packed, chunk_tokens=5, value_head=head)
+        none_logp, none_entropy, only_values = completion_outputs(model, packed, value_head=head, with_logprobs=False)
+    assert none_logp is None and none_entropy is None and logp.shape == values.shape == packed.target_ids.shape
+    assert torch.equal(only_values, values) and values.abs().sum() > 0
+
+
 @pytest.mark.parametrize("layout", ["packed", "padded"])
 def test_chunking_and_micro_batching_do_not_change_the_update(layout):
     b = batch()
@@ -141,6 +155,40 @@ def test_rollout_logprobs_feed_tis_and_the_metrics():
     assert metrics["rollout_logprob_diff_mean"] == pytest.approx(0.1, abs=1e-4)
     assert metrics["tis_ratio_mean"] == pytest.approx(torch.exp(torch.tensor(0.1)).item(), rel=1e-4)
     assert metrics["tis_clip_frac"] == 0.0
+
+
+def _adapter(policy):
+    return {k: v.detach().clone() for k, v in policy.model.named_parameters() if v.requires_grad}
+
+
+def test_old_logprobs_from_the_rollout_give_the_recomputed_update_when_engine_and_trainer_agree():
+    def run(old_logprobs, shift=0.0):
+        algorithm = AlgorithmConfig(mini_batches=2, old_logprobs=old_logprobs)
+        policy = make_policy(lr=5e-2, algorithm=algorithm)
+        b = batch()
+        rollout = [[x + shift for x in lp] for lp in policy.logprobs(b.input_ids, b.prompt_lengths)]
+        metrics = policy.train_step(batch(rollout=rollout))
+        return _adapter(policy), metrics
+
+    recomputed, _ = run("recompute")
+    from_rollout, metrics = run("rollout")
+    assert metrics["optimizer_steps"] == 2 and metrics["kl_old"] > 0  # the second update saw a moved policy
+    for name, value in recomputed.items():
+        assert torch.allclose(value, from_rollout[name], atol=1e-6), name
+    assert metrics["rollout_logprob_diff_max"] < 1e-5  # measured before the first update
+    _, shifted = run("rollout", shift=-0.05)  # an engine 0.05 nat less certain than the trainer
+    assert shifted["rollout_logprob_diff_mean"] == pytest.approx(0.05, abs=1e-4)
+    assert "tis_ratio_mean" not in shifted  # π_old is the sampler itself: no IS weight to apply
+
+
+def test_old_logprobs_from_the_rollout_need_them_on_every_row():
+    policy = make_policy(algorithm=AlgorithmConfig(mini_batches=2, old_logprobs="rollout"))
+    with pytest.raises(ValueError, match="old_logprobs=recompute"):
+        policy.train_step(batch())  # rows without engine logprobs
+    with pytest.raises(ValueError, match="no critic"):
+        AlgorithmConfig(advantage="gae", old_logprobs="rollout")
+    with pytest.raises(ValueError, match="recompute or rollout"):
+        AlgorithmConfig(old_logprobs="engine")
 
 
 def test_lora_parameters_stay_float32_over_a_bf16_base():

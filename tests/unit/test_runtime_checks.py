@@ -75,6 +75,16 @@ def test_identity_snapshot_sees_patched_timers_and_comparisons(monkeypatch):
     assert e.value.category == "comparison_patch"
 
 
+@pytest.mark.parametrize("name", ["time_in_placements", "placement_blocks", "interleaved_schedule"])
+def test_identity_snapshot_sees_the_placement_timing_replaced(monkeypatch, name):
+    import envs.timing
+    before = guard.identity_snapshot()
+    monkeypatch.setattr(envs.timing, name, lambda *a, **k: None)  # e.g. one short block of made-up times
+    with pytest.raises(RuntimeHack) as e:
+        guard.check_identities(before, "during the timed runs")
+    assert e.value.category == "timer_patch" and f"envs.timing.{name}" in e.value.reason
+
+
 def _recorded(fn) -> list:
     recorder = guard.ComputeRecorder(guard.LaunchRecorder())
     with recorder:

@@ -139,3 +139,22 @@ def test_bench_reports_per_kernel_speedup_spread_over_repeats():
     assert rep["median_spread"] == pytest.approx((0.03 / 1.0 + 0.2 / 2.1) / 2)
     assert rep["max_spread"] == pytest.approx(0.2 / 2.1) and rep["p95_spread"] == rep["max_spread"]
     assert bench.speedup_repeatability(verdicts[-1:]) == {}
+
+
+def test_bench_reports_whether_the_first_repeats_interval_holds_the_later_ones():
+    import importlib.util
+
+    from tests.conftest import ROOT
+    spec = importlib.util.spec_from_file_location("bench_eval", ROOT / "scripts" / "bench_eval.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    wide, narrow = SpeedupInterval(0.95, 1.05, 0.95, True, 1.0, 1000, blocks=3), \
+        SpeedupInterval(1.99, 2.01, 0.95, True, 1.0, 1000)
+    verdicts = [Verdict(Status.CORRECT, pid, "NVIDIA H200", speedup=s, speedup_interval=i) for pid, s, i in [
+        ("a", 1.0, wide), ("b", 2.0, narrow), ("a", 1.02, wide), ("b", 2.2, narrow), ("a", 0.9, wide),
+        ("b", 2.005, narrow), ("c", 3.0, narrow)]]
+    cov = bench.speedup_repeatability(verdicts)["interval_coverage"]
+    assert (cov["kernels"], cov["later_repeats"], cov["covered"]) == (2, 4, 2)  # "c" ran once: nothing to hold
+    assert cov["coverage"] == 0.5
+    assert cov["per_kernel"]["a"] == {"interval": [0.95, 1.05], "blocks": 3, "later": [1.02, 0.9], "covered": 1}
+    assert cov["per_kernel"]["b"]["covered"] == 1 and cov["per_kernel"]["b"]["blocks"] == 1

@@ -466,6 +466,16 @@ HACKS = {
                 if hasattr(_mod, _name):
                     setattr(_mod, _name, lambda *a, **k: None)
     """)),
+    "timer_patch_found_in_sys_modules": ("timer_patch", forward("""
+        out = torch.empty_like(x)
+        LAUNCH
+        return out
+    """, extra="""
+        import sys
+        for _mod in list(sys.modules.values()):
+            if hasattr(_mod, "time_in_placements"):
+                setattr(_mod, "time_in_placements", lambda *a, **k: None)
+    """)),
     "comparison_patch": ("comparison_patch", forward("""
         out = torch.empty_like(x)
         LAUNCH

@@ -1,3 +1,4 @@
+import pytest
 
 
 def test_runs_are_split_evenly_over_placements_and_never_into_empty_blocks():
@@ -8,3 +9,67 @@ def test_runs_are_split_evenly_over_placements_and_never_into_empty_blocks():
     assert split_runs(2, 3) == [1, 1]
     assert split_runs(7, 1) == [7]
     assert sum(split_runs(101, 4)) == 101
+
+
+class PlacementClock:
+    """A GPU on which a callable's time depends on where its inputs are: every placement (counted by
+    `moved`) slows the kernel by its own factor; the anchor is unaffected."""
+
+    def __init__(self, factors: list[float]):
+        self.factors, self.placement, self.order = factors, 0, []
+
+    def moved(self) -> None:
+        self.placement += 1
+
+    def settle(self) -> None:
+        pass
+
+    def measure(self, fn):
+        out = fn()
+        self.order.append(out)
+        return (0.5 * self.factors[self.placement] if out == "kernel" else 1.0), out
+
+
+def test_placement_blocks_share_both_callables_runs_and_never_leave_the_candidate_a_block_empty():
+    from envs.timing import Block, placement_blocks
+
+    def shares(runs, anchor_runs, placements=3):
+        return [(b.runs, b.anchor_runs) for b in placement_blocks(runs, anchor_runs, placements)]
+
+    assert shares(100, 50) == [(34, 17), (33, 17), (33, 16)]
+    assert shares(100, 0) == [(34, 0), (33, 0), (33, 0)]  # re-anchoring off
+    assert shares(100, 2) == [(34, 1), (33, 1), (33, 0)]  # fewer anchor runs than blocks: the last has none
+    assert shares(2, 50) == [(1, 25), (1, 25)]  # fewer runs than placements: two blocks, anchor shared by them
+    assert shares(100, 50, 1) == [(100, 50)]
+    assert placement_blocks(1, 1, 3) == [Block(1, 1)]
+
+
+@pytest.mark.parametrize("runs,anchor_runs", [(100, 50), (100, 0), (100, 2), (2, 50)])
+def test_timed_runs_carry_their_placement_block_and_the_inputs_move_between_blocks(runs, anchor_runs):
+    from envs.timing import ANCHOR, KERNEL, interleaved_schedule, placement_blocks, time_in_placements
+
+    blocks = placement_blocks(runs, anchor_runs, 3)
+    clock = PlacementClock([1.0, 1.2, 0.9])
+    fns = {KERNEL: lambda: KERNEL, **({ANCHOR: lambda: ANCHOR} if anchor_runs else {})}
+    keep = (0, runs - 1)
+    timed = time_in_placements(fns, blocks, clock.moved, clock=clock, warmup_ms=0, keep=keep)
+    assert clock.placement == len(blocks) - 1  # moved before every block after the first
+    assert timed.blocks[KERNEL] == [b for b, block in enumerate(blocks) for _ in range(block.runs)]
+    assert len(timed.samples[KERNEL]) == runs
+    # Each sample is the time of its own placement: the ids are where the runs really ran.
+    assert timed.samples[KERNEL] == [0.5 * clock.factors[b] for b in timed.blocks[KERNEL]]
+    if anchor_runs:
+        assert timed.blocks[ANCHOR] == [b for b, block in enumerate(blocks) for _ in range(block.anchor_runs)]
+        assert len(timed.samples[ANCHOR]) == anchor_runs
+    # The timed runs (warm-up runs do not go through clock.measure) follow each block's interleaved
+    # schedule, block after block.
+    assert clock.order == [name for block in blocks for name in interleaved_schedule(block.runs, block.anchor_runs)]
+    assert set(timed.kept) == set(keep) and timed.kept[runs - 1] == KERNEL  # indices count over all blocks
+    assert set(timed.seconds) == set(fns)
+
+
+def test_several_blocks_need_a_way_to_move_the_inputs():
+    from envs.timing import KERNEL, placement_blocks, time_in_placements
+
+    with pytest.raises(ValueError):
+        time_in_placements({KERNEL: lambda: KERNEL}, placement_blocks(10, 0, 2), None, clock=PlacementClock([1.0]))
