@@ -35,7 +35,10 @@ import psutil
 
 from envs.worker.process import WorkerFailure, WorkerProcess, describe_exit, wait_ended
 from envs.worker.progress import ProgressBoard
-from envs.worker.zygote import MAX_MESSAGE
+from envs.worker.protocol import MAX_CONTROL_MESSAGE
+
+
+FORK_REPLY_S = 30.0  # for the zygote's answer to a fork request (it reaps up to 5 s, restores, forks)
 
 
 class ForkRefused(WorkerFailure):
@@ -131,7 +134,7 @@ class ForkedWorker(WorkerProcess):
                     raise ForkRefused(f"the zygote exited ({describe_exit(self.proc.returncode)}); its output:\n"
                                       f"{self.output_tail()}")
                 continue
-            data = self._ctrl.recv(MAX_MESSAGE)
+            data = self._ctrl.recv(MAX_CONTROL_MESSAGE)
             if not data:
                 raise ForkRefused(f"the zygote closed its socket; its output:\n{self.output_tail()}")
             try:
@@ -165,7 +168,9 @@ class ForkedWorker(WorkerProcess):
                 board.close_fd()
         self._req_w, self._res_r, self.board = req_w, res_r, board
         self._buf = bytearray()
-        reply = self._control(deadline, "forked")
+        # Restoring the scratch directories and forking take well under a second; a zygote that does not
+        # answer soon (stopped by a child's SIGSTOP, say) is replaced rather than waited for.
+        reply = self._control(min(deadline, time.monotonic() + FORK_REPLY_S), "forked")
         self._child_ns_pid = reply.get("pid")
         self._child = self._find_child(self._child_ns_pid)
         if self._child is None:
@@ -225,9 +230,11 @@ class ForkedWorker(WorkerProcess):
         if wait_ended(self._victims, timeout=5):
             why = why or "a process of the previous child survived SIGKILL"
         self._victims = []
-        zygote = psutil.Process(self.zygote_pid) if self.zygote_pid is not None else None
+        zygote = _process(self.zygote_pid) if self.zygote_pid is not None else None
         if not _running(zygote) or self.proc.poll() is not None:
             why = why or "the zygote died"
+        elif _status(zygote) in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP, "gone"):
+            why = why or f"the zygote is {_status(zygote)}"  # a child's SIGSTOP, say
         if why is None and (strays := self.stray_processes()):
             why = f"{len(strays)} process(es) were left in the worker beside the zygote"
         if why is None:
@@ -304,6 +311,13 @@ class ForkedWorker(WorkerProcess):
         if wait and self._ctrl is not None:
             self._ctrl.close()
             self._ctrl = None
+
+
+def _status(p: psutil.Process) -> str:
+    try:
+        return p.status()
+    except psutil.Error:
+        return "gone"
 
 
 def _process(pid: int) -> psutil.Process | None:

@@ -37,11 +37,11 @@ import time
 import traceback
 
 from envs.worker.lifeline import die_with_descendants, prctl
+from envs.worker.protocol import MAX_CONTROL_MESSAGE
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
-MAX_MESSAGE = 1 << 16
 
 
 class Scratch:
@@ -158,7 +158,7 @@ class Zygote:
     def serve(self) -> None:
         while True:
             try:
-                data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE, 3)
+                data, fds, _, _ = socket.recv_fds(self.sock, MAX_CONTROL_MESSAGE, 3)
             except (OSError, ValueError):
                 return
             if not data:
@@ -216,6 +216,9 @@ class Zygote:
                         pass
             from envs.worker import harness
             board = fds[2] if len(fds) == 3 else -1
+            # What `python -m envs.worker.harness REQ RES ROOT DEVICE BOARD` would see: to the code it runs,
+            # a forked harness is a started one.
+            sys.argv = [harness.__file__, str(fds[0]), str(fds[1]), self.root, self.device, str(board)]
             harness.serve(fds[0], fds[1], self.root, self.device, board, prepared=True)
         except BaseException:
             traceback.print_exc()

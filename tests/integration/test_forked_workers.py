@@ -165,6 +165,17 @@ def test_state_the_zygote_cannot_restore_replaces_the_whole_sandbox(ev):
     assert worker(ev).zygote_pid != zygote
 
 
+def test_a_zygote_stopped_by_a_child_is_replaced_not_waited_for(ev):
+    zygote = worker(ev).zygote_pid
+    stop = solution("import signal\nos.kill(os.getppid(), signal.SIGSTOP)\nraise RuntimeError('stopped it')")
+    assert run(ev, stop).status is Status.RUNTIME_ERROR
+    started = time.monotonic()
+    after = run(ev, RELU[1])
+    assert after.status is Status.CORRECT, after.error
+    assert worker(ev).zygote_pid != zygote and time.monotonic() - started < 60
+    assert not psutil.pid_exists(zygote) or psutil.Process(zygote).status() == psutil.STATUS_ZOMBIE
+
+
 def test_max_forks_per_zygote_bounds_a_zygote_life():
     settings = EvalSettings(device="cpu", workers=1, fork_workers="on", max_forks_per_zygote=2)
     failing = solution("raise ValueError('boom')")
