@@ -33,7 +33,9 @@ PROBLEM = "L0_02_relu"
 
 
 def candidates(kind: str, count: int, good: str) -> list[str]:
-    failing = good.replace("-> torch.Tensor:", "-> torch.Tensor:\n        if x.numel() > 0:\n            raise AttributeError('no such thing')", 1)
+    # Conditional, so that the static analysis lets it through to a worker (an unconditional raise is refused).
+    failing = good.replace("-> torch.Tensor:", "-> torch.Tensor:\n        if x.numel() > 0:\n"
+                                               "            raise AttributeError('no such thing')", 1)
     assert failing != good, "the reference solution's forward signature changed"
     out = []
     for i in range(count):
