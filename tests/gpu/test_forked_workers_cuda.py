@@ -12,7 +12,6 @@ import time
 import pytest
 
 from envs import EvalSettings, Evaluator, Status
-from envs.source import canonicalize
 from envs.worker.forked import ForkedWorker
 from tests.conftest import builtin
 from tests.faults import SPIN
@@ -22,7 +21,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.integration]
 
 def test_forked_cuda_workers_evaluate_and_recycle():
     problem, good = builtin("L0_02_relu")
-    failing = good.replace("-> torch.Tensor:", "-> torch.Tensor:\n        raise AttributeError('boom')", 1)
+    # Conditional, so that the static analysis lets it through to a worker.
+    failing = good.replace("-> torch.Tensor:", "-> torch.Tensor:\n        if x.numel() > 0:\n"
+                                               "            raise AttributeError('boom')", 1)
     assert failing != good
     settings = EvalSettings(device="cuda", workers=1, fork_workers="on")
     with Evaluator(settings) as ev:
@@ -32,7 +33,7 @@ def test_forked_cuda_workers_evaluate_and_recycle():
         zygote, first = w.zygote_pid, w.harness_pid
         ok = ev.evaluate(problem, good)  # baselines measured, a speedup derived in the forked child
         assert ok.status is Status.CORRECT and ok.speedup is not None, ok.error
-        bad = ev.pool.execute(problem, canonicalize(failing), None)[0]
+        bad = ev.evaluate(problem, failing)  # baselines known: no second measurement
         assert bad.status is Status.RUNTIME_ERROR and "boom" in bad.error, bad.error
         started = time.perf_counter()
         w = ev.pool._worker(slot)
