@@ -9,7 +9,6 @@ import os
 import signal
 import textwrap
 import time
-from pathlib import Path
 
 import psutil
 import pytest
