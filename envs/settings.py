@@ -81,6 +81,11 @@ class EvalSettings:
     cpu_cores: float = 2.0
     workers: int = 1  # worker processes (per GPU on cuda)
     max_evals_per_worker: int = 200  # recycle warm workers now and then
+    # auto | on | off: replace a worker's harness by forking it from a pre-imported zygote in the same
+    # sandbox (envs/worker/zygote.py) instead of starting a new sandbox (seconds of imports). auto: on for
+    # cpu; off for cuda until measured there. A zygote is itself replaced after max_forks_per_zygote forks.
+    fork_workers: str = "auto"
+    max_forks_per_zygote: int = 100
     startup_timeout: float = 180.0
     cpu_rechecks: int = 3  # extra calls on CPU whose outputs are re-checked (GPU re-checks timed runs)
     max_speedup: float = 50.0  # above this a measurement is repeated in a fresh worker; if it persists: hack
@@ -118,6 +123,12 @@ class EvalSettings:
         if isinstance(self.sandbox_hide, str) or not all(isinstance(p, str) for p in self.sandbox_hide):
             raise ValueError("sandbox_hide must be a list of paths")
         object.__setattr__(self, "sandbox_hide", tuple(self.sandbox_hide))
+        if isinstance(self.fork_workers, bool):  # YAML 1.1 reads bare on/off as booleans
+            object.__setattr__(self, "fork_workers", "on" if self.fork_workers else "off")
+        if self.fork_workers not in ("auto", "on", "off"):
+            raise ValueError(f"fork_workers must be auto, on or off, not {self.fork_workers!r}")
+        if self.max_forks_per_zygote < 1:
+            raise ValueError("max_forks_per_zygote must be >= 1")
         if not self.cpu_cores > 0:
             raise ValueError(f"cpu_cores must be > 0, not {self.cpu_cores!r}")
         if self.correctness_trials < 1 or self.timed_runs < 1 or self.workers < 1:
@@ -148,6 +159,10 @@ class EvalSettings:
         """These settings with `paths` (None skipped) added to what the sandbox hides from workers."""
         extra = tuple(str(p) for p in paths if p is not None and str(p) not in self.sandbox_hide)
         return dataclasses.replace(self, sandbox_hide=self.sandbox_hide + extra) if extra else self
+
+    def forks_workers(self, device: str) -> bool:
+        """Whether workers on `device` (cpu | cuda) are forked from a zygote."""
+        return self.fork_workers == "on" or (self.fork_workers == "auto" and device == "cpu")
 
     def resolved_size(self, device: str) -> str:
         return self.size or ("full" if device == "cuda" else "small")

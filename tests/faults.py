@@ -95,21 +95,44 @@ def wait_gone(find, timeout: float) -> float:
     return time.monotonic() - started
 
 
-def is_harness(proc: psutil.Process) -> bool:
-    """The worker's harness itself (`python -m envs.worker.harness ...`), not bubblewrap around it, whose
-    command line holds the harness's."""
+_ZYGOTE = ["-m", "envs.worker.zygote"]
+
+
+def is_zygote(proc: psutil.Process) -> bool:
+    """A worker's zygote (envs/worker/zygote.py), not one of the harnesses it forked (same command line)."""
     try:
-        return proc.cmdline()[1:3] == ["-m", "envs.worker.harness"]
-    except psutil.Error:
+        return proc.cmdline()[1:3] == _ZYGOTE and proc.parent().cmdline()[1:3] != _ZYGOTE
+    except (psutil.Error, AttributeError):
         return False
+
+
+def is_harness(proc: psutil.Process) -> bool:
+    """The worker's harness itself (`python -m envs.worker.harness ...`, or a child forked by a zygote), not
+    bubblewrap around it, whose command line holds the harness's."""
+    try:
+        return proc.cmdline()[1:3] == ["-m", "envs.worker.harness"] or \
+            (proc.cmdline()[1:3] == _ZYGOTE and is_zygote(proc.parent()))
+    except (psutil.Error, AttributeError):
+        return False
+
+
+def zygotes(harness: int) -> list[psutil.Process]:
+    """The zygote a harness was forked from, or [] for a harness started whole."""
+    try:
+        parent = psutil.Process(harness).parent()
+        return [parent] if parent is not None and is_zygote(parent) else []
+    except psutil.Error:
+        return []
 
 
 def sandbox_wrappers(harness: int) -> list[psutil.Process]:
     """bubblewrap's processes around a sandboxed harness (its init, then the bwrap outside the namespaces),
-    or [] for an unsandboxed one."""
+    above its zygote if it has one, or [] for an unsandboxed one."""
     found = []
     try:
         parent = psutil.Process(harness).parent()
+        if parent is not None and is_zygote(parent):
+            parent = parent.parent()
         while parent is not None and parent.name() == "bwrap":
             found.append(parent)
             parent = parent.parent()

@@ -47,7 +47,7 @@ from envs.worker.outcome import Outcome
 from envs.worker.outcome import clone_args as _clone
 from envs.worker.outcome import move_to_fresh_placement
 from envs.worker.profiling import profile_candidate
-from envs.worker.progress import ProgressBoard
+from envs.worker.progress import ProgressBoard, install_launch_flag
 from envs.worker.protocol import read_frame, write_frame
 
 _MAX_ERROR_CHARS = 4000
@@ -523,12 +523,28 @@ def device_info(device: str) -> dict:
     return info
 
 
-def main() -> None:
+def prepare(device: str) -> None:
+    """What must precede any problem or candidate code and needs no device: the launch recorder (and on
+    CUDA the launch flag, looking its board up at each launch), fp32 settings, the identity snapshot.
+    A zygote runs it before it forks (envs/worker/zygote.py), so it initialises no CUDA, starts no
+    thread and runs no torch op."""
+    if device == "cuda":
+        # The reference must be true fp32: no TF32 in cuBLAS or cuDNN.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        install_launch_flag(lambda: PROGRESS)  # compiling is excused from the step deadlines
+    LAUNCHES.install()
+    BASELINE_IDENTITIES.clear()
+    BASELINE_IDENTITIES.update(guard.broad_snapshot())
+
+
+def serve(req_fd: int, res_fd: int, root: str, device: str, board_fd: int, prepared: bool = False) -> None:
+    """Be the harness: bind to the owner, limit this process, then answer requests until told to stop.
+    `prepared`: `prepare` already ran in the zygote this process was forked from."""
     global PROGRESS
-    req_fd, res_fd, root, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     lifeline = bind_to_owner(req_fd)  # first: from here on this process dies with its owner
     apply_lifetime_limit()  # before any problem or candidate code (sandboxed, no capability raises it again)
-    PROGRESS = ProgressBoard.attach(int(sys.argv[5])) if len(sys.argv) > 5 else None
+    PROGRESS = ProgressBoard.attach(board_fd)
     os.chdir(root)
     link = ParentLink(req_fd, res_fd)
     if device == "cpu":
@@ -537,14 +553,12 @@ def main() -> None:
         limit = 2 * int(os.environ.get("KERNELRL_WORKER_MEMORY_BYTES", 16 << 30))
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     if device == "cuda":
-        # The reference must be true fp32: no TF32 in cuBLAS or cuDNN.
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
         torch.cuda.init()
-        if PROGRESS is not None:
-            PROGRESS.install_launch_flag()  # compiling is excused from the step deadlines
-    LAUNCHES.install()
-    BASELINE_IDENTITIES.update(guard.broad_snapshot())
+    if not prepared:
+        prepare(device)
+    elif device == "cuda":  # initialising CUDA came after the zygote's snapshot: take it again, still trusted
+        BASELINE_IDENTITIES.clear()
+        BASELINE_IDENTITIES.update(guard.broad_snapshot())
     link.send({"type": "hello", "pid": os.getpid(), "lifeline": lifeline, **device_info(device)})
     while True:
         try:
@@ -562,6 +576,11 @@ def main() -> None:
         evaluation.cleanup()
         link.send(result)
         link.nonce = None
+
+
+def main() -> None:
+    req_fd, res_fd, root, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    serve(req_fd, res_fd, root, device, int(sys.argv[5]) if len(sys.argv) > 5 else -1)
 
 
 if __name__ == "__main__":

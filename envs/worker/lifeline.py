@@ -33,7 +33,7 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-def _prctl(option: int, value: int) -> bool:
+def prctl(option: int, value: int) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -46,8 +46,8 @@ def _prctl(option: int, value: int) -> bool:
 def bind_to_owner(owner_fd: int) -> dict[str, bool]:
     """Tie this process's life to the owner behind `owner_fd` (the read end of the request pipe);
     returns which mechanisms are in place (reported in the worker's hello)."""
-    state = {"pdeathsig": _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL),
-             "subreaper": _prctl(_PR_SET_CHILD_SUBREAPER, 1)}
+    state = {"pdeathsig": prctl(_PR_SET_PDEATHSIG, signal.SIGKILL),
+             "subreaper": prctl(_PR_SET_CHILD_SUBREAPER, 1)}
     watchdog = threading.Thread(target=_watch, args=(owner_fd,), name="kernelrl-owner-watchdog", daemon=True)
     watchdog.start()
     state["watchdog"] = watchdog.is_alive()

@@ -31,6 +31,7 @@ from envs.speedup import estimate_speedup
 from envs.verdict import Accuracy, HackFinding, Status, Timings, TimingStats, Verdict
 from envs.worker import reaper
 from envs.worker.cpu_backstop import CpuBudget
+from envs.worker.forked import ForkedWorker, ForkRefused
 from envs.worker.process import WorkerFailure, WorkerProcess
 from envs.worker.sandbox import resolve_sandbox
 
@@ -86,6 +87,8 @@ class WorkerPool:
         self._cpu_budget = CpuBudget(settings.cpu_cores, settings.timeouts.as_dict())
         self._locks = {gpu: DeviceLock() for gpu in gpu_ids}
         self.reaper_pid = reaper.ensure_started() if reap else None  # before any worker exists
+        self._fork = settings.forks_workers(self.device)
+        self._fork_refused: str | None = None  # why this host's zygotes cannot fork (then: plain workers)
         self.size = len(gpu_ids) * settings.workers
         self._spawner = concurrent.futures.ThreadPoolExecutor(self.size, thread_name_prefix="worker-start")
         self._slots = [_Slot(gpu, self._spawner.submit(self._start_worker, gpu))
@@ -97,8 +100,29 @@ class WorkerPool:
         self._closed = False
 
     def _start_worker(self, gpu: int | str | None) -> WorkerProcess:
-        return WorkerProcess(self.device, gpu, int(self.settings.memory_limit_gb * 2**30),
-                             self.settings.startup_timeout, self._locks[gpu], self.sandbox, self._cpu_budget)
+        args = (self.device, gpu, int(self.settings.memory_limit_gb * 2**30), self.settings.startup_timeout,
+                self._locks[gpu], self.sandbox, self._cpu_budget)
+        if self._fork and self._fork_refused is None:
+            try:
+                return ForkedWorker(*args, max_forks=self.settings.max_forks_per_zygote)
+            except ForkRefused as e:  # this host's zygote cannot fork safely: workers start whole
+                self._fork_refused = e.message
+                log.warning("fork_workers: %s; workers start without a zygote", e.message)
+        return WorkerProcess(*args)
+
+    def _replace(self, gpu: int | str | None, worker: WorkerProcess) -> WorkerProcess:
+        """In a spawner thread: finish killing `worker` (its signals are sent), start a new one."""
+        worker.kill()
+        return self._start_worker(gpu)
+
+    def _refork(self, gpu: int | str | None, worker: ForkedWorker) -> WorkerProcess:
+        """In a spawner thread: a fresh harness from the worker's zygote, else a whole new worker."""
+        try:
+            worker.refork(self.settings.startup_timeout)
+            return worker
+        except WorkerFailure as e:
+            log.info("worker restarts whole: %s", e.message)
+            return self._replace(gpu, worker)
 
     def _worker(self, slot: _Slot) -> WorkerProcess:
         for attempt in range(2):
@@ -115,9 +139,17 @@ class WorkerPool:
         raise EvaluatorError("no worker could start")
 
     def _recycle(self, slot: _Slot, worker: WorkerProcess) -> None:
-        worker.kill()
-        if not self._closed:
-            slot.future = self._spawner.submit(self._start_worker, slot.gpu)
+        """Kill the worker's harness now (signals only: the caller's verdict returns at once); the waiting
+        and the replacement happen in the slot's spawner thread before the next request can use it."""
+        if self._closed:
+            worker.kill()
+            return
+        if isinstance(worker, ForkedWorker):
+            worker.end_child()
+            slot.future = self._spawner.submit(self._refork, slot.gpu, worker)
+        else:
+            worker.kill(wait=False)
+            slot.future = self._spawner.submit(self._replace, slot.gpu, worker)
 
     def worker_pids(self, wait: bool = True, wrappers: bool = False) -> list[int]:
         """Pids of the live workers' harnesses (waiting for replacements that are still starting); with

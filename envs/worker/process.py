@@ -62,6 +62,37 @@ class WorkerFailure(Exception):
         self.status, self.message, self.phase, self.phase_seconds = status, message, phase, phase_seconds
 
 
+def describe_exit(code: int | None) -> str:
+    """Popen's convention (-N for signal N) in words."""
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def wait_ended(processes: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until each of `processes` has ended (gone, or a zombie: dead, only not yet collected by a
+    parent that is not us, which psutil.wait_procs would wait for to the timeout); returns those still
+    running at the timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        running = []
+        for p in processes:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    running.append(p)
+            except psutil.Error:
+                continue
+        if not running or time.monotonic() >= deadline:
+            return running
+        time.sleep(0.01)
+        processes = running
+
+
 def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if _ENV_ALLOW.match(k) and not _ENV_SECRET.search(k)}
     env.update(extra)
@@ -82,12 +113,41 @@ class WorkerProcess:
         self._tail = bytearray()
         self._tail_lock = threading.Lock()
         self.info: dict[str, Any] = {}
+        self._signalled: list[psutil.Process] = []  # killed by kill(wait=False), not yet waited for
         self._start(startup_timeout)
 
     # --- lifecycle --------------------------------------------------------------------------------
     def _start(self, timeout: float) -> None:
         req_r, self._req_w = os.pipe()
         self._res_r, res_w = os.pipe()
+        self.board = ProgressBoard.create()
+        board_fd = self.board.fd if self.board is not None else -1
+        argv = [sys.executable, "-m", "envs.worker.harness", str(req_r), str(res_w), self.root, self.device,
+                str(board_fd)]
+        try:
+            self._spawn(argv, (req_r, res_w) + ((board_fd,) if board_fd >= 0 else ()))
+        except WorkerFailure:
+            for fd in (self._req_w, self._res_r):
+                os.close(fd)
+            if self.board is not None:
+                self.board.close()
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+        finally:
+            os.close(req_r)
+            os.close(res_w)
+            if self.board is not None:
+                self.board.close_fd()
+        self._await_hello(timeout)
+        harness = self._harness()
+        if harness is None:  # it just said hello, so it runs: the process tree could not be read
+            self.kill()
+            raise WorkerFailure("crash", "the worker's harness process could not be found", "startup", {})
+        self.harness_pid = harness.pid
+        # Sandboxed: bubblewrap outside the namespaces and its init inside, around the harness.
+        self.wrapper_pids = (self.proc.pid, harness.ppid()) if self.sandbox is not None else ()
+
+    def _environment(self) -> dict[str, str]:
         extra = {
             "HOME": self.root, "TMPDIR": self.root, "PYTHONPATH": PROJECT_ROOT, "PYTHONFAULTHANDLER": "1",
             "PYTHONDONTWRITEBYTECODE": "1", _TAG_VAR: self.tag,
@@ -104,32 +164,23 @@ class WorkerProcess:
             extra["CUDA_VISIBLE_DEVICES"] = ""
         elif self.gpu_index is not None:
             extra["CUDA_VISIBLE_DEVICES"] = str(self.gpu_index)
-        env = scrubbed_environment(extra)
-        self.board = ProgressBoard.create()
-        board_fd = self.board.fd if self.board is not None else -1
-        argv = [sys.executable, "-m", "envs.worker.harness", str(req_r), str(res_w), self.root, self.device,
-                str(board_fd)]
+        return scrubbed_environment(extra)
+
+    def _spawn(self, argv: list[str], pass_fds: tuple[int, ...], env: dict[str, str] | None = None) -> None:
+        """Start `argv` (in the sandbox when there is one) in its own session, output drained."""
+        env = self._environment() if env is None else env
         try:
             if self.sandbox is not None:
                 argv = self.sandbox.command(argv, self.root, self.device, env.get("CUDA_VISIBLE_DEVICES"))
         except GpuMappingError as e:
-            for fd in (req_r, res_w, self._req_w, self._res_r):
-                os.close(fd)
-            if self.board is not None:
-                self.board.close()
-            shutil.rmtree(self.root, ignore_errors=True)
             raise WorkerFailure("crash", f"the sandbox cannot give the worker its GPU: {e}", "startup", {}) from None
         self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=(req_r, res_w) + ((board_fd,) if board_fd >= 0 else ()), cwd=self.root,
-            env=env, start_new_session=True)
-        os.close(req_r)
-        os.close(res_w)
-        if self.board is not None:
-            self.board.close_fd()
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=pass_fds, cwd=self.root, env=env, start_new_session=True)
         self._drain = threading.Thread(target=self._drain_output, daemon=True)
         self._drain.start()
+
+    def _await_hello(self, timeout: float) -> None:
         try:
             hello = self._read(time.monotonic() + timeout, "startup")
         except WorkerFailure:
@@ -139,13 +190,6 @@ class WorkerProcess:
             self.kill()
             raise WorkerFailure("crash", f"worker sent {hello!r} instead of hello", "startup", {})
         self.info = hello
-        harness = self._harness()
-        if harness is None:  # it just said hello, so it runs: the process tree could not be read
-            self.kill()
-            raise WorkerFailure("crash", "the worker's harness process could not be found", "startup", {})
-        self.harness_pid = harness.pid
-        # Sandboxed: bubblewrap outside the namespaces and its init inside, around the harness.
-        self.wrapper_pids = (self.proc.pid, harness.ppid()) if self.sandbox is not None else ()
 
     def _drain_output(self) -> None:
         """Read the worker's stdout/stderr forever, keeping only the tail."""
@@ -212,8 +256,9 @@ class WorkerProcess:
                 continue
         return found
 
-    def kill(self) -> None:
-        """Kill the worker and everything it started; idempotent."""
+    def kill(self, wait: bool = True) -> None:
+        """Kill the worker and everything it started; idempotent. With wait=False only the signals are sent
+        (the caller returns at once) and a later kill() waits for the processes and cleans up."""
         victims = self._descendants()
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -229,11 +274,14 @@ class WorkerProcess:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        if not wait:
+            self._signalled = victims  # waited for by the kill() that follows
+            return
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        psutil.wait_procs(victims, timeout=5)
+        wait_ended([*self._signalled, *victims], timeout=5)
         for fd in (self._req_w, self._res_r):
             try:
                 os.close(fd)
@@ -263,12 +311,16 @@ class WorkerProcess:
         return self.cpu_budget.lifetime_seconds() - used
 
     # --- talking ----------------------------------------------------------------------------------
+    def _accounted(self) -> list[psutil.Process]:
+        """The processes whose memory and CPU time count against the worker's limits."""
+        try:
+            return [psutil.Process(self.proc.pid), *self._descendants()] if self.alive() else []
+        except psutil.Error:  # ended just now: the caller finds out from the pipe
+            return []
+
     def _usage(self) -> tuple[int, float]:
         """Host memory (RSS bytes) and CPU seconds of the worker's process tree, from one look at it."""
-        try:
-            tree = [psutil.Process(self.proc.pid), *self._descendants()] if self.alive() else []
-        except psutil.Error:  # ended just now: the caller finds out from the pipe
-            tree = []
+        tree = self._accounted()
         rss = 0
         for p in tree:
             try:
@@ -323,14 +375,18 @@ class WorkerProcess:
                 if not self.alive():
                     # Give the drain thread a moment to collect the last words (e.g. a faulthandler dump).
                     self._drain.join(timeout=1)
-                    code = self.proc.returncode
-                    if self.sandbox is not None:
-                        code = self.sandbox.returncode(code)
-                    how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                    how = self._how_it_ended()
                     tail = self.output_tail()
                     raise WorkerFailure("crash", f"the worker process died during the {phase} phase ({how})"
                                         + (f"; its last output:\n{tail}" if tail.strip() else ""),
                                         phase, phases or {})
+
+    def _how_it_ended(self) -> str:
+        """`signal NAME` or `exit code N` of the harness, once it has ended."""
+        code = self.proc.returncode
+        if self.sandbox is not None:
+            code = self.sandbox.returncode(code)
+        return describe_exit(code)
 
     def _confirm(self, phase: str, phases: dict[str, float]) -> None:
         """Accept a result only once the harness is back in its request loop: it must echo a nonce that

@@ -92,29 +92,42 @@ class ProgressBoard:
     def install_launch_flag(self) -> None:
         """Mark the time spent inside Triton's launcher (compiling, autotuning) on a GPU. Installed in
         the worker before candidate code exists and before the harness snapshots Triton's identities."""
-        from triton.runtime.autotuner import Autotuner
-        from triton.runtime.jit import JITFunction
-        for cls in (JITFunction, Autotuner):
-            cls.run = self.flagged(cls.run)
+        install_launch_flag(lambda: self)
 
     def flagged(self, run: Callable) -> Callable:
         """`run` marking the board while it runs (a launch begun, in progress)."""
-        slots = self._slots
-
-        @functools.wraps(run)
-        def flagged_run(*args: Any, **kwargs: Any) -> Any:
-            outer = slots[_IN_LAUNCH]  # an autotuner's launches nest inside its own
-            slots[_LAUNCHES] += 1
-            slots[_IN_LAUNCH] = 1
-            try:
-                return run(*args, **kwargs)
-            finally:
-                slots[_IN_LAUNCH] = outer
-        return flagged_run
+        return _flagged(run, lambda: self)
 
     # parent side
     def read(self) -> tuple[int, int, bool]:
         return self._slots[_CALLS], self._slots[_LAUNCHES], bool(self._slots[_IN_LAUNCH])
+
+
+def install_launch_flag(board: Callable[[], ProgressBoard | None]) -> None:
+    """ProgressBoard.install_launch_flag with the board looked up at each launch (None: not marked): a
+    zygote (envs/worker/zygote.py) installs it before the snapshots, when its children's boards do not
+    exist yet."""
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+    for cls in (JITFunction, Autotuner):
+        cls.run = _flagged(cls.run, board)
+
+
+def _flagged(run: Callable, board: Callable[[], ProgressBoard | None]) -> Callable:
+    @functools.wraps(run)
+    def flagged_run(*args: Any, **kwargs: Any) -> Any:
+        current = board()
+        if current is None:
+            return run(*args, **kwargs)
+        slots = current._slots
+        outer = slots[_IN_LAUNCH]  # an autotuner's launches nest inside its own
+        slots[_LAUNCHES] += 1
+        slots[_IN_LAUNCH] = 1
+        try:
+            return run(*args, **kwargs)
+        finally:
+            slots[_IN_LAUNCH] = outer
+    return flagged_run
 
 
 class StepWatch:

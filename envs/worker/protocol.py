@@ -12,6 +12,7 @@ import struct
 
 MAX_FRAME = 4 << 20
 HEADER = struct.Struct(">I")
+MAX_CONTROL_MESSAGE = 1 << 16  # one datagram between the owner and a zygote (envs/worker/zygote.py)
 
 
 class ProtocolError(RuntimeError):

@@ -16,21 +16,25 @@ import pytest
 
 from envs.worker.sandbox import why_unsandboxed
 from tests.conftest import ROOT
+from envs import EvalSettings
 from tests.faults import (SPIN, owner_script, processes_matching, sandbox_wrappers, still_running, wait_gone,
-                          wait_until_spinning, worker_under)
+                          wait_until_spinning, worker_under, zygotes)
 
 pytestmark = pytest.mark.integration
 
 # The owner must die while the kernel still hangs, not after the derived deadline cut it.
 NO_STEP_DEADLINE = "deadlines=StepDeadlines(cpu=StepBudget(600.0, 1.0))"
 SANDBOXED = why_unsandboxed("auto") is None  # what the default settings (sandbox: auto) give on this host
+FORKED = EvalSettings().forks_workers("cpu")  # harnesses forked from a zygote (fork_workers: auto)
 
 
 def worker_processes(harness: int, sandboxed: bool) -> list[int]:
-    """The harness and, sandboxed, bubblewrap's processes around it: all must go with the owner."""
+    """The harness, its zygote and, sandboxed, bubblewrap's processes around them: all must go with the owner."""
     wrappers = [p.pid for p in sandbox_wrappers(harness)]
     assert len(wrappers) == (2 if sandboxed else 0), f"expected sandboxed={sandboxed}, found bwrap {wrappers}"
-    return [harness, *wrappers]
+    zygote = [p.pid for p in zygotes(harness)]
+    assert len(zygote) == FORKED, f"expected forked={FORKED}, found zygote {zygote}"
+    return [harness, *zygote, *wrappers]
 
 
 def test_sigkilled_cli_leaves_no_worker_behind(tmp_path):
@@ -121,7 +125,7 @@ def test_sigkilled_ray_driver_leaves_no_worker_behind(tmp_path):
         processes = [pid for pids in started["processes"].values() for pid in pids]  # bwrap's too
         actors = [info["pid"] for info in started["actors"]]
         assert len(workers) == 1 and actors
-        assert len(processes) == (3 if SANDBOXED else 1) and set(workers) <= set(processes)
+        assert len(processes) == (3 if SANDBOXED else 1) + FORKED and set(workers) <= set(processes)
         wait_until_spinning(workers[0])  # the only worker's harness: it runs the kernel
         ray_processes = psutil.Process(driver.pid).children(recursive=True)
         driver.kill()
@@ -154,7 +158,7 @@ def test_workers_outlive_the_thread_that_built_their_pool():
     ev = built["ev"]
     try:
         pids = ev.pool.worker_pids(wrappers=True)  # sandboxed, bwrap's die-with-parent is tied to the thread too
-        assert len(pids) == (3 if SANDBOXED else 1)
+        assert len(pids) == (3 if SANDBOXED else 1) + FORKED
         info = ev.pool._worker(ev.pool._slots[0]).info
         assert info["lifeline"] == {"pdeathsig": True, "subreaper": True, "watchdog": True}
         time.sleep(1.0)
