@@ -24,7 +24,6 @@ import json
 import os
 import select
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import psutil
 
-from envs.worker.process import WorkerFailure, WorkerProcess, describe_exit, wait_ended
+from envs.worker.process import WorkerFailure, WorkerProcess, describe_exit, kill_tree, wait_ended
 from envs.worker.progress import ProgressBoard
 from envs.worker.protocol import MAX_CONTROL_MESSAGE
 
@@ -202,15 +201,7 @@ class ForkedWorker(WorkerProcess):
                 victims = [child, *child.children(recursive=True)]
             except psutil.Error:
                 victims = [child]
-            try:
-                os.killpg(child.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            for p in victims:
-                try:
-                    p.kill()
-                except psutil.Error:
-                    pass
+            kill_tree(child.pid, victims)
         if self._clean and (self._buf or select.select([self._res_r], [], [], 0)[0]):
             self._suspect = "the harness wrote more after its confirmed result"
         for fd in (self._req_w, self._res_r):

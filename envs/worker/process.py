@@ -93,6 +93,19 @@ def wait_ended(processes: list[psutil.Process], timeout: float) -> list[psutil.P
         processes = running
 
 
+def kill_tree(group: int, victims: list[psutil.Process]) -> None:
+    """SIGKILL process group `group` and each of `victims` (those that left the group too); never raises."""
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in victims:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
 def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if _ENV_ALLOW.match(k) and not _ENV_SECRET.search(k)}
     env.update(extra)
@@ -260,15 +273,7 @@ class WorkerProcess:
         """Kill the worker and everything it started; idempotent. With wait=False only the signals are sent
         (the caller returns at once) and a later kill() waits for the processes and cleans up."""
         victims = self._descendants()
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for p in victims:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
+        kill_tree(self.proc.pid, victims)
         for pid in self._tagged():
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -78,7 +78,7 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
 
 @pytest.mark.parametrize("overrides, message", [
     (["policy.model=/no/such/model"], "policy.model"),
-    (["data.levels=[9]", "data.validation_ids=null"], "no usable problems"),
+    (["data.levels=[9]", "data.validation_ids=null", "data.include_ids=null"], "no usable problems"),
     (["+loop.stepz=3"], "unknown loop settings"),
     (["resume=/no/such/run"], "resume=/no/such/run: no such file"),
     (["policy=gpt5"], "OPENAI_API_KEY"),
