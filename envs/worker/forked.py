@@ -112,14 +112,7 @@ class ForkedWorker(WorkerProcess):
             raise
 
     def _find_zygote(self) -> psutil.Process | None:
-        if self.sandbox is None:
-            return psutil.Process(self.proc.pid) if self.proc.poll() is None else None
-        try:
-            descendants = self._descendants()
-            init = {p.pid for p in descendants if p.ppid() == self.proc.pid}
-            return min((p for p in descendants if p.ppid() in init), key=lambda p: p.create_time(), default=None)
-        except psutil.Error:
-            return None
+        return WorkerProcess._harness(self)  # where a plain worker's harness sits
 
     def _control(self, deadline: float, expected: str) -> dict:
         """The zygote's next message, which must be of type `expected`; ForkRefused on anything else."""

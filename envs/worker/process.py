@@ -234,9 +234,10 @@ class WorkerProcess:
         return [*self.wrapper_pids, self.harness_pid]
 
     def _harness(self) -> psutil.Process | None:
-        """The harness process: the worker itself, or in the sandbox the oldest child of bubblewrap's init."""
+        """The harness process: the worker itself, or in the sandbox the oldest child of bubblewrap's init
+        (for a forked worker that process is the zygote)."""
         if self.sandbox is None:
-            return psutil.Process(self.proc.pid) if self.alive() else None
+            return psutil.Process(self.proc.pid) if self.proc.poll() is None else None
         try:
             descendants = self._descendants()
             init = {p.pid for p in descendants if p.ppid() == self.proc.pid}
