@@ -62,28 +62,14 @@ def render_main(argv: list[str]) -> int:
 
 def hydra_main() -> None:
     import hydra
-    from omegaconf import DictConfig, OmegaConf
-    from omegaconf.errors import MissingMandatoryValue
+    from omegaconf import DictConfig
 
     @hydra.main(config_path="../conf", config_name="benchmark", version_base="1.3")
     def main(cfg: DictConfig) -> None:
-        from envs.problems import ProblemError
-        from envs.small_sizes import SizeError
-        from rl.bench.main import BenchmarkError, run_from_config
-        from rl.bench.policies import FilesPolicyError
+        from rl.bench.main import run_from_config, run_hydra_job
         from rl.bench.report import compare
 
-        try:
-            plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-        except MissingMandatoryValue as e:
-            print(f"error: missing setting {e.full_key} (e.g. policy.dir=DIR for policy=files)", file=sys.stderr)
-            sys.exit(2)
-        out_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
-        try:
-            report = run_from_config(plain, out_dir)
-        except (BenchmarkError, ProblemError, FilesPolicyError, SizeError, ValueError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            sys.exit(2)
+        plain, report, _ = run_hydra_job(cfg, run_from_config, ())
         print(compare([("this run", report)]))
         threshold = plain.get("min_correct_at_1")
         if threshold is not None and (report["correct_at_1"] or 0.0) < threshold:

@@ -23,29 +23,15 @@ log = logging.getLogger("kernelrl")
 
 def hydra_main() -> None:
     import hydra
-    from omegaconf import DictConfig, OmegaConf
-    from omegaconf.errors import MissingMandatoryValue
+    from omegaconf import DictConfig
 
     @hydra.main(config_path="../conf", config_name="generate", version_base="1.3")
     def main(cfg: DictConfig) -> None:
-        from envs.problems import ProblemError
-        from envs.small_sizes import SizeError
         from rl.agent.main import AgentError, run_from_config
         from rl.agent.store import StoreError
-        from rl.bench.main import BenchmarkError
-        from rl.bench.policies import FilesPolicyError
+        from rl.bench.main import run_hydra_job
 
-        try:
-            plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-        except MissingMandatoryValue as e:
-            print(f"error: missing setting {e.full_key} (e.g. policy.dir=DIR for policy=files)", file=sys.stderr)
-            sys.exit(2)
-        out_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
-        try:
-            report = run_from_config(plain, out_dir)
-        except (AgentError, BenchmarkError, StoreError, ProblemError, FilesPolicyError, SizeError, ValueError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            sys.exit(2)
+        _, report, out_dir = run_hydra_job(cfg, run_from_config, (AgentError, StoreError))
         print((out_dir / "agent.md").read_text())
         log.info("solved %s of %d problems; report %s", report["solved"], report["problems"], out_dir / "agent.json")
 

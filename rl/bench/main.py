@@ -12,7 +12,8 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
+import sys
+from typing import Any, Callable
 
 from envs.problems import Problem, ProblemError, load_problem_set
 from envs.settings import EvalSettings
@@ -28,6 +29,32 @@ log = logging.getLogger("kernelrl.bench")
 
 class BenchmarkError(ValueError):
     """A configuration the benchmark cannot run (said before anything expensive starts)."""
+
+
+def run_hydra_job(cfg: Any, run: Callable[[dict[str, Any], Path], dict[str, Any]],
+                  usage_errors: tuple[type[Exception], ...]) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    """What scripts/benchmark.py and scripts/generate.py share inside their Hydra main: the resolved config (a
+    missing mandatory setting exits 2 naming it), then `run(config, Hydra's output directory)` (any of
+    `usage_errors` exits 2 with its message). Returns (config, report, output directory)."""
+    import hydra
+    from omegaconf import OmegaConf
+    from omegaconf.errors import MissingMandatoryValue
+
+    from envs.small_sizes import SizeError
+    from rl.bench.policies import FilesPolicyError
+
+    try:
+        plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as e:
+        print(f"error: missing setting {e.full_key} (e.g. policy.dir=DIR for policy=files)", file=sys.stderr)
+        sys.exit(2)
+    out_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
+    try:
+        report = run(plain, out_dir)
+    except (BenchmarkError, ProblemError, FilesPolicyError, SizeError, ValueError, *usage_errors) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    return plain, report, out_dir
 
 
 def select_problems(spec: str, levels: list[int] | None, ids: list[str] | None) -> list[Problem]:

@@ -226,8 +226,6 @@ class Policy:
         _check_batch(batch)
         cfg = self.algorithm
         ids, plens, masks = batch.input_ids, batch.prompt_lengths, batch.loss_masks
-        # The old policy's logprobs need a pass of their own only when the weights change within the batch;
-        # with one update they are the current logprobs, detached. PPO's old values always need that pass.
         ppo = cfg.uses_critic
         # The engine's logprobs of the loss's tokens only (a masked token's entry is no sample of the policy).
         rollout = [None if lp is None else torch.tensor(
@@ -238,14 +236,14 @@ class Policy:
         if from_rollout and any(r is None for r in rollout):
             raise ValueError("algorithm.old_logprobs=rollout: some rows carry no engine logprobs "
                              "(an engine that returns none); use old_logprobs=recompute")
+        # The old policy's logprobs need a pass of their own only when the weights change within the batch
+        # (and the engine's are not taken instead); with one update they are the current logprobs, detached
+        # (old = None). PPO's old values always need the pass; without old logprobs it skips the lm_head.
         recompute_old = cfg.updates_per_batch > 1 and not from_rollout
-        # PPO without recomputed old logprobs needs the values alone: that pass skips the lm_head.
         old, old_values = (self._score(ids, plens, with_values=ppo, loss_masks=masks, with_logprobs=recompute_old)
                            if recompute_old or ppo else (None, None))
-        if cfg.updates_per_batch == 1:
-            old = None  # one update: the current logprobs, detached (as without a critic)
-        elif from_rollout:
-            old = rollout  # π_old is the policy that sampled: its truncated IS weight is 1 by construction
+        if not recompute_old:
+            old = rollout if from_rollout else None  # the sampler itself: its truncated IS weight is 1
         ref = self._score_rows(ids, plens, reference=True, loss_masks=masks) if cfg.kl_coef > 0 else None
         if ppo:
             if batch.rewards is None:
