@@ -285,13 +285,7 @@ class WorkerPool:
         """Run the problem's reference on a few input sets; why it is degenerate, or None."""
         request = {**self._request(problem, CanonicalSolution("", ""), False), "mode": "check_problem",
                    "solution": None, "timing": None}
-        try:
-            result, _, _ = self._run(request)
-        except WorkerFailure as failure:
-            raise EvaluatorError(f"{problem.id}: checking the problem failed: {failure.message}") from None
-        if result.get("status") != "correct":
-            raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.get('error')}")
-        return result.get("degenerate")
+        return self._run_reference(problem, request, "checking the problem").get("degenerate")
 
     def measure_baselines(self, problem: Problem) -> dict:
         """Time the problem's eager and TorchInductor baselines on a worker, no candidate involved (the curation
@@ -299,13 +293,17 @@ class WorkerPool:
         if self.device != "cuda":
             raise EvaluatorError("baselines are measured on a GPU (the CPU interpreter's times mean nothing)")
         request = {**self._request(problem, CanonicalSolution("", ""), True), "solution": None}
+        return self._run_reference(problem, request, "measuring baselines").get("baselines") or {}
+
+    def _run_reference(self, problem: Problem, request: dict, what: str) -> dict:
+        """A request without candidate code; EvaluatorError when the worker or the reference fails."""
         try:
             result, _, _ = self._run(request)
         except WorkerFailure as failure:
-            raise EvaluatorError(f"{problem.id}: measuring baselines failed: {failure.message}") from None
+            raise EvaluatorError(f"{problem.id}: {what} failed: {failure.message}") from None
         if result.get("status") != "correct":
             raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.get('error')}")
-        return result.get("baselines") or {}
+        return result
 
     def profile(self, problem: Problem, solution: CanonicalSolution, calls: int = 10) -> dict:
         """Profile a candidate on a worker (envs/worker/profiling.py): {"profile": facts} or {"error": why}.
