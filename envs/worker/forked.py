@@ -283,6 +283,7 @@ class ForkedWorker(WorkerProcess):
 
     def shutdown(self) -> None:
         if self.alive():
+            self._signalled += self._descendants()  # as WorkerProcess.shutdown: waited for by kill()
             try:
                 self._ctrl.send(json.dumps({"type": "shutdown"}).encode())
                 self.proc.wait(timeout=5)

@@ -126,7 +126,7 @@ class WorkerProcess:
         self._tail = bytearray()
         self._tail_lock = threading.Lock()
         self.info: dict[str, Any] = {}
-        self._signalled: list[psutil.Process] = []  # killed by kill(wait=False), not yet waited for
+        self._signalled: list[psutil.Process] = []  # seen by shutdown() or kill(wait=False), waited for by kill()
         self._start(startup_timeout)
 
     # --- lifecycle --------------------------------------------------------------------------------
@@ -274,20 +274,23 @@ class WorkerProcess:
         """Kill the worker and everything it started; idempotent. With wait=False only the signals are sent
         (the caller returns at once) and a later kill() waits for the processes and cleans up."""
         victims = self._descendants()
-        kill_tree(self.proc.pid, victims)
+        kill_tree(self.proc.pid, [*self._signalled, *victims])
         for pid in self._tagged():
             try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+                tagged = psutil.Process(pid)
+                tagged.kill()
+                victims.append(tagged)  # waited for below: SIGKILL is sent, not yet carried out
+            except psutil.Error:
                 pass
         if not wait:
-            self._signalled = victims  # waited for by the kill() that follows
+            self._signalled += victims  # waited for by the kill() that follows
             return
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
         wait_ended([*self._signalled, *victims], timeout=5)
+        self._signalled = []
         for fd in (self._req_w, self._res_r):
             try:
                 os.close(fd)
@@ -302,6 +305,9 @@ class WorkerProcess:
     def shutdown(self) -> None:
         """Ask politely, then make sure."""
         if self.alive():
+            # Sandboxed, bubblewrap's outer process exits with the harness, before the namespace's other
+            # processes are gone: kill() waits for everything seen now, not only what is left then.
+            self._signalled += self._descendants()
             try:
                 write_frame(self._req_w, {"type": "shutdown"})
                 self.proc.wait(timeout=5)

@@ -326,13 +326,19 @@ class Search:
                 return fresh
         return []
 
-    async def _evaluate(self, state: _ProblemState, proposal: Proposal, island: int) -> CandidateRecord:
+    async def _evaluate(self, state: _ProblemState, proposal: Proposal, island: int,
+                        turn: asyncio.Future | None = None) -> CandidateRecord:
+        """Evaluate and record one proposal. `turn`, when given, is awaited between the verdict and the record:
+        concurrent evaluations are then recorded in the order they were proposed, not the order they finished
+        (which depends on the pool's timing), so ids, records and the search that follows them repeat."""
         problem = state.problem
         sha = source_key(proposal.text)
         known = self.store.find(problem.id, sha)
         if known is None and sha in state.in_flight:
             known = await asyncio.shield(state.in_flight[sha])
         if known is not None:  # the same kernel again: its verdict, no evaluation
+            if turn is not None:
+                await turn
             record = self.store.add(problem.id, proposal, sha, known.verdict, island, known.cell, 0.0, known.id)
         else:
             future = asyncio.get_running_loop().create_future()
@@ -340,8 +346,11 @@ class Search:
             try:
                 t0 = time.monotonic()
                 verdict = await self.pool.evaluate_async(problem, proposal.text)
+                seconds = time.monotonic() - t0
+                if turn is not None:
+                    await turn
                 record = self.store.add(problem.id, proposal, sha, verdict, island, kernel_cell(proposal.text),
-                                        time.monotonic() - t0)
+                                        seconds)
                 future.set_result(record)
             except BaseException as e:
                 future.set_exception(e)
@@ -351,6 +360,19 @@ class Search:
                 state.in_flight.pop(sha, None)
         self._recorded(state, record)
         return record
+
+    async def _evaluate_in_order(self, state: _ProblemState, proposals: list[Proposal], island: int) -> None:
+        """Evaluate `proposals` concurrently; record each once the one before it is recorded (or failed)."""
+        loop = asyncio.get_running_loop()
+        recorded = [loop.create_future() for _ in proposals]
+
+        async def one(i: int, proposal: Proposal) -> None:
+            try:
+                await self._evaluate(state, proposal, island, turn=recorded[i - 1] if i else None)
+            finally:
+                recorded[i].set_result(None)
+
+        await asyncio.gather(*(one(i, p) for i, p in enumerate(proposals)))
 
     def _recorded(self, state: _ProblemState, record: CandidateRecord) -> None:
         state.records.append(record)
@@ -390,7 +412,7 @@ class Search:
                     continue
                 state.pending_evals += len(proposals)
                 try:
-                    await asyncio.gather(*(self._evaluate(state, p, island) for p in proposals))
+                    await self._evaluate_in_order(state, proposals, island)
                 finally:
                     state.pending_evals -= len(proposals)
                     state.claimed.difference_update(source_key(p.text) for p in proposals)

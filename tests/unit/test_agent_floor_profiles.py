@@ -1,6 +1,6 @@
 """The physical floor in the verdict (typed, serialised, cached, in the service's JSON, old verdicts still load),
 the agent's stop near the floor, and the GPU profile of a mutation parent in its prompt (once per kernel, within
-the profile budget, skipped on CPU).
+the profile budget, skipped on CPU), and that the tuner's concurrent variants are recorded in the order proposed.
 
 The search tests answer from `RecordedPool`: verdicts with a floor and profiles exist only on a GPU, which this
 machine lacks; tests/gpu/test_agent_cuda.py runs the same paths on a real GPU pool."""
@@ -202,3 +202,36 @@ def test_mutation_prompt_renders_a_profile_and_works_without_one():
     without = mutate_messages(PromptBuilder(PromptConfig(one_shot=False)), RELU, parent)
     assert "Where its device time goes" not in without[-1]["content"]
     assert without[:-1] == with_profile[:-1]
+
+
+class SlowFirstPool(RecordedPool):
+    """Each evaluation finishes sooner than the one asked before it: completion order is the reverse of the
+    proposal order."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.asked = 0
+
+    async def evaluate_async(self, problem, answer, priority="train"):
+        self.asked += 1
+        await asyncio.sleep(0.05 * (10 - self.asked))
+        return await super().evaluate_async(problem, answer, priority)
+
+
+TUNABLE = ("```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+           "        BLOCK = 1024\n        return x * 1\n```")
+TUNE = {"fresh": 0.0, "mutate": 0.0, "crossover": 0.0, "retrieval": 0.0, "tune": 1.0}
+
+
+def test_concurrent_tuner_variants_are_recorded_in_the_order_proposed(tmp_path):
+    pool = SlowFirstPool("cpu", {TUNABLE: Verdict(Status.CORRECT, RELU.id, "cpu", reward=0.5)})
+    budget = BudgetConfig(per_problem=Budget(llm_calls=1, evaluations=3))
+    engine = ScriptedEngine([TUNABLE])
+    config = SearchConfig(proposers=1, initial_fresh=1, budget=budget, operator_weights=TUNE, tune_variants=2,
+                          selection=SelectionConfig(islands=1, exploit=1.0))
+    search = Search(config, PopulationStore(tmp_path / "pop.sqlite"), pool,
+                    [Policy("scripted", engine, SamplingConfig(n=1))], PromptBuilder(PromptConfig(one_shot=False)))
+    [outcome] = asyncio.run(search.run([RELU]))
+    tuned = [r for r in outcome.records if r.proposal.operator == "tune"]
+    assert [r.proposal.strategy for r in tuned] == ["BLOCK 1024->2048 (line 4)", "BLOCK 1024->512 (line 4)"]
+    assert [r.id for r in outcome.records] == sorted(r.id for r in outcome.records)
