@@ -16,7 +16,7 @@ from rl.config import RunConfig
 from rl.data import ProblemData
 from rl.loop import Components
 
-__all__ = ["build_components", "build_prompts", "close_components"]
+__all__ = ["build_components", "build_prompts", "close_components", "training_gpus"]
 
 log = logging.getLogger("kernelrl.components")
 
@@ -35,11 +35,33 @@ def build_prompts(config: RunConfig, data: ProblemData) -> Any:
 
 
 def build_pool(config: RunConfig) -> Any:
+    """The pool starts first (it starts Ray), so on GPUs it sizes itself around what the learner and the rollout
+    engines will ask for once they start: with pool.num_actors null it takes only the GPUs they leave."""
     from envs.cache import SqliteCache
     from envs.pool import RayEvaluationPool
 
     cache = SqliteCache(config.cache_path) if config.cache_path else None
-    return RayEvaluationPool(config.eval, config.pool, cache, delta=config.reward.delta)
+    return RayEvaluationPool(config.eval, config.pool, cache, delta=config.reward.delta,
+                             reserve_gpus=lambda: training_gpus(config))
+
+
+def training_gpus(config: RunConfig) -> float:
+    """GPUs the learner (all its ranks) and the rollout engines request from Ray: the same figures their own
+    actors resolve (rl.learner.actor.learner_resources, EngineConfig.resolved_num_gpus); Ray must be connected."""
+    gpus = 0.0
+    if config.policy.learner is not None:
+        from rl.learner.actor import learner_resources
+        from rl.learner.config import PolicyConfig
+
+        policy = PolicyConfig.from_mapping(dict(config.policy.learner))
+        gpus += learner_resources(policy)["num_gpus"] * policy.world_size
+    if not config.policy.is_api:
+        from rl.rollout.config import EngineConfig
+
+        engine = EngineConfig.from_mapping(dict(config.policy.engine))
+        gpus += engine.resolved_num_gpus() * engine.num_engines
+    log.info("the learner and rollout engines ask for %g GPUs; the evaluation pool sizes itself around them", gpus)
+    return gpus
 
 
 def build_learner(config: RunConfig, model_dir: Path) -> Any:

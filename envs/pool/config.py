@@ -17,8 +17,12 @@ class PoolConfig:
     init_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)  # extra ray.init arguments
     runtime_env: dict[str, Any] | None = None  # e.g. {"working_dir": "."} when nodes lack the package
 
-    # Actors. One actor owns one GPU (num_gpus=1) on cuda, or one CPU running the Triton interpreter.
-    num_actors: int | None = None  # None: one per GPU of the cluster on cuda, 2 on cpu
+    # Actors. On cuda an actor owns `gpus_per_actor` of one GPU (Ray's fractional GPUs: 0.25 shares a GPU with
+    # the learner and the rollout engine); on cpu one CPU running the Triton interpreter.
+    num_actors: int | None = None  # None: on cuda as many as the GPUs left (see leave_gpus) hold, 2 on cpu
+    gpus_per_actor: float = 1.0  # cuda only, in (0, 1]
+    leave_gpus: float = 0.0  # cuda, num_actors null: GPUs the pool leaves to others (train.py adds its learner's
+    # and rollout engines' own requests to this)
     workers_per_actor: int | None = None  # warm worker processes per actor; None: EvalSettings.workers
     cpus_per_actor: float = 1.0
     actor_resources: dict[str, float] = dataclasses.field(default_factory=dict)  # custom Ray resources
@@ -42,6 +46,8 @@ class PoolConfig:
     def __post_init__(self) -> None:
         if self.num_actors is not None and self.num_actors < 1:
             raise ValueError("pool.num_actors must be >= 1 (or null)")
+        if not 0 < self.gpus_per_actor <= 1 or self.leave_gpus < 0:
+            raise ValueError("pool.gpus_per_actor must be in (0, 1] and pool.leave_gpus >= 0")
         if self.workers_per_actor is not None and self.workers_per_actor < 1:
             raise ValueError("pool.workers_per_actor must be >= 1 (or null)")
         if self.max_pending < 1 or self.cpu_stage_threads < 1 or self.finish_threads < 1:

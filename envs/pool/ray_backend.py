@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 import ray
@@ -22,8 +23,22 @@ from rewards.makora import DEFAULT_DELTA
 log = logging.getLogger(__name__)
 
 
+def actors_on_free_gpus(cluster_gpus: float, leave_gpus: float, gpus_per_actor: float) -> int:
+    """How many evaluation actors of `gpus_per_actor` each fit in the cluster's GPUs once `leave_gpus` (the
+    learner's and rollout engines' share) are set aside; an EvaluatorError saying what to change when none do."""
+    free = cluster_gpus - leave_gpus
+    n = int(free / gpus_per_actor + 1e-9)  # 0.1 + 0.2: a float sum just under a whole number of actors
+    if n < 1:
+        raise EvaluatorError(
+            f"no GPU left for the evaluation pool: the cluster has {cluster_gpus:g}, {leave_gpus:g} go to the "
+            f"learner and rollout engines and an evaluation actor takes {gpus_per_actor:g}; share GPUs with "
+            "fractions (e.g. pool.gpus_per_actor=0.25 policy.learner.actor.num_gpus=0.5 policy.engine.num_gpus=0.25) "
+            "or set pool.num_actors")
+    return n
+
+
 class RayBackend(Backend):
-    def __init__(self, settings: EvalSettings, config: PoolConfig):
+    def __init__(self, settings: EvalSettings, config: PoolConfig, reserve: Callable[[], float] | None = None):
         self.config = config
         self.owns_ray = False
         if not ray.is_initialized():
@@ -45,16 +60,24 @@ class RayBackend(Backend):
             if self.device == "cuda" and not gpus:
                 raise EvaluatorError("device=cuda but the Ray cluster has no GPU")
             self._gpus = gpus
+            if reserve is not None and self.device == "cuda":  # what the run's other actors will ask for
+                self.config = dataclasses.replace(config, leave_gpus=config.leave_gpus + reserve())
             self._node_id = ray.get_runtime_context().get_node_id()
         except BaseException:
             self.close([])
             raise
 
     def default_num_actors(self) -> int:
-        return self._gpus if self.device == "cuda" else 2
+        if self.device != "cuda":
+            return 2
+        n = actors_on_free_gpus(self._gpus, self.config.leave_gpus, self.config.gpus_per_actor)
+        log.info("evaluation pool: %d actors x %g GPU (the cluster has %d GPUs, %g left to others)", n,
+                 self.config.gpus_per_actor, self._gpus, self.config.leave_gpus)
+        return n
 
     def _options(self, settings: EvalSettings) -> dict[str, Any]:
-        return {"num_cpus": self.config.cpus_per_actor, "num_gpus": 1 if self.device == "cuda" else 0,
+        gpus = self.config.gpus_per_actor if self.device == "cuda" else 0
+        return {"num_cpus": self.config.cpus_per_actor, "num_gpus": gpus,
                 "max_concurrency": settings.workers, "max_restarts": 0, "max_task_retries": 0,
                 "resources": dict(self.config.actor_resources) or None}
 
@@ -66,7 +89,8 @@ class RayBackend(Backend):
             info = ray.get(handle.ready.remote(), timeout=timeout)
         except ray.exceptions.GetTimeoutError:
             ray.kill(handle)
-            need = f"{self.config.cpus_per_actor:g} CPU" + (", 1 GPU" if self.device == "cuda" else "")
+            need = f"{self.config.cpus_per_actor:g} CPU" + (f", {self.config.gpus_per_actor:g} GPU"
+                                                             if self.device == "cuda" else "")
             raise EvaluatorError(f"an evaluation actor was not ready within {timeout:g} s; does the cluster have "
                                  f"free resources for it ({need}{self.config.actor_resources or ''})?") from None
         except Exception as e:
@@ -153,11 +177,15 @@ class RayEvaluationPool(EvaluationPool):
     """
 
     def __init__(self, settings: EvalSettings | None = None, config: PoolConfig | None = None,
-                 cache: SqliteCache | None = None, delta: float = DEFAULT_DELTA):
+                 cache: SqliteCache | None = None, delta: float = DEFAULT_DELTA,
+                 reserve_gpus: Callable[[], float] | None = None):
+        """`reserve_gpus`, called once Ray is connected (the answer may depend on the cluster): GPUs that actors
+        started after the pool will ask for (train.py: its learner and rollout engines), added to
+        pool.leave_gpus when the pool sizes itself on cuda."""
         # Actors on this node would otherwise see the driver's verdict cache through the sandbox's read-only root.
         settings = (settings or EvalSettings()).hiding(cache.path if cache is not None else None)
-        config = config or PoolConfig()
-        backend = RayBackend(settings, config)
+        backend = RayBackend(settings, config or PoolConfig(), reserve_gpus)
+        config = backend.config
         try:
             super().__init__(backend, settings, config, cache, delta)
         except BaseException:
