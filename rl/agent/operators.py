@@ -6,7 +6,8 @@ so the agent asks in the same format the policy was trained and benchmarked on, 
   fresh/<strategy>  a strategy hint appended to the problem turn
   mutate            [..., assistant: the parent's code, user: the evaluator's feedback on it (and, on a GPU, its
                     profile: rl.agent.profiles) + what to improve]
-  crossover         the problem turn plus two earlier kernels and their verdicts, asking for one that combines them
+  crossover         the problem turn plus two earlier kernels, their verdicts (and GPU profiles), asking for one
+                    that combines them
   retrieval         the problem turn plus verified kernels of OTHER similar problems (rl.retrieval.KernelIndex,
                     built from the solution store less held-out splits; the problem's own never returned)
 Feedback is envs.tools.feedback.verdict_feedback, the `kernel_evaluator` tool's text (a hack names its rule,
@@ -54,6 +55,11 @@ def _append_to_last_user(messages: list[Message], text: str) -> list[Message]:
     raise ValueError("the prompt has no user turn to extend")
 
 
+def _feedback(record: CandidateRecord, profile: dict | None) -> str:
+    text = verdict_feedback(record.verdict)
+    return text if profile is None else f"{text}\n\nWhere its device time goes:\n{format_profile(profile)}"
+
+
 def fresh_messages(builder: PromptBuilder, problem: Problem, strategy: str) -> list[Message]:
     if strategy not in STRATEGIES:
         raise ValueError(f"fresh strategy must be one of {sorted(STRATEGIES)}, not {strategy!r}")
@@ -66,19 +72,18 @@ def mutate_messages(builder: PromptBuilder, problem: Problem, parent: CandidateR
     """`profile`: the parent's GPU profile facts (envs/worker/profiling.py), shown after the verdict."""
     goal = ("Make it faster while keeping it correct: fuse work, pick better block sizes and warps, avoid "
             "redundant memory traffic." if parent.correct else "Fix it so that it is correct.")
-    feedback = verdict_feedback(parent.verdict)
-    if profile is not None:
-        feedback += f"\n\nWhere its device time goes:\n{format_profile(profile)}"
+    feedback = _feedback(parent, profile)
     return [*builder.build(problem).messages,
             {"role": "assistant", "content": f"```python\n{_code(parent)}\n```"},
             {"role": "user", "content": f"The evaluator ran this ModelNew:\n{feedback}\n\n{goal} {_ANSWER}"}]
 
 
-def crossover_messages(builder: PromptBuilder, problem: Problem, a: CandidateRecord,
-                       b: CandidateRecord) -> list[Message]:
+def crossover_messages(builder: PromptBuilder, problem: Problem, a: CandidateRecord, b: CandidateRecord,
+                       profiles: tuple[dict | None, dict | None] | list[dict | None] = (None, None)) -> list[Message]:
+    """`profiles`: each parent's GPU profile facts (or None), shown after its verdict as in mutate_messages."""
     parts = ["Two earlier solutions of this problem and the evaluator's verdicts on them:"]
-    for name, record in (("A", a), ("B", b)):
-        parts.append(f"### solution {name}\n```python\n{_code(record)}\n```\n{verdict_feedback(record.verdict)}")
+    for name, record, profile in (("A", a, profiles[0]), ("B", b, profiles[1])):
+        parts.append(f"### solution {name}\n```python\n{_code(record)}\n```\n{_feedback(record, profile)}")
     parts.append("Write one solution that combines the strengths of both (the correct parts, the faster "
                  f"techniques) and avoids their failures. {_ANSWER}")
     return _append_to_last_user(builder.build(problem).messages, "\n\n".join(parts))

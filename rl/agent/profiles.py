@@ -1,4 +1,4 @@
-"""GPU profiles of mutation parents: where a correct parent's device time goes, shown in its mutation prompt.
+"""GPU profiles of parents: where a correct parent's device time goes, shown in its mutation or crossover prompt.
 
 The facts are the `profile` tool's (envs/worker/profiling.py, through the pool's `profile(problem, answer)`:
 `envs.tools.local.LocalEvaluation` or `envs.pool.RayEvaluationPool`): device time per kernel and per forward,

@@ -254,7 +254,8 @@ class Search:
             pair = state.archive.select_pair(island, state.rng)
             if pair is None:
                 return None
-            parents, messages = (pair[0].id, pair[1].id), crossover_messages(self.prompts, problem, *pair)
+            profiles = [await self._parent_profile(state, parent) for parent in pair]
+            parents, messages = (pair[0].id, pair[1].id), crossover_messages(self.prompts, problem, *pair, profiles)
         else:
             messages = retrieval_messages(self.prompts, problem, self.index, self.config.retrieval_k)
         state.llm_steps += 1
@@ -273,7 +274,7 @@ class Search:
                         sample.seconds, sample.finish_reason)
 
     async def _parent_profile(self, state: _ProblemState, parent: CandidateRecord) -> dict | None:
-        """The parent's profile facts for its mutation prompt: stored, or measured now if the profile budget
+        """A parent's profile facts for its mutation or crossover prompt: stored, or measured now if the profile budget
         has room (reserved before it runs, so parallel proposers do not overshoot); None otherwise."""
         if not self.profiler.wanted(parent):
             return None

@@ -1,6 +1,7 @@
 """The physical floor in the verdict (typed, serialised, cached, in the service's JSON, old verdicts still load),
-the agent's stop near the floor, and the GPU profile of a mutation parent in its prompt (once per kernel, within
-the profile budget, skipped on CPU), and that the tuner's concurrent variants are recorded in the order proposed.
+the agent's stop near the floor, the GPU profile of a mutation parent in its prompt (once per kernel, within
+the profile budget, skipped on CPU; both parents' in a crossover prompt), and that the tuner's concurrent
+variants are recorded in the order proposed.
 
 The search tests answer from `RecordedPool`: verdicts with a floor and profiles exist only on a GPU, which this
 machine lacks; tests/gpu/test_agent_cuda.py runs the same paths on a real GPU pool."""
@@ -235,3 +236,23 @@ def test_concurrent_tuner_variants_are_recorded_in_the_order_proposed(tmp_path):
     tuned = [r for r in outcome.records if r.proposal.operator == "tune"]
     assert [r.proposal.strategy for r in tuned] == ["BLOCK 1024->2048 (line 4)", "BLOCK 1024->512 (line 4)"]
     assert [r.id for r in outcome.records] == sorted(r.id for r in outcome.records)
+
+
+JIT = ("```python\nimport torch, triton\n@triton.jit\ndef k(x):\n    pass\nclass ModelNew(torch.nn.Module):\n"
+       "    def forward(self, x):\n        return x * 2\n```")  # another MAP-Elites cell than code(k)
+
+
+def test_crossover_prompts_carry_both_parents_profiles(tmp_path):
+    pool = RecordedPool("cuda", {code(1): gpu_verdict(0.5), JIT: gpu_verdict(0.4)}, h200_profile())
+    budget = BudgetConfig(per_problem=Budget(llm_calls=3, evaluations=3, profiles=4), stop_at_floor_fraction=None)
+    engine = ScriptedEngine([code(1), JIT, code(3)])
+    config = SearchConfig(proposers=1, initial_fresh=2, budget=budget, selection=SelectionConfig(islands=1, exploit=1.0),
+                          operator_weights={"fresh": 0.0, "mutate": 0.0, "crossover": 1.0, "retrieval": 0.0,
+                                            "tune": 0.0})
+    search = Search(config, PopulationStore(tmp_path / "pop.sqlite"), pool,
+                    [Policy("scripted", engine, SamplingConfig(n=1))], PromptBuilder(PromptConfig(one_shot=False)))
+    [outcome] = asyncio.run(search.run([RELU]))
+    assert [r.proposal.operator for r in outcome.records] == ["fresh", "fresh", "crossover"]
+    assert sorted(pool.profiled) == sorted([code(1), JIT]) and search.total.profiles == 2
+    text = engine.prompts[2][-1]["content"]
+    assert text.count("Where its device time goes:") == 2 and "### solution B" in text
