@@ -12,6 +12,8 @@ and the seconds of a full-weight sync (gather, merged export, broadcast into an 
 
     # FSDP2 (rl.learner.sharded) at world size 1 on one GPU, GRPO and PPO, then the weight sync into an hf engine
     python scripts/bench_learner.py --preset llama-0.5b --fsdp --finetune full --algorithm grpo ppo --sync
+    # the anchor beside ours: the plain transformers + torch step on the same model and batch (--plain)
+    python scripts/bench_learner.py --preset llama-0.5b --finetune full --dtype bfloat16 --plain
     # FSDP2 over 2 GPUs (no Ray needed): torchrun starts the ranks; rank 0 prints
     torchrun --nproc-per-node 2 scripts/bench_learner.py --preset llama-0.5b --fsdp --finetune full
 
@@ -114,6 +116,66 @@ def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
     if args.sync and algorithm == args.algorithm[0]:
         result["sync"] = bench_sync(args, policy)
     del policy, model
+    if cuda:
+        torch.cuda.empty_cache()
+    return result
+
+
+def bench_plain(args, dtype: str) -> dict:
+    """The anchor our learner must beat: the step a user writes with plain transformers + torch on the same model
+    and batch (weights in `dtype`, AdamW, full float32 logits, log-softmax, the sampled tokens' logprobs times
+    the advantages), no packing, chunking, LoRA or mixed precision."""
+    torch.manual_seed(0)
+    device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
+    lm = build_model(args)
+    if lm is None:
+        from transformers import AutoModelForCausalLM
+
+        lm = AutoModelForCausalLM.from_pretrained(args.model)
+    lm = lm.to(device=device, dtype=getattr(torch, dtype))
+    lm.config.use_cache = False
+    if args.gradient_checkpointing:
+        lm.gradient_checkpointing_enable()
+    lm.train()
+    optimizer = torch.optim.AdamW(lm.parameters(), lr=1e-6, fused=device.type == "cuda")
+    batch = random_batch(lm.config.vocab_size, args.batch, args.seq_len, args.prompt_len)
+    ids = torch.tensor(batch.input_ids, device=device)
+    advantages = torch.tensor(batch.advantages, device=device)[:, None]
+    completion = torch.zeros_like(ids[:, 1:], dtype=torch.bool)
+    completion[:, args.prompt_len - 1:] = True  # targets after the prompt
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+
+    def step() -> None:
+        logits = lm(input_ids=ids).logits[:, :-1].float()
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+        loss = -(logp * advantages)[completion].mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    times = []
+    for i in range(args.warmup + args.steps):
+        if cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        step()
+        if cuda:
+            torch.cuda.synchronize()
+        if i >= args.warmup:
+            times.append(time.perf_counter() - start)
+    seconds = statistics.median(times)
+    params = sum(p.numel() for p in lm.parameters())
+    tps = args.batch * args.seq_len / seconds
+    result = {"model": args.model or f"random:{args.preset}", "finetune": "full", "dtype": dtype, "device": str(device),
+              "algorithm": "plain", "params": params, "batch": args.batch, "seq_len": args.seq_len,
+              "gradient_checkpointing": args.gradient_checkpointing, "seconds_per_step": round(seconds, 4),
+              "tokens_per_s": round(tps, 1), "mfu_h200": round(6 * params * tps / H200_BF16_DENSE_FLOPS, 4)}
+    if cuda:
+        result["gpu"] = torch.cuda.get_device_name()
+        result["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    del lm, optimizer
     if cuda:
         torch.cuda.empty_cache()
     return result
@@ -229,6 +291,8 @@ def main(argv=None) -> int:
     p.add_argument("--sync", action="store_true", help="also time the full-weight sync paths into an hf engine")
     p.add_argument("--sync-backend", choices=["gloo", "nccl"], default="gloo")
     p.add_argument("--sync-rounds", type=int, default=3)
+    p.add_argument("--plain", action="store_true",
+                   help="also time the plain transformers + torch step on the same model and batch (the anchor)")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--steps", type=int, default=3)
     args = p.parse_args(argv)
@@ -236,11 +300,16 @@ def main(argv=None) -> int:
         p.error("--sync measures one learner process against one engine process: run it without torchrun")
     if args.prompt_len >= args.seq_len:
         p.error("--prompt-len must be below --seq-len")
+    if args.plain and int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        p.error("--plain is one process: run it without torchrun")
     rank = 0
     if args.fsdp:
         from rl.learner.group import init_from_env
 
         rank, _ = init_from_env(args.device)
+    if args.plain:
+        for dtype in args.dtype:
+            print(json.dumps(bench_plain(args, dtype)), flush=True)
     for finetune in args.finetune:
         for dtype in args.dtype:
             for algorithm in args.algorithm:

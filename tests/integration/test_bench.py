@@ -1,5 +1,6 @@
 """scripts/bench_eval.py as a user runs it (real subprocess, local Ray, CPU actors running the Triton
-interpreter): the pool-size comparison and the fresh-process comparison report what they promise."""
+interpreter): the pool-size comparison and the fresh-process comparison report what they promise; and
+scripts/bench_learner.py's plain-step anchor beside the learner's step on a tiny model."""
 
 import json
 import os
@@ -48,3 +49,14 @@ def test_scale_needs_the_ray_backend(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_eval.py"), "--scale", "1", "2"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 2 and "--backend ray" in proc.stderr
+
+
+def test_bench_learner_reports_the_plain_anchor_beside_our_step():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_learner.py"), "--preset", "tiny-llama",
+                           "--vocab-size", "259", "--device", "cpu", "--finetune", "full", "--dtype", "float32",
+                           "--batch", "2", "--seq-len", "64", "--prompt-len", "16", "--warmup", "0", "--steps", "1",
+                           "--plain"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    plain, ours = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert plain["algorithm"] == "plain" and ours["algorithm"] == "grpo"
+    assert plain["params"] == ours["params"] and plain["tokens_per_s"] > 0 and ours["tokens_per_s"] > 0
