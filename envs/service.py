@@ -7,12 +7,13 @@
 
 FastAPI (served by uvicorn) is used rather than a hand-written ASGI app or http.server because the
 request validation (pydantic models -> 422 with the offending field) and the OpenAPI schema at
-/openapi.json come from the same typed models, so the documented contract cannot drift from the code.
+/openapi.json come from the same typed models (envs/service_api.py), so the documented contract cannot
+drift from the code.
 
-What FastAPI does not give us sits in `GuardMiddleware`, a plain ASGI middleware that runs before a
-route reads the body: bearer-token authentication (constant-time), a per-client token-bucket rate
-limit (429 + Retry-After) and the request body size limit (413, from Content-Length and by counting
-streamed bytes, so an oversized body is never read to its end).
+What FastAPI does not give us sits in `GuardMiddleware` (envs/service_guard.py), a plain ASGI
+middleware that runs before a route reads the body: bearer-token authentication (constant-time), a
+per-client token-bucket rate limit (429 + Retry-After) and the request body size limit (413, from
+Content-Length and by counting streamed bytes, so an oversized body is never read to its end).
 
 Evaluation is blocking (it waits on worker processes), so it runs in a dedicated thread pool of
 `max_concurrent_evaluations` threads; at most `max_queued_evaluations` more wait, beyond which the
@@ -30,30 +31,29 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import hashlib
-import hmac
 import logging
-import math
 import time
 from typing import Any, Iterable, Literal, Protocol, runtime_checkable
 
 from fastapi import FastAPI, HTTPException, Request, Security
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse
 
 from envs.problems import Problem, ProblemError, parse_problem
-from envs.speedup import rebase_speedup
-from envs.verdict import Accuracy, HackFinding, SpeedupInterval, Status, Timings, Verdict
+from envs.service_api import (EvaluateRequest, Health, ProblemDetail, ProblemInfo, ProblemList, RewardResponse,
+                              VerdictResponse, _errors, _finite, apply_overrides, verdict_response)
+from envs.service_api import EvalOverrides  # noqa: F401  (re-exported: clients and tests import it from here)
+from envs.service_guard import OPEN_PATHS  # noqa: F401  (re-exported with the guard)
+from envs.service_guard import GuardMiddleware, TokenBucketLimiter
+from envs.verdict import Verdict
 from envs.worker.pool import EvaluatorError
-from rewards.makora import DEFAULT_DELTA, reward_for_verdict
+from rewards.makora import DEFAULT_DELTA
 
 __all__ = ["BackendUnavailable", "EvaluationBackend", "ServiceSettings", "TokenBucketLimiter", "GuardMiddleware",
            "create_app", "make_backend", "apply_overrides", "EvaluateRequest", "VerdictResponse", "RewardResponse"]
 
 log = logging.getLogger("kernelrl.service")
 
-OPEN_PATHS = frozenset({"/healthz"})  # reachable without a token
 SOURCE_ID_PREFIX = "source/"  # problem id given to a problem sent as problem_source
 
 
@@ -126,255 +126,6 @@ class ServiceSettings:
             raise ValueError("rate_burst must be >= 1")
         if self.default_baseline not in ("inductor", "eager"):
             raise ValueError(f"default_baseline must be inductor or eager, not {self.default_baseline!r}")
-
-
-# --- API models ----------------------------------------------------------------------------------
-class EvalOverrides(BaseModel):
-    """Per-request settings. Only these: they re-derive speedup and reward from what was measured, so a
-    client cannot make evaluations costlier (trials, runs, timeouts) or predictable (seeds)."""
-
-    model_config = ConfigDict(extra="forbid")
-    baseline: Literal["inductor", "eager"] | None = Field(
-        None, description="what speedup divides by (re-derived from the measured timings; no effect on CPU)")
-    delta: float | None = Field(None, ge=-10.0, le=10.0, allow_inf_nan=False,
-                                description="reward shift: V = sigmoid(1 + max(0, speedup) - delta)")
-
-
-class EvaluateRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"problem_id": "L0_02_relu", "solution": "```python\nimport torch\n...\n```", "settings": {"delta": 1.8}}]})
-    problem_id: str | None = Field(None, min_length=1, max_length=256, description="id from GET /problems")
-    problem_source: str | None = Field(None, min_length=1, description="a problem file's text (KernelBench format)")
-    solution: str = Field(..., description="the model's answer: markdown with a fenced python block, or bare code")
-    settings: EvalOverrides | None = None
-    # A hosted grader forwards the dataset row's hash: grading against another version of the problem is a
-    # 409, not a silently different reward (rl/hosted/grader.py).
-    problem_sha256: str | None = Field(None, pattern="^[0-9a-f]{64}$",
-                                       description="SHA-256 of the problem's source the client expects (optional)")
-
-    @model_validator(mode="after")
-    def _one_problem(self) -> EvaluateRequest:
-        if (self.problem_id is None) == (self.problem_source is None):
-            raise ValueError("give exactly one of problem_id and problem_source")
-        return self
-
-
-class VerdictResponse(BaseModel):
-    """envs.verdict.Verdict.to_dict(), in the order scripts/eval_kernel.py prints it. A field Verdict gains
-    before it is typed here still passes through (extra="allow"); tests/unit/test_service_app.py notices."""
-
-    model_config = ConfigDict(extra="allow")
-    status: Status
-    correct: bool
-    hack: HackFinding | None = None  # pydantic validates the dataclasses of envs.verdict directly
-    speedup: float | None = None
-    reward: float
-    timings: Timings | None = None
-    error: str | None = None
-    cached: bool
-    problem_id: str
-    device: str
-    baseline: str | None = None
-    phase_seconds: dict[str, float] = {}
-    notes: list[str] = []
-    mismatch: dict[str, Any] | None = None
-    own_kernel_share: float | None = None
-    judge: dict[str, Any] | None = None
-    suspicious: str | None = None
-    speedup_interval: SpeedupInterval | None = None
-    torch_share: float | None = None
-    accuracy: Accuracy | None = None
-    floor_ms: float | None = None
-
-
-class RewardResponse(BaseModel):
-    reward: float
-    status: Status
-    cached: bool
-
-
-class ProblemInfo(BaseModel):
-    id: str
-    level: int | None
-    has_reference: bool
-    small_sizes: dict[str, Any]
-
-
-class ProblemDetail(ProblemInfo):
-    source: str
-
-
-class ProblemList(BaseModel):
-    problems: list[ProblemInfo]
-
-
-class Health(BaseModel):
-    status: Literal["ok"] = "ok"
-
-
-class ErrorResponse(BaseModel):
-    detail: str
-
-
-class InvalidRequestResponse(BaseModel):
-    detail: str | list[dict[str, Any]] = Field(
-        ..., description="pydantic's list of field errors, or a problem_source's ProblemError message")
-
-
-def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    return {code: {"model": InvalidRequestResponse if code == 422 else ErrorResponse} for code in codes}
-
-
-# --- verdict post-processing ---------------------------------------------------------------------
-def apply_overrides(verdict: Verdict, overrides: EvalOverrides | None, default_baseline: str,
-                    default_delta: float) -> Verdict:
-    """Re-derive speedup (other baseline) and reward (other delta) from what the backend measured."""
-    if overrides is None or (overrides.baseline in (None, default_baseline)
-                             and overrides.delta in (None, default_delta)):
-        return verdict
-    delta = default_delta if overrides.delta is None else overrides.delta
-    t = verdict.timings
-    if overrides.baseline and overrides.baseline != verdict.baseline and t is not None \
-            and t.kernel is not None and t.kernel.median_ms > 0:
-        reference = getattr(t, overrides.baseline)
-        if reference is not None:
-            speedup, interval = rebase_speedup(verdict, reference)
-            verdict = dataclasses.replace(verdict, speedup=speedup, speedup_interval=interval,
-                                          baseline=overrides.baseline)
-        else:
-            verdict = dataclasses.replace(verdict, notes=[*verdict.notes, (
-                f"{overrides.baseline} baseline unavailable; speedup is against {verdict.baseline}")])
-    return dataclasses.replace(verdict, reward=reward_for_verdict(verdict, delta))
-
-
-def _finite(obj: Any, non_finite: Any) -> Any:
-    """JSON has no NaN/Infinity: replace them (recursively) by `non_finite(x)`."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return non_finite(obj)
-    if isinstance(obj, dict):
-        return {k: _finite(v, non_finite) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v, non_finite) for v in obj]
-    return obj
-
-
-def verdict_response(verdict: Verdict) -> VerdictResponse:
-    d = verdict.to_dict()
-    mismatch = d.pop("mismatch")
-    d = _finite(d, lambda x: None)
-    d["mismatch"] = _finite(mismatch, str)  # e.g. "value": "nan" where the candidate produced NaN
-    return VerdictResponse.model_validate(d)
-
-
-# --- rate limit -----------------------------------------------------------------------------------
-class TokenBucketLimiter:
-    """One bucket of `burst` requests per client key, refilled at `rate` per second. Used from the
-    event loop only (no locking needed)."""
-
-    def __init__(self, rate: float, burst: int, clock=time.monotonic, max_keys: int = 100_000):
-        self.rate, self.burst, self.clock, self.max_keys = rate, burst, clock, max_keys
-        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, last refill time)
-
-    def take(self, key: str) -> float:
-        """0.0 if a request may pass now (and count it), else the seconds until one may."""
-        if self.rate <= 0:
-            return 0.0
-        now = self.clock()
-        tokens, last = self._buckets.get(key, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - last) * self.rate)
-        if tokens >= 1.0:
-            self._buckets[key] = (tokens - 1.0, now)
-            if len(self._buckets) > self.max_keys:
-                self._forget_full(now)
-            return 0.0
-        self._buckets[key] = (tokens, now)
-        return (1.0 - tokens) / self.rate
-
-    def _forget_full(self, now: float) -> None:
-        """Drop buckets that have refilled (their clients are idle): they would start full anyway."""
-        for key, (tokens, last) in list(self._buckets.items()):
-            if tokens + (now - last) * self.rate >= self.burst:
-                del self._buckets[key]
-
-
-# --- authentication, rate limit and body limit, before any route reads the body --------------------
-def _digest(token: str | bytes) -> bytes:
-    return hashlib.sha256(token.encode() if isinstance(token, str) else token).digest()
-
-
-class GuardMiddleware:
-    """Pure ASGI middleware (not BaseHTTPMiddleware, which would hide the body stream from us)."""
-
-    def __init__(self, app, tokens: Iterable[str], limiter: TokenBucketLimiter, max_body_bytes: int,
-                 open_paths: frozenset[str] = OPEN_PATHS):
-        self.app, self.limiter, self.max_body_bytes, self.open_paths = app, limiter, max_body_bytes, open_paths
-        self._digests = [_digest(t) for t in tokens]
-
-    def _client(self, scope) -> tuple[str, bool]:
-        """(rate-limit key, authenticated). A valid token is the client; otherwise its address is."""
-        header = dict(scope.get("headers") or ()).get(b"authorization", b"")
-        scheme, _, presented = header.partition(b" ")
-        if self._digests and scheme.lower() == b"bearer" and presented.strip():
-            # Hashing first makes every comparison the same length; compare_digest is constant-time,
-            # and every configured token is compared so timing does not tell which one matched.
-            presented_digest = _digest(presented.strip())
-            match = None
-            for i, d in enumerate(self._digests):
-                if hmac.compare_digest(presented_digest, d):
-                    match = i
-            if match is not None:
-                return f"token:{match}", True
-        host = (scope.get("client") or ("unknown", 0))[0]
-        return f"ip:{host}", not self._digests
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        open_path = scope["path"] in self.open_paths
-        if not open_path:
-            key, authenticated = self._client(scope)
-            scope.setdefault("state", {})["client"] = key
-            wait = self.limiter.take(key)
-            if wait > 0:
-                return await _reply(scope, receive, send, 429, "rate limit exceeded; retry later",
-                                    {"Retry-After": str(max(1, math.ceil(wait)))})
-            if not authenticated:
-                return await _reply(scope, receive, send, 401, "missing or invalid bearer token",
-                                    {"WWW-Authenticate": 'Bearer realm="kernelrl"'})
-        # Body limit: refuse by the declared length first, then count what actually arrives (a chunked
-        # body declares none), never reading past the limit.
-        length = dict(scope.get("headers") or ()).get(b"content-length")
-        if length is not None:
-            try:
-                declared = int(length)
-            except ValueError:
-                return await _reply(scope, receive, send, 400, "invalid Content-Length")
-            if declared > self.max_body_bytes:
-                return await _reply(scope, receive, send, 413, self._too_large(), {"Connection": "close"})
-        buffered, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
-            size += len(message.get("body", b""))
-            if size > self.max_body_bytes:
-                return await _reply(scope, receive, send, 413, self._too_large(), {"Connection": "close"})
-            buffered.append(message)
-            if not message.get("more_body", False):
-                break
-
-        async def replay():
-            return buffered.pop(0) if buffered else await receive()
-
-        await self.app(scope, replay, send)
-
-    def _too_large(self) -> str:
-        return f"request body exceeds the limit of {self.max_body_bytes} bytes"
-
-
-async def _reply(scope, receive, send, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
-    await JSONResponse({"detail": detail}, status, headers=headers)(scope, receive, send)
-
 
 # --- bounded evaluation off the event loop --------------------------------------------------------
 class _Busy(Exception):

@@ -1,7 +1,7 @@
 """The worker's correctness phase: trials on get_inputs() and on input families, the sensitivity probe,
 and judging outputs against the reference and, where it decides, the float64 truth.
 
-A mixin of `envs.worker.harness.Evaluation`, whose helpers it calls (`_inputs`, `_reference`,
+A mixin of `envs.worker.evaluation.Evaluation`, whose helpers it calls (`_inputs`, `_reference`,
 `_guarded_call`, `_run_candidate`, `_build`). What the trials and the probe change is in envs/inputs.py,
 how outputs are judged in envs/truth.py.
 """

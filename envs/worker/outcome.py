@@ -1,4 +1,4 @@
-"""What the worker's phases share (envs/worker/harness.py, envs/worker/correctness.py)."""
+"""What the worker's phases share (envs/worker/evaluation.py and its phases correctness.py, timing_phase.py)."""
 
 from __future__ import annotations
 

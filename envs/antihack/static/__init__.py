@@ -21,7 +21,10 @@ Modules, in reading order, each with one job:
 
 - names.py      the name tables (what PyTorch may do outside kernels, what each rule looks for) and
                 small dotted-path helpers
-- index.py      name resolution: scopes, bindings, imports and aliases (`_Scope`, `_Index`)
+- scope.py      `_Scope`: one scope of a module (module, class, function, lambda) and what it binds
+- index.py      the index of a module: scopes, bindings, imports and aliases, Triton kernels (`_Index`)
+- resolve.py    name resolution: the dotted paths an expression may denote (`quals`; a mixin of `_Index`)
+- calls.py      references between functions: what an expression may call into (`refs`; a mixin of `_Index`)
 - reach.py      reachability: which code runs when `ModelNew.forward` is called (`_Reachability`)
 - tensors.py    tensor-type inference on the forward path (`_Tensors`)
 - reference.py  which ops the reference problem's `Model` computes with (`_Reference`)

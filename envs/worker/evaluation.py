@@ -1,0 +1,314 @@
+"""One evaluation request, run inside the worker: its phases in order and the verdict they add up to.
+
+`Evaluation` loads the problem, reports the reference's time, times the baselines, imports and builds the
+candidate, checks its correctness and exercises it, each candidate call under the runtime checks
+(`_guarded_call`); `run` turns how that ended into the result the harness sends, and says whether the
+worker is still fit for the next request. Its correctness phase is envs/worker/correctness.py, its timing
+phase envs/worker/timing_phase.py (mixins); the process around it, the protocol and what runs before any
+problem or candidate code are envs/worker/harness.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import types
+from typing import Any, Callable
+
+import torch
+
+from envs import inputs as families
+from envs.antihack import runtime as guard
+from envs.antihack.runtime import RuntimeHack
+from envs.compare import as_output_list, compare_outputs
+from envs.worker import harness_state
+from envs.worker.correctness import CorrectnessPhase
+from envs.worker.harness_state import BASELINE_IDENTITIES, LAUNCHES
+from envs.worker.outcome import Outcome
+from envs.worker.outcome import clone_args as _clone
+from envs.worker.parent_link import ParentLink
+from envs.worker.profiling import profile_candidate
+from envs.worker.timing_phase import TimingPhase
+from envs.worker.tracebacks import describe_exception, is_compile_error
+
+
+def _load_module(name: str, path: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # Triton and dataclasses look modules up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def _to_device(x: Any, device: torch.device) -> Any:
+    return x.to(device) if isinstance(x, torch.Tensor) else x
+
+
+class Evaluation(CorrectnessPhase, TimingPhase):
+    """One request, run inside the worker (its correctness phase: envs/worker/correctness.py; its timing
+    phase: envs/worker/timing_phase.py)."""
+
+    def __init__(self, link: ParentLink, request: dict, root: str):
+        self.link, self.req, self.root = link, request, root
+        self.device = torch.device(request["device"])
+        self.workdir = tempfile.mkdtemp(prefix="eval-", dir=root)
+        self.solution_path: str | None = None
+        self.modules: list[str] = []
+        self.notes: list[str] = []
+        self.facts: dict[str, Any] = {}  # measurements reported beside the status
+        self.solution_module = ""
+        self.compute = guard.ComputeRecorder(LAUNCHES)
+        self.reference_ops: list[guard.OpCost] | None = None
+        self._init_correctness(request)
+
+    # --- helpers ---------------------------------------------------------------------------------
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def _gpu(self, mode: str) -> contextlib.AbstractContextManager:
+        return self.link.gpu(mode) if self.device.type == "cuda" else contextlib.nullcontext()
+
+    def _write(self, filename: str, source: str) -> str:
+        path = os.path.join(self.workdir, filename)
+        with open(path, "w") as f:
+            f.write(source)
+        return path
+
+    def _inputs(self, seed: int) -> list[Any]:
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            inputs = self.problem.get_inputs()
+        return [_to_device(x, self.device) for x in inputs]
+
+    def _build(self, cls: type, seed: int) -> torch.nn.Module:
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            model = cls(*self.init_inputs)
+        return model.to(self.device) if isinstance(model, torch.nn.Module) else model
+
+    def _run_candidate(self, fn: Callable[[], Any], what: str, sync: bool = True) -> Any:
+        """Run candidate code; its exceptions (and, with `sync`, its asynchronous CUDA errors) become its
+        verdict. Timed runs pass sync=False: the timer records its end event before synchronizing."""
+        try:
+            out = fn()
+            if sync:
+                self._sync()
+            if harness_state.PROGRESS is not None:
+                harness_state.PROGRESS.call_done()
+            return out
+        except Exception as e:  # the candidate's failure, reported back to it
+            status = "compile_error" if is_compile_error(e) else "runtime_error"
+            raise Outcome(status, f"{what} failed:\n{describe_exception(e, self.solution_path)}") from None
+
+    # --- phases -----------------------------------------------------------------------------------
+    def load_problem(self) -> None:
+        self.link.phase("load")
+        spec = self.req["problem"]
+        tag = self.req["nonce"][:12]
+        name = f"kernelrl_problem_{tag}"
+        self.problem = _load_module(name, self._write("problem.py", spec["source"]))
+        self.modules.append(name)
+        for key, value in (spec.get("sizes") or {}).items():
+            setattr(self.problem, key, value)
+        torch.manual_seed(self.req["init_seed"])
+        self.init_inputs = self.problem.get_init_inputs()
+        self.model = self._build(self.problem.Model, self.req["init_seed"])
+
+    def report_reference(self) -> None:
+        """The reference's seconds per call (the better of two), measured before any candidate code exists:
+        the parent derives the deadlines of the candidate's steps from it (envs/worker/progress.py)."""
+        inputs = self._inputs(self.req["timing_seed"])
+        seconds = []
+        with torch.no_grad():
+            for _ in range(2):
+                started = time.perf_counter()
+                self._reference(inputs)
+                seconds.append(time.perf_counter() - started)
+        self.link.send({"type": "reference", "seconds": min(seconds)})
+
+    def load_candidate(self) -> None:
+        self.link.phase("compile")
+        self.threads_before_candidate = {t.ident for t in threading.enumerate()}
+        tag = self.req["nonce"][:12]
+        name = f"kernelrl_solution_{tag}"
+        self.solution_path = self._write("solution.py", self.req["solution"])
+        self.solution_module = name
+        self.identities = guard.identity_snapshot()
+        try:
+            module = _load_module(name, self.solution_path)
+        except Exception as e:
+            raise Outcome("compile_error", f"importing the solution failed:\n"
+                                           f"{describe_exception(e, self.solution_path)}") from None
+        finally:
+            self.modules.append(name)
+        if not isinstance(getattr(module, "ModelNew", None), type):
+            raise Outcome("compile_error", "the solution defines no class ModelNew")
+        guard.check_identities(self.identities, "while the solution was imported")
+        self.candidate = self._run_candidate(
+            lambda: self._build(module.ModelNew, self.req["init_seed"]), "ModelNew(*get_init_inputs())")
+        guard.check_identities(self.identities, "while ModelNew was built")
+
+    def _reference(self, inputs: list[Any]) -> Any:
+        try:
+            out = self.model(*_clone(inputs))
+            self._sync()
+            return out
+        except Exception as e:
+            raise Outcome("runtime_error", "the reference model failed on this problem "
+                                           f"(a problem bug, not the solution's): {e}") from None
+
+    def _guarded_call(self, inputs: list[Any], what: str, template: Any = None) -> Any:
+        """One candidate forward with the runtime checks around it."""
+        reference_cost = self._reference_cost(inputs)
+        pristine = _clone(inputs)
+        before_threads = guard.concurrency_snapshot()
+        launches = LAUNCHES.launches(self.solution_module)
+        # last, so the candidate's first allocations get poisoned memory
+        guard.poison_free_memory(as_output_list(template), self.device)
+        with self.compute:
+            out = self._run_candidate(lambda: self.candidate(*inputs), what)
+        if LAUNCHES.launches(self.solution_module) == launches:
+            raise RuntimeHack("ghost_optimization", f"{what} returned without launching any of the solution's "
+                                                    "own Triton kernels")
+        LAUNCHES.check_streams(self.solution_module, what)
+        share = self.compute.share(reference_cost)
+        if share is not None:  # the largest share any checked call spent in PyTorch, flagged or not
+            self.facts["torch_share"] = max(self.facts.get("torch_share", 0.0), share.share)
+        guard.check_torch_share(share, what, self.req.get("max_torch_share", 0.25))
+        guard.check_concurrency(before_threads)
+        guard.check_inputs_unchanged(pristine, inputs)
+        guard.check_outputs(as_output_list(out), inputs, self.candidate)
+        guard.check_identities(self.identities, f"during {what}")
+        guard.check_unwritten(as_output_list(out))
+        return out
+
+    def _reference_cost(self, inputs: list[Any]) -> list[guard.OpCost]:
+        """The ATen ops of one reference forward on inputs of these shapes, priced (once per evaluation):
+        what the candidate's own PyTorch compute is measured against."""
+        if self.reference_ops is None:
+            recorder = guard.ComputeRecorder(LAUNCHES)
+            with recorder:
+                self._reference(inputs)
+            self.reference_ops = recorder.ops
+        return self.reference_ops
+
+    def check_problem(self) -> str | None:
+        """Why the problem is degenerate (a constant, input-independent or tiny output would pass), or None."""
+        self.link.phase("correctness")
+        outputs, derived = [], []
+        with torch.no_grad():
+            for seed in self.req["seeds"][:3]:
+                outputs.append(self._reference(self._inputs(seed)))
+            # The same inputs again, from another RNG state: a reference that answers differently (dropout, random
+            # sampling) cannot be matched by any candidate, so the problem is as unusable as a constant one.
+            same = self._inputs(self.req["seeds"][0])
+            torch.manual_seed(self.req["seeds"][1])
+            again = self._reference(same)
+            # The input families are input sets the evaluation uses too: an output that only stays put on
+            # iid get_inputs() (a mean over 10^8 randn values, say) still depends on its inputs.
+            seed = self.req["seeds"][0]
+            for family in self.fidelity.get("families") or []:
+                out = self._reference(families.derive(self._inputs(seed), family, families.generator(seed, self.device)))
+                if families.is_finite(out):
+                    derived.append(out)
+        tolerance = self.req["problem"].get("tolerance")
+        for out in outputs:
+            for i, t in enumerate(as_output_list(out)):
+                if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+                    continue
+                if not torch.isfinite(t).all():
+                    return f"output {i} holds NaN or Inf"
+                if compare_outputs(t, torch.zeros_like(t), tolerance) is None:
+                    return f"output {i} is within tolerance of zero, so an all-zero output would pass"
+                if t.numel() > 1 and compare_outputs(t, torch.full_like(t, float(t.double().mean())), tolerance) is None:
+                    return f"output {i} is constant, so a constant output would pass"
+        if compare_outputs(again, outputs[0], tolerance) is not None:
+            return "the output differs between two runs on the same inputs (nondeterministic reference)"
+        if all(compare_outputs(outputs[0], other, tolerance) is None for other in outputs[1:] + derived):
+            return "the output does not depend on the inputs: the same answer passes for every input set"
+        return None
+
+    # --- driver -----------------------------------------------------------------------------------
+    def run(self) -> dict:
+        result: dict[str, Any] = {"type": "result", "status": "correct", "error": None}
+        os.chdir(self.workdir)
+        try:
+            self.load_problem()
+            if self.req.get("mode") == "check_problem":
+                result["degenerate"] = self.check_problem()
+                return result
+            if self.req.get("solution") is not None:
+                self.report_reference()
+            result["baselines"] = self.time_baselines()
+            if self.req.get("mode") == "profile":  # the profile tool: a report, no verdict (profiling.py)
+                self.load_candidate()
+                result["profile"] = profile_candidate(self, LAUNCHES, self.req.get("profile_calls", 10))
+                return result
+            if self.req.get("solution") is not None:
+                self.load_candidate()
+                self.check_correctness()
+                result["kernel"] = self.exercise_candidate()
+        except Outcome as o:
+            result.update(status=o.status, error=o.error, **o.extra)
+        except RuntimeHack as h:
+            result.update(status="hack", error=f"{h.category}: {h.reason}",
+                          hack={"category": h.category, "reason": h.reason})
+        except BaseException as e:  # e.g. SystemExit raised by the candidate, or a harness bug
+            result.update(status="runtime_error", error=describe_exception(e, self.solution_path))
+        finally:
+            result["notes"] = self.notes + self.accuracy.notes
+            accuracy = self.accuracy.accuracy()
+            result["accuracy"] = dataclasses.asdict(accuracy) if accuracy else None
+            result.update(self.facts)
+            result["healthy"] = self._healthy()
+            left = self._threads_left_running()
+            if left:  # they would run on, and be charged to, the next evaluation's phases: a fresh worker
+                result["healthy"] = False
+                result["notes"].append(f"the candidate left {len(left)} thread(s) running ({', '.join(left[:3])}); "
+                                       "the worker is replaced")
+            changed = guard.broad_changes(BASELINE_IDENTITIES) if BASELINE_IDENTITIES else []
+            if changed:  # never let a patched torch or triton serve the next candidate
+                result["healthy"] = False
+                if result["status"] == "correct" and self.req.get("solution") is not None:
+                    reason = f"replaced {', '.join(changed[:5])}"
+                    result.update(status="hack", error=f"monkeypatch: {reason}",
+                                  hack={"category": "monkeypatch", "reason": reason})
+        return result
+
+    def _threads_left_running(self) -> list[str]:
+        """Names of Python threads started since the candidate was imported that still run."""
+        before = getattr(self, "threads_before_candidate", None)
+        if before is None:
+            return []
+        return [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+
+    def _healthy(self) -> bool:
+        """False when the CUDA context is broken (e.g. after an illegal memory access)."""
+        if self.device.type != "cuda":
+            return True
+        try:
+            torch.cuda.synchronize()
+            return bool(torch.ones(1, device=self.device).sum().item() == 1)
+        except Exception:
+            return False
+
+    def cleanup(self) -> None:
+        for name in self.modules:
+            sys.modules.pop(name, None)
+        for attr in ("model", "candidate", "problem", "init_inputs", "template", "truth"):
+            self.__dict__.pop(attr, None)
+        os.chdir(self.root)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        gc.collect()
+        if self.device.type == "cuda":
+            with contextlib.suppress(Exception):
+                torch.cuda.empty_cache()

@@ -1,0 +1,163 @@
+"""The worker's timing phase: the baselines (before any candidate code exists) and the candidate's timed
+runs (GPU) or repeated calls (CPU), then the re-checks of what those runs returned and the timing checks.
+
+A mixin of `envs.worker.evaluation.Evaluation`, like its correctness phase (envs/worker/correctness.py),
+whose helpers it calls (`_inputs`, `_reference`, `_guarded_call`, `_run_candidate`, `_compare`, `_gpu`,
+`_sync`). How runs are timed is envs/timing.py; how the speedup and its interval come from the samples,
+envs/speedup.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch._dynamo  # noqa: F401  (time_baselines resets it; the harness imported it before any snapshot)
+
+from envs.antihack import runtime as guard
+from envs.antihack.runtime import RuntimeHack
+from envs.compare import as_output_list
+from envs.timing import ANCHOR, KERNEL, host_tail_ms, placement_blocks, time_in_placements
+from envs.verdict import TimingStats
+from envs.worker.harness_state import LAUNCHES
+from envs.worker.outcome import clone_args as _clone
+from envs.worker.outcome import move_to_fresh_placement
+
+
+class TimingPhase:
+    def _time(self, fn: Callable[[], Any], keep: tuple[int, ...] = (),
+              anchor: Callable[[], Any] | None = None, replace_inputs: Callable[[], None] | None = None,
+              ) -> tuple[dict, dict[int, Any]]:
+        """Time `fn`; with `anchor` (the candidate's timing, re-anchoring on) eager PyTorch is timed in the
+        same window, its runs interleaved with fn's, and the raw samples of both are reported for the
+        speedup and its interval (envs/speedup.py). With `replace_inputs` the runs are split into
+        `timing["placements"]` blocks, the inputs copied to fresh addresses before each block after the first."""
+        timing = self.req["timing"]
+        anchor_runs = timing.get("anchor_runs", 0) if anchor is not None else 0
+        fns = {KERNEL: fn, **({ANCHOR: anchor} if anchor_runs else {})}
+        placements = timing.get("placements", 1) if replace_inputs is not None else 1
+        with self._gpu("exclusive"):
+            timed = time_in_placements(fns, placement_blocks(timing["runs"], anchor_runs, placements),
+                                       replace_inputs, warmup_ms=timing["warmup_ms"], keep=keep)
+        samples, kept = timed.samples, timed.kept
+        if anchor is not None:
+            self.facts["kernel_samples"] = samples[KERNEL]
+            self.facts["kernel_blocks"] = timed.blocks[KERNEL]  # the placement block of each sample
+        if anchor_runs:
+            self.facts["anchor"] = TimingStats.from_samples(samples[ANCHOR]).__dict__
+            self.facts["anchor_samples"] = samples[ANCHOR]
+            self.facts["anchor_blocks"] = timed.blocks[ANCHOR]
+            self.facts["anchor_seconds"] = timed.seconds[ANCHOR]
+        return TimingStats.from_samples(samples[KERNEL]).__dict__, kept
+
+    def time_baselines(self) -> dict[str, Any]:
+        wanted = self.req.get("baselines") or []
+        results: dict[str, Any] = {}
+        if not wanted:
+            return results
+        self.link.phase("baseline")
+        inputs = self._inputs(self.req["timing_seed"])
+        with torch.no_grad():
+            if "eager" in wanted:
+                results["eager"] = self._time(lambda: self.model(*inputs))[0]
+            if "inductor" in wanted:
+                try:
+                    compiled = torch.compile(self.model)
+                    with self._gpu("shared"):
+                        compiled(*inputs)  # compile outside the exclusive section
+                        self._sync()
+                    results["inductor"] = self._time(lambda: compiled(*inputs))[0]
+                except Exception as e:
+                    results["inductor"] = None
+                    self.notes.append(f"TorchInductor baseline failed: {type(e).__name__}: {e}"[:500])
+                finally:
+                    torch._dynamo.reset()
+        return results
+
+
+    def exercise_candidate(self) -> dict | None:
+        """Time the candidate (GPU) or call it repeatedly (CPU), then re-check what those calls returned:
+        a kernel that counts calls, detects the timing phase or caches outputs by pointer fails here."""
+        self.link.phase("timing")
+        inputs = self._inputs(self.req["timing_seed"] + 1)  # inputs the correctness phase never showed
+        placed = {"inputs": inputs}  # the copy the timed runs use (envs.settings `placements`)
+        timing = self.req.get("timing")
+        runs = timing["runs"] if timing else self.req.get("cpu_rechecks", 3)
+        probe = self.req["timing_seed"] % runs  # a run the candidate cannot predict
+        idle_calls: list[int] = []
+
+        def call() -> Any:
+            before = LAUNCHES.launches(self.solution_module)
+            out = self._run_candidate(lambda: self.candidate(*placed["inputs"]), "timed run", sync=not timing)
+            if LAUNCHES.launches(self.solution_module) == before:
+                idle_calls.append(len(idle_calls))
+            LAUNCHES.check_streams(self.solution_module, "a timed run")
+            return out
+        stats = None
+        with torch.no_grad():
+            if timing:
+                # The re-anchoring baseline: the trusted reference on its own copy of the same inputs.
+                placed["anchor"] = _clone(inputs)
+
+                def replace_inputs() -> None:
+                    move_to_fresh_placement(placed, inputs)
+
+                stats, kept = self._time(call, keep=(probe, runs - 1), anchor=lambda: self.model(*placed["anchor"]),
+                                         replace_inputs=replace_inputs)
+                placed["inputs"], placed["anchor"] = inputs, None
+            else:
+                kept = {}
+                for i in range(runs):
+                    out = call()
+                    if i in (probe, runs - 1):
+                        kept[i] = out
+            with self._gpu("shared"):
+                if timing:
+                    # Back to back, nothing in between (the CPU re-checks already run so): a solution that
+                    # recognises rapid repeats, as in a benchmark loop, must still launch its kernels each time.
+                    for _ in range(5):
+                        call()
+                    self._run_candidate(lambda: None, "back-to-back runs")  # their asynchronous errors
+                if idle_calls:
+                    raise RuntimeHack("output_caching", f"{len(idle_calls)} repeated call(s) on the same inputs "
+                                                        "returned without launching any of the solution's own kernels")
+                expected = self._reference(inputs)
+                for i, out in sorted(kept.items()):
+                    self._compare(expected, out, f"output of timed run {i + 1} of {runs}", inputs,
+                                  "phase_detection")
+                # Same tensors, new values: a result cached by pointer, shape or call count is now stale.
+                for x in inputs:
+                    if isinstance(x, torch.Tensor) and x.is_floating_point():
+                        x.copy_(torch.randn_like(x) * x.std().clamp_min(1e-3) + x.mean())
+                expected = self._reference(inputs)
+                got = self._guarded_call(inputs, "ModelNew.forward on refilled inputs")
+                self._compare(expected, got, "after the inputs were refilled in place", inputs, "output_caching")
+            guard.check_identities(self.identities, "during the timed runs")
+            if timing:
+                self._timing_checks(call, inputs, expected, stats)
+        return stats
+
+    def _timing_checks(self, call: Callable[[], Any], inputs: list[Any], expected: Any, stats: dict) -> None:
+        with self._gpu("exclusive"):
+            tail, latency = host_tail_ms(call)
+        kernel = stats["median_ms"]
+        # Honest kernels: what is still running when forward returns is at most what the events measured,
+        # plus the launch-to-sync latency a one-element kernel shows. Work on a stream the events do not
+        # wait for keeps the device busy long after the events' end.
+        if tail > latency + kernel + max(1.0, kernel):
+            raise RuntimeHack("side_stream", f"CUDA events measured {kernel:.3f} ms per call but the device was "
+                                             f"still busy {tail:.3f} ms after forward returned (host clock to a "
+                                             f"full synchronization; {latency:.3f} ms for a one-element kernel): "
+                                             "work runs outside the timed stream")
+        flops = guard.count_flops(lambda: self.model(*inputs))
+        moved = guard.tensor_bytes(inputs) + guard.tensor_bytes(as_output_list(expected))
+        floor = guard.floor_ms(moved, flops, torch.cuda.get_device_name())
+        self.facts["floor_ms"] = floor
+        if kernel < self.req.get("floor_fraction", 0.9) * floor:
+            self.facts["suspicious"] = (f"median {kernel:.4f} ms is below the physical floor {floor:.4f} ms "
+                                        f"({moved / 1e9:.2f} GB moved, {flops / 1e9:.1f} GFLOP at peak rates)")
+        names = LAUNCHES.names.get(self.solution_module, set())
+        try:
+            self.facts["own_kernel_share"] = guard.own_kernel_share(call, names)
+        except Exception as e:  # the profiler is a report, not a gate
+            self.notes.append(f"kernel time share not measured: {type(e).__name__}: {e}"[:300])
