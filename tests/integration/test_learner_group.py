@@ -44,12 +44,18 @@ def ray_local():
         ray.shutdown()
 
 
-def make_batch(n=5, seed=3):
+def make_batch(n=5, seed=3, masked=False):
+    """`masked`: multi-turn rows as tool rollouts make them (a tool output between two policy turns is 0 in the
+    loss mask), every other row unmasked (None)."""
     g = torch.Generator().manual_seed(seed)
     ids = [torch.randint(0, VOCAB, (6 + 3 * i,), generator=g).tolist() for i in range(n)]  # unequal lengths
     rewards = [float(i % 2) for i in range(n)]
+    masks = None
+    if masked:
+        masks = [[1, 1] + [0] * (len(row) - 4 - 4) + [1, 1] if i in (2, 4) else None for i, row in enumerate(ids)]
     return TrainBatch(input_ids=ids, prompt_lengths=[4] * n, advantages=[r - 0.4 for r in rewards],
-                      rollout_logprobs=[None] * n, group_ids=["g"] * n, policy_version=0, rewards=rewards)
+                      rollout_logprobs=[None] * n, group_ids=["g"] * n, policy_version=0, rewards=rewards,
+                      loss_masks=masks)
 
 
 def policy_cfg(model_dir, finetune, world_size):
@@ -62,9 +68,9 @@ def close(a, b):
     return abs(a - b) <= RTOL * max(1.0, abs(a), abs(b))
 
 
-@pytest.mark.parametrize("algorithm,finetune", [("grpo", "lora"), ("ppo", "full")])
-def test_two_ranks_take_the_same_step_as_one_process(model_dir, ray_local, algorithm, finetune, tmp_path):
-    batch = make_batch()
+@pytest.mark.parametrize("algorithm,finetune,masked", [("grpo", "lora", False), ("ppo", "full", True)])
+def test_two_ranks_take_the_same_step_as_one_process(model_dir, ray_local, algorithm, finetune, masked, tmp_path):
+    batch = make_batch(masked=masked)  # PPO with tool-output loss masks: GAE over policy tokens on every rank
     single = Policy(PolicyConfig.from_mapping(policy_cfg(model_dir, finetune, 1)), AlgorithmConfig.from_mapping(
         {"name": algorithm}))
     group = LearnerGroup.create(policy_cfg(model_dir, finetune, 2), {"name": algorithm})
@@ -74,6 +80,8 @@ def test_two_ranks_take_the_same_step_as_one_process(model_dir, ray_local, algor
             for key in ("loss", "pg_loss", "grad_norm", "entropy", "tokens") + (
                     ("value_loss", "value_grad_norm", "values_mean") if algorithm == "ppo" else ()):
                 assert close(got[key], want[key]), (key, got[key], want[key])
+            if masked:  # the masks took effect: the tool-output tokens are not counted
+                assert want["completion_tokens"] == got["completion_tokens"] == 40 - 4 - 10
         want_lp = single.logprobs(batch.input_ids, batch.prompt_lengths)
         got_lp = group.logprobs(batch.input_ids, batch.prompt_lengths)
         diff = max(abs(a - b) for wr, gr in zip(want_lp, got_lp) for a, b in zip(wr, gr))
