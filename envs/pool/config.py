@@ -19,7 +19,7 @@ class PoolConfig:
 
     # Actors. On cuda an actor owns `gpus_per_actor` of one GPU (Ray's fractional GPUs: 0.25 shares a GPU with
     # the learner and the rollout engine); on cpu one CPU running the Triton interpreter.
-    num_actors: int | None = None  # None: on cuda as many as the GPUs left (see leave_gpus) hold, 2 on cpu
+    num_actors: int | None = None  # None: on cuda as many as fit in the free GPUs less leave_gpus, 2 on cpu
     gpus_per_actor: float = 1.0  # cuda only, in (0, 1]
     leave_gpus: float = 0.0  # cuda, num_actors null: GPUs the pool leaves to others (train.py adds its learner's
     # and rollout engines' own requests to this)

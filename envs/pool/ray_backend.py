@@ -23,14 +23,13 @@ from rewards.makora import DEFAULT_DELTA
 log = logging.getLogger(__name__)
 
 
-def actors_on_free_gpus(cluster_gpus: float, leave_gpus: float, gpus_per_actor: float) -> int:
-    """How many evaluation actors of `gpus_per_actor` each fit in the cluster's GPUs once `leave_gpus` (the
-    learner's and rollout engines' share) are set aside; an EvaluatorError saying what to change when none do."""
-    free = cluster_gpus - leave_gpus
-    n = int(free / gpus_per_actor + 1e-9)  # 0.1 + 0.2: a float sum just under a whole number of actors
+def actors_on_free_gpus(free_gpus: float, leave_gpus: float, gpus_per_actor: float) -> int:
+    """How many evaluation actors of `gpus_per_actor` each fit in the cluster's free GPUs once `leave_gpus` (what
+    actors started after the pool will ask for) are set aside; an EvaluatorError saying what to change when none do."""
+    n = int((free_gpus - leave_gpus) / gpus_per_actor + 1e-9)  # 0.1 + 0.2: a float sum just under a whole number
     if n < 1:
         raise EvaluatorError(
-            f"no GPU left for the evaluation pool: the cluster has {cluster_gpus:g}, {leave_gpus:g} go to the "
+            f"no GPU left for the evaluation pool: the cluster has {free_gpus:g} free, {leave_gpus:g} go to the "
             f"learner and rollout engines and an evaluation actor takes {gpus_per_actor:g}; share GPUs with "
             "fractions (e.g. pool.gpus_per_actor=0.25 policy.learner.actor.num_gpus=0.5 policy.engine.num_gpus=0.25) "
             "or set pool.num_actors")
@@ -70,9 +69,11 @@ class RayBackend(Backend):
     def default_num_actors(self) -> int:
         if self.device != "cuda":
             return 2
-        n = actors_on_free_gpus(self._gpus, self.config.leave_gpus, self.config.gpus_per_actor)
-        log.info("evaluation pool: %d actors x %g GPU (the cluster has %d GPUs, %g left to others)", n,
-                 self.config.gpus_per_actor, self._gpus, self.config.leave_gpus)
+        # Free, not total: an engine started before the pool (benchmark, agent) or another job already holds some.
+        free = float(ray.available_resources().get("GPU", 0.0))
+        n = actors_on_free_gpus(free, self.config.leave_gpus, self.config.gpus_per_actor)
+        log.info("evaluation pool: %d actors x %g GPU (the cluster has %d GPUs, %g free, %g left to others)", n,
+                 self.config.gpus_per_actor, self._gpus, free, self.config.leave_gpus)
         return n
 
     def _options(self, settings: EvalSettings) -> dict[str, Any]:

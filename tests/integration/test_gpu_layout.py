@@ -1,6 +1,7 @@
 """How a training run splits a host's GPUs between the learner, the rollout engines and the evaluation pool,
 on a real Ray instance that declares logical GPUs (Ray schedules by these counts; nothing here touches CUDA).
-The pool starts first, so with pool.num_actors null it must take only what the learner and engines leave."""
+In training the pool starts first, so with pool.num_actors null it must take only what the learner and engines
+leave; where an engine started first (benchmark, agent) it takes what is free."""
 
 import os
 
@@ -34,8 +35,10 @@ def logical_gpus(request):
     ray.shutdown()
 
 
-def pool_actors(run: RunConfig) -> int:
-    backend = RayBackend(EvalSettings(device="cuda"), run.pool, reserve=lambda: training_gpus(run))
+def pool_actors(run: RunConfig | None) -> int:
+    """The pool's size for `run` (None: a pool with nothing started after it, as the benchmark's and the agent's)."""
+    pool = run.pool if run is not None else PoolConfig()
+    backend = RayBackend(EvalSettings(device="cuda"), pool, reserve=lambda: training_gpus(run) if run else 0.0)
     try:
         return backend.default_num_actors()
     finally:
@@ -55,13 +58,30 @@ def test_eight_gpus_leave_five_to_the_pool_and_leave_gpus_keeps_more(logical_gpu
     assert pool_actors(run_config("+experiment=multi_gpu", "pool.leave_gpus=2")) == 3
 
 
+@ray.remote(num_gpus=1, num_cpus=0)
+class HoldsAGpu:
+    def ready(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("logical_gpus", [4], indirect=True)
+def test_gpus_already_held_are_not_counted(logical_gpus):
+    # the benchmark and the agent start their rollout engine before the pool: the pool takes what is free
+    engine = HoldsAGpu.remote()
+    assert ray.get(engine.ready.remote(), timeout=60)
+    assert pool_actors(None) == 3
+    with pytest.raises(EvaluatorError, match="the cluster has 3 free, 3 go to"):  # the train recipe does not fit now
+        pool_actors(run_config("+experiment=multi_gpu"))
+    ray.kill(engine)
+
+
 @pytest.mark.parametrize("logical_gpus", [1], indirect=True)
 def test_one_gpu_shared_through_fractions(logical_gpus):
     run = run_config("+experiment=gpu_colocated")
     assert training_gpus(run) == 0.75  # learner 0.5 + engine 0.25
     assert pool_actors(run) == 1  # one evaluation actor of 0.25
     # The multi-GPU recipe cannot fit: the pool says so before anything is loaded, and what to change.
-    with pytest.raises(EvaluatorError, match=r"no GPU left for the evaluation pool: the cluster has 1, 3 go to"):
+    with pytest.raises(EvaluatorError, match=r"no GPU left for the evaluation pool: the cluster has 1 free, 3 go to"):
         pool_actors(run_config("+experiment=multi_gpu"))
 
 
