@@ -93,8 +93,9 @@ class RemoteLearner:
     """The driver's side of a learner actor: the rl.types.Learner methods, synchronous (each waits for
     its result), so the loop drives a local Policy and a remote one the same way."""
 
-    def __init__(self, handle):
+    def __init__(self, handle, placement: Any = None):
         self.handle = handle
+        self.placement = placement  # the actor's placement group, removed at shutdown
 
     def _call(self, method: str, *args):
         import ray
@@ -133,25 +134,47 @@ class RemoteLearner:
 
     def shutdown(self) -> None:
         import ray
+        from ray.util.placement_group import remove_placement_group
 
         ray.kill(self.handle)
+        if self.placement is not None:
+            remove_placement_group(self.placement)
+            self.placement = None
 
 
-def _create(policy: PolicyConfig | dict, algorithm: AlgorithmConfig | dict, **ray_options) -> RemoteLearner:
+def _create(policy: PolicyConfig | dict, algorithm: AlgorithmConfig | dict, startup_timeout: float = 900.0,
+            **ray_options) -> RemoteLearner:
     """Start the learner actor (ray must be initialised) and wait until its model is loaded, so that a
-    bad model path fails here with the reason. `ray_options` go to .options() (name, scheduling)."""
+    bad model path fails here with the reason. The actor gets a placement group of its own unless
+    `ray_options` (given to .options(): name, scheduling) choose its scheduling: a cluster without room for
+    it then says so (rl.placement) instead of waiting silently."""
     import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from rl.placement import wait_for_placement
 
     if not isinstance(algorithm, AlgorithmConfig):
         algorithm = AlgorithmConfig.from_mapping(algorithm)
     if not isinstance(policy, PolicyConfig):
         policy = PolicyConfig.from_mapping(policy)
-    options = {**learner_resources(policy), **ray_options}
-    handle = ray.remote(LearnerActor).options(**options).remote(algorithm, policy)
-    learner = RemoteLearner(handle)
+    resources = learner_resources(policy)
+    group = None
+    if "scheduling_strategy" not in ray_options:
+        bundle = {"CPU": resources["num_cpus"], **({"GPU": resources["num_gpus"]} if resources["num_gpus"] else {})}
+        group = placement_group([bundle], strategy="STRICT_PACK")
+        try:
+            wait_for_placement(group, f"the learner ({bundle})", startup_timeout)
+        except RuntimeError:
+            remove_placement_group(group)
+            raise
+        ray_options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)
+    handle = ray.remote(LearnerActor).options(**resources, **ray_options).remote(algorithm, policy)
+    learner = RemoteLearner(handle, group)
     try:
         learner.version  # noqa: B018  (the first call returns once __init__ finished)
     except ray.exceptions.RayActorError as e:
+        learner.shutdown()
         raise RuntimeError(f"the learner actor failed to start: {e}") from None
     return learner
 

@@ -150,6 +150,7 @@ class LearnerGroup:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         from rl.learner.actor import learner_resources
+        from rl.placement import wait_for_placement
 
         if not isinstance(algorithm, AlgorithmConfig):
             algorithm = AlgorithmConfig.from_mapping(algorithm)
@@ -160,11 +161,10 @@ class LearnerGroup:
         group = placement_group([dict(bundle) for _ in range(policy.world_size)],
                                 strategy="PACK" if policy.placement == "pack" else "SPREAD")
         try:
-            ray.get(group.ready(), timeout=startup_timeout)
-        except ray.exceptions.GetTimeoutError:
+            wait_for_placement(group, f"{policy.world_size} learner ranks of {bundle}", startup_timeout)
+        except RuntimeError:
             remove_placement_group(group)
-            raise RuntimeError(f"no room for {policy.world_size} learner ranks of {bundle} in the Ray cluster within "
-                               f"{startup_timeout:g} s; free: {ray.available_resources()}") from None
+            raise
         actors = [ray.remote(LearnerRank).options(
             num_cpus=resources["num_cpus"], num_gpus=resources["num_gpus"], max_restarts=0,
             scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i),

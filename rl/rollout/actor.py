@@ -20,6 +20,7 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from rl.placement import wait_for_placement
 from rl.rollout.common import shared_memory_segments
 from rl.rollout.config import EngineConfig
 from rl.types import RolloutRequest, Sample, WeightUpdate
@@ -105,7 +106,7 @@ class RayRolloutEngine:
             for _ in range(config.num_engines):
                 group = placement_group([bundle], strategy="STRICT_PACK")
                 self._groups.append(group)
-                self._wait_for(group, bundle, startup_timeout)
+                wait_for_placement(group, f"a rollout engine ({bundle})", startup_timeout)
                 actor = ray.remote(RolloutActor).options(
                     num_cpus=config.num_cpus, num_gpus=gpus, max_restarts=0, max_concurrency=1000,
                     scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0),
@@ -117,14 +118,6 @@ class RayRolloutEngine:
             self.shutdown()
             raise
         self.start_seconds = time.perf_counter() - t0
-
-    @staticmethod
-    def _wait_for(group: Any, bundle: dict[str, float], timeout: float) -> None:
-        try:
-            ray.get(group.ready(), timeout=timeout)
-        except ray.exceptions.GetTimeoutError:
-            raise RuntimeError(f"no room for a rollout engine ({bundle}) in the Ray cluster within {timeout:g} s; "
-                               f"free resources: {ray.available_resources()}") from None
 
     def _assign(self, requests: list[RolloutRequest]) -> list[list[RolloutRequest]]:
         parts: list[list[RolloutRequest]] = [[] for _ in self.actors]

@@ -15,6 +15,7 @@ from envs.settings import EvalSettings
 from envs.worker.pool import EvaluatorError
 from rl.components import training_gpus
 from rl.config import RunConfig
+from rl.placement import wait_for_placement
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -101,3 +102,19 @@ def test_pool_gpu_settings_are_checked():
         PoolConfig(gpus_per_actor=1.5)
     with pytest.raises(ValueError, match="leave_gpus >= 0"):
         PoolConfig(leave_gpus=-1)
+
+
+@pytest.mark.parametrize("logical_gpus", [1], indirect=True)
+def test_a_group_that_cannot_be_placed_says_what_it_waits_for(logical_gpus, caplog):
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    fits, too_big = placement_group([{"GPU": 1}]), placement_group([{"GPU": 2}])
+    try:
+        wait_for_placement(fits, "one GPU", timeout=60)
+        with caplog.at_level("WARNING", logger="kernelrl.placement"):
+            with pytest.raises(RuntimeError, match=r"no room for two GPUs in the Ray cluster within 2 s; free"):
+                wait_for_placement(too_big, "two GPUs", timeout=2, warn_after=1)
+        assert "still waiting for room for two GPUs after 1 s" in caplog.text
+    finally:
+        remove_placement_group(fits)
+        remove_placement_group(too_big)
