@@ -66,6 +66,27 @@ def build_model(args):
     return from_preset(args.preset, vocab_size=args.vocab_size)
 
 
+def timed_steps(step, args, cuda: bool) -> tuple[list[float], list[float]]:
+    """Wall and process-CPU seconds of each of --steps calls of `step` after --warmup untimed ones."""
+    times, cpu_times = [], []
+    for i in range(args.warmup + args.steps):
+        if cuda:
+            torch.cuda.synchronize()
+        start, cpu_start = time.perf_counter(), time.process_time()
+        step()
+        if cuda:
+            torch.cuda.synchronize()
+        if i >= args.warmup:
+            times.append(time.perf_counter() - start)
+            cpu_times.append(time.process_time() - cpu_start)
+    return times, cpu_times
+
+
+def gpu_facts() -> dict:
+    return {"gpu": torch.cuda.get_device_name(),
+            "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}
+
+
 def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
     torch.manual_seed(0)
     model = build_model(args)
@@ -86,17 +107,7 @@ def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
     cuda = policy.device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    times, cpu_times = [], []
-    for i in range(args.warmup + args.steps):
-        if cuda:
-            torch.cuda.synchronize()
-        start, cpu_start = time.perf_counter(), time.process_time()
-        policy.train_step(batch)
-        if cuda:
-            torch.cuda.synchronize()
-        if i >= args.warmup:
-            times.append(time.perf_counter() - start)
-            cpu_times.append(time.process_time() - cpu_start)
+    times, cpu_times = timed_steps(lambda: policy.train_step(batch), args, cuda)
     seconds = statistics.median(times)
     tokens = args.batch * args.seq_len
     tps = tokens / seconds
@@ -111,8 +122,7 @@ def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
               # CPU seconds of this process per step: on a shared CPU, less distorted by other load than wall time
               "cpu_seconds_per_step": round(statistics.median(cpu_times), 2)}
     if cuda:
-        result["gpu"] = torch.cuda.get_device_name()
-        result["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        result.update(gpu_facts())
     if args.sync and algorithm == args.algorithm[0]:
         result["sync"] = bench_sync(args, policy)
     del policy, model
@@ -155,17 +165,7 @@ def bench_plain(args, dtype: str) -> dict:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    times = []
-    for i in range(args.warmup + args.steps):
-        if cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        step()
-        if cuda:
-            torch.cuda.synchronize()
-        if i >= args.warmup:
-            times.append(time.perf_counter() - start)
-    seconds = statistics.median(times)
+    seconds = statistics.median(timed_steps(step, args, cuda)[0])
     params = sum(p.numel() for p in lm.parameters())
     tps = args.batch * args.seq_len / seconds
     result = {"model": args.model or f"random:{args.preset}", "finetune": "full", "dtype": dtype, "device": str(device),
@@ -173,8 +173,7 @@ def bench_plain(args, dtype: str) -> dict:
               "gradient_checkpointing": args.gradient_checkpointing, "seconds_per_step": round(seconds, 4),
               "tokens_per_s": round(tps, 1), "mfu_h200": round(6 * params * tps / H200_BF16_DENSE_FLOPS, 4)}
     if cuda:
-        result["gpu"] = torch.cuda.get_device_name()
-        result["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        result.update(gpu_facts())
     del lm, optimizer
     if cuda:
         torch.cuda.empty_cache()

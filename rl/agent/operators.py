@@ -16,6 +16,8 @@ never the detector's reason).
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from envs.problems import Problem
 from envs.source import extract_code
 from envs.tools.feedback import verdict_feedback
@@ -79,7 +81,7 @@ def mutate_messages(builder: PromptBuilder, problem: Problem, parent: CandidateR
 
 
 def crossover_messages(builder: PromptBuilder, problem: Problem, a: CandidateRecord, b: CandidateRecord,
-                       profiles: tuple[dict | None, dict | None] | list[dict | None] = (None, None)) -> list[Message]:
+                       profiles: Sequence[dict | None] = (None, None)) -> list[Message]:
     """`profiles`: each parent's GPU profile facts (or None), shown after its verdict as in mutate_messages."""
     parts = ["Two earlier solutions of this problem and the evaluator's verdicts on them:"]
     for name, record, profile in (("A", a, profiles[0]), ("B", b, profiles[1])):

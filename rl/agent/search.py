@@ -274,8 +274,8 @@ class Search:
                         sample.seconds, sample.finish_reason)
 
     async def _parent_profile(self, state: _ProblemState, parent: CandidateRecord) -> dict | None:
-        """A parent's profile facts for its mutation or crossover prompt: stored, or measured now if the profile budget
-        has room (reserved before it runs, so parallel proposers do not overshoot); None otherwise."""
+        """A parent's profile facts for its mutation or crossover prompt: stored, or measured now if the profile
+        budget has room (reserved before it runs, so parallel proposers do not overshoot); None otherwise."""
         if not self.profiler.wanted(parent):
             return None
         cached = self.profiler.cached(state.problem, parent)

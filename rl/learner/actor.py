@@ -149,10 +149,9 @@ def _create(policy: PolicyConfig | dict, algorithm: AlgorithmConfig | dict, star
     `ray_options` (given to .options(): name, scheduling) choose its scheduling: a cluster without room for
     it then says so (rl.placement) instead of waiting silently."""
     import ray
-    from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from rl.placement import wait_for_placement
+    from rl.placement import placed_group, resource_bundle
 
     if not isinstance(algorithm, AlgorithmConfig):
         algorithm = AlgorithmConfig.from_mapping(algorithm)
@@ -161,13 +160,8 @@ def _create(policy: PolicyConfig | dict, algorithm: AlgorithmConfig | dict, star
     resources = learner_resources(policy)
     group = None
     if "scheduling_strategy" not in ray_options:
-        bundle = {"CPU": resources["num_cpus"], **({"GPU": resources["num_gpus"]} if resources["num_gpus"] else {})}
-        group = placement_group([bundle], strategy="STRICT_PACK")
-        try:
-            wait_for_placement(group, f"the learner ({bundle})", startup_timeout)
-        except RuntimeError:
-            remove_placement_group(group)
-            raise
+        bundle = resource_bundle(resources["num_cpus"], resources["num_gpus"])
+        group = placed_group([bundle], "STRICT_PACK", f"the learner ({bundle})", startup_timeout)
         ray_options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0)
     handle = ray.remote(LearnerActor).options(**resources, **ray_options).remote(algorithm, policy)
     learner = RemoteLearner(handle, group)

@@ -146,25 +146,20 @@ class LearnerGroup:
     def create(policy: PolicyConfig | dict, algorithm: AlgorithmConfig | dict, startup_timeout: float = 900.0
                ) -> LearnerGroup:
         import ray
-        from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         from rl.learner.actor import learner_resources
-        from rl.placement import wait_for_placement
+        from rl.placement import placed_group, resource_bundle
 
         if not isinstance(algorithm, AlgorithmConfig):
             algorithm = AlgorithmConfig.from_mapping(algorithm)
         if not isinstance(policy, PolicyConfig):
             policy = PolicyConfig.from_mapping(policy)
         resources = learner_resources(policy)
-        bundle = {"CPU": resources["num_cpus"], **({"GPU": resources["num_gpus"]} if resources["num_gpus"] else {})}
-        group = placement_group([dict(bundle) for _ in range(policy.world_size)],
-                                strategy="PACK" if policy.placement == "pack" else "SPREAD")
-        try:
-            wait_for_placement(group, f"{policy.world_size} learner ranks of {bundle}", startup_timeout)
-        except RuntimeError:
-            remove_placement_group(group)
-            raise
+        bundle = resource_bundle(resources["num_cpus"], resources["num_gpus"])
+        group = placed_group([dict(bundle) for _ in range(policy.world_size)],
+                             "PACK" if policy.placement == "pack" else "SPREAD",
+                             f"{policy.world_size} learner ranks of {bundle}", startup_timeout)
         actors = [ray.remote(LearnerRank).options(
             num_cpus=resources["num_cpus"], num_gpus=resources["num_gpus"], max_restarts=0,
             scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i),

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 import ray
-from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.placement_group import remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from rl.placement import wait_for_placement
+from rl.placement import placed_group, resource_bundle
 from rl.rollout.common import shared_memory_segments
 from rl.rollout.config import EngineConfig
 from rl.types import RolloutRequest, Sample, WeightUpdate
@@ -102,11 +102,10 @@ class RayRolloutEngine:
         t0 = time.perf_counter()
         try:
             gpus = config.resolved_num_gpus()
-            bundle = {"CPU": config.num_cpus, **({"GPU": gpus} if gpus else {})}
+            bundle = resource_bundle(config.num_cpus, gpus)
             for _ in range(config.num_engines):
-                group = placement_group([bundle], strategy="STRICT_PACK")
+                group = placed_group([bundle], "STRICT_PACK", f"a rollout engine ({bundle})", startup_timeout)
                 self._groups.append(group)
-                wait_for_placement(group, f"a rollout engine ({bundle})", startup_timeout)
                 actor = ray.remote(RolloutActor).options(
                     num_cpus=config.num_cpus, num_gpus=gpus, max_restarts=0, max_concurrency=1000,
                     scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0),

@@ -15,7 +15,7 @@ from envs.settings import EvalSettings
 from envs.worker.pool import EvaluatorError
 from rl.components import training_gpus
 from rl.config import RunConfig
-from rl.placement import wait_for_placement
+from rl.placement import placed_group
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
@@ -106,15 +106,16 @@ def test_pool_gpu_settings_are_checked():
 
 @pytest.mark.parametrize("logical_gpus", [1], indirect=True)
 def test_a_group_that_cannot_be_placed_says_what_it_waits_for(logical_gpus, caplog):
-    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.placement_group import placement_group_table, remove_placement_group
 
-    fits, too_big = placement_group([{"GPU": 1}]), placement_group([{"GPU": 2}])
+    fits = placed_group([{"GPU": 1}], "PACK", "one GPU", timeout=60)
     try:
-        wait_for_placement(fits, "one GPU", timeout=60)
         with caplog.at_level("WARNING", logger="kernelrl.placement"):
             with pytest.raises(RuntimeError, match=r"no room for two GPUs in the Ray cluster within 2 s; free"):
-                wait_for_placement(too_big, "two GPUs", timeout=2, warn_after=1)
+                placed_group([{"GPU": 2}], "PACK", "two GPUs", timeout=2, warn_after=1)
         assert "still waiting for room for two GPUs after 1 s" in caplog.text
+        # the group that never fit was removed, not left pending in the cluster
+        states = [g["state"] for g in placement_group_table().values()]
+        assert states.count("CREATED") == 1 and "PENDING" not in states
     finally:
         remove_placement_group(fits)
-        remove_placement_group(too_big)
