@@ -13,7 +13,7 @@ from envs.data.records import CandidateProblem, StageResult
 from envs.problems import parse_problem
 from envs.worker.pool import EvaluatorError, WorkerPool
 
-__all__ = ["RuntimeConfig", "filter_runtime"]
+__all__ = ["RuntimeConfig", "filter_runtime", "judge_baselines"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +23,25 @@ class RuntimeConfig:
 
 
 def _median(stats: dict | None) -> float | None:
-    return float(stats["median"]) if isinstance(stats, dict) and stats.get("median") is not None else None
+    """The median of a worker's timing record (envs.verdict.TimingStats as a dict), None when not measured."""
+    return float(stats["median_ms"]) if isinstance(stats, dict) and stats.get("median_ms") is not None else None
+
+
+def judge_baselines(c: CandidateProblem, measured: dict, config: RuntimeConfig, result: StageResult,
+                    device_kind: str) -> None:
+    """Keep or reject one problem by its measured baselines ({"eager": TimingStats dict, "inductor": ... or
+    None}, what WorkerPool.measure_baselines returns)."""
+    eager, inductor = _median(measured.get("eager")), _median(measured.get("inductor"))
+    scored = c.with_facts(baselines={"eager_ms": eager, "inductor_ms": inductor, "device": device_kind})
+    if eager is None:
+        result.reject(scored, "no eager time measured")
+    elif eager < config.min_ms:
+        result.reject(scored, f"eager {eager:.3f} ms < {config.min_ms} ms", eager)
+    elif eager > config.max_ms:
+        result.reject(scored, f"eager {eager:.1f} ms > {config.max_ms} ms", eager)
+    else:
+        result.keep(scored, f"eager {eager:.3f} ms, inductor "
+                            f"{'n/a' if inductor is None else f'{inductor:.3f} ms'}", eager)
 
 
 def filter_runtime(candidates: list[CandidateProblem], pool: WorkerPool | None,
@@ -45,16 +63,6 @@ def filter_runtime(candidates: list[CandidateProblem], pool: WorkerPool | None,
         for c, measured in ex.map(one, candidates):
             if isinstance(measured, str):
                 result.reject(c, f"baseline measurement failed: {measured}")
-                continue
-            eager, inductor = _median(measured.get("eager")), _median(measured.get("inductor"))
-            scored = c.with_facts(baselines={"eager_ms": eager, "inductor_ms": inductor, "device": pool.device_kind})
-            if eager is None:
-                result.reject(scored, "no eager time measured")
-            elif eager < config.min_ms:
-                result.reject(scored, f"eager {eager:.3f} ms < {config.min_ms} ms", eager)
-            elif eager > config.max_ms:
-                result.reject(scored, f"eager {eager:.1f} ms > {config.max_ms} ms", eager)
             else:
-                result.keep(scored, f"eager {eager:.3f} ms, inductor "
-                                    f"{'n/a' if inductor is None else f'{inductor:.3f} ms'}", eager)
+                judge_baselines(c, measured, config, result, pool.device_kind)
     return result

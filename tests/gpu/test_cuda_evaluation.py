@@ -74,6 +74,10 @@ def test_illegal_memory_access_is_a_runtime_error_and_the_worker_is_replaced(eva
     v = evaluator.evaluate(problem, OOB_STORE)
     assert v.status in (Status.RUNTIME_ERROR, Status.CRASH), v
     assert v.reward == 0.0
+    # The verdict returns once the broken worker is signalled; its replacement (which waits for the old
+    # processes to be gone) runs in the slot's spawner thread, and worker_pids() waits for it.
+    after = set(evaluator.pool.worker_pids(wrappers=True))
+    assert not before & after
     for pid in before:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     ok = evaluator.evaluate(problem, solution + "\n# fresh source so the cache misses\nX = 1\n")

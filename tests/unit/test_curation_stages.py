@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -14,12 +15,13 @@ from envs.data.crawl.shapes import guess_inputs
 from envs.data.difficulty import assign_difficulty, parse_level, structural_level
 from envs.data.embed import make_embedder
 from envs.data.output import OutputError, funnel, prepare_output
-from envs.data.records import CandidateProblem, Decision, Origin
-from envs.data.runtime import filter_runtime
+from envs.data.records import CandidateProblem, Decision, Origin, StageResult
+from envs.data.runtime import RuntimeConfig, filter_runtime, judge_baselines
 from envs.data.synthetic import SyntheticConfig, generate, generate_one
 from envs.data.validate import normalize
 from envs.data.variants import shape_variants
 from envs.problems import load_builtin, parse_problem
+from envs.verdict import TimingStats
 
 
 def test_structural_level_agrees_with_the_builtin_levels():
@@ -137,6 +139,22 @@ def test_runtime_stage_on_cpu_keeps_and_notes():
     result = filter_runtime([c], None)
     assert result.kept == [c.with_facts(baselines=None)]
     assert any(d.decision == "note" and "skipped" in d.reason for d in result.decisions)
+
+
+def test_runtime_stage_judges_the_workers_timing_records():
+    # The records WorkerPool.measure_baselines returns: envs.verdict.TimingStats as dicts (median_ms, ...).
+    c = CandidateProblem("p", load_builtin()[0].source, Origin("kernelbench", "x"))
+    stats = lambda ms: dataclasses.asdict(TimingStats.from_samples([ms * 0.98, ms, ms * 1.03]))  # noqa: E731
+    result = StageResult("runtime")
+    for eager, inductor in ((0.4, 0.3), (2.5, None), (1500.0, 900.0)):
+        judge_baselines(c, {"eager": stats(eager), "inductor": stats(inductor) if inductor else None},
+                        RuntimeConfig(1.0, 1000.0), result, "H200")
+    assert [k.facts["baselines"] for k in result.kept] == [{"eager_ms": 2.5, "inductor_ms": None, "device": "H200"}]
+    reasons = [d.reason for d in result.decisions if d.decision == "reject"]
+    assert reasons == ["eager 0.400 ms < 1.0 ms", "eager 1500.0 ms > 1000.0 ms"]
+    empty = StageResult("runtime")
+    judge_baselines(c, {}, RuntimeConfig(), empty, "H200")
+    assert [d.reason for d in empty.decisions] == ["no eager time measured"]
 
 
 def test_output_directory_is_never_clobbered(tmp_path):
