@@ -1,6 +1,6 @@
-"""policy.compile on CPU (inductor's C++ backend): the compiled learner takes the eager learner's steps.
+"""policy.compile on CPU (inductor's C++ backend) and CUDA: the compiled learner takes the eager learner's steps.
 
-Compiled and eager Policy / ShardedPolicy (FSDP2 at world size 1 over gloo) on the same tiny random Llama and the
+Compiled and eager Policy / ShardedPolicy (FSDP2 at world size 1, gloo or NCCL) on the same tiny random Llama and the
 same batches: logprobs, gradients and step metrics agree to float32 rounding (inductor fuses and reorders the
 elementwise work and reductions). Each test also checks that the option really compiled something (compiled layer
 forwards, dynamo graphs counted), that new sequence lengths after the first step add no graphs (dynamic shapes),
@@ -25,6 +25,10 @@ from rl.types import TrainBatch  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
+# CUDA: the same checks through Triton kernels (run on a GPU: -m gpu)
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA")])]
+
 VOCAB = 128
 TOL = dict(rtol=1e-4, atol=1e-5)
 
@@ -37,9 +41,9 @@ def make_batch(seed: int, first_len: int) -> TrainBatch:
                       group_ids=["g"] * 6, policy_version=0, rewards=[1.0, 0.0] * 3)
 
 
-def policy_cfg(compile_: bool, finetune: str, gradient_checkpointing: bool) -> PolicyConfig:
+def policy_cfg(device: str, compile_: bool, finetune: str, gradient_checkpointing: bool) -> PolicyConfig:
     # a small token budget: several padded micro-batches of different shapes per step; small lm_head chunks
-    return PolicyConfig(device="cpu", finetune=finetune, lora=LoraSettings(r=4, alpha=8), compile=compile_,
+    return PolicyConfig(device=device, finetune=finetune, lora=LoraSettings(r=4, alpha=8), compile=compile_,
                         gradient_checkpointing=gradient_checkpointing, optimizer=OptimizerSettings(lr=1e-3),
                         micro_batch_tokens=64, logprob_chunk_tokens=16)
 
@@ -110,14 +114,15 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("finetune,gradient_checkpointing", [("full", False), ("lora", True)])
-def test_compiled_policy_takes_the_eager_steps(fresh_dynamo, finetune, gradient_checkpointing):
+def test_compiled_policy_takes_the_eager_steps(fresh_dynamo, device, finetune, gradient_checkpointing):
     algorithm = AlgorithmConfig(kl_coef=0.1)  # the reference pass too (a frozen copy / the adapter disabled)
-    eager_policy = Policy(policy_cfg(False, finetune, gradient_checkpointing), algorithm, model=tiny_llama())
+    eager_policy = Policy(policy_cfg(device, False, finetune, gradient_checkpointing), algorithm, model=tiny_llama())
     eager = run(eager_policy)
     assert eager["graphs_after_step2"] == 0  # compile off: nothing compiled
     assert not any(is_compiled(layer.forward) for layer in eager_policy.causal_lm.get_decoder().layers)
-    policy = Policy(policy_cfg(True, finetune, gradient_checkpointing), algorithm, model=tiny_llama())
+    policy = Policy(policy_cfg(device, True, finetune, gradient_checkpointing), algorithm, model=tiny_llama())
     compiled = run(policy)
     check_compiled(policy, compiled)
     check_same(eager, compiled)
@@ -128,9 +133,9 @@ def test_compiled_policy_takes_the_eager_steps(fresh_dynamo, finetune, gradient_
         torch.testing.assert_close(exported[name], value, **TOL)
 
 
-@pytest.fixture
-def group():
-    """A torch.distributed group of one in this process over gloo, as ShardedPolicy needs."""
+@pytest.fixture(params=DEVICES)
+def group(request):
+    """A torch.distributed group of one in this process (gloo on CPU, NCCL on CUDA), as ShardedPolicy needs."""
     import torch.distributed as dist
 
     from rl.learner.group import init_from_env
@@ -138,8 +143,8 @@ def group():
     if dist.is_initialized():
         pytest.skip("this process already belongs to a torch.distributed group")
     saved = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE") if k in os.environ}
-    init_from_env("cpu")
-    yield
+    init_from_env(request.param)
+    yield request.param
     dist.destroy_process_group()
     os.environ.update(saved)
 
@@ -148,9 +153,9 @@ def test_compiled_sharded_policy_takes_the_eager_steps(fresh_dynamo, group):
     from rl.learner.sharded import ShardedPolicy
 
     algorithm = AlgorithmConfig.from_mapping({"name": "ppo"})  # the value head and its scoring pass too
-    eager_policy = ShardedPolicy(policy_cfg(False, "full", True), algorithm, model=tiny_llama())
+    eager_policy = ShardedPolicy(policy_cfg(group, False, "full", True), algorithm, model=tiny_llama())
     eager = run(eager_policy)
-    policy = ShardedPolicy(policy_cfg(True, "full", True), algorithm, model=tiny_llama())
+    policy = ShardedPolicy(policy_cfg(group, True, "full", True), algorithm, model=tiny_llama())
     compiled = run(policy)
     check_compiled(policy, compiled)
     check_same(eager, compiled)
