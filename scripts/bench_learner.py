@@ -14,10 +14,13 @@ and the seconds of a full-weight sync (gather, merged export, broadcast into an 
     python scripts/bench_learner.py --preset llama-0.5b --fsdp --finetune full --algorithm grpo ppo --sync
     # the anchor beside ours: the plain transformers + torch step on the same model and batch (--plain)
     python scripts/bench_learner.py --preset llama-0.5b --finetune full --dtype bfloat16 --plain
+    # policy.compile (torch.compile of the decoder layers and the chunked log-softmax) against the plain anchor
+    python scripts/bench_learner.py --preset qwen-1.5b --device cuda --dtype bfloat16 --finetune full --compile --plain
     # FSDP2 over 2 GPUs (no Ray needed): torchrun starts the ranks; rank 0 prints
     torchrun --nproc-per-node 2 scripts/bench_learner.py --preset llama-0.5b --fsdp --finetune full
 
-One JSON line per configuration: seconds per step (median of --steps after --warmup), tokens/s,
+One JSON line per configuration: seconds per step (median of --steps after --warmup), first_step_s (the first
+call's seconds: with --compile, the compile), tokens/s,
 cpu_seconds_per_step (process CPU time: comparable between runs on a busy shared machine),
 MFU = 6 * params * tokens/s / peak (989e12: the H200's dense bf16 peak; 6 * params per token is the
 forward + backward of a full fine-tune, so LoRA's MFU by this formula counts work it skips: the
@@ -66,9 +69,10 @@ def build_model(args):
     return from_preset(args.preset, vocab_size=args.vocab_size)
 
 
-def timed_steps(step, args, cuda: bool) -> tuple[list[float], list[float]]:
-    """Wall and process-CPU seconds of each of --steps calls of `step` after --warmup untimed ones."""
-    times, cpu_times = [], []
+def timed_steps(step, args, cuda: bool) -> tuple[list[float], list[float], float]:
+    """Wall and process-CPU seconds of each of --steps calls of `step` after --warmup untimed ones, and the wall
+    seconds of the very first call (with --compile: the compile, paid once)."""
+    times, cpu_times, first = [], [], 0.0
     for i in range(args.warmup + args.steps):
         if cuda:
             torch.cuda.synchronize()
@@ -76,10 +80,12 @@ def timed_steps(step, args, cuda: bool) -> tuple[list[float], list[float]]:
         step()
         if cuda:
             torch.cuda.synchronize()
+        if i == 0:
+            first = time.perf_counter() - start
         if i >= args.warmup:
             times.append(time.perf_counter() - start)
             cpu_times.append(time.process_time() - cpu_start)
-    return times, cpu_times
+    return times, cpu_times, first
 
 
 def gpu_facts() -> dict:
@@ -95,7 +101,7 @@ def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
                               micro_batch_tokens=args.micro_batch_tokens, logprob_chunk_tokens=args.chunk_tokens,
                               lora=LoraSettings(r=args.lora_r, alpha=2 * args.lora_r),
                               optimizer=OptimizerSettings(lr=1e-6), attn_implementation=args.attn,
-                              cpu_offload=args.cpu_offload)
+                              cpu_offload=args.cpu_offload, compile=args.compile)
     policy_cls = Policy
     if args.fsdp:
         from rl.learner.sharded import ShardedPolicy as policy_cls  # noqa: N813
@@ -107,17 +113,17 @@ def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
     cuda = policy.device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    times, cpu_times = timed_steps(lambda: policy.train_step(batch), args, cuda)
+    times, cpu_times, first = timed_steps(lambda: policy.train_step(batch), args, cuda)
     seconds = statistics.median(times)
     tokens = args.batch * args.seq_len
     tps = tokens / seconds
     # every rank takes its share of the same --batch rows: tokens / step seconds is the group's throughput
     world = torch.distributed.get_world_size() if args.fsdp else 1
     result = {"model": args.model or f"random:{args.preset}", "finetune": finetune, "dtype": dtype, "device": str(policy.device),
-              "algorithm": algorithm, "fsdp": args.fsdp, "world_size": world,
+              "algorithm": algorithm, "fsdp": args.fsdp, "world_size": world, "compile": args.compile,
               "params": params, "trainable_params": trainable, "batch": args.batch, "seq_len": args.seq_len,
               "gradient_checkpointing": args.gradient_checkpointing, "micro_batch_tokens": args.micro_batch_tokens,
-              "seconds_per_step": round(seconds, 4), "tokens_per_s": round(tps, 1),
+              "seconds_per_step": round(seconds, 4), "first_step_s": round(first, 2), "tokens_per_s": round(tps, 1),
               "mfu_h200": round(6 * params * tps / (H200_BF16_DENSE_FLOPS * world), 4), "threads": torch.get_num_threads(),
               # CPU seconds of this process per step: on a shared CPU, less distorted by other load than wall time
               "cpu_seconds_per_step": round(statistics.median(cpu_times), 2)}
@@ -284,6 +290,9 @@ def main(argv=None) -> int:
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--attn", default="sdpa")
     p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--compile", action="store_true",
+                   help="policy.compile: torch.compile the decoder layers and the chunked log-softmax (our step only; "
+                        "first_step_s then includes the compile: use --warmup >= 1)")
     p.add_argument("--algorithm", nargs="+", choices=["grpo", "ppo"], default=["grpo"])
     p.add_argument("--fsdp", action="store_true", help="FSDP2 ShardedPolicy (torchrun's group, or one of its own)")
     p.add_argument("--cpu-offload", action="store_true", help="FSDP2 CPU offload (with --fsdp)")

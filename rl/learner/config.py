@@ -197,6 +197,9 @@ class PolicyConfig:
     dtype: Literal["float32", "bfloat16"] = "float32"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     gradient_checkpointing: bool = False
+    # torch.compile each decoder layer's forward and the chunked log-softmax (rl.learner.compiled): fused
+    # elementwise work on a GPU; the first train step pays the compile (tens of seconds)
+    compile: bool = False
     micro_batch_tokens: int = 8192  # token budget of one packed forward/backward (sequences are never split)
     logprob_chunk_tokens: int = 1024  # lm_head + log-softmax over this many positions at a time
     attn_implementation: str = "sdpa"  # flash_attention_2 / flex_attention make packing free (varlen)

@@ -19,7 +19,8 @@ for the whole batch.
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal, Sequence
+import functools
+from typing import Callable, Literal, Sequence
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -123,6 +124,24 @@ def _chunk_logprobs(hidden: torch.Tensor, targets: torch.Tensor, weight: torch.T
     return logp, entropy
 
 
+def chunk_bounds(total: int, chunk_tokens: int) -> list[tuple[int, int]]:
+    """[start, end) of each lm_head chunk. A last chunk of one token joins the one before: torch.compile
+    specialises size 1, so a lone token would cost a recompile (policy.compile) in the middle of a run."""
+    bounds = [(start, min(start + chunk_tokens, total)) for start in range(0, total, chunk_tokens)]
+    if len(bounds) > 1 and bounds[-1][1] - bounds[-1][0] == 1:
+        bounds[-2:] = [(bounds[-2][0], total)]
+    return bounds
+
+
+@functools.cache
+def _compiled_chunk_logprobs() -> Callable:
+    """_chunk_logprobs through torch.compile (policy.compile): the float32 logits, logsumexp, gather and entropy
+    fused instead of several [chunk, vocab] tensors; one graph for every chunk length (rl.learner.compiled)."""
+    from rl.learner.compiled import compile_fn
+
+    return compile_fn(_chunk_logprobs)
+
+
 def completion_logprobs(causal_lm: torch.nn.Module, packed: PackedRows, *, temperature: float = 1.0,
                         chunk_tokens: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
     """(logprob, entropy) of every completion target of `packed`, float32, [N] each.
@@ -136,13 +155,14 @@ def completion_logprobs(causal_lm: torch.nn.Module, packed: PackedRows, *, tempe
 
 def completion_outputs(causal_lm: torch.nn.Module, packed: PackedRows, *, temperature: float = 1.0,
                        chunk_tokens: int = 1024, value_head: torch.nn.Module | None = None,
-                       with_logprobs: bool = True
+                       with_logprobs: bool = True, compiled: bool = False
                        ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """(logprob, entropy, value) of every completion target; value is None without a value head, logprob and
     entropy None with `with_logprobs=False` (PPO's scoring pass for the old values alone: no lm_head).
 
     The value of target t is the head applied to the hidden state of the position that predicts t: the
     critic's estimate of the return from the state before token t is sampled (PPO, rl.learner.ppo).
+    `compiled`: the chunks' log-softmax through torch.compile (policy.compile).
     """
     decoder = causal_lm.get_decoder()
     head = causal_lm.get_output_embeddings()
@@ -150,15 +170,16 @@ def completion_outputs(causal_lm: torch.nn.Module, packed: PackedRows, *, temper
                      attention_mask=packed.attention_mask, use_cache=False).last_hidden_state
     hidden = hidden.reshape(-1, hidden.shape[-1])[packed.target_positions]
     weight, bias = _head_parameters(head)
+    chunk_fn = _compiled_chunk_logprobs() if compiled else _chunk_logprobs
     logps, entropies = [], []
-    for start in range(0, hidden.shape[0] if with_logprobs else 0, chunk_tokens):
-        h = hidden[start:start + chunk_tokens]
-        t = packed.target_ids[start:start + chunk_tokens]
+    for start, end in chunk_bounds(hidden.shape[0] if with_logprobs else 0, chunk_tokens):
+        h = hidden[start:end]
+        t = packed.target_ids[start:end]
         if torch.is_grad_enabled():
             # Keep only h for the backward; the chunk's logits are recomputed there.
-            lp, ent = checkpoint(_chunk_logprobs, h, t, weight, bias, temperature, use_reentrant=False)
+            lp, ent = checkpoint(chunk_fn, h, t, weight, bias, temperature, use_reentrant=False)
         else:
-            lp, ent = _chunk_logprobs(h, t, weight, bias, temperature)
+            lp, ent = chunk_fn(h, t, weight, bias, temperature)
         logps.append(lp)
         entropies.append(ent)
     values = None
@@ -177,11 +198,13 @@ class PolicyNet(torch.nn.Module):
     chunked lm_head above reads as plain tensors, outside the lm_head module's own forward.
     """
 
-    def __init__(self, model: torch.nn.Module, value_head: torch.nn.Module | None = None, peft: bool = False):
+    def __init__(self, model: torch.nn.Module, value_head: torch.nn.Module | None = None, peft: bool = False,
+                 compiled: bool = False):
         super().__init__()
         self.model = model
         self.value_head = value_head
         self.peft = peft
+        self.compiled = compiled  # policy.compile: the chunked log-softmax compiled (the layers: rl.learner.compiled)
 
     @property
     def causal_lm(self) -> torch.nn.Module:
@@ -190,7 +213,8 @@ class PolicyNet(torch.nn.Module):
     def forward(self, packed: PackedRows, temperature: float = 1.0, chunk_tokens: int = 1024,
                 with_values: bool = True, with_logprobs: bool = True):
         return completion_outputs(self.causal_lm, packed, temperature=temperature, chunk_tokens=chunk_tokens,
-                                  value_head=self.value_head if with_values else None, with_logprobs=with_logprobs)
+                                  value_head=self.value_head if with_values else None, with_logprobs=with_logprobs,
+                                  compiled=self.compiled)
 
 
 def _head_parameters(head: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:

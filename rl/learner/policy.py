@@ -95,9 +95,15 @@ class Policy:
             self.value_head = torch.nn.Linear(base.config.hidden_size, 1, device=self.device, dtype=torch.float32)
             torch.nn.init.zeros_(self.value_head.weight)
             torch.nn.init.zeros_(self.value_head.bias)
-        self.net = PolicyNet(self.model, self.value_head, peft=policy.finetune == "lora")
-        self.reference_net = PolicyNet(self.reference) if self.reference is not None else None
+        self.net = PolicyNet(self.model, self.value_head, peft=policy.finetune == "lora", compiled=policy.compile)
+        self.reference_net = PolicyNet(self.reference, compiled=policy.compile) if self.reference is not None else None
         self._prepare_modules()
+        if policy.compile:  # after FSDP2's fully_shard: its hooks stay outside the compiled forwards
+            from rl.learner.compiled import compile_decoder_layers
+
+            for net in (self.net, self.reference_net):
+                if net is not None:
+                    compile_decoder_layers(net.causal_lm)
         self.optimizer, self.scheduler = build_optimizer(
             (p for p in self.model.parameters() if p.requires_grad), policy.optimizer, self.device)
         self.value_optimizer = self.value_scheduler = None
