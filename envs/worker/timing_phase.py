@@ -9,6 +9,7 @@ envs/speedup.py.
 
 from __future__ import annotations
 
+import random
 from typing import Any, Callable
 
 import torch
@@ -99,8 +100,10 @@ class TimingPhase:
                 # The re-anchoring baseline: the trusted reference on its own copy of the same inputs.
                 placed["anchor"] = _clone(inputs)
 
+                spacers = random.Random(self.req["timing_seed"])  # seeded: the same request, the same shifts
+
                 def replace_inputs() -> None:
-                    move_to_fresh_placement(placed, inputs)
+                    move_to_fresh_placement(placed, inputs, spacer_bytes=spacers.randint(1, 32) << 21)
 
                 stats, kept = self._time(call, keep=(probe, runs - 1), anchor=lambda: self.model(*placed["anchor"]),
                                          replace_inputs=replace_inputs)

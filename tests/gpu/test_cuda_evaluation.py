@@ -112,3 +112,18 @@ def test_reanchoring_can_be_switched_off():
     assert v.speedup == pytest.approx(t.inductor.median_ms / t.kernel.median_ms)
     assert v.speedup_interval.low <= v.speedup <= v.speedup_interval.high
 
+
+
+def test_a_placement_block_gets_fresh_device_memory_not_a_cached_segment():
+    import torch
+
+    from envs.worker.outcome import clone_args, move_to_fresh_placement
+
+    inputs = [torch.randn(1 << 24, device="cuda"), 3]  # 64 MiB
+    spare = torch.empty(1 << 28, dtype=torch.uint8, device="cuda")
+    del spare  # a cached free segment that could hold both copies
+    placed = {"inputs": inputs, "anchor": clone_args(inputs)}
+    segments = torch.cuda.memory_stats()["segment.all.allocated"]
+    move_to_fresh_placement(placed, inputs, spacer_bytes=6 << 20)
+    assert torch.cuda.memory_stats()["segment.all.allocated"] >= segments + 3  # spacer + two copies, new segments
+    assert torch.equal(placed["inputs"][0], inputs[0]) and torch.equal(placed["anchor"][0], inputs[0])

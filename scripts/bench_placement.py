@@ -1,0 +1,131 @@
+#!/usr/bin/env python
+"""Does where a kernel's tensors lie in device memory move its time? One process, one built-in reference
+solution at a time: `--windows` timing windows of `--runs` kernel runs interleaved with half as many eager
+runs (envs.timing.time_interleaved, as the evaluator times), the tensors placed differently before each
+window after the first, by mode:
+
+  same        nothing moves
+  clone       inputs cloned while the old copies live (what placements did until session 7: cached segments)
+  realloc     inputs freed, the allocator's cache emptied, a random spacer, inputs allocated again
+  outputs     the block earlier outputs used is held by a plug, so this window's outputs land elsewhere
+  evaluator   envs.worker.outcome.move_to_fresh_placement, as the worker's placement blocks call it
+
+Per mode: the kernel's CV over the windows' medians and the relative range of the eager/kernel ratio. A mode
+whose range is near `same`'s does not sample placements; the evaluator's should be near `realloc`'s, since
+evaluations in fresh processes get fresh memory (docs/gpu-notes.md, sessions 4 and 7).
+
+    python scripts/bench_placement.py L1_02_swish L0_07_elementwise_mul_add --out placement.jsonl   # ~30 s each
+CUDA only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import random
+import statistics
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from envs.timing import ANCHOR, KERNEL, interleaved_schedule, time_interleaved  # noqa: E402
+from envs.worker.outcome import clone_args, move_to_fresh_placement  # noqa: E402
+
+MODES = ("same", "clone", "realloc", "outputs", "evaluator")
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _to_cuda(args: list[Any]) -> list[Any]:
+    return [a.cuda() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, seed: int) -> list[dict]:
+    problem = _load(ROOT / "envs/builtin/problems" / f"{problem_id}.py", f"problem_{problem_id}")
+    solution = _load(ROOT / "envs/builtin/solutions" / f"{problem_id}.py", f"solution_{problem_id}")
+    init = problem.get_init_inputs()
+    torch.manual_seed(seed)
+    reference, kernel = problem.Model(*init).cuda(), solution.ModelNew(*init).cuda()
+    rows = []
+    for mode in modes:
+        rng = random.Random(seed)
+        torch.manual_seed(seed)
+        inputs = _to_cuda(problem.get_inputs())
+        placed = {"inputs": inputs, "anchor": clone_args(inputs)}
+        with torch.no_grad():
+            example = kernel(*inputs)
+        plugs: list[torch.Tensor] = []
+        medians, ratios = [], []
+        for w in range(windows):
+            if w:
+                place(mode, placed, problem.get_inputs, example, plugs, rng)
+            fns: dict[str, Callable[[], Any]] = {KERNEL: lambda: kernel(*placed["inputs"]),
+                                                 ANCHOR: lambda: reference(*placed["anchor"])}
+            with torch.no_grad():
+                timed = time_interleaved(fns, interleaved_schedule(runs, runs // 2))
+            k, a = statistics.median(timed.samples[KERNEL]), statistics.median(timed.samples[ANCHOR])
+            medians.append(k)
+            ratios.append(a / k)
+        rows.append({"problem": problem_id, "mode": mode, "windows": windows, "runs": runs,
+                     "kernel_cv": round(statistics.pstdev(medians) / statistics.fmean(medians), 4),
+                     "ratio_range": round((max(ratios) - min(ratios)) / statistics.median(ratios), 4),
+                     "kernel_medians_ms": [round(x, 4) for x in medians]})
+        del placed, inputs, example, plugs
+        torch.cuda.empty_cache()
+    return rows
+
+
+def place(mode: str, placed: dict, fresh_inputs: Callable[[], list[Any]], example: Any,
+          plugs: list[torch.Tensor], rng: random.Random) -> None:
+    """Move the tensors of the next window as `mode` says (see the module docstring)."""
+    if mode == "clone":
+        placed["inputs"], placed["anchor"] = clone_args(placed["inputs"]), clone_args(placed["inputs"])
+    elif mode == "realloc":
+        values = [a.cpu() if isinstance(a, torch.Tensor) else a for a in placed["inputs"]]
+        placed.clear()
+        torch.cuda.empty_cache()
+        spacer = torch.empty(rng.randint(1, 32) << 21, dtype=torch.uint8, device="cuda")
+        placed["inputs"] = _to_cuda(values)
+        placed["anchor"] = clone_args(placed["inputs"])
+        del spacer
+    elif mode == "outputs" and isinstance(example, torch.Tensor):
+        plugs.append(torch.empty_like(example))  # takes the free block the last outputs used
+        plugs.append(torch.empty(rng.randint(1, 32) << 21, dtype=torch.uint8, device="cuda"))
+    elif mode == "evaluator":
+        move_to_fresh_placement(placed, list(placed["inputs"]), spacer_bytes=rng.randint(1, 32) << 21)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("problems", nargs="+", help="built-in problem ids with a reference solution")
+    ap.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    ap.add_argument("--windows", type=int, default=8)
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="also append the JSON lines to this file")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        ap.error("placements are a GPU question: no CUDA device here")
+    for pid in args.problems:
+        for row in measure(pid, tuple(args.modes), args.windows, args.runs, args.seed):
+            line = json.dumps(row)
+            print(line, flush=True)
+            if args.out:
+                with open(args.out, "a") as f:
+                    f.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
