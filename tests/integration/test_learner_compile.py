@@ -7,7 +7,6 @@ forwards, dynamo graphs counted), that new sequence lengths after the first step
 and that state-dict names stay the plain transformers ones. Integration: each test compiles for about a minute.
 """
 
-import os
 
 import pytest
 import torch
@@ -22,12 +21,9 @@ from rl.learner.logprobs import pack_rows  # noqa: E402
 from rl.learner.policy import Policy  # noqa: E402
 from rl.learner.random_models import tiny_llama  # noqa: E402
 from rl.types import TrainBatch  # noqa: E402
+from tests.integration.conftest import DEVICES  # noqa: E402  (CUDA: the same checks through Triton kernels)
 
 pytestmark = pytest.mark.integration
-
-# CUDA: the same checks through Triton kernels (run on a GPU: -m gpu)
-DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs CUDA")])]
 
 VOCAB = 128
 TOL = dict(rtol=1e-4, atol=1e-5)
@@ -133,20 +129,6 @@ def test_compiled_policy_takes_the_eager_steps(fresh_dynamo, device, finetune, g
         torch.testing.assert_close(exported[name], value, **TOL)
 
 
-@pytest.fixture(params=DEVICES)
-def group(request):
-    """A torch.distributed group of one in this process (gloo on CPU, NCCL on CUDA), as ShardedPolicy needs."""
-    import torch.distributed as dist
-
-    from rl.learner.group import init_from_env
-
-    if dist.is_initialized():
-        pytest.skip("this process already belongs to a torch.distributed group")
-    saved = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE") if k in os.environ}
-    init_from_env(request.param)
-    yield request.param
-    dist.destroy_process_group()
-    os.environ.update(saved)
 
 
 def test_compiled_sharded_policy_takes_the_eager_steps(fresh_dynamo, group):

@@ -10,7 +10,6 @@ parent's `get` fail (FileNotFoundError on the sender's resource-sharer socket: t
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import traceback
 
 import pytest
@@ -24,24 +23,6 @@ from rl.types import TrainBatch  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
-DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs CUDA")])]
-
-
-@pytest.fixture(params=DEVICES)
-def group(request):
-    """A torch.distributed group of one in this process (gloo on CPU, NCCL on CUDA), as ShardedPolicy needs."""
-    import torch.distributed as dist
-
-    from rl.learner.group import init_from_env
-
-    if dist.is_initialized():
-        pytest.skip("this process already belongs to a torch.distributed group")
-    saved = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE") if k in os.environ}
-    init_from_env(request.param)
-    yield request.param
-    dist.destroy_process_group()
-    os.environ.update(saved)
 
 
 def _engine_process(model_dir: str, device: str, spec: dict, out_path: str, queue) -> None:
