@@ -21,7 +21,6 @@ CUDA only.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import random
 import statistics
@@ -35,16 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from envs.timing import ANCHOR, KERNEL, interleaved_schedule, time_interleaved  # noqa: E402
-from envs.worker.outcome import clone_args, move_to_fresh_placement  # noqa: E402
+from envs.worker.outcome import clone_args, load_module, move_to_fresh_placement  # noqa: E402
 
 MODES = ("same", "clone", "realloc", "outputs", "evaluator")
-
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _to_cuda(args: list[Any]) -> list[Any]:
@@ -52,8 +44,8 @@ def _to_cuda(args: list[Any]) -> list[Any]:
 
 
 def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, seed: int) -> list[dict]:
-    problem = _load(ROOT / "envs/builtin/problems" / f"{problem_id}.py", f"problem_{problem_id}")
-    solution = _load(ROOT / "envs/builtin/solutions" / f"{problem_id}.py", f"solution_{problem_id}")
+    problem = load_module(f"problem_{problem_id}", str(ROOT / "envs/builtin/problems" / f"{problem_id}.py"))
+    solution = load_module(f"solution_{problem_id}", str(ROOT / "envs/builtin/solutions" / f"{problem_id}.py"))
     init = problem.get_init_inputs()
     torch.manual_seed(seed)
     reference, kernel = problem.Model(*init).cuda(), solution.ModelNew(*init).cuda()

@@ -13,14 +13,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import importlib.util
 import os
 import shutil
 import sys
 import tempfile
 import threading
 import time
-import types
 from typing import Any, Callable
 
 import torch
@@ -32,20 +30,12 @@ from envs.compare import as_output_list, compare_outputs
 from envs.worker import harness_state
 from envs.worker.correctness import CorrectnessPhase
 from envs.worker.harness_state import BASELINE_IDENTITIES, LAUNCHES
-from envs.worker.outcome import Outcome
+from envs.worker.outcome import Outcome, load_module
 from envs.worker.outcome import clone_args as _clone
 from envs.worker.parent_link import ParentLink
 from envs.worker.profiling import profile_candidate
 from envs.worker.timing_phase import TimingPhase
 from envs.worker.tracebacks import describe_exception, is_compile_error
-
-
-def _load_module(name: str, path: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # Triton and dataclasses look modules up by name
-    spec.loader.exec_module(module)
-    return module
 
 
 def _to_device(x: Any, device: torch.device) -> Any:
@@ -115,7 +105,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         spec = self.req["problem"]
         tag = self.req["nonce"][:12]
         name = f"kernelrl_problem_{tag}"
-        self.problem = _load_module(name, self._write("problem.py", spec["source"]))
+        self.problem = load_module(name, self._write("problem.py", spec["source"]))
         self.modules.append(name)
         for key, value in (spec.get("sizes") or {}).items():
             setattr(self.problem, key, value)
@@ -144,7 +134,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         self.solution_module = name
         self.identities = guard.identity_snapshot()
         try:
-            module = _load_module(name, self.solution_path)
+            module = load_module(name, self.solution_path)
         except Exception as e:
             raise Outcome("compile_error", f"importing the solution failed:\n"
                                            f"{describe_exception(e, self.solution_path)}") from None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+import types
 from typing import Any
 
 import torch
@@ -13,6 +16,15 @@ class Outcome(Exception):
     def __init__(self, status: str, error: str, **extra: Any):
         super().__init__(error)
         self.status, self.error, self.extra = status, error, extra
+
+
+def load_module(name: str, path: str) -> types.ModuleType:
+    """Import the Python file `path` as module `name` (a problem or a solution file)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # Triton and dataclasses look modules up by name
+    spec.loader.exec_module(module)
+    return module
 
 
 def clone_args(args: list[Any]) -> list[Any]:

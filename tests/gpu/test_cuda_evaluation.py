@@ -113,7 +113,6 @@ def test_reanchoring_can_be_switched_off():
     assert v.speedup_interval.low <= v.speedup <= v.speedup_interval.high
 
 
-
 def test_a_placement_block_gets_fresh_device_memory_not_a_cached_segment():
     import torch
 
