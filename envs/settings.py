@@ -102,7 +102,7 @@ class EvalSettings:
     # PyTorch compute the candidate may run outside its kernels, as a share of the reference's cost
     # (FLOPs and bytes of the ATen ops at the problem's size, envs/antihack/cost.py); above it: baseline_kernel.
     max_torch_share: float = 0.25
-    # Correctness fidelity (envs/inputs.py, envs/truth.py; README "How a candidate is evaluated"):
+    # Correctness fidelity (envs/inputs.py, envs/truth.py; docs/evaluation.md, "How a candidate is evaluated"):
     input_families: tuple[str, ...] = ("outliers", "block_scale", "large_magnitude")
     sensitivity_probe: bool = True  # perturb a few input elements; the output must follow the reference's
     fp64_truth: str = "on_mismatch"  # on_mismatch | always | off: when the float64 truth is computed

@@ -1,7 +1,7 @@
 """Benchmark metrics over typed per-problem results: what `scripts/benchmark.py` reports and what the training
 loop's periodic validation can log (`validation_metrics`). Pure functions, no I/O.
 
-Definitions (README "Benchmark" section has the sources):
+Definitions (docs/benchmark.md has the sources):
   correct@1                 share of problems whose first attempt of the first sample is correct
   correct_within_attempts   share of problems with a correct answer within the refinement budget (sample 0)
   pass@k                    Chen et al. 2021 unbiased estimator 1 - C(n-c, k) / C(n, k), averaged over problems,

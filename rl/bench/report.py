@@ -88,7 +88,7 @@ def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] | 
              f"{run.get('attempts')} attempt(s), baseline {report['baseline']}; "
              f"wall {run.get('wall_seconds', 0):.1f} s "
              f"(generate {run.get('generate_seconds', 0):.1f} s, evaluate {run.get('evaluate_seconds', 0):.1f} s). "
-             "Metric definitions: README, section Benchmark.", "", "| metric | overall |", "|---|---|"]
+             "Metric definitions: docs/benchmark.md.", "", "| metric | overall |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in _metric_rows(report)]
     levels = report["per_level"]
     if levels:
