@@ -61,14 +61,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _load_solution(path: Path) -> str:
-    """The file's text, judged as it is: the evaluator's CPU stage turns unusable code into compile_error."""
+def _read_input(path: Path, what: str) -> str:
+    """The text of an input file (`what`: what it is, for the error when there is none)."""
     try:
         return path.read_text()
     except FileNotFoundError:
-        raise BadInput(f"{path}: no such solution file") from None
+        raise BadInput(f"{path}: no such {what}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise BadInput(f"{path}: cannot read ({e})") from None
+
+
+def _load_solution(path: Path) -> str:
+    """The file's text, judged as it is: the evaluator's CPU stage turns unusable code into compile_error."""
+    return _read_input(path, "solution file")
 
 
 def _pair(problem_spec: str, solution_path: Path) -> tuple:
@@ -80,12 +85,7 @@ def _pair(problem_spec: str, solution_path: Path) -> tuple:
 
 
 def load_manifest(path: Path) -> list[tuple]:
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        raise BadInput(f"{path}: no such manifest") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"{path}: cannot read ({e})") from None
+    lines = _read_input(path, "manifest").splitlines()
     pairs = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any, Literal, Sequence
 
 from rl.learner.config import AlgorithmConfig, PolicyConfig
+from rl.learner.host import PolicyHost
 from rl.types import TrainBatch, WeightUpdate
 
 
-class LearnerActor:
+class LearnerActor(PolicyHost):
     """Thin wrapper: every call goes to rl.learner.policy.Policy in the actor's process."""
 
     def __init__(self, algorithm: AlgorithmConfig | dict, policy: PolicyConfig | dict):
@@ -25,36 +26,7 @@ class LearnerActor:
             policy = PolicyConfig.from_mapping(policy)
         self.policy = Policy(policy, algorithm)
 
-    def train_step(self, batch: TrainBatch) -> dict[str, float]:
-        return self.policy.train_step(batch)
-
-    def sft_step(self, input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> dict[str, float]:
-        return self.policy.sft_step(input_ids, prompt_lengths)
-
-    def logprobs(self, input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> list[list[float]]:
-        return self.policy.logprobs(input_ids, prompt_lengths)
-
-    def export_weights(self, kind: Literal["lora", "merged"], path: str) -> WeightUpdate:
-        return self.policy.export_weights(kind, path)
-
-    def save_checkpoint(self, path: str, extra: dict[str, Any] | None = None) -> None:
-        self.policy.save_checkpoint(path, extra)
-
-    def load_checkpoint(self, path: str) -> dict[str, Any]:
-        return self.policy.load_checkpoint(path)
-
-    def version(self) -> int:
-        return self.policy.version
-
-    def device(self) -> str:
-        return str(self.policy.device)
-
     # full-weight broadcast into the engines (rl.rollout.broadcast): this process is the sender, rank 0
-    def channel_address(self) -> tuple[str, int]:
-        from rl.learner.group import free_port, node_address
-
-        return node_address(), free_port()
-
     def open_weight_channel(self, spec: dict[str, Any]) -> None:
         from rl.rollout.broadcast import ChannelSpec, open_channel
 

@@ -20,6 +20,7 @@ import socket
 from typing import Any, Literal, Sequence
 
 from rl.learner.config import AlgorithmConfig, PolicyConfig
+from rl.learner.host import PolicyHost
 from rl.types import TrainBatch, WeightUpdate
 
 
@@ -61,7 +62,7 @@ def init_from_env(device: str = "auto") -> tuple[int, int]:
     return rank, world
 
 
-class LearnerRank:
+class LearnerRank(PolicyHost):
     """One rank (a Ray actor): joins the group in `setup`, then runs ShardedPolicy's calls in step with the others."""
 
     def __init__(self, rank: int, world_size: int, algorithm: AlgorithmConfig, policy: PolicyConfig):
@@ -81,34 +82,7 @@ class LearnerRank:
         self.policy = ShardedPolicy(self.policy_config, self.algorithm)
         return backend
 
-    def train_step(self, batch: TrainBatch) -> dict[str, float]:
-        return self.policy.train_step(batch)
-
-    def sft_step(self, input_ids, prompt_lengths) -> dict[str, float]:
-        return self.policy.sft_step(input_ids, prompt_lengths)
-
-    def logprobs(self, input_ids, prompt_lengths) -> list[list[float]]:
-        return self.policy.logprobs(input_ids, prompt_lengths)
-
-    def export_weights(self, kind: str, path: str) -> WeightUpdate:
-        return self.policy.export_weights(kind, path)
-
-    def save_checkpoint(self, path: str, extra: dict[str, Any] | None) -> None:
-        self.policy.save_checkpoint(path, extra)
-
-    def load_checkpoint(self, path: str) -> dict[str, Any]:
-        return self.policy.load_checkpoint(path)
-
-    def version(self) -> int:
-        return self.policy.version
-
-    def device(self) -> str:
-        return str(self.policy.device)
-
     # full-weight broadcast into the engines (rl.rollout.broadcast): rank 0 sends, every rank gathers
-    def channel_address(self) -> tuple[str, int]:
-        return node_address(), free_port()
-
     def open_weight_channel(self, spec: dict[str, Any]) -> None:
         from rl.rollout.broadcast import ChannelSpec, open_channel
 

@@ -1,5 +1,6 @@
 """Fixtures the integration tests share."""
 
+import contextlib
 import os
 
 import pytest
@@ -8,6 +9,33 @@ import torch
 # CPU always; CUDA where there is a GPU (the gpu marker: run on the device with -m gpu)
 DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs CUDA")])]
+TINY_VOCAB = 128  # the vocabulary of tiny_llama_dir's model
+
+
+@contextlib.contextmanager
+def local_ray(num_cpus: int):
+    """Ray on this machine with `num_cpus` for the block; a Ray an earlier test started is used and left running."""
+    import ray
+
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tiny_llama_dir(tmp_path_factory) -> str:
+    """A random tiny Llama (TINY_VOCAB tokens, no tokenizer) saved as a HF model directory, once per module."""
+    from rl.learner.random_models import tiny_llama
+
+    path = tmp_path_factory.mktemp("tiny") / "model"
+    tiny_llama(vocab_size=TINY_VOCAB).save_pretrained(path)
+    return str(path)
 
 
 @pytest.fixture(params=DEVICES)

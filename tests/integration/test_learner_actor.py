@@ -6,35 +6,23 @@ import pytest
 
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
-ray = pytest.importorskip("ray")
+pytest.importorskip("ray")
 
 from rl.learner.actor import LearnerActor  # noqa: E402
-from rl.learner.random_models import tiny_llama  # noqa: E402
 from rl.types import TrainBatch  # noqa: E402
+from tests.integration.conftest import local_ray  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny") / "model"
-    tiny_llama(vocab_size=128).save_pretrained(path)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def ray_local():
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
+    with local_ray(num_cpus=2):
+        yield
 
 
-def test_the_learner_actor_trains_exports_and_resumes(model_dir, ray_local, tmp_path):
-    policy = {"model": model_dir, "device": "auto", "lora": {"r": 4, "alpha": 8},
+def test_the_learner_actor_trains_exports_and_resumes(tiny_llama_dir, ray_local, tmp_path):
+    policy = {"model": tiny_llama_dir, "device": "auto", "lora": {"r": 4, "alpha": 8},
               "optimizer": {"lr": 1e-2}, "actor": {"num_cpus": 1}}
     learner = LearnerActor.create(policy, {"name": "dapo"})
     assert learner.device == "cpu"

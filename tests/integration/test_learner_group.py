@@ -5,43 +5,29 @@ results differ in the last bits; weights after an AdamW step (a large eps makes 
 gradient, so it does not amplify that noise: see tests/unit/test_learner.py) agree to 1e-5 relative.
 """
 
-import os
-
 import pytest
 
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
-ray = pytest.importorskip("ray")
+pytest.importorskip("ray")
 torch = pytest.importorskip("torch")
 
 from rl.learner.config import AlgorithmConfig, PolicyConfig  # noqa: E402
 from rl.learner.group import LearnerGroup  # noqa: E402
 from rl.learner.policy import Policy  # noqa: E402
-from rl.learner.random_models import tiny_llama  # noqa: E402
 from rl.learner.sharded import fsdp_available  # noqa: E402
 from rl.types import TrainBatch  # noqa: E402
+from tests.integration.conftest import TINY_VOCAB, local_ray  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(not fsdp_available(), reason="no FSDP2 in this torch")]
-VOCAB = 128
+VOCAB = TINY_VOCAB  # the model of tiny_llama_dir
 RTOL = 1e-5
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny") / "model"
-    tiny_llama(vocab_size=VOCAB).save_pretrained(path)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def ray_local():
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
+    with local_ray(num_cpus=3):
+        yield
 
 
 def make_batch(n=5, seed=3, masked=False):
@@ -69,11 +55,11 @@ def close(a, b):
 
 
 @pytest.mark.parametrize("algorithm,finetune,masked", [("grpo", "lora", False), ("ppo", "full", True)])
-def test_two_ranks_take_the_same_step_as_one_process(model_dir, ray_local, algorithm, finetune, masked, tmp_path):
+def test_two_ranks_take_the_same_step_as_one_process(tiny_llama_dir, ray_local, algorithm, finetune, masked, tmp_path):
     batch = make_batch(masked=masked)  # PPO with tool-output loss masks: GAE over policy tokens on every rank
-    single = Policy(PolicyConfig.from_mapping(policy_cfg(model_dir, finetune, 1)), AlgorithmConfig.from_mapping(
+    single = Policy(PolicyConfig.from_mapping(policy_cfg(tiny_llama_dir, finetune, 1)), AlgorithmConfig.from_mapping(
         {"name": algorithm}))
-    group = LearnerGroup.create(policy_cfg(model_dir, finetune, 2), {"name": algorithm})
+    group = LearnerGroup.create(policy_cfg(tiny_llama_dir, finetune, 2), {"name": algorithm})
     try:
         for _ in range(2):  # the second step starts from updated weights (and PPO from a trained value head)
             want, got = single.train_step(batch), group.train_step(batch)
@@ -99,9 +85,9 @@ def test_two_ranks_take_the_same_step_as_one_process(model_dir, ray_local, algor
         group.shutdown()
 
 
-def test_a_checkpoint_of_two_ranks_resumes_in_one_process(model_dir, ray_local, tmp_path):
+def test_a_checkpoint_of_two_ranks_resumes_in_one_process(tiny_llama_dir, ray_local, tmp_path):
     batch = make_batch(seed=5)
-    group = LearnerGroup.create(policy_cfg(model_dir, "lora", 2), {"name": "ppo"})
+    group = LearnerGroup.create(policy_cfg(tiny_llama_dir, "lora", 2), {"name": "ppo"})
     try:
         group.train_step(batch)
         group.save_checkpoint(str(tmp_path / "ckpt"), {"step": 1})
@@ -109,7 +95,7 @@ def test_a_checkpoint_of_two_ranks_resumes_in_one_process(model_dir, ray_local, 
         want_lp = group.logprobs(batch.input_ids, batch.prompt_lengths)
     finally:
         group.shutdown()
-    resumed = Policy(PolicyConfig.from_mapping(policy_cfg(model_dir, "lora", 1)), AlgorithmConfig.from_mapping(
+    resumed = Policy(PolicyConfig.from_mapping(policy_cfg(tiny_llama_dir, "lora", 1)), AlgorithmConfig.from_mapping(
         {"name": "ppo"}))
     assert resumed.load_checkpoint(str(tmp_path / "ckpt")) == {"step": 1}
     assert resumed.version == 1 and resumed.optimizer_steps == 1

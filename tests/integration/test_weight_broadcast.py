@@ -9,12 +9,11 @@ actor, through the worker extension (rl.rollout.vllm_extension) and reload_weigh
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 
 pytest.importorskip("transformers")
-ray = pytest.importorskip("ray")
+pytest.importorskip("ray")
 
 from rl.learner.actor import LearnerActor  # noqa: E402
 from rl.learner.group import LearnerGroup  # noqa: E402
@@ -23,6 +22,7 @@ from rl.rollout.actor import RayRolloutEngine  # noqa: E402
 from rl.rollout.broadcast import BroadcastSync  # noqa: E402
 from rl.rollout.config import EngineConfig  # noqa: E402
 from rl.types import RolloutRequest, SamplingConfig, TrainBatch  # noqa: E402
+from tests.integration.conftest import local_ray  # noqa: E402
 
 pytestmark = pytest.mark.integration
 AGREE_MEAN = 2e-3  # engine vs learner logprobs of the same tokens, nats per token
@@ -30,13 +30,8 @@ AGREE_MEAN = 2e-3  # engine vs learner logprobs of the same tokens, nats per tok
 
 @pytest.fixture(scope="module")
 def ray_local():
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
+    with local_ray(num_cpus=4):
+        yield
 
 
 @pytest.fixture(scope="module")
