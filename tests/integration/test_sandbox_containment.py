@@ -175,9 +175,12 @@ def test_no_secret_reaches_a_verdict(run, trap):
         text = repr(verdict.to_dict())
         for what, secret in trap["planted"].items():
             assert secret not in text, f"{name} exfiltrated the planted {what}: {verdict.error}"
-    # The search ran (it reports the world-readable files it found, e.g. the standard library's secrets.py).
+    # The search ran and its report reached the verdict: it always finds something (at the least the corpus's
+    # own hack_*_secrets*.py in the checkout it walks through PYTHONPATH), so an absent report means the hack
+    # never ran, not that the sandbox contained it.
     read = run["verdicts"]["hack_system_access_read_secrets.py"]
-    assert "kernelrl-secret" not in (read.error or ""), read.error
+    assert read.status is Status.COMPILE_ERROR and "EXFILTRATED" in (read.error or ""), read
+    assert "kernelrl-secret" not in read.error, read.error
 
 
 def test_no_connection_reached_a_listener(run, trap):

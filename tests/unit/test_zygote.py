@@ -39,12 +39,16 @@ def test_scratch_reports_a_file_it_cannot_restore(tmp_path):
 
 
 def test_scratch_skips_directories_it_cannot_write(tmp_path):
-    ro = tmp_path / "ro"
+    ro, rw = tmp_path / "ro", tmp_path / "rw"
     ro.mkdir()
+    rw.mkdir()
+    (rw / "kept").write_text("x")
     os.chmod(ro, 0o555)
     try:
-        scratch = Scratch([str(ro), str(tmp_path / "missing")])
-        assert scratch.dirs == [] or os.geteuid() == 0  # root may write anywhere: then it is watched too
+        scratch = Scratch([str(ro), str(rw), str(tmp_path / "missing")])
+        # root may write anywhere: then the read-only directory is watched too; a missing one never is
+        assert scratch.dirs == [*([str(ro)] if os.geteuid() == 0 else []), str(rw)]
+        assert str(rw / "kept") in scratch.baseline
     finally:
         os.chmod(ro, 0o755)
 
