@@ -15,16 +15,27 @@ def cache_key(**parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
+class CacheError(ValueError):
+    """A cache path that cannot be opened as a SQLite database (a directory, another kind of file, no access);
+    a ValueError, so the entry points report it as the bad setting it is."""
+
+
 def open_sqlite(path: Path, *schema: str) -> tuple[sqlite3.Connection, threading.Lock]:
     """A SQLite database shared by the threads of one process (WAL: other processes may read and write it
     too), with `schema`'s CREATE TABLE statements applied; use the connection under the returned lock."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
-    db = sqlite3.connect(str(path), timeout=60, check_same_thread=False)
-    with lock, db:
-        db.execute("PRAGMA journal_mode=WAL")
-        for statement in schema:
-            db.execute(statement)
+    db = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(str(path), timeout=60, check_same_thread=False)
+        with lock, db:
+            db.execute("PRAGMA journal_mode=WAL")
+            for statement in schema:
+                db.execute(statement)
+    except (OSError, sqlite3.Error) as e:
+        if db is not None:
+            db.close()
+        raise CacheError(f"{path}: cannot be used as a SQLite cache ({e})") from None
     return db, lock
 
 

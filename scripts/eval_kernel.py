@@ -6,7 +6,9 @@
 
 --problem takes a problem file or a built-in problem id (e.g. L2_01_softmax). A solution file may
 be bare Python or a model's markdown answer (its first fenced python block is used). Relative paths
-in a manifest are relative to the manifest. Usage errors (a missing or unreadable file, a file that is
+in a manifest are relative to the manifest. On a CPU (size small), a problem without SMALL_SIZES whose
+inputs are large (KernelBench) runs at sizes derived as the benchmark derives them (envs/small_sizes.py,
+cached). Usage errors (a missing or unreadable file, a file that is
 not a problem, a malformed manifest line, unknown options) exit with code 2 before anything is evaluated
 or cached. What a solution file holds is never a usage error: it is what is judged, so a syntax error or
 a missing ModelNew gets its verdict (compile_error, reward 0) like any other candidate.
@@ -23,9 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envs import EvalSettings, Evaluator, ProblemError, resolve_problem  # noqa: E402
-from envs.cache import SqliteCache  # noqa: E402
+from envs import EvalSettings, Evaluator, Problem, ProblemError, resolve_problem  # noqa: E402
+from envs.cache import CacheError, SqliteCache  # noqa: E402
 from envs.evaluator import EvaluatorError  # noqa: E402
+from envs.small_sizes import SizeSearch, apply_small_sizes, estimate_elements, scalable_constants  # noqa: E402
+from envs.worker.pool import resolve_device  # noqa: E402
 from rewards import DEFAULT_DELTA  # noqa: E402
 
 DEFAULT_CACHE = Path(os.environ.get("KERNELRL_CACHE", Path.home() / ".cache" / "kernelrl" / "verdicts.sqlite"))
@@ -61,10 +65,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _read_input(path: Path, what: str) -> str:
+def _read_input(path: Path, what: str, decode_errors: str = "strict") -> str:
     """The text of an input file (`what`: what it is, for the error when there is none)."""
     try:
-        return path.read_text()
+        return path.read_bytes().decode("utf-8", errors=decode_errors)
     except FileNotFoundError:
         raise BadInput(f"{path}: no such {what}") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -72,8 +76,10 @@ def _read_input(path: Path, what: str) -> str:
 
 
 def _load_solution(path: Path) -> str:
-    """The file's text, judged as it is: the evaluator's CPU stage turns unusable code into compile_error."""
-    return _read_input(path, "solution file")
+    """The file's text, judged as it is: the evaluator's CPU stage turns unusable code into compile_error.
+    Bytes that are not UTF-8 are content too (a model's answer saved with a stray byte, or no text at all),
+    so they are replaced, not refused: one such file must not stop a manifest of valid ones."""
+    return _read_input(path, "solution file", decode_errors="replace")
 
 
 def _pair(problem_spec: str, solution_path: Path) -> tuple:
@@ -82,6 +88,16 @@ def _pair(problem_spec: str, solution_path: Path) -> tuple:
     except ProblemError as e:
         raise BadInput(str(e)) from None
     return problem, _load_solution(solution_path)
+
+
+def _manifest_problem(manifest: Path, spec: str) -> str:
+    """A manifest's problem: a path relative to the manifest, or a built-in id where no such file exists
+    (an id is a bare name; anything with a directory or a .py suffix stays a path, so a missing file is
+    reported where the manifest points, never looked up relative to the working directory)."""
+    beside = manifest.parent / spec
+    if beside.exists() or Path(spec).is_absolute() or spec.endswith(".py") or Path(spec).name != spec:
+        return str(beside)
+    return spec
 
 
 def load_manifest(path: Path) -> list[tuple]:
@@ -97,16 +113,47 @@ def load_manifest(path: Path) -> list[tuple]:
             raise BadInput(f"{where}: not valid JSON ({e.msg})") from None
         if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("problem", "solution")):
             raise BadInput(f'{where}: each line must be an object with string fields "problem" and "solution"')
-
-        def rel(p: str) -> str:
-            return p if Path(p).is_absolute() or not (path.parent / p).exists() else str(path.parent / p)
         try:
-            pairs.append(_pair(rel(entry["problem"]), Path(rel(entry["solution"]))))
+            pairs.append(_pair(_manifest_problem(path, entry["problem"]), path.parent / entry["solution"]))
         except BadInput as e:
             raise BadInput(f"{where}: {e}") from None
     if not pairs:
         raise BadInput(f"{path}: the manifest holds no pairs")
     return pairs
+
+
+def needs_small_sizes(problem: Problem, search: SizeSearch = SizeSearch()) -> bool:
+    """A problem without SMALL_SIZES whose inputs are not already small (estimated from its source) and that has
+    sizes to scale; one with none, or already within the bound, runs as it is written."""
+    if problem.small_sizes or not scalable_constants(problem.source, search.min_scaled):
+        return False
+    elements = estimate_elements(problem.source)
+    return elements is None or elements > search.max_elements
+
+
+def with_small_sizes(pairs: list[tuple], workers: int, cache) -> list[tuple]:
+    """`pairs` with derived small sizes where needs_small_sizes (KernelBench files), as the benchmark and the
+    agent derive them (envs/small_sizes.py, cached): at its full size such a problem exhausts the CPU worker's
+    memory or deadline under the Triton interpreter. A problem no small size fits is a BadInput."""
+    unique = list({p.sha256: p for p, _ in pairs if needs_small_sizes(p)}.values())
+    if not unique:
+        return pairs
+    batches: list[dict[str, Problem]] = []  # apply_small_sizes keys by id: two files with one id go apart
+    for problem in unique:
+        batch = next((b for b in batches if problem.id not in b), None)
+        if batch is None:
+            batches.append(batch := {})
+        batch[problem.id] = problem
+    print(f"sizing {len(unique)} problem(s) without SMALL_SIZES for the CPU (derived once, then cached)",
+          file=sys.stderr, flush=True)
+    sized: dict[str, Problem] = {}
+    for batch in batches:
+        found, _, failed = apply_small_sizes(list(batch.values()), cache=cache, workers=workers)
+        if failed:
+            problem_id, reason = next(iter(failed.items()))
+            raise BadInput(f"{reason}; --size full evaluates {problem_id} at its full size")
+        sized.update({p.sha256: p for p in found})
+    return [(sized.get(p.sha256, p), answer) for p, answer in pairs]
 
 
 def verdict_json(verdict) -> str:
@@ -127,7 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     except (BadInput, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    cache = None if args.no_cache else SqliteCache(args.cache)
+    try:
+        cache = None if args.no_cache else SqliteCache(args.cache)
+        if settings.resolved_size(resolve_device(settings.device)) == "small":
+            pairs = with_small_sizes(pairs, settings.workers, cache)
+    except (BadInput, CacheError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     try:
         with Evaluator(settings, cache=cache, delta=args.delta) as evaluator:
             progress = bool(args.manifest) and not args.no_progress

@@ -119,3 +119,28 @@ def test_check_references_prints_the_verdict_table(tmp_path):
     assert "L0_07_elementwise_mul_add" in result.stdout
     rows = (tmp_path / "verdicts.jsonl").read_text().splitlines()
     assert len(rows) == 7 and all(json.loads(r)["status"] == "correct" for r in rows)
+
+
+def test_a_kernelbench_problem_runs_at_derived_cpu_sizes_and_a_bad_cache_exits_2(tmp_path):
+    """A problem without SMALL_SIZES at KernelBench's size (4096 x 393216 floats: 6 GiB) exhausted the CPU
+    worker's memory limit, a crash verdict for a correct kernel; it now runs at sizes derived and cached as
+    the benchmark derives them. A --cache that is not a database is a usage error, not a traceback."""
+    problem = tmp_path / "19_ReLU.py"
+    problem.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+                       "    def forward(self, x):\n        return torch.relu(x)\n\n"
+                       "batch_size = 4096\ndim = 393216\n\n"
+                       "def get_inputs():\n    return [torch.rand(batch_size, dim)]\n\n"
+                       "def get_init_inputs():\n    return []\n")
+    answer = ROOT / "tests" / "bench_answers" / "kernelbench" / "19_ReLU.py"
+    cache = tmp_path / "c.sqlite"
+    result = run("--problem", str(problem), "--solution", str(answer), "--cache", str(cache))
+    assert result.returncode == 0, result.stderr
+    verdict = json.loads(result.stdout.strip().splitlines()[-1])
+    assert verdict["status"] == "correct", verdict
+    assert "sizing 1 problem(s) without SMALL_SIZES" in result.stderr
+    not_a_database = tmp_path / "notes.txt"
+    not_a_database.write_text("notes\n")
+    bad = run("--problem", "L0_02_relu", "--solution", str(RELU_SOLUTION), "--cache", str(not_a_database))
+    assert bad.returncode == 2 and bad.stdout == "", bad.stderr
+    assert "cannot be used as a SQLite cache" in bad.stderr and "Traceback" not in bad.stderr
+    assert not_a_database.read_text() == "notes\n"

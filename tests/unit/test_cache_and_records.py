@@ -2,7 +2,7 @@ import threading
 
 import pytest
 
-from envs.cache import SqliteCache, cache_key
+from envs.cache import CacheError, SqliteCache, cache_key
 from envs.settings import EvalSettings, PhaseTimeouts
 from envs.verdict import HackFinding, Status, Timings, TimingStats, Verdict
 
@@ -39,6 +39,19 @@ def test_cache_persists_and_is_thread_safe(tmp_path):
     again = SqliteCache(path)
     assert again.count() == 20 and again.get_verdict(f"{key}7") == {"i": 7}
     assert again.get_baselines("k") == {"eager": 1}
+
+
+def test_a_path_that_is_not_a_database_is_a_clear_error_and_is_left_as_it_was(tmp_path):
+    """A directory, a file that is not SQLite, a path under a file: CacheError (a ValueError, so the entry points
+    exit 2 naming it) instead of sqlite3's bare tracebacks, and the file keeps its bytes."""
+    other = tmp_path / "notes.txt"
+    other.write_bytes(b"not a database\n" * 100)
+    for path, message in ((tmp_path, "unable to open"), (other, "not a database"), (other / "c.sqlite", "File exists")):
+        with pytest.raises(CacheError, match=message) as e:
+            SqliteCache(path)
+        assert str(path) in str(e.value) and isinstance(e.value, ValueError)
+    assert other.read_bytes() == b"not a database\n" * 100
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
 def test_cache_key_is_order_independent():
