@@ -36,6 +36,9 @@ import time
 from typing import Any, Iterable, Literal, Protocol, runtime_checkable
 
 from fastapi import FastAPI, HTTPException, Request, Security
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
@@ -155,6 +158,19 @@ class EvaluationGate:
 
 
 # --- the app -------------------------------------------------------------------------------------
+def _echo_safe(obj: Any) -> Any:
+    """`obj` (a request's validation errors, echoing its input) as JSON can encode it: non-finite numbers as
+    their names, lone surrogates in strings backslash-escaped."""
+    obj = _finite(obj, str)
+    if isinstance(obj, str):
+        return obj.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(obj, dict):
+        return {_echo_safe(k): _echo_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_echo_safe(v) for v in obj]
+    return obj
+
+
 def create_app(backend: EvaluationBackend, problems: Iterable[Problem], settings: ServiceSettings) -> FastAPI:
     if not isinstance(backend, EvaluationBackend):
         raise TypeError(f"{type(backend).__name__} has no evaluate(problem, answer) method")
@@ -185,6 +201,13 @@ def create_app(backend: EvaluationBackend, problems: Iterable[Problem], settings
     app.add_middleware(GuardMiddleware, tokens=settings.tokens,
                        limiter=TokenBucketLimiter(settings.rate_per_second, settings.rate_burst),
                        max_body_bytes=settings.max_body_bytes)
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler, except that the offending input it echoes may be NaN, Infinity (Python's JSON
+        # parser accepts them) or a lone surrogate (a "\ud800" escape), which a JSON response cannot carry:
+        # rendering the 422 failed with a 500.
+        return JSONResponse(status_code=422, content={"detail": _echo_safe(jsonable_encoder(exc.errors()))})
+
     # The middleware enforces the token; this dependency puts the bearer scheme into the OpenAPI schema.
     secured = [Security(HTTPBearer(auto_error=False))] if settings.tokens else []
     common = _errors(401, 413, 429)

@@ -136,6 +136,26 @@ def test_auth_and_problem_routes_in_process():
     asyncio.run(go())
 
 
+def test_a_body_with_nan_infinity_or_a_lone_surrogate_is_a_422_naming_the_field_not_a_500():
+    """Python's JSON parser accepts NaN and Infinity; the validation error echoes the offending input, which
+    JSON cannot carry, so FastAPI's own handler failed to render it (500 Internal Server Error)."""
+    async def go():
+        backend = FakeBackend()
+        async with _client(_app(backend)) as c:
+            for body, field in (('{"problem_id": "L0_02_relu", "solution": "x", "settings": {"delta": NaN}}', "delta"),
+                                ('{"problem_id": "L0_02_relu", "solution": "x", "extra": -Infinity}', "extra"),
+                                ('{"problem_id": "L0_02_relu", "solution": Infinity}', "solution"),
+                                ('{"problem_id": "\\ud800", "solution": "x"}', "problem_id")):  # a lone surrogate
+                r = await c.post("/evaluate", content=body, headers={"Content-Type": "application/json"})
+                assert r.status_code == 422, (body, r.text)
+                detail = r.json()["detail"]
+                assert detail[0]["loc"][-1] == field and isinstance(detail[0]["input"], str), detail
+            r = await c.post("/evaluate", content='{"solution": "x"}', headers={"Content-Type": "application/json"})
+            assert r.status_code == 422 and "exactly one of problem_id" in r.json()["detail"][0]["msg"]
+        assert backend.calls == []
+    asyncio.run(go())
+
+
 def test_insecure_mode_needs_no_token_and_problem_source_is_refused_by_default():
     assert ServiceSettings(tokens=(TOKEN,)).allow_problem_source is False
 
