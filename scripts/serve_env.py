@@ -42,11 +42,23 @@ class _Stop(Exception):
     """SIGTERM: leave uvicorn and the evaluator through the normal shutdown path, then exit 0."""
 
 
+def _port(text: str) -> int:
+    """A TCP port: 0 (any free one) to 65535. asyncio does not refuse a larger number: it binds the number
+    modulo 65536 (99999 listened on 34463) while uvicorn announces the number given."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0 to 65535, not {port}")
+    return port
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--port", type=_port, default=8000)
     ap.add_argument("--backend", choices=["local", "ray"], default="local",
                     help="local: an Evaluator with worker processes on this machine; "
                          "ray: envs.pool.RayEvaluationPool (actors on a Ray cluster)")
