@@ -27,7 +27,7 @@ from envs.settings import EvalSettings
 from envs.source import CanonicalSolution, SourceError, prepare_solution
 from envs.verdict import Status, Verdict
 from envs.worker.pool import EvaluatorError, WorkerPool, resolve_device
-from rewards.makora import DEFAULT_DELTA, reward_for_verdict
+from rewards.makora import DEFAULT_DELTA, check_delta, reward_for_verdict
 
 __all__ = ["Candidate", "Evaluator", "EvaluatorError", "Preparer"]
 
@@ -55,7 +55,7 @@ class Preparer:
 
     def __init__(self, settings: EvalSettings, device_kind: str, cache: SqliteCache | None = None,
                  delta: float = DEFAULT_DELTA, judge: LLMJudge | None = None):
-        self.settings, self.device_kind, self.cache, self.delta = settings, device_kind, cache, delta
+        self.settings, self.device_kind, self.cache, self.delta = settings, device_kind, cache, check_delta(delta)
         self.judge = judge
         self.device = resolve_device(settings.device)
         self.size = settings.resolved_size(self.device)
@@ -148,6 +148,7 @@ class Evaluator:
 
     def __init__(self, settings: EvalSettings | None = None, cache: SqliteCache | None = None,
                  delta: float = DEFAULT_DELTA, gpu_ids: list[int] | None = None, judge: LLMJudge | None = None):
+        check_delta(delta)  # before any worker starts
         self.settings = (settings or EvalSettings()).hiding(cache.path if cache is not None else None)
         self.pool = WorkerPool(self.settings, gpu_ids)
         self.device = self.pool.device

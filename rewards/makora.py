@@ -18,6 +18,14 @@ from envs.verdict import Status, Verdict
 DEFAULT_DELTA = 1.8
 
 
+def check_delta(delta: object) -> float:
+    """`delta` as a float, or ValueError naming it: a config's string ("abc"), NaN or infinity would otherwise
+    surface only at the first reward, after the work it rewards."""
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not math.isfinite(delta):
+        raise ValueError(f"delta must be a finite number, not {delta!r}")
+    return float(delta)
+
+
 def makora_reward(correct: bool, speedup: float | None, delta: float = DEFAULT_DELTA) -> float:
     if not math.isfinite(delta):
         raise ValueError(f"delta must be finite, got {delta}")

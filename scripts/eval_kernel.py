@@ -31,6 +31,7 @@ from envs.evaluator import EvaluatorError  # noqa: E402
 from envs.small_sizes import SizeSearch, apply_small_sizes, estimate_elements, scalable_constants  # noqa: E402
 from envs.worker.pool import resolve_device  # noqa: E402
 from rewards import DEFAULT_DELTA  # noqa: E402
+from rewards.makora import check_delta  # noqa: E402
 
 DEFAULT_CACHE = Path(os.environ.get("KERNELRL_CACHE", Path.home() / ".cache" / "kernelrl" / "verdicts.sqlite"))
 
@@ -168,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         pairs = load_manifest(Path(args.manifest)) if args.manifest else [_pair(args.problem, Path(args.solution))]
+        check_delta(args.delta)  # argparse's float takes "nan" and "inf"
         settings = EvalSettings(device=args.device, size=args.size, baseline=args.baseline,
                                 correctness_trials=args.trials, timed_runs=args.runs, seed=args.seed,
                                 workers=args.workers)

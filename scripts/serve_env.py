@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     from envs.service import BackendUnavailable, ServiceSettings, create_app, make_backend
     from envs.worker.sandbox import SandboxUnavailable
     from rewards import DEFAULT_DELTA
+    from rewards.makora import check_delta
 
     try:
         tokens = read_tokens(args)
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         pool_cfg = OmegaConf.to_container(OmegaConf.load(args.pool_config), resolve=True) if args.pool_config else None
         if pool_cfg is not None and args.backend != "ray":
             raise ValueError("--pool-config applies to --backend ray only")
-        delta = DEFAULT_DELTA if args.delta is None else args.delta
+        delta = DEFAULT_DELTA if args.delta is None else check_delta(args.delta)
         problems = load_problem_set(args.problems, args.levels)
         if not problems:
             raise ValueError(f"no problems in {args.problems!r} (levels={args.levels})")

@@ -36,7 +36,7 @@ from envs.pool.supervision import _Actor, ActorSupervisor
 from envs.problems import Problem
 from envs.settings import EvalSettings
 from envs.worker.pool import EvaluatorError
-from rewards.makora import DEFAULT_DELTA
+from rewards.makora import DEFAULT_DELTA, check_delta
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ class EvaluationPool(SubmissionStage, DispatchStage, ActorSupervisor):
 
     def __init__(self, backend: Backend, settings: EvalSettings | None = None, config: PoolConfig | None = None,
                  cache: SqliteCache | None = None, delta: float = DEFAULT_DELTA):
+        check_delta(delta)  # before any actor starts
         settings = settings or EvalSettings()
         self.config = config = config or PoolConfig()
         self.backend = backend

@@ -101,9 +101,11 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     from envs.cache import SqliteCache
     from envs.solutions import SolutionStore, default_solutions_path
     from rl.prompts import PromptBuilder, PromptConfig
+    from rewards.makora import check_delta
     from rl.retrieval import KernelIndex, builtin_solutions
 
     started = time.perf_counter()
+    check_delta(cfg["delta"])  # before problems are screened and the store is created
     search_config = SearchConfig.from_mapping(cfg.get("agent"))
     verify_config = VerifyConfig(**dict(cfg.get("verify") or {}))
     settings = EvalSettings.from_mapping(cfg["eval"])
@@ -122,10 +124,11 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     sampling = _sampling(cfg["sampling"])
     entries = [cfg["policy"], *(cfg.get("extra_policies") or [])]
     policies: list[Policy] = []
-    store = PopulationStore(cfg.get("store") or out_dir / "population.sqlite")
     try:
         for entry in entries:
             policies.append(_policy(entry, problems, sampling, cfg.get("ray_init") or {}))
+        # After the policies: a bad one (policy.dir missing) must not leave an empty store in the run directory.
+        store = PopulationStore(cfg.get("store") or out_dir / "population.sqlite")
         pool, closer = _pool(cfg, settings, cache)
         try:
             search = Search(search_config, store, pool, policies, prompts, index)

@@ -178,8 +178,10 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     from envs.antihack.judge import LLMJudge
     from envs.cache import SqliteCache
     from envs.small_sizes import SizeSearch, apply_small_sizes
+    from rewards.makora import check_delta
 
     started = time.perf_counter()
+    check_delta(cfg["delta"])
     settings = EvalSettings.from_mapping(cfg["eval"])
     if cfg["attempts"] < 1 or (cfg["samples"] is not None and cfg["samples"] < 1):
         raise BenchmarkError("samples and attempts must be >= 1")

@@ -125,3 +125,20 @@ def test_generate_script_writes_report_best_files_and_solution_store(tmp_path):
     assert all(h.record.problem_id != relu.id for h in index.search(relu.source, k=50, exclude_ids={relu.id},
                                                                     exclude_sha256={relu.sha256}))
     store.close()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ([f"policy.dir={ROOT / 'no_such_answers'}"], "no such directory"),
+    ([f"policy.dir={ANSWERS}", "delta=abc"], "delta must be a finite number, not 'abc'"),
+])
+def test_bad_configurations_exit_2_and_leave_no_store(tmp_path, overrides, message):
+    """A missing policy.dir left an empty population.sqlite in the run directory; delta=abc ran the problems'
+    screening and started the pool first."""
+    out = tmp_path / "run"
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "WANDB_MODE": "offline"}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "generate.py"), "policy=files", *overrides, "ids=[L0_02_relu]",
+         "eval.device=cpu", "cache_path=null", f"hydra.run.dir={out}"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+    assert not (out / "population.sqlite").exists()

@@ -141,6 +141,7 @@ def test_refinement_rounds_through_a_real_model(tmp_path):
     (["policy=files", f"policy.dir={SOLUTIONS}", "ids=[no_such_problem]"], "unknown problem ids"),
     (["policy=files", f"policy.dir={SOLUTIONS}", "attempts=3"], "first attempts only"),
     (["policy=files", "policy.dir=/nonexistent/answers"], "no such directory"),
+    (["policy=files", f"policy.dir={SOLUTIONS}", "delta=abc"], "delta must be a finite number"),
 ])
 def test_bad_configurations_exit_2(tmp_path, overrides, message):
     result = bench(tmp_path, *overrides, "wandb.mode=disabled", timeout=300)

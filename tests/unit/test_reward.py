@@ -50,3 +50,17 @@ def test_verdict_reward_zero_for_every_failure_and_for_hacks():
         assert reward_for_verdict(v) == pytest.approx(expected)
     flagged = Verdict(Status.CORRECT, "p", "cpu", speedup=2.0, hack=HackFinding("noop_kernel", "x"))
     assert reward_for_verdict(flagged) == 0.0
+
+
+def test_a_delta_that_is_not_a_finite_number_is_refused_before_anything_is_evaluated():
+    """benchmark.py delta=abc evaluated every answer, then died at the first reward with a TypeError traceback;
+    eval_kernel.py --delta nan did the same with a ValueError. The evaluators refuse it at construction."""
+    from envs import EvalSettings, Evaluator
+    from rewards.makora import check_delta
+
+    assert check_delta(2) == 2.0 and check_delta(-1.5) == -1.5
+    for bad in ("abc", "1.8", float("nan"), float("inf"), None, True):
+        with pytest.raises(ValueError, match="delta must be a finite number"):
+            check_delta(bad)
+    with pytest.raises(ValueError, match="'abc'"):
+        Evaluator(EvalSettings(device="cpu"), delta="abc")  # raises before a worker process starts
