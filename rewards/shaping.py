@@ -24,7 +24,7 @@ from typing import Any, Mapping
 from envs.settings import reject_unknown
 from envs.source import SourceError, prepare_solution
 from envs.verdict import Status, Verdict
-from rewards.makora import DEFAULT_DELTA, reward_for_verdict
+from rewards.makora import DEFAULT_DELTA, check_delta, reward_for_verdict
 
 __all__ = ["RewardConfig", "has_candidate", "overlong_penalty", "shaped_reward"]
 
@@ -37,6 +37,7 @@ class RewardConfig:
     format_penalty: float = 0.0  # subtracted when the answer defines no ModelNew; 0: off
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "delta", check_delta(self.delta))
         if self.overlong_buffer is not None and self.overlong_buffer < 1:
             raise ValueError("reward.overlong_buffer must be >= 1 (or null to turn it off)")
         if self.overlong_penalty < 0 or self.format_penalty < 0:

@@ -185,7 +185,7 @@ class RunConfig:
         delta = cfg.get("delta")
         reward_map = dict(_container(cfg, "reward") or {})
         if delta is not None:
-            reward_map.setdefault("delta", float(delta))
+            reward_map.setdefault("delta", delta)  # RewardConfig checks it (delta=abc names delta, not float())
         try:
             reward = RewardConfig.from_mapping(reward_map)
         except ValueError as e:
@@ -262,9 +262,22 @@ def _hosted(cfg: Any, build) -> Any:
     return build("hosted", HostedConfig.from_mapping)
 
 
+_PLAIN_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "None": (type(None),)}
+
+
 def _typed(cls: type, m: Mapping[str, Any] | None, what: str):
+    """`m` as `cls`; a value of the wrong plain type (loop.steps=abc) is an error naming the key, not the
+    comparison that would trip over it in __post_init__. Fields of other types are left to the record."""
     m = dict(m or {})
     reject_unknown(cls, m, what)
+    for field in dataclasses.fields(cls):
+        parts = [p.strip() for p in str(field.type).split("|")]
+        if field.name not in m or not all(p in _PLAIN_TYPES for p in parts):
+            continue
+        value = m[field.name]
+        allowed = tuple(t for p in parts for t in _PLAIN_TYPES[p])
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise ConfigError(f"{what}.{field.name} must be {' or '.join(parts)}, not {value!r}")
     return cls(**m)
 
 

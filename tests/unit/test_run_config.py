@@ -54,6 +54,14 @@ def test_sweep_values_reach_the_reward():
     (["loop.mode=one_step_off", "+algorithm.tis_cap=null"], "needs the importance correction"),
     (["loop.sync=nccl"], "loop.sync merged, lora or broadcast"),
     (["+policy.learner.world_size=0"], "world_size"),
+    # Before: a ValueError traceback from float("abc"); NaN passed and stopped the run after Ray and W&B started;
+    # loop.steps=abc said "'<' not supported between instances of 'str' and 'int'".
+    (["delta=abc"], "delta must be a finite number, not 'abc'"),
+    (["delta=nan"], "delta must be a finite number, not nan"),
+    (["loop.steps=abc"], "loop.steps must be int, not 'abc'"),
+    (["loop.steps=1.5"], "loop.steps must be int, not 1.5"),
+    (["validation.at_start=maybe"], "validation.at_start must be bool"),
+    (["validation.max_tokens=many"], "validation.max_tokens must be int or None"),
 ])
 def test_bad_configs_are_clear_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):
