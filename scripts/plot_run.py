@@ -42,18 +42,23 @@ def series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
     return xs, ys
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default RUN_DIR/curves.png)")
     parser.add_argument("--keys", nargs="*", default=None, help="plot only these keys, one panel")
     parser.add_argument("--title", default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     path = args.run_dir / "metrics.jsonl" if args.run_dir.is_dir() else args.run_dir
     if not path.is_file():
         print(f"plot_run: {path}: no such file (a run directory holds metrics.jsonl)", file=sys.stderr)
         return 2
-    rows = read_metrics(path)
+    try:
+        rows = read_metrics(path)
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"plot_run: {path}: cannot read ({e})", file=sys.stderr)
+        return 2
+    rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("step"), (int, float))]  # metrics rows
     if not rows:
         print(f"plot_run: {path} holds no rows", file=sys.stderr)
         return 2
@@ -86,6 +91,10 @@ def main() -> int:
     fig.suptitle(args.title or str(args.run_dir))
     fig.tight_layout()
     out = args.out or (args.run_dir if args.run_dir.is_dir() else args.run_dir.parent) / "curves.png"
+    if out.is_dir():
+        out = out / "curves.png"
+    elif not out.suffix:  # matplotlib would add .png itself, and the path printed would not be the file's
+        out = out.with_suffix(".png")
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     print(out)
