@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Evaluate the reference solutions of a problem set with the full environment (a check of the
 environment itself: every reference must be `correct`). Prints a table of verdicts, writes
-`verdicts.jsonl` to Hydra's output directory and exits non-zero if any reference is not correct.
+`verdicts.jsonl` to Hydra's output directory and exits 1 if any reference is not correct, 2 on a bad setting.
 
   python scripts/check_references.py                       # built-in set, cuda if available else cpu
   python scripts/check_references.py eval.device=cpu levels=[0,1]
@@ -19,24 +19,31 @@ from omegaconf import DictConfig, OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envs import EvalSettings, Evaluator, load_problem_set  # noqa: E402
+from envs import EvalSettings, Evaluator, ProblemError, load_problem_set  # noqa: E402
 from envs.antihack.judge import LLMJudge  # noqa: E402
 from envs.cache import SqliteCache  # noqa: E402
 from envs.report import verdict_table  # noqa: E402
+from rewards.makora import check_delta  # noqa: E402
 
 log = logging.getLogger("kernelrl")
 
 
 @hydra.main(config_path="../conf", config_name="check_references", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    settings = EvalSettings.from_mapping(OmegaConf.to_container(cfg.eval, resolve=True))
-    levels = list(cfg.levels) if cfg.levels is not None else None
-    problems = [p for p in load_problem_set(cfg.problems, levels) if p.reference_solution]
-    if not problems:
-        raise SystemExit(f"no problems with reference solutions in {cfg.problems!r} (levels={levels})")
-    cache = SqliteCache(cfg.cache_path) if cfg.cache_path else None
-    judge_cfg = OmegaConf.to_container(cfg.judge, resolve=True)
-    judge = LLMJudge.from_mapping(judge_cfg) if judge_cfg.get("enabled") else None
+    # A bad setting exits 2 with one line: exit 1 means that a reference is not correct.
+    try:
+        settings = EvalSettings.from_mapping(OmegaConf.to_container(cfg.eval, resolve=True))
+        check_delta(cfg.delta)
+        levels = list(cfg.levels) if cfg.levels is not None else None
+        problems = [p for p in load_problem_set(cfg.problems, levels) if p.reference_solution]
+        if not problems:
+            raise ValueError(f"no problems with reference solutions in {cfg.problems!r} (levels={levels})")
+        cache = SqliteCache(cfg.cache_path) if cfg.cache_path else None
+        judge_cfg = OmegaConf.to_container(cfg.judge, resolve=True)
+        judge = LLMJudge.from_mapping(judge_cfg) if judge_cfg.get("enabled") else None
+    except (ValueError, ProblemError) as e:
+        print(f"check_references: error: {e}", file=sys.stderr)
+        sys.exit(2)
     out_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     log.info("evaluating %d reference solutions (%s) -> %s", len(problems), cfg.problems, out_dir)
     items = [(p, Path(p.reference_solution).read_text()) for p in problems]

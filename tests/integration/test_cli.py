@@ -144,3 +144,15 @@ def test_a_kernelbench_problem_runs_at_derived_cpu_sizes_and_a_bad_cache_exits_2
     assert bad.returncode == 2 and bad.stdout == "", bad.stderr
     assert "cannot be used as a SQLite cache" in bad.stderr and "Traceback" not in bad.stderr
     assert not_a_database.read_text() == "notes\n"
+
+
+def test_check_references_bad_settings_exit_2_not_1(tmp_path):
+    """Exit 1 means a reference is not correct; a bad setting was a traceback with exit 1 too."""
+    for override, message in (("problems=/no/such/set", "not 'builtin'"), ("levels=[9]", "no problems"),
+                              ("eval.device=tpu", "device must be"), ("delta=abc", "delta must be"),
+                              (f"cache_path={tmp_path}", "cannot be used as a SQLite cache")):
+        result = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_references.py"), override,
+                                 f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, cwd=ROOT,
+                                timeout=300)
+        assert result.returncode == 2, (override, result.stderr[-2000:])
+        assert message in result.stderr and "Traceback" not in result.stderr, (override, result.stderr[-2000:])
