@@ -299,6 +299,15 @@ def derive_small_sizes(problem: Problem, pool: Any, search: SizeSearch = SizeSea
                     f"{search.max_elements} elements ({summary})")
 
 
+def needs_small_sizes(problem: Problem, search: SizeSearch = SizeSearch()) -> bool:
+    """A problem without SMALL_SIZES whose inputs are not already small (estimated from its source) and that has
+    sizes to scale; one with none, or already within the bound, runs as it is written."""
+    if problem.small_sizes or not scalable_constants(problem.source, search.min_scaled):
+        return False
+    elements = estimate_elements(problem.source)
+    return elements is None or elements > search.max_elements
+
+
 def apply_small_sizes(problems: list[Problem], search: SizeSearch = SizeSearch(), cache: Any = None,
                       workers: int = 1) -> tuple[list[Problem], dict[str, DerivedSizes], dict[str, str]]:
     """Give every problem without SMALL_SIZES derived ones: (problems with sizes, derived per id, why a problem

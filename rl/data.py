@@ -137,6 +137,21 @@ class ProblemData:
             weights = {p.id: known[p.id] for p in train}
         return cls(train, validation, weights)
 
+    def fitted(self, settings: Any, cache: Any = None) -> tuple[ProblemData, dict[str, str]]:
+        """This data fitted to a CPU evaluator (envs.screening.fit_problems: derived small sizes for problems
+        without SMALL_SIZES, degenerate ones left out) and the reason per problem left out. Raises DataError
+        when no training problem is left."""
+        from envs.screening import fit_problems
+
+        fitted, skipped = fit_problems(self.train + self.validation, settings, cache)
+        by_id = {p.id: p for p in fitted}
+        train = [by_id[p.id] for p in self.train if p.id in by_id]
+        if not train:
+            raise DataError(f"no training problem can be evaluated here: {skipped}")
+        validation = [by_id[p.id] for p in self.validation if p.id in by_id]
+        weights = None if self.weights is None else {p.id: self.weights[p.id] for p in train}
+        return ProblemData(train, validation, weights), skipped
+
 
 class ProblemSampler:
     """Draws training problems: shuffled epochs over the (curriculum's) pool, reproducible from the seed.

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from envs import EvalSettings, Evaluator, Problem, ProblemError, resolve_problem  # noqa: E402
 from envs.cache import CacheError, SqliteCache  # noqa: E402
 from envs.evaluator import EvaluatorError  # noqa: E402
-from envs.small_sizes import SizeSearch, apply_small_sizes, estimate_elements, scalable_constants  # noqa: E402
+from envs.small_sizes import apply_small_sizes, needs_small_sizes  # noqa: E402
 from envs.worker.pool import resolve_device  # noqa: E402
 from rewards import DEFAULT_DELTA  # noqa: E402
 from rewards.makora import check_delta  # noqa: E402
@@ -121,15 +121,6 @@ def load_manifest(path: Path) -> list[tuple]:
     if not pairs:
         raise BadInput(f"{path}: the manifest holds no pairs")
     return pairs
-
-
-def needs_small_sizes(problem: Problem, search: SizeSearch = SizeSearch()) -> bool:
-    """A problem without SMALL_SIZES whose inputs are not already small (estimated from its source) and that has
-    sizes to scale; one with none, or already within the bound, runs as it is written."""
-    if problem.small_sizes or not scalable_constants(problem.source, search.min_scaled):
-        return False
-    elements = estimate_elements(problem.source)
-    return elements is None or elements > search.max_elements
 
 
 def with_small_sizes(pairs: list[tuple], workers: int, cache) -> list[tuple]:

@@ -52,6 +52,26 @@ def check(cfg: DictConfig) -> tuple[RunConfig, ProblemData]:
     return run, data
 
 
+def fit_to_evaluator(run: RunConfig, data: ProblemData) -> ProblemData:
+    """On a CPU evaluator, problems without SMALL_SIZES (KernelBench files) get derived small sizes and
+    degenerate problems are left out (envs/screening.py, cached per problem), before Ray or a model starts.
+    A GPU run's driver may have no GPU to check them on, so there the set is used as loaded."""
+    from envs.cache import SqliteCache
+    from envs.worker.pool import resolve_device
+
+    if resolve_device(run.eval.device) != "cpu":
+        return data
+    try:
+        cache = SqliteCache(run.cache_path) if run.cache_path else None
+        data, skipped = data.fitted(run.eval, cache)
+    except (DataError, ValueError) as e:  # envs.cache.CacheError is a ValueError
+        print(f"kernelrl: configuration error: {e}", file=sys.stderr)
+        sys.exit(2)
+    for problem_id, reason in skipped.items():
+        log.warning("left out %s: %s", problem_id, reason)
+    return data
+
+
 def run_hosted_rft(run: RunConfig, data: ProblemData, run_dir: Path, cfg: DictConfig) -> int:
     """OpenAI reinforcement fine-tuning graded by this machine's evaluation service (rl/hosted, docs/hosted.md)."""
     from rl.hosted.driver import run_hosted
@@ -72,6 +92,7 @@ def main(cfg: DictConfig) -> None:
     run_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     if run.runs_hosted_rft:  # an API policy under a recipe with hosted.mode=rft: OpenAI trains, KernelRL grades
         sys.exit(run_hosted_rft(run, data, run_dir, cfg))
+    data = fit_to_evaluator(run, data)
     log.info("%d training and %d validation problems; policy %s (%s); %d steps -> %s", len(data.train),
              len(data.validation), run.policy.name, run.policy.engine_kind, run.loop.steps, run_dir)
     if run.policy.learner is None:

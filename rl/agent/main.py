@@ -78,19 +78,11 @@ def _pool(cfg: Mapping[str, Any], settings: EvalSettings, cache: Any) -> tuple[A
 
 
 def _problems(cfg: Mapping[str, Any], settings: EvalSettings, cache: Any) -> tuple[list[Problem], dict[str, str]]:
-    from envs import Evaluator
-    from envs.small_sizes import SizeSearch, apply_small_sizes
-    from envs.worker.pool import resolve_device
-    from rl.bench.main import _screen, select_problems
+    from envs.screening import fit_problems
+    from rl.bench.main import select_problems
 
-    problems = select_problems(str(cfg["problems"]), cfg.get("levels"), cfg.get("ids"))
-    skipped: dict[str, str] = {}
-    if settings.resolved_size(resolve_device(settings.device)) == "small" and any(not p.small_sizes for p in problems):
-        problems, _, failed = apply_small_sizes(problems, SizeSearch(), cache, workers=settings.workers)
-        skipped.update(failed)
-    with Evaluator(dataclasses.replace(settings, workers=1), cache=cache) as checker:
-        problems, degenerate = _screen(checker, problems)  # a trivial answer would pass these
-    skipped.update(degenerate)
+    problems, skipped = fit_problems(select_problems(str(cfg["problems"]), cfg.get("levels"), cfg.get("ids")),
+                                     settings, cache)
     if not problems:
         raise AgentError(f"no problem left to search: {skipped}")
     return problems, skipped

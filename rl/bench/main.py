@@ -71,23 +71,6 @@ def select_problems(spec: str, levels: list[int] | None, ids: list[str] | None) 
     return problems
 
 
-def _screen(evaluator: Any, problems: list[Problem]) -> tuple[list[Problem], dict[str, str]]:
-    """Leave out degenerate problems (a trivial answer would pass them), saying why, instead of failing the run."""
-    try:
-        evaluator.validate_problems(problems)
-        return problems, {}
-    except ProblemError:
-        pass
-    kept, skipped = [], {}
-    for p in problems:  # cached: only the failing ones run again
-        try:
-            evaluator.validate_problems([p])
-            kept.append(p)
-        except ProblemError as e:
-            skipped[p.id] = str(e).split("\n", 1)[-1].strip()
-    return kept, skipped
-
-
 def trajectory_settings(cfg: dict[str, Any]) -> Any:
     """`rollout.tools` + `rollout.trajectory` as the rl.rollout.trajectory.TrajectoryConfig the training loop
     would build for this policy (rl.config.trajectory_config), or None when no tool is on. Refused here, before
@@ -177,6 +160,7 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     `engine` (optional) replaces the policy's engine (an rl.types.RolloutEngine, e.g. a scripted one in tests)."""
     from envs.antihack.judge import LLMJudge
     from envs.cache import SqliteCache
+    from envs.screening import drop_degenerate
     from envs.small_sizes import SizeSearch, apply_small_sizes
     from rewards.makora import check_delta
 
@@ -229,12 +213,12 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
         evaluator = _evaluator(cfg, settings, cache, judge)
         try:
             if cfg["backend"] == "local":
-                problems, degenerate = _screen(evaluator, problems)
+                problems, degenerate = drop_degenerate(evaluator, problems)
             else:
                 from envs import Evaluator
 
                 with Evaluator(dataclasses.replace(settings, workers=1), cache=cache) as checker:
-                    problems, degenerate = _screen(checker, problems)
+                    problems, degenerate = drop_degenerate(checker, problems)
             skipped.update(degenerate)
             if not problems:
                 raise BenchmarkError(f"every problem was left out: {skipped}")
