@@ -6,8 +6,9 @@
   python scripts/train.py -m delta=1.2,1.5,1.8,2.1         # a sweep (one run directory per value)
   python scripts/train.py resume=outputs/2026-12-01/08-00-00   # continue a stopped run
 
-Everything the config names is checked before Ray, vLLM or a model starts: a bad key, choice, model
-path, problem set, resume path or a missing API key exits with code 2 and one clear line. Outputs go
+Everything the config names is checked before Ray, vLLM or a model starts: a bad value, `+key`, model
+path, problem set, resume path or a missing API key exits with code 2 and one clear line (what Hydra
+cannot compose, an unknown choice or a key without `+`, exits 1 with Hydra's message). Outputs go
 to Hydra's run directory: metrics.jsonl, summary.json, wandb/, checkpoints/, final_policy/.
 """
 
