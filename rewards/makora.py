@@ -27,8 +27,7 @@ def check_delta(delta: object) -> float:
 
 
 def makora_reward(correct: bool, speedup: float | None, delta: float = DEFAULT_DELTA) -> float:
-    if not math.isfinite(delta):
-        raise ValueError(f"delta must be finite, got {delta}")
+    delta = check_delta(delta)
     if not correct:
         return 0.0
     if speedup is not None and not math.isfinite(speedup):
