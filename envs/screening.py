@@ -13,7 +13,7 @@ from typing import Any
 
 from envs.problems import Problem, ProblemError
 from envs.settings import EvalSettings
-from envs.small_sizes import SizeSearch, apply_small_sizes, needs_small_sizes
+from envs.small_sizes import SizeSearch, size_large_problems
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +45,12 @@ def fit_problems(problems: list[Problem], settings: EvalSettings, cache: Any = N
 
     skipped: dict[str, str] = {}
     if settings.resolved_size(resolve_device(settings.device)) == "small":
-        large = [p for p in problems if needs_small_sizes(p, search)]  # already small ones run as written
-        if large:
-            log.info("deriving small sizes for %d problem(s) without SMALL_SIZES (cached per problem)", len(large))
-            sized, _, failed = apply_small_sizes(large, search, cache, workers=settings.workers)
-            skipped.update(failed)
-            by_id = {p.id: p for p in sized}
-            problems = [by_id.get(p.id, p) for p in problems if p.id not in failed]
+        sized, failed = size_large_problems(  # already small ones run as written
+            problems, search, cache, settings.workers,
+            announce=lambda n: log.info("deriving small sizes for %d problem(s) without SMALL_SIZES (cached per "
+                                        "problem)", n))
+        skipped.update(failed)
+        problems = [sized.get(p.sha256, p) for p in problems if p.id not in failed]
     if problems:
         log.info("checking %d problem(s) for degenerate outputs (cached per problem)", len(problems))
         with Evaluator(dataclasses.replace(settings, workers=1), cache=cache) as checker:

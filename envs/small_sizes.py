@@ -308,6 +308,32 @@ def needs_small_sizes(problem: Problem, search: SizeSearch = SizeSearch()) -> bo
     return elements is None or elements > search.max_elements
 
 
+def size_large_problems(problems: list[Problem], search: SizeSearch = SizeSearch(), cache: Any = None,
+                        workers: int = 1, announce: Any = None) -> tuple[dict[str, Problem], dict[str, str]]:
+    """Derived small sizes for the problems that need them (needs_small_sizes): (the sized problem per source
+    hash, the reason per problem id that no small size fits). Each source is sized once; files that share an
+    id but not a source (two `model.py` of a manifest) are sized apart, since apply_small_sizes keys by id.
+    `announce(n)` is called before any work with the number of problems to size."""
+    unique = list({p.sha256: p for p in problems if needs_small_sizes(p, search)}.values())
+    if not unique:
+        return {}, {}
+    if announce is not None:
+        announce(len(unique))
+    batches: list[dict[str, Problem]] = []
+    for problem in unique:
+        batch = next((b for b in batches if problem.id not in b), None)
+        if batch is None:
+            batches.append(batch := {})
+        batch[problem.id] = problem
+    sized: dict[str, Problem] = {}
+    failed: dict[str, str] = {}
+    for batch in batches:
+        found, _, bad = apply_small_sizes(list(batch.values()), search, cache, workers=workers)
+        sized.update({p.sha256: p for p in found})
+        failed.update(bad)
+    return sized, failed
+
+
 def apply_small_sizes(problems: list[Problem], search: SizeSearch = SizeSearch(), cache: Any = None,
                       workers: int = 1) -> tuple[list[Problem], dict[str, DerivedSizes], dict[str, str]]:
     """Give every problem without SMALL_SIZES derived ones: (problems with sizes, derived per id, why a problem

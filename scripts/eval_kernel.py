@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envs import EvalSettings, Evaluator, Problem, ProblemError, resolve_problem  # noqa: E402
+from envs import EvalSettings, Evaluator, ProblemError, resolve_problem  # noqa: E402
 from envs.cache import CacheError, SqliteCache  # noqa: E402
 from envs.evaluator import EvaluatorError  # noqa: E402
-from envs.small_sizes import apply_small_sizes, needs_small_sizes  # noqa: E402
+from envs.small_sizes import size_large_problems  # noqa: E402
 from envs.worker.pool import resolve_device  # noqa: E402
 from rewards import DEFAULT_DELTA  # noqa: E402
 from rewards.makora import check_delta  # noqa: E402
@@ -127,24 +127,13 @@ def with_small_sizes(pairs: list[tuple], workers: int, cache) -> list[tuple]:
     """`pairs` with derived small sizes where needs_small_sizes (KernelBench files), as the benchmark and the
     agent derive them (envs/small_sizes.py, cached): at its full size such a problem exhausts the CPU worker's
     memory or deadline under the Triton interpreter. A problem no small size fits is a BadInput."""
-    unique = list({p.sha256: p for p, _ in pairs if needs_small_sizes(p)}.values())
-    if not unique:
-        return pairs
-    batches: list[dict[str, Problem]] = []  # apply_small_sizes keys by id: two files with one id go apart
-    for problem in unique:
-        batch = next((b for b in batches if problem.id not in b), None)
-        if batch is None:
-            batches.append(batch := {})
-        batch[problem.id] = problem
-    print(f"sizing {len(unique)} problem(s) without SMALL_SIZES for the CPU (derived once, then cached)",
-          file=sys.stderr, flush=True)
-    sized: dict[str, Problem] = {}
-    for batch in batches:
-        found, _, failed = apply_small_sizes(list(batch.values()), cache=cache, workers=workers)
-        if failed:
-            problem_id, reason = next(iter(failed.items()))
-            raise BadInput(f"{reason}; --size full evaluates {problem_id} at its full size")
-        sized.update({p.sha256: p for p in found})
+    sized, failed = size_large_problems(
+        [p for p, _ in pairs], cache=cache, workers=workers,
+        announce=lambda n: print(f"sizing {n} problem(s) without SMALL_SIZES for the CPU (derived once, then "
+                                 "cached)", file=sys.stderr, flush=True))
+    if failed:
+        problem_id, reason = next(iter(failed.items()))
+        raise BadInput(f"{reason}; --size full evaluates {problem_id} at its full size")
     return [(sized.get(p.sha256, p), answer) for p, answer in pairs]
 
 

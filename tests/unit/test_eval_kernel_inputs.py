@@ -6,6 +6,7 @@ import json
 import pytest
 
 from envs.problems import load_problem_file, resolve_problem
+from envs.small_sizes import needs_small_sizes
 from tests.conftest import ROOT
 
 spec = importlib.util.spec_from_file_location("eval_kernel", ROOT / "scripts" / "eval_kernel.py")
@@ -78,8 +79,8 @@ def test_only_large_problems_without_small_sizes_get_derived_cpu_sizes(tmp_path)
         path.write_text(text)
         return load_problem_file(path)
 
-    assert eval_kernel.needs_small_sizes(problem(KERNELBENCH_STYLE.format(batch=4096, dim=393216)))
-    assert not eval_kernel.needs_small_sizes(problem(KERNELBENCH_STYLE.format(batch=8, dim=1000)))  # small already
-    assert not eval_kernel.needs_small_sizes(problem(KERNELBENCH_STYLE.format(batch=8, dim=8).replace(
+    assert needs_small_sizes(problem(KERNELBENCH_STYLE.format(batch=4096, dim=393216)))
+    assert not needs_small_sizes(problem(KERNELBENCH_STYLE.format(batch=8, dim=1000)))  # small already
+    assert not needs_small_sizes(problem(KERNELBENCH_STYLE.format(batch=8, dim=8).replace(
         "torch.rand(batch_size, dim)", "torch.rand(4096, 4096)")))  # nothing to scale: runs as written
-    assert not eval_kernel.needs_small_sizes(resolve_problem("L0_02_relu"))  # has SMALL_SIZES
+    assert not needs_small_sizes(resolve_problem("L0_02_relu"))  # has SMALL_SIZES
