@@ -94,10 +94,10 @@ class EvalSettings:
     # with the kernel's, and derive the speedup from that (envs/speedup.py) instead of the cached baseline.
     reanchor: bool = True
     anchor_runs: int = 50
-    # The candidate's timed runs (and the anchor's) split over this many copies of the inputs at fresh
-    # addresses: where a tensor lands in memory moves a kernel's time by a few percent (H200: the same
-    # swish kernel 0.7% apart over 8 windows on the same inputs, 6% on freshly allocated ones), so one
-    # placement per evaluation makes the speedup depend on an allocation accident.
+    # The candidate's timed runs (and the anchor's) split over this many copies of the inputs in new device
+    # memory (envs.worker.outcome.move_to_fresh_placement): where a tensor lands moves a kernel's time by a
+    # few percent (H200: the same swish kernel 0.7% apart over 8 windows on the same inputs, 6% on freshly
+    # allocated ones), so one placement per evaluation makes the speedup depend on an allocation accident.
     placements: int = 3
     # PyTorch compute the candidate may run outside its kernels, as a share of the reference's cost
     # (FLOPs and bytes of the ATen ops at the problem's size, envs/antihack/cost.py); above it: baseline_kernel.

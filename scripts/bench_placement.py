@@ -8,7 +8,8 @@ window after the first, by mode:
   clone       inputs cloned while the old copies live (what placements did until session 7: cached segments)
   realloc     inputs freed, the allocator's cache emptied, a random spacer, inputs allocated again
   outputs     the block earlier outputs used is held by a plug, so this window's outputs land elsewhere
-  evaluator   envs.worker.outcome.move_to_fresh_placement, as the worker's placement blocks call it
+  evaluator   envs.worker.outcome.move_to_fresh_placement and allocating_in_placement, as the worker's
+              placement blocks call them (inputs, outputs and scratch in a new private pool per window)
 
 Per mode: the kernel's CV over the windows' medians and the relative range of the eager/kernel ratio. A mode
 whose range is near `same`'s does not sample placements; the evaluator's should be near `realloc`'s, since
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from envs.timing import ANCHOR, KERNEL, interleaved_schedule, time_interleaved  # noqa: E402
-from envs.worker.outcome import clone_args, load_module, move_to_fresh_placement  # noqa: E402
+from envs.worker.outcome import allocating_in_placement, clone_args, load_module, move_to_fresh_placement  # noqa: E402
 
 MODES = ("same", "clone", "realloc", "outputs", "evaluator")
 
@@ -61,9 +62,9 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
         medians, ratios = [], []
         for w in range(windows):
             if w:
-                place(mode, placed, problem.get_inputs, example, plugs, rng)
-            fns: dict[str, Callable[[], Any]] = {KERNEL: lambda: kernel(*placed["inputs"]),
-                                                 ANCHOR: lambda: reference(*placed["anchor"])}
+                place(mode, placed, inputs, example, plugs, rng)
+            fns: dict[str, Callable[[], Any]] = {KERNEL: lambda: placed_call(kernel, placed, "inputs"),
+                                                 ANCHOR: lambda: placed_call(reference, placed, "anchor")}
             with torch.no_grad():
                 timed = time_interleaved(fns, interleaved_schedule(runs, runs // 2))
             k, a = statistics.median(timed.samples[KERNEL]), statistics.median(timed.samples[ANCHOR])
@@ -78,7 +79,13 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
     return rows
 
 
-def place(mode: str, placed: dict, fresh_inputs: Callable[[], list[Any]], example: Any,
+def placed_call(module: torch.nn.Module, placed: dict, key: str) -> Any:
+    """Run `module` on `placed[key]`, allocating in the placement block's pool where it has one (evaluator)."""
+    with allocating_in_placement(placed):
+        return module(*placed[key])
+
+
+def place(mode: str, placed: dict, originals: list[Any], example: Any,
           plugs: list[torch.Tensor], rng: random.Random) -> None:
     """Move the tensors of the next window as `mode` says (see the module docstring)."""
     if mode == "clone":
@@ -95,7 +102,7 @@ def place(mode: str, placed: dict, fresh_inputs: Callable[[], list[Any]], exampl
         plugs.append(torch.empty_like(example))  # takes the free block the last outputs used
         plugs.append(torch.empty(rng.randint(1, 32) << 21, dtype=torch.uint8, device="cuda"))
     elif mode == "evaluator":
-        move_to_fresh_placement(placed, list(placed["inputs"]), spacer_bytes=rng.randint(1, 32) << 21)
+        move_to_fresh_placement(placed, originals, spacer_bytes=rng.randint(1, 32) << 21)
 
 
 def main() -> int:

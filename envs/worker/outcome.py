@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 import types
@@ -32,23 +33,39 @@ def clone_args(args: list[Any]) -> list[Any]:
 
 
 def move_to_fresh_placement(placed: dict[str, Any], inputs: list[Any], spacer_bytes: int = 0) -> None:
-    """New copies of `inputs` for the candidate (`placed["inputs"]`) and the anchor (`placed["anchor"]`), each
-    allocated while the copy it replaces is still alive: the caching allocator hands a freed block to the next
-    request of its size, so dropping the old copies first gave every later placement block the same address
-    (H200 probe, 2026-12-01). Peak: the originals plus three copies.
+    """New copies of the original `inputs` for the candidate (`placed["inputs"]`) and the anchor
+    (`placed["anchor"]`).
 
-    On a GPU the copies also come from fresh device memory: the allocator's cached free segments are released
-    first (torch.cuda.empty_cache), and a `spacer_bytes` allocation taken before the copies shifts where the new
-    segments land. A copy carved out of a cached segment keeps the physical memory of an earlier tensor, and
-    on the H200 moving inputs that way changed a memory-bound kernel's time by 0.5% over 8 windows, while
-    freeing and re-allocating them did by 6.1%: the spread that separates evaluations in fresh processes
-    (docs/gpu-notes.md, session 7). Each block then samples a physical placement, as each evaluation does."""
+    On a GPU the copies come from new device memory: the previous block's copies are dropped, the allocator's
+    free segments released (torch.cuda.empty_cache), and the new copies allocated in a private memory pool of
+    their own (`placed["pool"]`), behind a `spacer_bytes` allocation that shifts where the driver places them.
+    A private pool cannot hand out free space of a segment that other tensors still occupy, which the default
+    pool did: there the copies kept the physical memory of earlier tensors, and on the H200 such moves changed
+    a memory-bound kernel's time by 0.4-1.3% over 8 windows, while freeing and re-allocating the inputs did by
+    5.8-6.3%, the spread that separates evaluations in fresh processes (docs/gpu-notes.md, sessions 7 and 9).
+    Each block then samples a physical placement, as each evaluation does. Peak: the originals plus two copies.
+    Tensors still holding the old pool's memory (outputs that view an input) stay valid: its segments are
+    returned only once nothing uses them."""
     device = next((a.device for a in inputs if isinstance(a, torch.Tensor) and a.is_cuda), None)
-    spacer = None
-    if device is not None:
-        torch.cuda.empty_cache()
-        if spacer_bytes > 0:
-            spacer = torch.empty(spacer_bytes, dtype=torch.uint8, device=device)
-    placed["inputs"] = clone_args(inputs)  # the previous candidate copy (or the originals) still held meanwhile
-    placed["anchor"] = clone_args(inputs)
-    del spacer
+    if device is None:
+        placed["inputs"], placed["anchor"] = clone_args(inputs), clone_args(inputs)
+        return
+    for key in ("inputs", "anchor", "pool"):
+        placed.pop(key, None)
+    torch.cuda.empty_cache()
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool, device):
+        spacer = torch.empty(spacer_bytes, dtype=torch.uint8, device=device) if spacer_bytes > 0 else None
+        placed["inputs"], placed["anchor"] = clone_args(inputs), clone_args(inputs)
+        del spacer
+    placed["pool"] = pool
+
+
+def allocating_in_placement(placed: dict[str, Any]) -> contextlib.AbstractContextManager:
+    """Allocations made inside land in the current placement block's private pool (`placed["pool"]`), after its
+    inputs: the outputs and scratch tensors of the timed runs move to new memory with each block as the inputs
+    do. Kept in the default pool, they took the same cached block in every block of an evaluation, and on the
+    H200 a kernel's time then moved up to 14% between evaluations while its 8 blocks agreed within 2%
+    (docs/gpu-notes.md, session 9)."""
+    pool = placed.get("pool")
+    return torch.cuda.use_mem_pool(pool) if pool is not None else contextlib.nullcontext()

@@ -22,7 +22,7 @@ from envs.timing import ANCHOR, KERNEL, host_tail_ms, placement_blocks, time_in_
 from envs.verdict import TimingStats
 from envs.worker.harness_state import LAUNCHES
 from envs.worker.outcome import clone_args as _clone
-from envs.worker.outcome import move_to_fresh_placement
+from envs.worker.outcome import allocating_in_placement, move_to_fresh_placement
 
 
 class TimingPhase:
@@ -89,7 +89,8 @@ class TimingPhase:
 
         def call() -> Any:
             before = LAUNCHES.launches(self.solution_module)
-            out = self._run_candidate(lambda: self.candidate(*placed["inputs"]), "timed run", sync=not timing)
+            with allocating_in_placement(placed):
+                out = self._run_candidate(lambda: self.candidate(*placed["inputs"]), "timed run", sync=not timing)
             if LAUNCHES.launches(self.solution_module) == before:
                 idle_calls.append(len(idle_calls))
             LAUNCHES.check_streams(self.solution_module, "a timed run")
@@ -105,9 +106,13 @@ class TimingPhase:
                 def replace_inputs() -> None:
                     move_to_fresh_placement(placed, inputs, spacer_bytes=spacers.randint(1, 32) << 21)
 
-                stats, kept = self._time(call, keep=(probe, runs - 1), anchor=lambda: self.model(*placed["anchor"]),
-                                         replace_inputs=replace_inputs)
+                def anchor() -> Any:
+                    with allocating_in_placement(placed):
+                        return self.model(*placed["anchor"])
+
+                stats, kept = self._time(call, keep=(probe, runs - 1), anchor=anchor, replace_inputs=replace_inputs)
                 placed["inputs"], placed["anchor"] = inputs, None
+                placed.pop("pool", None)  # the last block's copies: returned at the next empty_cache
             else:
                 kept = {}
                 for i in range(runs):

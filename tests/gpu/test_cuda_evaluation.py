@@ -113,16 +113,29 @@ def test_reanchoring_can_be_switched_off():
     assert v.speedup_interval.low <= v.speedup <= v.speedup_interval.high
 
 
-def test_a_placement_block_gets_fresh_device_memory_not_a_cached_segment():
+def test_a_placement_block_gets_new_device_memory_not_a_shared_cached_segment():
     import torch
 
     from envs.worker.outcome import clone_args, move_to_fresh_placement
 
+    def segment_of(ptr: int) -> dict:
+        return next(s for s in torch.cuda.memory_snapshot() if s["address"] <= ptr < s["address"] + s["total_size"])
+
     inputs = [torch.randn(1 << 24, device="cuda"), 3]  # 64 MiB
     spare = torch.empty(1 << 28, dtype=torch.uint8, device="cuda")
-    del spare  # a cached free segment that could hold both copies
+    del spare  # a cached free segment with room for both copies ...
+    keep = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")  # ... that another tensor keeps in use
+    shared = segment_of(keep.data_ptr())["address"]
     placed = {"inputs": inputs, "anchor": clone_args(inputs)}
-    segments = torch.cuda.memory_stats()["segment.all.allocated"]
     move_to_fresh_placement(placed, inputs, spacer_bytes=6 << 20)
-    assert torch.cuda.memory_stats()["segment.all.allocated"] >= segments + 3  # spacer + two copies, new segments
-    assert torch.equal(placed["inputs"][0], inputs[0]) and torch.equal(placed["anchor"][0], inputs[0])
+    for copy in (placed["inputs"][0], placed["anchor"][0]):
+        segment = segment_of(copy.data_ptr())
+        assert segment["address"] != shared and tuple(segment["segment_pool_id"]) == tuple(placed["pool"].id)
+        assert torch.equal(copy, inputs[0])
+    assert placed["inputs"][1] == 3 and placed["inputs"][0] is not placed["anchor"][0]
+    move_to_fresh_placement(placed, inputs, spacer_bytes=6 << 20)  # the default pool's copy is released too
+    reserved = torch.cuda.memory_reserved()
+    for _ in range(5):  # earlier blocks' pools are returned: memory does not grow block by block
+        move_to_fresh_placement(placed, inputs, spacer_bytes=6 << 20)
+    assert torch.cuda.memory_reserved() <= reserved
+    del keep
