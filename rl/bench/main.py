@@ -161,7 +161,7 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     from envs.antihack.judge import LLMJudge
     from envs.cache import SqliteCache
     from envs.screening import drop_degenerate
-    from envs.small_sizes import SizeSearch, apply_small_sizes
+    from envs.small_sizes import SizeSearch, apply_small_sizes, needs_small_sizes
     from rewards.makora import check_delta
 
     started = time.perf_counter()
@@ -181,16 +181,22 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     size = settings.resolved_size(device)
     skipped: dict[str, str] = {}
     derived: dict[str, Any] = {}
-    if size == "small" and any(not p.small_sizes for p in problems):
-        sz = dict(cfg.get("small_sizes") or {})
-        if not sz.pop("derive", True):
-            skipped.update({p.id: "no SMALL_SIZES and small_sizes.derive=false" for p in problems if not p.small_sizes})
-            problems = [p for p in problems if p.small_sizes]
-        else:
-            log.info("deriving small sizes for %d problems", sum(not p.small_sizes for p in problems))
-            problems, found, failed = apply_small_sizes(problems, SizeSearch(**sz), cache, workers=settings.workers)
-            derived = {k: dataclasses.asdict(v) for k, v in found.items()}
-            skipped.update(failed)
+    sz = dict(cfg.get("small_sizes") or {})
+    derive = sz.pop("derive", True)
+    search = SizeSearch(**sz)
+    # Only problems too large for the CPU get sizes (envs.small_sizes.needs_small_sizes), as in eval_kernel.py and
+    # training; one already small runs as it is written.
+    large = [p for p in problems if needs_small_sizes(p, search)] if size == "small" else []
+    if large and not derive:
+        skipped.update({p.id: "no SMALL_SIZES and small_sizes.derive=false" for p in large})
+        problems = [p for p in problems if p.id not in skipped]
+    elif large:
+        log.info("deriving small sizes for %d problems", len(large))
+        sized, found, failed = apply_small_sizes(large, search, cache, workers=settings.workers)
+        derived = {k: dataclasses.asdict(v) for k, v in found.items()}
+        skipped.update(failed)
+        by_id = {p.id: p for p in sized}
+        problems = [by_id.get(p.id, p) for p in problems if p.id not in failed]
     if not problems:
         raise BenchmarkError(f"no problem left to benchmark: {skipped}")
     if engine is None:

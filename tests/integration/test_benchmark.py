@@ -118,6 +118,23 @@ def test_kernelbench_problems_at_derived_small_sizes(tmp_path):
     assert "Derived small sizes" in (tmp_path / "kb.md").read_text()
 
 
+@pytest.mark.skipif(kernelbench_root() is None, reason="no KernelBench checkout in /work/shared or ../shared")
+def test_a_problem_already_small_is_benchmarked_as_written(tmp_path):
+    """KernelBench level3/32 has no SMALL_SIZES but its inputs are small: no size is derived for it, as eval_kernel.py
+    and training leave it (envs.small_sizes.needs_small_sizes)."""
+    out, answers = tmp_path / "kb.json", tmp_path / "answers"
+    answers.mkdir()
+    (answers / "32_ConvolutionalVisionTransformer.py").write_text("def ModelNew(:\n")  # judged, not run
+    result = bench(tmp_path, "policy=files", f"policy.dir={answers}", f"problems={kernelbench_root()}",
+                   "ids=[kernelbench/level3/32]", f"output={out}", "wandb.mode=disabled")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["run"]["derived_sizes"] == {} and not report["run"]["skipped"]
+    (row,) = report["per_problem"]
+    assert row["problem_id"] == "kernelbench/level3/32" and row["sizes"] is None
+    assert row["status_at_1"] == "compile_error"
+
+
 def test_refinement_rounds_through_a_real_model(tmp_path):
     """A tiny random Llama (rl.models random:tiny-llama, hf engine in a Ray actor) answers garbage: every chain
     stays open, so each sample gets both attempts, the second prompted with the evaluator's feedback."""
