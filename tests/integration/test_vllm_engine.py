@@ -21,6 +21,7 @@ from rl.rollout.actor import RayRolloutEngine  # noqa: E402
 from rl.rollout.config import EngineConfig  # noqa: E402
 from rl.types import RolloutRequest, SamplingConfig, WeightUpdate  # noqa: E402
 from rl.rollout.synthetic import make_adapter, make_merged  # noqa: E402
+from tests.integration.conftest import local_ray  # noqa: E402
 from tests.rollout_fixtures import recompute_logprobs  # noqa: E402
 
 # Measured on the 2-core VM (fp32, SmolLM2-135M, 160 sampled tokens): mean |diff| ~1e-5, max ~1e-4.
@@ -51,17 +52,15 @@ def model_dir():
 def engine(model_dir):
     import ray
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(num_cpus=2, include_dashboard=False)
-    eng = RayRolloutEngine("vllm", model_dir, EngineConfig(
-        kind="vllm", max_model_len=1024, gpu_memory_utilization=0.1, max_num_seqs=16), enable_lora=True)
-    segments = ray.get(eng.actors[0].shm_segments.remote())
-    yield eng
-    eng.shutdown()
-    leftover = [p for p in segments if os.path.exists(p)]
-    if started_here:
-        ray.shutdown()
+    with local_ray(num_cpus=2):  # shut down even when the engine fails to start: later modules get their own
+        eng = RayRolloutEngine("vllm", model_dir, EngineConfig(
+            kind="vllm", max_model_len=1024, gpu_memory_utilization=0.1, max_num_seqs=16), enable_lora=True)
+        try:
+            segments = ray.get(eng.actors[0].shm_segments.remote())
+            yield eng
+        finally:
+            eng.shutdown()
+        leftover = [p for p in segments if os.path.exists(p)]
     assert segments, "the engine should have mapped shared memory (vLLM's message queues)"
     assert not leftover, f"vLLM left shared memory behind after shutdown: {leftover}"
 

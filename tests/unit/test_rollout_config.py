@@ -6,7 +6,7 @@ import pytest
 
 from rl.models import ModelSpecError, RANDOM_PRESETS, check_model_dir, resolve_model, validate_model_spec
 from rl.rollout import make_engine
-from rl.rollout.config import CPU_GPU_MEMORY_UTILIZATION, EngineConfig
+from rl.rollout.config import CPU_GPU_MEMORY_UTILIZATION, CPU_KV_CACHE_GB, EngineConfig
 
 
 def test_missing_model_path_is_a_clear_error(tmp_path):
@@ -49,7 +49,7 @@ def test_engine_config_refuses_unknown_keys_and_bad_values():
         EngineConfig.from_mapping({"kind": "vllm", "max_model_length": 1024})
     for bad in ({"kind": "sglang"}, {"dtype": "fp8"}, {"device": "tpu"}, {"gpu_memory_utilization": 1.5},
                 {"tensor_parallel_size": 0}, {"num_engines": 0}, {"kind": "hf", "tensor_parallel_size": 2},
-                {"num_cpus": 0}, {"kind": "openai"}):
+                {"num_cpus": 0}, {"kind": "openai"}, {"kv_cache_gb": 0}, {"kv_cache_gb": -1.0}):
         with pytest.raises(ValueError):
             EngineConfig.from_mapping(bad)
 
@@ -59,8 +59,11 @@ def test_engine_config_resolves_cpu_defaults():
     assert c.resolved_dtype() == "float32"
     assert c.resolved_gpu_memory_utilization() == CPU_GPU_MEMORY_UTILIZATION
     assert c.resolved_num_gpus() == 0
+    assert c.resolved_kv_cache_bytes() == int(CPU_KV_CACHE_GB * (1 << 30))  # not a share of a NUMA node
+    assert EngineConfig(device="cpu", kv_cache_gb=0.5).resolved_kv_cache_bytes() == 1 << 29
     g = EngineConfig(device="cuda", tensor_parallel_size=2)
     assert g.resolved_dtype() == "bfloat16" and g.resolved_num_gpus() == 2
+    assert g.resolved_kv_cache_bytes() is None  # on a GPU vLLM sizes it from gpu_memory_utilization
 
 
 def test_make_engine_refuses_bad_input_before_building_anything(tmp_path):
