@@ -45,7 +45,7 @@ def fit_problems(problems: list[Problem], settings: EvalSettings, cache: Any = N
 
     skipped: dict[str, str] = {}
     if settings.resolved_size(resolve_device(settings.device)) == "small":
-        sized, failed = size_large_problems(  # already small ones run as written
+        sized, _, failed = size_large_problems(  # already small ones run as written
             problems, search, cache, settings.workers,
             announce=lambda n: log.info("deriving small sizes for %d problem(s) without SMALL_SIZES (cached per "
                                         "problem)", n))

@@ -309,14 +309,15 @@ def needs_small_sizes(problem: Problem, search: SizeSearch = SizeSearch()) -> bo
 
 
 def size_large_problems(problems: list[Problem], search: SizeSearch = SizeSearch(), cache: Any = None,
-                        workers: int = 1, announce: Any = None) -> tuple[dict[str, Problem], dict[str, str]]:
+                        workers: int = 1, announce: Any = None,
+                        ) -> tuple[dict[str, Problem], dict[str, DerivedSizes], dict[str, str]]:
     """Derived small sizes for the problems that need them (needs_small_sizes): (the sized problem per source
-    hash, the reason per problem id that no small size fits). Each source is sized once; files that share an
-    id but not a source (two `model.py` of a manifest) are sized apart, since apply_small_sizes keys by id.
-    `announce(n)` is called before any work with the number of problems to size."""
+    hash, the derived sizes per problem id, the reason per problem id that no small size fits). Each source is
+    sized once; files that share an id but not a source (two `model.py` of a manifest) are sized apart, since
+    apply_small_sizes keys by id. `announce(n)` is called before any work with the number of problems to size."""
     unique = list({p.sha256: p for p in problems if needs_small_sizes(p, search)}.values())
     if not unique:
-        return {}, {}
+        return {}, {}, {}
     if announce is not None:
         announce(len(unique))
     batches: list[dict[str, Problem]] = []
@@ -326,12 +327,14 @@ def size_large_problems(problems: list[Problem], search: SizeSearch = SizeSearch
             batches.append(batch := {})
         batch[problem.id] = problem
     sized: dict[str, Problem] = {}
+    derived: dict[str, DerivedSizes] = {}
     failed: dict[str, str] = {}
     for batch in batches:
-        found, _, bad = apply_small_sizes(list(batch.values()), search, cache, workers=workers)
+        found, sizes, bad = apply_small_sizes(list(batch.values()), search, cache, workers=workers)
         sized.update({p.sha256: p for p in found})
+        derived.update(sizes)
         failed.update(bad)
-    return sized, failed
+    return sized, derived, failed
 
 
 def apply_small_sizes(problems: list[Problem], search: SizeSearch = SizeSearch(), cache: Any = None,

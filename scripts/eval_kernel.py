@@ -127,7 +127,7 @@ def with_small_sizes(pairs: list[tuple], workers: int, cache) -> list[tuple]:
     """`pairs` with derived small sizes where needs_small_sizes (KernelBench files), as the benchmark and the
     agent derive them (envs/small_sizes.py, cached): at its full size such a problem exhausts the CPU worker's
     memory or deadline under the Triton interpreter. A problem no small size fits is a BadInput."""
-    sized, failed = size_large_problems(
+    sized, _, failed = size_large_problems(
         [p for p, _ in pairs], cache=cache, workers=workers,
         announce=lambda n: print(f"sizing {n} problem(s) without SMALL_SIZES for the CPU (derived once, then "
                                  "cached)", file=sys.stderr, flush=True))

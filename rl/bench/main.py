@@ -161,7 +161,7 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     from envs.antihack.judge import LLMJudge
     from envs.cache import SqliteCache
     from envs.screening import drop_degenerate
-    from envs.small_sizes import SizeSearch, apply_small_sizes, needs_small_sizes
+    from envs.small_sizes import SizeSearch, needs_small_sizes, size_large_problems
     from rewards.makora import check_delta
 
     started = time.perf_counter()
@@ -186,17 +186,17 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     search = SizeSearch(**sz)
     # Only problems too large for the CPU get sizes (envs.small_sizes.needs_small_sizes), as in eval_kernel.py and
     # training; one already small runs as it is written.
-    large = [p for p in problems if needs_small_sizes(p, search)] if size == "small" else []
-    if large and not derive:
-        skipped.update({p.id: "no SMALL_SIZES and small_sizes.derive=false" for p in large})
+    if size == "small" and not derive:
+        skipped.update({p.id: "no SMALL_SIZES and small_sizes.derive=false"
+                        for p in problems if needs_small_sizes(p, search)})
         problems = [p for p in problems if p.id not in skipped]
-    elif large:
-        log.info("deriving small sizes for %d problems", len(large))
-        sized, found, failed = apply_small_sizes(large, search, cache, workers=settings.workers)
+    elif size == "small":
+        sized, found, failed = size_large_problems(
+            problems, search, cache, settings.workers,
+            announce=lambda n: log.info("deriving small sizes for %d problems", n))
         derived = {k: dataclasses.asdict(v) for k, v in found.items()}
         skipped.update(failed)
-        by_id = {p.id: p for p in sized}
-        problems = [by_id.get(p.id, p) for p in problems if p.id not in failed]
+        problems = [sized.get(p.sha256, p) for p in problems if p.id not in failed]
     if not problems:
         raise BenchmarkError(f"no problem left to benchmark: {skipped}")
     if engine is None:

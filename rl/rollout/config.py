@@ -22,7 +22,7 @@ _DEVICES = ("auto", "cpu", "cuda")
 # KV cache gets an explicit size (vLLM's kv_cache_memory_bytes) unless `kv_cache_gb` says otherwise: 1 GiB holds
 # ~23k tokens of SmolLM2-135M in float32, what 0.1 of a 24 GiB node left before.
 CPU_KV_CACHE_GB = 1.0
-CPU_GPU_MEMORY_UTILIZATION = 0.1  # with an explicit KV cache size on the CPU, vLLM uses this only on a GPU
+CPU_GPU_MEMORY_UTILIZATION = 0.1  # passed on the CPU too; vLLM ignores it there beside the explicit size
 GPU_GPU_MEMORY_UTILIZATION = 0.85
 
 
