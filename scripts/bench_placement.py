@@ -11,7 +11,9 @@ window after the first, by mode:
   evaluator   envs.worker.outcome.move_to_fresh_placement and allocating_in_placement, as the worker's
               placement blocks call them (inputs, outputs and scratch in a new private pool per window)
 
-Per mode: the kernel's CV over the windows' medians and the relative range of the eager/kernel ratio. A mode
+Per mode: the kernel's CV over the windows' medians, the relative range of the eager/kernel ratio and the
+first timed run of each window against the window's median (after the evaluator's one-call warm-up of a
+placement block in that mode: a driver allocation inside a timed run shows there). A mode
 whose range is near `same`'s does not sample placements; the evaluator's should be near `realloc`'s, since
 evaluations in fresh processes get fresh memory (docs/gpu-notes.md, sessions 4 and 7).
 
@@ -59,20 +61,27 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
         with torch.no_grad():
             example = kernel(*inputs)
         plugs: list[torch.Tensor] = []
-        medians, ratios = [], []
+        medians, ratios, firsts = [], [], []
         for w in range(windows):
             if w:
                 place(mode, placed, inputs, example, plugs, rng)
             fns: dict[str, Callable[[], Any]] = {KERNEL: lambda: placed_call(kernel, placed, "inputs"),
                                                  ANCHOR: lambda: placed_call(reference, placed, "anchor")}
+            # The evaluator's later blocks warm up with one call each (envs.timing.time_in_placements).
+            short = mode == "evaluator" and w > 0
             with torch.no_grad():
-                timed = time_interleaved(fns, interleaved_schedule(runs, runs // 2))
+                timed = time_interleaved(fns, interleaved_schedule(runs, runs // 2), warmup_ms=0.0 if short else 25.0,
+                                         min_warmup_runs=1 if short else 3)
             k, a = statistics.median(timed.samples[KERNEL]), statistics.median(timed.samples[ANCHOR])
             medians.append(k)
             ratios.append(a / k)
+            firsts.append(timed.samples[KERNEL][0] / k)
         rows.append({"problem": problem_id, "mode": mode, "windows": windows, "runs": runs,
                      "kernel_cv": round(statistics.pstdev(medians) / statistics.fmean(medians), 4),
                      "ratio_range": round((max(ratios) - min(ratios)) / statistics.median(ratios), 4),
+                     # a window's first timed run against its median: ~1 once the warm-up left the allocator
+                     # what the runs need (session 10: 1.5 before, in the evaluator's fresh pools)
+                     "first_run_ratio": round(statistics.median(firsts), 4),
                      "kernel_medians_ms": [round(x, 4) for x in medians]})
         del placed, inputs, example, plugs
         torch.cuda.empty_cache()
