@@ -102,9 +102,11 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], schedule: list[str], clo
     runs = dict.fromkeys(fns, 0)
     start = time.perf_counter()
     out = None
-    # At least `min_warmup_runs` each and about `warmup_ms` of work (JIT compiles, autotuning, allocator growth).
+    # At least `min_warmup_runs` each and about `warmup_ms` of work per callable (JIT compiles, autotuning,
+    # allocator growth), as when each was warmed up on its own.
+    budget_ms = warmup_ms * len(order)
     while any(runs[n] < min_warmup_runs for n in order) or (
-            max(runs.values()) < max_warmup_runs and (time.perf_counter() - start) * 1e3 < warmup_ms):
+            max(runs.values()) < max_warmup_runs and (time.perf_counter() - start) * 1e3 < budget_ms):
         for name in order:
             began = time.perf_counter()
             out = fns[name]()
