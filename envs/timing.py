@@ -109,7 +109,7 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], schedule: list[str], clo
             max(runs.values()) < max_warmup_runs and (time.perf_counter() - start) * 1e3 < budget_ms):
         for name in order:
             began = time.perf_counter()
-            out = fns[name]()
+            out = fns[name]()  # the last output stays alive through the next call, as below
             clock.settle()
             seconds[name] += time.perf_counter() - began
             runs[name] += 1

@@ -1,3 +1,5 @@
+import weakref
+
 import pytest
 
 
@@ -95,9 +97,7 @@ class CachingPool:
     driver; a block is free again once nothing holds the call's output."""
 
     def __init__(self):
-        import weakref
         self.free, self.created, self.created_while_timed, self.timing = 1, 0, 0, False
-        self._finalize = weakref.finalize
 
     def output(self, name):
         class Output:
@@ -109,7 +109,7 @@ class CachingPool:
             self.created_while_timed += self.timing
         out = Output()
         out.name = name
-        self._finalize(out, self._release)
+        weakref.finalize(out, self._release)
         return out
 
     def _release(self):
