@@ -147,6 +147,12 @@ def placement_blocks(runs: int, anchor_runs: int, placements: int) -> list[Block
     return [Block(r, a) for r, a in zip(kernel, anchors + [0] * (len(kernel) - len(anchors)))]
 
 
+def block_warmup(block: int, warmup_ms: float) -> dict[str, float]:
+    """time_interleaved's warm-up for placement block `block`: the first warms up fully, later ones call each
+    callable once (the new addresses' first touch, the block's pool filled)."""
+    return {"warmup_ms": warmup_ms, "min_warmup_runs": 3} if block == 0 else {"warmup_ms": 0.0, "min_warmup_runs": 1}
+
+
 @dataclasses.dataclass
 class PlacedRuns(TimedRuns):
     blocks: dict[str, list[int]]  # the placement block of each sample in `samples`, by callable name
@@ -174,8 +180,7 @@ def time_in_placements(fns: dict[str, Callable[[], Any]], blocks: list[Block],
             replace_inputs()
         timed = time_interleaved(
             {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
-            interleaved_schedule(block.runs, block.anchor_runs), clock=clock,
-            warmup_ms=warmup_ms if b == 0 else 0.0, min_warmup_runs=3 if b == 0 else 1,
+            interleaved_schedule(block.runs, block.anchor_runs), clock=clock, **block_warmup(b, warmup_ms),
             keep=tuple(k - offset for k in keep if offset <= k < offset + block.runs))
         for name, xs in timed.samples.items():
             samples[name] += xs

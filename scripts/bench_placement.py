@@ -36,7 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from envs.timing import ANCHOR, KERNEL, interleaved_schedule, time_interleaved  # noqa: E402
+from envs.timing import ANCHOR, KERNEL, block_warmup, interleaved_schedule, time_interleaved  # noqa: E402
 from envs.worker.outcome import allocating_in_placement, clone_args, load_module, move_to_fresh_placement  # noqa: E402
 
 MODES = ("same", "clone", "realloc", "outputs", "evaluator")
@@ -67,11 +67,10 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
                 place(mode, placed, inputs, example, plugs, rng)
             fns: dict[str, Callable[[], Any]] = {KERNEL: lambda: placed_call(kernel, placed, "inputs"),
                                                  ANCHOR: lambda: placed_call(reference, placed, "anchor")}
-            # The evaluator's later blocks warm up with one call each (envs.timing.time_in_placements).
-            short = mode == "evaluator" and w > 0
+            # The evaluator warms its windows up as the worker's placement blocks (the other modes: fully)
             with torch.no_grad():
-                timed = time_interleaved(fns, interleaved_schedule(runs, runs // 2), warmup_ms=0.0 if short else 25.0,
-                                         min_warmup_runs=1 if short else 3)
+                timed = time_interleaved(fns, interleaved_schedule(runs, runs // 2),
+                                         **block_warmup(w if mode == "evaluator" else 0, 25.0))
             k, a = statistics.median(timed.samples[KERNEL]), statistics.median(timed.samples[ANCHOR])
             medians.append(k)
             ratios.append(a / k)

@@ -75,7 +75,7 @@ def test_identity_snapshot_sees_patched_timers_and_comparisons(monkeypatch):
     assert e.value.category == "comparison_patch"
 
 
-@pytest.mark.parametrize("name", ["time_in_placements", "placement_blocks", "interleaved_schedule"])
+@pytest.mark.parametrize("name", ["time_in_placements", "placement_blocks", "block_warmup", "interleaved_schedule"])
 def test_identity_snapshot_sees_the_placement_timing_replaced(monkeypatch, name):
     import envs.timing
     before = guard.identity_snapshot()

@@ -117,8 +117,8 @@ _OP_OVERRIDES = ("torch.library.impl", "torch.library.Library", "torch.library.r
                  "torch.set_default_tensor_type", "torch.set_flush_denormal", "torch.use_deterministic_algorithms")
 _MOCKS = ("unittest.mock.patch", "mock.patch")
 # Names of timing/comparison functions, for patches of modules the source cannot name (found in sys.modules).
-_TIMER_NAMES = {"time_cuda", "time_interleaved", "time_in_placements", "placement_blocks", "perf_counter",
-                "perf_counter_ns", "monotonic", "elapsed_time", "synchronize", "do_bench", "Event"}
+_TIMER_NAMES = {"time_cuda", "time_interleaved", "time_in_placements", "placement_blocks", "block_warmup",
+                "perf_counter", "perf_counter_ns", "monotonic", "elapsed_time", "synchronize", "do_bench", "Event"}
 _COMPARISON_NAMES = {"compare_outputs", "_compare_one", "compare_each", "compare_tensor", "judge_outputs",
                      "check_against_truth", "allclose", "isclose", "assert_close", "equal", "format_mismatch"}
 _EVALUATOR = {"envs", "rewards", "rl", "kernelrl"}
