@@ -25,6 +25,9 @@ import torch
 
 KERNEL = "kernel"  # the schedule's name for the candidate
 ANCHOR = "anchor"  # ... and for the baseline timed beside it
+# Warm-up rounds added while a round still takes memory from the driver: a steady allocation pattern settles
+# in one or two; a callable that keeps taking more (a growing cache) is timed as it is after these.
+GROWTH_ROUNDS = 4
 
 
 class Clock(Protocol):
@@ -33,6 +36,9 @@ class Clock(Protocol):
 
     def measure(self, fn: Callable[[], Any]) -> tuple[float, Any]:
         """Milliseconds one call of `fn` took, and what it returned."""
+
+    def reserved(self) -> int:
+        """Bytes the allocator holds from the driver: it grows when a call needs memory no cached block has."""
 
 
 def flush_buffer(device: torch.device) -> torch.Tensor:
@@ -60,6 +66,9 @@ class CudaClock:
         torch.cuda.synchronize()
         return begin.elapsed_time(end), out
 
+    def reserved(self) -> int:
+        return torch.cuda.memory_reserved()  # every pool of the device, the placement blocks' private ones too
+
 
 def interleaved_schedule(runs: int, anchor_runs: int) -> list[str]:
     """The order of timed runs: the candidate's `runs` with `anchor_runs` baseline runs spread evenly among
@@ -83,11 +92,14 @@ class TimedRuns:
     samples: dict[str, list[float]]  # ms per run, by callable name, in the order they ran
     kept: dict[int, Any]  # outputs of the candidate's timed runs named in `keep` (by its run index)
     seconds: dict[str, float]  # host wall time spent on each callable (warm-up included)
+    # timed runs of each callable during which the allocator took memory from the driver (0 once warm)
+    allocating: dict[str, int] = dataclasses.field(default_factory=dict)
+    settled_after: int = 0  # the last warm-up round that took memory from the driver (0: none did)
 
 
 def time_interleaved(fns: dict[str, Callable[[], Any]], schedule: list[str], clock: Clock | None = None,
                      warmup_ms: float = 25.0, max_warmup_runs: int = 50, keep: tuple[int, ...] = (),
-                     min_warmup_runs: int = 3) -> TimedRuns:
+                     min_warmup_runs: int = 3, until_settled: bool = True) -> TimedRuns:
     """Warm each callable up, then run `schedule` (names of `fns`), timing every run with `clock`.
 
     The warm-up takes the callables in turn, in the schedule's order, each call's output kept alive until
@@ -95,7 +107,14 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], schedule: list[str], clo
     output alive while the next call allocates its own). Warmed up one callable at a time, with each
     output dropped at once, a fresh pool held one output block, and the first timed run after the other
     callable's had to get a second from the driver inside its timed window: on the H200 the first kernel
-    run of each placement block took 2.8 ms against 1.8 ms (docs/gpu-notes.md, session 10)."""
+    run of each placement block took 2.8 ms against 1.8 ms (docs/gpu-notes.md, session 10).
+
+    With `until_settled` the warm-up does not stop while a round of calls still takes memory from the
+    driver (`Clock.reserved` grew; at most `GROWTH_ROUNDS` more rounds): a callable with a temporary larger
+    than its output (eager max pooling's indices) left a fresh pool without a free block of that size after
+    one round, and with one anchor run per placement block every anchor run paid for a driver allocation
+    (H200: 4.9 against 3.2 ms, the speedup 1.5x too high; session 11). `TimedRuns.settled_after` says how many rounds it took,
+    `TimedRuns.allocating` counts timed runs that still grew it."""
     clock = clock or CudaClock()
     seconds = dict.fromkeys(fns, 0.0)
     order = list(dict.fromkeys([n for n in schedule if n in fns] + list(fns)))
@@ -103,26 +122,40 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], schedule: list[str], clo
     start = time.perf_counter()
     out = None
     # At least `min_warmup_runs` each and about `warmup_ms` of work per callable (JIT compiles, autotuning,
-    # allocator growth), as when each was warmed up on its own.
+    # allocator growth), as when each was warmed up on its own; then until a round allocates nothing new.
     budget_ms = warmup_ms * len(order)
-    while any(runs[n] < min_warmup_runs for n in order) or (
-            max(runs.values()) < max_warmup_runs and (time.perf_counter() - start) * 1e3 < budget_ms):
+    growth_rounds = rounds = settled_after = 0
+    while True:
+        before = clock.reserved()
+        rounds += 1
         for name in order:
             began = time.perf_counter()
             out = fns[name]()  # the last output stays alive through the next call, as below
             clock.settle()
             seconds[name] += time.perf_counter() - began
             runs[name] += 1
+        grew = clock.reserved() > before
+        settled_after = rounds if grew else settled_after
+        if any(runs[n] < min_warmup_runs for n in order) or (
+                max(runs.values()) < max_warmup_runs and (time.perf_counter() - start) * 1e3 < budget_ms):
+            continue
+        if until_settled and grew and growth_rounds < GROWTH_ROUNDS:
+            growth_rounds += 1
+            continue
+        break
     samples: dict[str, list[float]] = {name: [] for name in fns}
+    allocating = dict.fromkeys(fns, 0)
     kept: dict[int, Any] = {}
     for name in schedule:
         began = time.perf_counter()
+        before = clock.reserved()
         ms, out = clock.measure(fns[name])
+        allocating[name] += clock.reserved() > before
         seconds[name] += time.perf_counter() - began
         if name == KERNEL and len(samples[name]) in keep:
             kept[len(samples[name])] = out
         samples[name].append(ms)  # `out` stays alive until the next run returns, as in a benchmark loop
-    return TimedRuns(samples, kept, seconds)
+    return TimedRuns(samples, kept, seconds, allocating, settled_after)
 
 
 def split_runs(runs: int, parts: int) -> list[int]:
@@ -147,15 +180,23 @@ def placement_blocks(runs: int, anchor_runs: int, placements: int) -> list[Block
     return [Block(r, a) for r, a in zip(kernel, anchors + [0] * (len(kernel) - len(anchors)))]
 
 
-def block_warmup(block: int, warmup_ms: float) -> dict[str, float]:
-    """time_interleaved's warm-up for placement block `block`: the first warms up fully, later ones call each
-    callable once (the new addresses' first touch, the block's pool filled)."""
-    return {"warmup_ms": warmup_ms, "min_warmup_runs": 3} if block == 0 else {"warmup_ms": 0.0, "min_warmup_runs": 1}
+def block_warmup(block: int, warmup_ms: float, rounds: int | None = None) -> dict[str, Any]:
+    """time_interleaved's warm-up for placement block `block`. The first warms up fully. Later ones start from
+    the same state (the same inputs copied into a fresh pool) and make the same calls, so the second block
+    calls each callable in turn until a round takes no memory from the driver, and the others run the
+    `rounds` that took (its `settled_after`): the new addresses' first touch and the pool filled, at one
+    round for most problems instead of the confirming extra one in each of 48 blocks."""
+    if block == 0:
+        return {"warmup_ms": warmup_ms, "min_warmup_runs": 3}
+    if rounds is None:
+        return {"warmup_ms": 0.0, "min_warmup_runs": 1}
+    return {"warmup_ms": 0.0, "min_warmup_runs": max(1, rounds), "until_settled": False}
 
 
 @dataclasses.dataclass
 class PlacedRuns(TimedRuns):
-    blocks: dict[str, list[int]]  # the placement block of each sample in `samples`, by callable name
+    # the placement block of each sample in `samples`, by callable name
+    blocks: dict[str, list[int]] = dataclasses.field(default_factory=dict)
 
 
 def time_in_placements(fns: dict[str, Callable[[], Any]], blocks: list[Block],
@@ -163,8 +204,7 @@ def time_in_placements(fns: dict[str, Callable[[], Any]], blocks: list[Block],
                        warmup_ms: float = 25.0, keep: tuple[int, ...] = ()) -> PlacedRuns:
     """Time the candidate (`fns[KERNEL]`) and, where a block has anchor runs, `fns[ANCHOR]` interleaved
     with it, block after block; `replace_inputs` moves the inputs to fresh addresses before every block
-    after the first. Only the first block warms up fully (later ones run each callable once: the new
-    addresses' first touch). `keep` counts the candidate's runs over all blocks, as in time_interleaved."""
+    after the first. Only the first block warms up fully (later ones as `block_warmup` says). `keep` counts the candidate's runs over all blocks, as in time_interleaved."""
     if len(blocks) > 1 and replace_inputs is None:
         raise ValueError("more than one placement block needs replace_inputs")
     # Without `clock` each block makes its own CudaClock (its flush buffer allocated after the block's
@@ -174,20 +214,25 @@ def time_in_placements(fns: dict[str, Callable[[], Any]], blocks: list[Block],
     ids: dict[str, list[int]] = {name: [] for name in fns}
     kept: dict[int, Any] = {}
     seconds = dict.fromkeys(fns, 0.0)
+    allocating = dict.fromkeys(fns, 0)
+    rounds: int | None = None  # the warm-up rounds that settled the second block's pool (block_warmup)
     for b, block in enumerate(blocks):
         offset = len(samples[KERNEL])
         if b:
             replace_inputs()
         timed = time_interleaved(
             {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
-            interleaved_schedule(block.runs, block.anchor_runs), clock=clock, **block_warmup(b, warmup_ms),
+            interleaved_schedule(block.runs, block.anchor_runs), clock=clock, **block_warmup(b, warmup_ms, rounds),
             keep=tuple(k - offset for k in keep if offset <= k < offset + block.runs))
+        if b == 1:
+            rounds = timed.settled_after
         for name, xs in timed.samples.items():
             samples[name] += xs
             ids[name] += [b] * len(xs)
             seconds[name] += timed.seconds[name]
+            allocating[name] += timed.allocating[name]
         kept.update({offset + k: out for k, out in timed.kept.items()})
-    return PlacedRuns(samples, kept, seconds, ids)
+    return PlacedRuns(samples, kept, seconds, allocating, blocks=ids)
 
 
 def time_cuda(fn: Callable[[], Any], runs: int = 100, warmup_ms: float = 25.0, max_warmup_runs: int = 50,

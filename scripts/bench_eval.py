@@ -342,7 +342,7 @@ def main() -> None:
     ap.add_argument("--reanchor", choices=["on", "off"], help="time eager PyTorch beside every kernel (default: "
                     "the settings' default, on); compare speedup repeatability with --repeats 3 or more")
     ap.add_argument("--placements", type=int, help="input placement blocks per timing (default: the settings' "
-                    "default, 3); the interval resamples them, compare its coverage with --repeats 3 or more")
+                    "default); the interval resamples them, compare its coverage with --repeats 3 or more")
     ap.add_argument("--fidelity", choices=["on", "off"], help="input families and the sensitivity probe (default: "
                     "the settings' default, on); compare the correctness phase's seconds")
     ap.add_argument("--fp64-truth", choices=["on_mismatch", "always", "off"], help="when the float64 truth is "

@@ -11,9 +11,11 @@ window after the first, by mode:
   evaluator   envs.worker.outcome.move_to_fresh_placement and allocating_in_placement, as the worker's
               placement blocks call them (inputs, outputs and scratch in a new private pool per window)
 
-Per mode: the kernel's CV over the windows' medians, the relative range of the eager/kernel ratio and the
-first timed run of each window against the window's median (after the evaluator's one-call warm-up of a
-placement block in that mode: a driver allocation inside a timed run shows there). A mode
+Per mode: the kernel's CV over the windows' medians, the relative range of the eager/kernel ratio, the
+first timed run of each window against the window's median (after the evaluator's short warm-up of a
+placement block in that mode: a driver allocation inside a timed run shows there) and the count of timed
+runs that took memory from the driver. `--runs 2` gives the windows the evaluator's default share (two
+kernel runs, one anchor run: 100 and 50 runs over 48 blocks). A mode
 whose range is near `same`'s does not sample placements; the evaluator's should be near `realloc`'s, since
 evaluations in fresh processes get fresh memory (docs/gpu-notes.md, sessions 4 and 7).
 
@@ -61,7 +63,9 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
         with torch.no_grad():
             example = kernel(*inputs)
         plugs: list[torch.Tensor] = []
-        medians, ratios, firsts = [], [], []
+        medians, ratios, firsts, anchor_firsts, anchor_medians = [], [], [], [], []
+        allocating = dict.fromkeys((KERNEL, ANCHOR), 0)
+        rounds = None  # the warm-up rounds that settled the second window's pool (envs.timing.block_warmup)
         for w in range(windows):
             if w:
                 place(mode, placed, inputs, example, plugs, rng)
@@ -70,17 +74,30 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
             # The evaluator warms its windows up as the worker's placement blocks (the other modes: fully)
             with torch.no_grad():
                 timed = time_interleaved(fns, interleaved_schedule(runs, runs // 2),
-                                         **block_warmup(w if mode == "evaluator" else 0, 25.0))
+                                         **block_warmup(w if mode == "evaluator" else 0, 25.0, rounds))
+            if w == 1:
+                rounds = timed.settled_after
             k, a = statistics.median(timed.samples[KERNEL]), statistics.median(timed.samples[ANCHOR])
             medians.append(k)
+            anchor_medians.append(a)
             ratios.append(a / k)
             firsts.append(timed.samples[KERNEL][0] / k)
+            anchor_firsts.append(timed.samples[ANCHOR][0] / a)
+            for name, n in timed.allocating.items():
+                allocating[name] += n
         rows.append({"problem": problem_id, "mode": mode, "windows": windows, "runs": runs,
                      "kernel_cv": round(statistics.pstdev(medians) / statistics.fmean(medians), 4),
                      "ratio_range": round((max(ratios) - min(ratios)) / statistics.median(ratios), 4),
                      # a window's first timed run against its median: ~1 once the warm-up left the allocator
                      # what the runs need (session 10: 1.5 before, in the evaluator's fresh pools)
                      "first_run_ratio": round(statistics.median(firsts), 4),
+                     # the same for the anchor; with one anchor run per window (--runs 2) it is 1 by definition,
+                     # so read the anchor medians and the allocating counts
+                     "anchor_first_run_ratio": round(statistics.median(anchor_firsts), 4),
+                     # timed runs that took memory from the driver (0 once the warm-up left the pools warm)
+                     "allocating_runs": allocating,
+                     "warmup_rounds": rounds,
+                     "anchor_medians_ms": [round(x, 4) for x in anchor_medians],
                      "kernel_medians_ms": [round(x, 4) for x in medians]})
         del placed, inputs, example, plugs
         torch.cuda.empty_cache()

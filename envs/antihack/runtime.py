@@ -147,7 +147,7 @@ _TIMERS = ("time.perf_counter", "time.perf_counter_ns", "time.time", "time.monot
            "torch.cuda.Event.elapsed_time", "torch.cuda.Event.synchronize", "envs.timing.time_cuda",
            "envs.timing.time_interleaved", "envs.timing.time_in_placements", "envs.timing.placement_blocks",
            "envs.timing.block_warmup", "envs.timing.interleaved_schedule", "envs.timing.CudaClock.measure",
-           "triton.testing.do_bench")
+           "envs.timing.CudaClock.reserved", "torch.cuda.memory_reserved", "triton.testing.do_bench")
 _COMPARISONS = ("torch.allclose", "torch.isclose", "torch.equal", "torch.isfinite", "torch.testing.assert_close",
                 "torch.Tensor.double", "torch.Tensor.abs", "torch.Tensor.__sub__", "torch.Tensor.__gt__",
                 "torch.Tensor.reshape", "torch.Tensor.clone", "torch.Tensor.sum", "torch.Tensor.max",

@@ -49,6 +49,10 @@ class TimingPhase:
             self.facts["anchor_samples"] = samples[ANCHOR]
             self.facts["anchor_blocks"] = timed.blocks[ANCHOR]
             self.facts["anchor_seconds"] = timed.seconds[ANCHOR]
+            if timed.allocating[ANCHOR]:  # the warm-up should have left the pools what these runs need
+                self.notes.append(f"{timed.allocating[ANCHOR]} of {len(samples[ANCHOR])} anchor runs took device "
+                                  "memory from the driver inside their timed window: the re-anchored baseline "
+                                  "may read slow")
         return TimingStats.from_samples(samples[KERNEL]).__dict__, kept
 
     def time_baselines(self) -> dict[str, Any]:

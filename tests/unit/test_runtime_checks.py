@@ -85,6 +85,16 @@ def test_identity_snapshot_sees_the_placement_timing_replaced(monkeypatch, name)
     assert e.value.category == "timer_patch" and f"envs.timing.{name}" in e.value.reason
 
 
+def test_identity_snapshot_sees_the_allocator_reading_replaced(monkeypatch):
+    """The warm-up reads torch.cuda.memory_reserved to go on while the pools grow: a candidate that froze it
+    would leave the anchor's runs paying for driver allocations, its baseline slow and the speedup high."""
+    before = guard.identity_snapshot()
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a, **k: 0)
+    with pytest.raises(RuntimeHack) as e:
+        guard.check_identities(before, "during the timed runs")
+    assert e.value.category == "timer_patch" and "torch.cuda.memory_reserved" in e.value.reason
+
+
 def _recorded(fn) -> list:
     recorder = guard.ComputeRecorder(guard.LaunchRecorder())
     with recorder:

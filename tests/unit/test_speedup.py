@@ -24,6 +24,9 @@ class DriftingClock:
     def settle(self) -> None:
         pass
 
+    def reserved(self) -> int:
+        return 0
+
     def measure(self, fn):
         out = fn()
         ms = self.base[out] * self.slowdown(self.calls) * (1 + self.rng.gauss(0, self.noise))

@@ -118,7 +118,8 @@ _OP_OVERRIDES = ("torch.library.impl", "torch.library.Library", "torch.library.r
 _MOCKS = ("unittest.mock.patch", "mock.patch")
 # Names of timing/comparison functions, for patches of modules the source cannot name (found in sys.modules).
 _TIMER_NAMES = {"time_cuda", "time_interleaved", "time_in_placements", "placement_blocks", "block_warmup",
-                "perf_counter", "perf_counter_ns", "monotonic", "elapsed_time", "synchronize", "do_bench", "Event"}
+                "perf_counter", "perf_counter_ns", "monotonic", "elapsed_time", "synchronize", "do_bench", "Event",
+                "memory_reserved"}
 _COMPARISON_NAMES = {"compare_outputs", "_compare_one", "compare_each", "compare_tensor", "judge_outputs",
                      "check_against_truth", "allclose", "isclose", "assert_close", "equal", "format_mismatch"}
 _EVALUATOR = {"envs", "rewards", "rl", "kernelrl"}
