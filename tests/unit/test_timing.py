@@ -196,8 +196,14 @@ class Pools:
     def current(self):
         return self.all[-1]
 
+    def __init__(self, spacer_every=0):
+        self.all = [CachingPool(cached=())]
+        self.calls, self.spacer_every = 0, spacer_every
+
     def fresh(self):
-        self.all.append(CachingPool(cached=()))
+        # with `spacer_every`, some pools hold a freed block already (a seeded spacer's, as in the worker)
+        spacer = self.spacer_every and len(self.all) % self.spacer_every == 0
+        self.all.append(CachingPool(cached=(2,) if spacer else ()))
 
     def output(self, name, temporary=0):
         self.calls += 1
@@ -231,3 +237,16 @@ def test_later_placement_blocks_warm_up_as_many_rounds_as_settled_the_second(tem
     assert sum(p.created_while_timed for p in pools.all) == 0
     # the first block: 3 rounds; the second: until settled, plus the confirming round; 8 more: `rounds` each
     assert pools.calls == 2 * (3 + (rounds + 1) + 8 * rounds) + 30
+
+
+@pytest.mark.parametrize("temporary", [0, 2, 3])
+def test_a_block_whose_pool_holds_a_spacers_block_needs_no_more_rounds_than_the_second(temporary):
+    """The rule's premise: later blocks differ from the second only by free blocks a spacer left, which the
+    runs can use but never need, so the second block's round count still leaves no timed run allocating."""
+    from envs.timing import ANCHOR, KERNEL, placement_blocks, time_in_placements
+
+    pools = Pools(spacer_every=3)
+    fns = {KERNEL: lambda: pools.output(KERNEL), ANCHOR: lambda: pools.output(ANCHOR, temporary=temporary)}
+    timed = time_in_placements(fns, placement_blocks(20, 10, 10), replace_inputs=pools.fresh,
+                               clock=PoolsClock(pools), warmup_ms=0)
+    assert timed.allocating == {KERNEL: 0, ANCHOR: 0}
