@@ -113,8 +113,8 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], schedule: list[str], clo
     driver (`Clock.reserved` grew; at most `GROWTH_ROUNDS` more rounds): a callable with a temporary larger
     than its output (eager max pooling's indices) left a fresh pool without a free block of that size after
     one round, and with one anchor run per placement block every anchor run paid for a driver allocation
-    (H200: 4.9 against 3.2 ms, the speedup 1.5x too high; session 11). `TimedRuns.settled_after` says how many rounds it took,
-    `TimedRuns.allocating` counts timed runs that still grew it."""
+    (H200: 4.9 against 3.2 ms, the speedup 1.5x too high; session 11). `TimedRuns.settled_after` says how
+    many rounds it took, `TimedRuns.allocating` counts timed runs that still grew it."""
     clock = clock or CudaClock()
     seconds = dict.fromkeys(fns, 0.0)
     order = list(dict.fromkeys([n for n in schedule if n in fns] + list(fns)))
@@ -204,7 +204,8 @@ def time_in_placements(fns: dict[str, Callable[[], Any]], blocks: list[Block],
                        warmup_ms: float = 25.0, keep: tuple[int, ...] = ()) -> PlacedRuns:
     """Time the candidate (`fns[KERNEL]`) and, where a block has anchor runs, `fns[ANCHOR]` interleaved
     with it, block after block; `replace_inputs` moves the inputs to fresh addresses before every block
-    after the first. Only the first block warms up fully (later ones as `block_warmup` says). `keep` counts the candidate's runs over all blocks, as in time_interleaved."""
+    after the first. Only the first block warms up fully (later ones as `block_warmup` says). `keep` counts
+    the candidate's runs over all blocks, as in time_interleaved."""
     if len(blocks) > 1 and replace_inputs is None:
         raise ValueError("more than one placement block needs replace_inputs")
     # Without `clock` each block makes its own CudaClock (its flush buffer allocated after the block's
