@@ -100,7 +100,8 @@ class CachingPool:
     a new one from the driver; a block is free again once nothing holds what it backs."""
 
     def __init__(self, cached=(1,)):
-        self.free, self.reserved, self.created, self.created_while_timed, self.timing = list(cached), sum(cached), 0, 0, False
+        self.free, self.reserved = list(cached), sum(cached)
+        self.created, self.created_while_timed, self.timing = 0, 0, False
 
     def tensor(self, size):
         class Tensor:
