@@ -28,6 +28,8 @@ ANCHOR = "anchor"  # ... and for the baseline timed beside it
 # Warm-up rounds added while a round still takes memory from the driver: a steady allocation pattern settles
 # in one or two; a callable that keeps taking more (a growing cache) is timed as it is after these.
 GROWTH_ROUNDS = 4
+# How a verdict's note says that timed runs still took memory from the driver (scripts/bench_eval.py counts them)
+ALLOCATING_NOTE = "took device memory from the driver inside their timed window"
 
 
 class Clock(Protocol):

@@ -50,6 +50,7 @@ from envs import EvalSettings, Evaluator, load_problem_set  # noqa: E402
 from envs.cache import SqliteCache  # noqa: E402
 from envs.pool.metrics import percentile  # noqa: E402
 from envs.report import markdown_table, verdict_table  # noqa: E402
+from envs.timing import ALLOCATING_NOTE  # noqa: E402
 
 GPU_PHASES = ("correctness", "timing")
 
@@ -96,7 +97,9 @@ def summarize(verdicts, wall: float, devices: int = 1) -> dict:
             "evals_per_min": 60 * len(verdicts) / wall, "phases": phase_summary(verdicts),
             "latency": percentiles([v.phase_seconds.get("total", 0.0) for v in verdicts]),
             "wall_per_eval_s": per_eval, "gpu_phases_s": gpu_s, "wall_over_gpu": per_eval / gpu_s if gpu_s else None,
-            "statuses": {s: sum(v.status.value == s for v in verdicts) for s in {v.status.value for v in verdicts}}}
+            "statuses": {s: sum(v.status.value == s for v in verdicts) for s in {v.status.value for v in verdicts}},
+            # evaluations whose anchor runs still paid for driver allocations (0 once the warm-up is right)
+            "anchor_allocating": sum(any(ALLOCATING_NOTE in n for n in v.notes) for v in verdicts)}
 
 
 def run_pass(evaluator, items, desc: str, devices: int = 1) -> dict:
@@ -219,6 +222,8 @@ def print_summary(name: str, result: dict) -> None:
     print(f"\n[{name}] {result['evals']} evaluations in {result['wall_s']:.1f} s = "
           f"{result['evals_per_min']:.1f} evaluations/min; latency p50 {lat['p50_s']:.2f} s, "
           f"p90 {lat['p90_s']:.2f} s, p99 {lat['p99_s']:.2f} s; statuses {result['statuses']}")
+    if result["anchor_allocating"]:
+        print(f"  {result['anchor_allocating']} evaluation(s) whose anchor runs {ALLOCATING_NOTE}")
     if result["wall_over_gpu"] is not None:
         print(f"  wall per evaluation and device {result['wall_per_eval_s']:.2f} s vs correctness+timing "
               f"{result['gpu_phases_s']:.2f} s: {result['wall_over_gpu']:.2f}x")

@@ -18,7 +18,7 @@ import torch._dynamo  # noqa: F401  (time_baselines resets it; the harness impor
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
 from envs.compare import as_output_list
-from envs.timing import ANCHOR, KERNEL, host_tail_ms, placement_blocks, time_in_placements
+from envs.timing import ALLOCATING_NOTE, ANCHOR, KERNEL, host_tail_ms, placement_blocks, time_in_placements
 from envs.verdict import TimingStats
 from envs.worker.harness_state import LAUNCHES
 from envs.worker.outcome import clone_args as _clone
@@ -50,9 +50,8 @@ class TimingPhase:
             self.facts["anchor_blocks"] = timed.blocks[ANCHOR]
             self.facts["anchor_seconds"] = timed.seconds[ANCHOR]
             if timed.allocating[ANCHOR]:  # the warm-up should have left the pools what these runs need
-                self.notes.append(f"{timed.allocating[ANCHOR]} of {len(samples[ANCHOR])} anchor runs took device "
-                                  "memory from the driver inside their timed window: the re-anchored baseline "
-                                  "may read slow")
+                self.notes.append(f"{timed.allocating[ANCHOR]} of {len(samples[ANCHOR])} anchor runs "
+                                  f"{ALLOCATING_NOTE}: the re-anchored baseline may read slow")
         return TimingStats.from_samples(samples[KERNEL]).__dict__, kept
 
     def time_baselines(self) -> dict[str, Any]:

@@ -161,3 +161,16 @@ def test_bench_reports_whether_the_first_repeats_interval_holds_the_later_ones()
     assert cov["coverage"] == 0.5
     assert cov["per_kernel"]["a"] == {"interval": [0.95, 1.05], "blocks": 3, "later": [1.02, 0.9], "covered": 1}
     assert cov["per_kernel"]["b"]["covered"] == 1 and cov["per_kernel"]["b"]["blocks"] == 1
+
+
+def test_bench_counts_evaluations_whose_anchor_runs_still_allocated():
+    import importlib.util
+
+    from envs.timing import ALLOCATING_NOTE
+    from tests.conftest import ROOT
+    spec = importlib.util.spec_from_file_location("bench_eval", ROOT / "scripts" / "bench_eval.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    noted = Verdict(Status.CORRECT, "a", "NVIDIA H200", speedup=1.0, notes=[f"3 of 50 anchor runs {ALLOCATING_NOTE}"])
+    plain = Verdict(Status.CORRECT, "b", "NVIDIA H200", speedup=1.0, notes=["something else"])
+    assert bench.summarize([noted, plain, plain], wall=1.0)["anchor_allocating"] == 1
