@@ -189,17 +189,13 @@ class Pools:
     """A fresh CachingPool per placement block, as move_to_fresh_placement gives each block its own; blocks
     freed later return to the pool they came from. `clock.reserved` sums every pool's."""
 
-    def __init__(self):
+    def __init__(self, spacer_every=0):
         self.all = [CachingPool(cached=())]
-        self.calls = 0
+        self.calls, self.spacer_every = 0, spacer_every
 
     @property
     def current(self):
         return self.all[-1]
-
-    def __init__(self, spacer_every=0):
-        self.all = [CachingPool(cached=())]
-        self.calls, self.spacer_every = 0, spacer_every
 
     def fresh(self):
         # with `spacer_every`, some pools hold a freed block already (a seeded spacer's, as in the worker)
