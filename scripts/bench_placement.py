@@ -139,6 +139,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="also append the JSON lines to this file")
     args = ap.parse_args()
+    if args.runs < 2 or args.windows < 1:
+        # a window times runs // 2 anchor runs: with fewer than 2 it has none to compare the kernel against
+        ap.error(f"--runs must be >= 2 and --windows >= 1 (got --runs {args.runs}, --windows {args.windows})")
     if not torch.cuda.is_available():
         ap.error("placements are a GPU question: no CUDA device here")
     for pid in args.problems:
