@@ -5,10 +5,12 @@ state; the zygote cannot be read or traced from a child; verdicts are the same w
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import textwrap
 import time
+from collections import Counter
 
 import psutil
 import pytest
@@ -175,16 +177,22 @@ def test_a_zygote_stopped_by_a_child_is_replaced_not_waited_for(ev):
     assert not psutil.pid_exists(zygote) or psutil.Process(zygote).status() == psutil.STATUS_ZOMBIE
 
 
-def test_max_forks_per_zygote_bounds_a_zygote_life():
+def test_max_forks_per_zygote_bounds_a_zygote_life(caplog):
     settings = EvalSettings(device="cpu", workers=1, fork_workers="on", max_forks_per_zygote=2)
     failing = solution("raise ValueError('boom')")
-    with Evaluator(settings) as ev:
+    with caplog.at_level(logging.INFO, logger="envs.worker.pool"), Evaluator(settings) as ev:
         zygotes = [worker(ev).zygote_pid]
         for _ in range(3):
             assert run(ev, failing).status is Status.RUNTIME_ERROR
             zygotes.append(worker(ev).zygote_pid)
-    # fork 1 at the start, fork 2 after the first failure, then the zygote is spent: a new one, and so on
-    assert zygotes[0] == zygotes[1] != zygotes[2] == zygotes[3], zygotes
+    why = [r.getMessage() for r in caplog.records if "restarts whole" in r.getMessage()]
+    # fork 1 at the start, fork 2 after the first failure, then the zygote is spent and a new one starts. A zygote
+    # may also be replaced sooner for a reason of its own (a slow CI host: a child outliving SIGKILL by 5 s), which
+    # the log names; no zygote may fork more than 2.
+    assert zygotes[0] == zygotes[1] != zygotes[2], (zygotes, why)
+    changes = sum(a != b for a, b in zip(zygotes, zygotes[1:]))
+    assert max(Counter(zygotes).values()) <= 2 and len(set(zygotes)) == changes + 1, (zygotes, why)  # none comes back
+    assert why and "forked its 2 children (max_forks_per_zygote)" in why[0], why
 
 
 CANDIDATES = {

@@ -111,7 +111,9 @@ def fresh_dynamo():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("finetune,gradient_checkpointing", [("full", False), ("lora", True)])
+# CI compiles the LoRA case only; full fine-tuning and the sharded policy are slow (a minute or two each on CPU)
+@pytest.mark.parametrize("finetune,gradient_checkpointing", [pytest.param("full", False, marks=pytest.mark.slow),
+                                                             ("lora", True)])
 def test_compiled_policy_takes_the_eager_steps(fresh_dynamo, device, finetune, gradient_checkpointing):
     algorithm = AlgorithmConfig(kl_coef=0.1)  # the reference pass too (a frozen copy / the adapter disabled)
     eager_policy = Policy(policy_cfg(device, False, finetune, gradient_checkpointing), algorithm, model=tiny_llama())
@@ -129,8 +131,7 @@ def test_compiled_policy_takes_the_eager_steps(fresh_dynamo, device, finetune, g
         torch.testing.assert_close(exported[name], value, **TOL)
 
 
-
-
+@pytest.mark.slow
 def test_compiled_sharded_policy_takes_the_eager_steps(fresh_dynamo, group):
     from rl.learner.sharded import ShardedPolicy
 

@@ -38,7 +38,8 @@ def script(trajectory_id, turn, request):
     return "The store was off by one.\n" + call("submit", code=solution + "\nVARIANT = 1\n")  # not the store's own
 
 
-@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])  # ppo: the critic and GAE on the masked rows too
+# ppo: the critic and GAE on the masked rows too (slow: CI runs grpo; unit tests cover GAE's masking)
+@pytest.mark.parametrize("algorithm", ["grpo", pytest.param("ppo", marks=pytest.mark.slow)])
 def test_one_training_step_on_scripted_multi_turn_trajectories(tmp_path, monkeypatch, algorithm):
     from hydra import compose, initialize_config_dir
 
