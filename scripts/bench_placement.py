@@ -10,11 +10,16 @@ window after the first, by mode:
   outputs     the block earlier outputs used is held by a plug, so this window's outputs land elsewhere
   evaluator   envs.worker.outcome.move_to_fresh_placement and allocating_in_placement, as the worker's
               placement blocks call them (inputs, outputs and scratch in a new private pool per window)
+  evaluator_kept_spacer
+              the same, the random spacer held through the window instead of freed (keep_spacer): every
+              window's pool then starts without a hole of the spacer's size that outputs may take
 
 Per mode: the kernel's CV over the windows' medians, the relative range of the eager/kernel ratio, the
 first timed run of each window against the window's median (after the evaluator's short warm-up of a
 placement block in that mode: a driver allocation inside a timed run shows there) and the count of timed
-runs that took memory from the driver. `--runs 2` gives the windows the evaluator's default share (two
+runs that took memory from the driver. `--trace-memory` adds, per window, the spacer's size and every call
+(warm-up or timed) during which `torch.cuda.memory_reserved()` grew, by how much (the reads sit inside the timed
+window: a few microseconds of host time). `--runs 2` gives the windows the evaluator's default share (two
 kernel runs, one anchor run: 100 and 50 runs over 48 blocks). A mode
 whose range is near `same`'s does not sample placements; the evaluator's should be near `realloc`'s, since
 evaluations in fresh processes get fresh memory (docs/gpu-notes.md, sessions 4 and 7).
@@ -41,14 +46,16 @@ sys.path.insert(0, str(ROOT))
 from envs.timing import ANCHOR, KERNEL, block_warmup, interleaved_schedule, time_interleaved  # noqa: E402
 from envs.worker.outcome import allocating_in_placement, clone_args, load_module, move_to_fresh_placement  # noqa: E402
 
-MODES = ("same", "clone", "realloc", "outputs", "evaluator")
+MODES = ("same", "clone", "realloc", "outputs", "evaluator", "evaluator_kept_spacer")
+MIB = 1 << 20
 
 
 def _to_cuda(args: list[Any]) -> list[Any]:
     return [a.cuda() if isinstance(a, torch.Tensor) else a for a in args]
 
 
-def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, seed: int) -> list[dict]:
+def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, seed: int,
+            trace_memory: bool = False) -> list[dict]:
     problem = load_module(f"problem_{problem_id}", str(ROOT / "envs/builtin/problems" / f"{problem_id}.py"))
     solution = load_module(f"solution_{problem_id}", str(ROOT / "envs/builtin/solutions" / f"{problem_id}.py"))
     init = problem.get_init_inputs()
@@ -66,15 +73,21 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
         medians, ratios, firsts, anchor_firsts, anchor_medians = [], [], [], [], []
         allocating = dict.fromkeys((KERNEL, ANCHOR), 0)
         rounds = None  # the warm-up rounds that settled the second window's pool (envs.timing.block_warmup)
+        traces = []
         for w in range(windows):
-            if w:
-                place(mode, placed, inputs, example, plugs, rng)
+            spacer = place(mode, placed, inputs, example, plugs, rng) if w else None
             fns: dict[str, Callable[[], Any]] = {KERNEL: lambda: placed_call(kernel, placed, "inputs"),
                                                  ANCHOR: lambda: placed_call(reference, placed, "anchor")}
+            calls: list[tuple[str, int]] = []
+            if trace_memory:
+                fns = {name: traced(name, fn, calls) for name, fn in fns.items()}
+            schedule = interleaved_schedule(runs, runs // 2)
             # The evaluator warms its windows up as the worker's placement blocks (the other modes: fully)
             with torch.no_grad():
-                timed = time_interleaved(fns, interleaved_schedule(runs, runs // 2),
-                                         **block_warmup(w if mode == "evaluator" else 0, 25.0, rounds))
+                timed = time_interleaved(fns, schedule,
+                                         **block_warmup(w if mode.startswith("evaluator") else 0, 25.0, rounds))
+            if trace_memory:
+                traces.append({"window": w, "spacer_mib": spacer, **growth(calls, len(schedule))})
             if w == 1:
                 rounds = timed.settled_after
             k, a = statistics.median(timed.samples[KERNEL]), statistics.median(timed.samples[ANCHOR])
@@ -98,7 +111,8 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
                      "allocating_runs": allocating,
                      "warmup_rounds": rounds,
                      "anchor_medians_ms": [round(x, 4) for x in anchor_medians],
-                     "kernel_medians_ms": [round(x, 4) for x in medians]})
+                     "kernel_medians_ms": [round(x, 4) for x in medians],
+                     **({"memory_trace": traces} if trace_memory else {})})
         del placed, inputs, example, plugs
         torch.cuda.empty_cache()
     return rows
@@ -110,9 +124,29 @@ def placed_call(module: torch.nn.Module, placed: dict, key: str) -> Any:
         return module(*placed[key])
 
 
+def traced(name: str, fn: Callable[[], Any], calls: list[tuple[str, int]]) -> Callable[[], Any]:
+    """`fn`, appending (name, bytes memory_reserved grew by) to `calls` at every call."""
+    def call():
+        before = torch.cuda.memory_reserved()
+        out = fn()
+        calls.append((name, torch.cuda.memory_reserved() - before))
+        return out
+    return call
+
+
+def growth(calls: list[tuple[str, int]], timed: int) -> dict:
+    """A window's calls that took memory from the driver: the last `timed` calls are the timed runs, the ones
+    before them the warm-up (its rounds call each callable in turn)."""
+    warmup = len(calls) - timed
+    grew = [{"call": i, "name": name, "phase": "warmup" if i < warmup else "timed", "mib": round(grown / MIB, 1)}
+            for i, (name, grown) in enumerate(calls) if grown > 0]
+    return {"warmup_calls": warmup, "grew": grew}
+
+
 def place(mode: str, placed: dict, originals: list[Any], example: Any,
-          plugs: list[torch.Tensor], rng: random.Random) -> None:
-    """Move the tensors of the next window as `mode` says (see the module docstring)."""
+          plugs: list[torch.Tensor], rng: random.Random) -> int | None:
+    """Move the tensors of the next window as `mode` says (see the module docstring); the spacer's MiB where
+    the mode places one."""
     if mode == "clone":
         placed["inputs"], placed["anchor"] = clone_args(placed["inputs"]), clone_args(placed["inputs"])
     elif mode == "realloc":
@@ -122,12 +156,18 @@ def place(mode: str, placed: dict, originals: list[Any], example: Any,
         spacer = torch.empty(rng.randint(1, 32) << 21, dtype=torch.uint8, device="cuda")
         placed["inputs"] = _to_cuda(values)
         placed["anchor"] = clone_args(placed["inputs"])
+        size = spacer.numel() // MIB
         del spacer
+        return size
     elif mode == "outputs" and isinstance(example, torch.Tensor):
         plugs.append(torch.empty_like(example))  # takes the free block the last outputs used
         plugs.append(torch.empty(rng.randint(1, 32) << 21, dtype=torch.uint8, device="cuda"))
-    elif mode == "evaluator":
-        move_to_fresh_placement(placed, originals, spacer_bytes=rng.randint(1, 32) << 21)
+        return plugs[-1].numel() // MIB
+    elif mode.startswith("evaluator"):
+        spacer = rng.randint(1, 32) << 21
+        move_to_fresh_placement(placed, originals, spacer_bytes=spacer, keep_spacer=mode == "evaluator_kept_spacer")
+        return spacer // MIB
+    return None
 
 
 def main() -> int:
@@ -138,6 +178,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="also append the JSON lines to this file")
+    ap.add_argument("--trace-memory", action="store_true",
+                    help="per window: the spacer's size and each call during which memory_reserved grew")
     args = ap.parse_args()
     if args.runs < 2 or args.windows < 1:
         # a window times runs // 2 anchor runs: with fewer than 2 it has none to compare the kernel against
@@ -145,7 +187,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         ap.error("placements are a GPU question: no CUDA device here")
     for pid in args.problems:
-        for row in measure(pid, tuple(args.modes), args.windows, args.runs, args.seed):
+        for row in measure(pid, tuple(args.modes), args.windows, args.runs, args.seed, args.trace_memory):
             line = json.dumps(row)
             print(line, flush=True)
             if args.out:

@@ -32,7 +32,8 @@ def clone_args(args: list[Any]) -> list[Any]:
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
 
 
-def move_to_fresh_placement(placed: dict[str, Any], inputs: list[Any], spacer_bytes: int = 0) -> None:
+def move_to_fresh_placement(placed: dict[str, Any], inputs: list[Any], spacer_bytes: int = 0,
+                            keep_spacer: bool = False) -> None:
     """New copies of the original `inputs` for the candidate (`placed["inputs"]`) and the anchor
     (`placed["anchor"]`).
 
@@ -45,18 +46,24 @@ def move_to_fresh_placement(placed: dict[str, Any], inputs: list[Any], spacer_by
     a pool per block the speedup interval's coverage of later evaluations rose from 29% to 57% on the H200
     (docs/gpu-notes.md, sessions 7 and 9). Peak: the originals plus two copies.
     Tensors still holding the old pool's memory (outputs that view an input) stay valid: its segments are
-    returned only once nothing uses them."""
+    returned only once nothing uses them.
+    `keep_spacer` holds the spacer in `placed["spacer"]` until the next move instead of freeing it at once: a freed
+    spacer leaves a hole of its random size in the pool that the block's small outputs may take, so the blocks
+    would not start from the same free space (scripts/bench_placement.py's `evaluator_kept_spacer` mode asks
+    whether that is why attention anchors still allocate; docs/gpu-runbook.md)."""
     device = next((a.device for a in inputs if isinstance(a, torch.Tensor) and a.is_cuda), None)
     if device is None:
         placed["inputs"], placed["anchor"] = clone_args(inputs), clone_args(inputs)
         return
-    for key in ("inputs", "anchor", "pool"):
+    for key in ("inputs", "anchor", "spacer", "pool"):
         placed.pop(key, None)
     torch.cuda.empty_cache()
     pool = torch.cuda.MemPool()
     with torch.cuda.use_mem_pool(pool, device):
         spacer = torch.empty(spacer_bytes, dtype=torch.uint8, device=device) if spacer_bytes > 0 else None
         placed["inputs"], placed["anchor"] = clone_args(inputs), clone_args(inputs)
+        if keep_spacer and spacer is not None:
+            placed["spacer"] = spacer
         del spacer
     placed["pool"] = pool
 

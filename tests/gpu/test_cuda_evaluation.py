@@ -164,3 +164,19 @@ def test_placement_blocks_leave_no_timed_run_a_driver_allocation():
                                    warmup_ms=5.0)
     assert timed.allocating == {KERNEL: 0, ANCHOR: 0}
     assert len(timed.samples[ANCHOR]) == 50 and len(set(timed.blocks[ANCHOR])) == 48
+
+
+def test_a_kept_spacer_is_held_until_the_next_move_and_a_plain_one_is_not():
+    import torch
+
+    from envs.worker.outcome import move_to_fresh_placement
+
+    inputs = [torch.randn(1 << 20, device="cuda")]
+    placed: dict = {}
+    move_to_fresh_placement(placed, inputs, spacer_bytes=8 << 20)
+    assert "spacer" not in placed
+    move_to_fresh_placement(placed, inputs, spacer_bytes=8 << 20, keep_spacer=True)
+    spacer = placed["spacer"]
+    assert spacer.numel() == 8 << 20 and spacer.data_ptr() != placed["inputs"][0].data_ptr()
+    move_to_fresh_placement(placed, inputs, spacer_bytes=4 << 20)
+    assert "spacer" not in placed and torch.equal(placed["inputs"][0], inputs[0])

@@ -22,3 +22,24 @@ def test_one_run_per_window_is_refused_with_the_reason():
 def test_two_runs_per_window_pass_the_check():
     done = run("--runs", "2")
     assert "--runs must be" not in done.stderr  # on this machine it stops at the CUDA check instead
+
+
+def test_memory_trace_labels_warmup_and_timed_calls_that_grew():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_placement", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    # two warm-up rounds (kernel, anchor) then the timed kernel, anchor, kernel
+    calls = [("kernel", 2 << 20), ("anchor", 0), ("kernel", 0), ("anchor", 0), ("kernel", 0), ("anchor", 3 << 20),
+             ("kernel", 0)]
+    trace = bench.growth(calls, timed=3)
+    assert trace["warmup_calls"] == 4
+    assert trace["grew"] == [{"call": 0, "name": "kernel", "phase": "warmup", "mib": 2.0},
+                             {"call": 5, "name": "anchor", "phase": "timed", "mib": 3.0}]
+
+
+def test_trace_memory_is_an_option():
+    done = run("--runs", "2", "--trace-memory", "--modes", "evaluator_kept_spacer")
+    assert "unrecognized" not in done.stderr and "invalid choice" not in done.stderr
+    assert "no CUDA device" in done.stderr  # past the argument checks, stopped at the CUDA check on this machine
