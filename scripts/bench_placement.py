@@ -153,20 +153,21 @@ def place(mode: str, placed: dict, originals: list[Any], example: Any,
         values = [a.cpu() if isinstance(a, torch.Tensor) else a for a in placed["inputs"]]
         placed.clear()
         torch.cuda.empty_cache()
-        spacer = torch.empty(rng.randint(1, 32) << 21, dtype=torch.uint8, device="cuda")
+        spacer_bytes = rng.randint(1, 32) << 21
+        spacer = torch.empty(spacer_bytes, dtype=torch.uint8, device="cuda")
         placed["inputs"] = _to_cuda(values)
         placed["anchor"] = clone_args(placed["inputs"])
-        size = spacer.numel() // MIB
         del spacer
-        return size
+        return spacer_bytes // MIB
     elif mode == "outputs" and isinstance(example, torch.Tensor):
         plugs.append(torch.empty_like(example))  # takes the free block the last outputs used
         plugs.append(torch.empty(rng.randint(1, 32) << 21, dtype=torch.uint8, device="cuda"))
         return plugs[-1].numel() // MIB
     elif mode.startswith("evaluator"):
-        spacer = rng.randint(1, 32) << 21
-        move_to_fresh_placement(placed, originals, spacer_bytes=spacer, keep_spacer=mode == "evaluator_kept_spacer")
-        return spacer // MIB
+        spacer_bytes = rng.randint(1, 32) << 21
+        move_to_fresh_placement(placed, originals, spacer_bytes=spacer_bytes,
+                                keep_spacer=mode == "evaluator_kept_spacer")
+        return spacer_bytes // MIB
     return None
 
 

@@ -127,13 +127,16 @@ def test_verdict_with_interval_and_shares_round_trips_and_rebases():
     assert speedup == pytest.approx(2.0) and rebased.low == pytest.approx(1.5 / 0.8) and rebased.anchored
 
 
-def test_bench_reports_per_kernel_speedup_spread_over_repeats():
-    import importlib.util
-
+def bench_eval():
+    """scripts/bench_eval.py as a module (its summaries, without running it)."""
+    from envs.worker.outcome import load_module
     from tests.conftest import ROOT
-    spec = importlib.util.spec_from_file_location("bench_eval", ROOT / "scripts" / "bench_eval.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+
+    return load_module("bench_eval", str(ROOT / "scripts" / "bench_eval.py"))
+
+
+def test_bench_reports_per_kernel_speedup_spread_over_repeats():
+    bench = bench_eval()
     interval = SpeedupInterval(0.9, 1.1, 0.95, True, 1.0, 1000)
     verdicts = [Verdict(Status.CORRECT, pid, "NVIDIA H200", speedup=s, speedup_interval=interval)
                 for pid, s in [("a", 1.0), ("a", 1.02), ("a", 0.99), ("b", 2.0), ("b", 2.2), ("c", 3.0)]]
@@ -145,12 +148,7 @@ def test_bench_reports_per_kernel_speedup_spread_over_repeats():
 
 
 def test_bench_reports_whether_the_first_repeats_interval_holds_the_later_ones():
-    import importlib.util
-
-    from tests.conftest import ROOT
-    spec = importlib.util.spec_from_file_location("bench_eval", ROOT / "scripts" / "bench_eval.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = bench_eval()
     wide, narrow = SpeedupInterval(0.95, 1.05, 0.95, True, 1.0, 1000, blocks=3), \
         SpeedupInterval(1.99, 2.01, 0.95, True, 1.0, 1000)
     verdicts = [Verdict(Status.CORRECT, pid, "NVIDIA H200", speedup=s, speedup_interval=i) for pid, s, i in [
@@ -164,13 +162,9 @@ def test_bench_reports_whether_the_first_repeats_interval_holds_the_later_ones()
 
 
 def test_bench_counts_evaluations_whose_anchor_runs_still_allocated():
-    import importlib.util
-
     from envs.timing import ALLOCATING_NOTE
-    from tests.conftest import ROOT
-    spec = importlib.util.spec_from_file_location("bench_eval", ROOT / "scripts" / "bench_eval.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+
+    bench = bench_eval()
     noted = Verdict(Status.CORRECT, "a", "NVIDIA H200", speedup=1.0, notes=[f"3 of 50 anchor runs {ALLOCATING_NOTE}"])
     plain = Verdict(Status.CORRECT, "b", "NVIDIA H200", speedup=1.0, notes=["something else"])
     assert bench.summarize([noted, plain, plain], wall=1.0)["anchor_allocating"] == 1
