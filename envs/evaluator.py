@@ -15,6 +15,7 @@ import collections
 import concurrent.futures
 import contextlib
 import dataclasses
+import logging
 import threading
 import time
 from typing import Iterable, Iterator
@@ -22,21 +23,20 @@ from typing import Iterable, Iterator
 from envs.antihack import static as static_analysis
 from envs.antihack.judge import LLMJudge, apply_judge
 from envs.cache import SqliteCache, cache_key
+from envs.guard import StageFailure, guarded
 from envs.problems import Problem, ProblemError
 from envs.settings import EvalSettings
-from envs.source import CanonicalSolution, SourceError, prepare_solution
-from envs.verdict import Status, Verdict
+from envs.source import AST_LOCK, CanonicalSolution, SourceError, prepare_solution
+from envs.verdict import HackFinding, Status, Verdict
 from envs.worker.pool import EvaluatorError, WorkerPool, resolve_device
 from rewards.makora import DEFAULT_DELTA, check_delta, reward_for_verdict
 
 __all__ = ["Candidate", "Evaluator", "EvaluatorError", "Preparer"]
 
-# CPython 3.11's ast module is not safe to use from several threads at once (cpython#106905: "AST
-# constructor recursion depth mismatch"), and the CPU stage parses heavily: one thread at a time.
-_PARSE_LOCK = threading.Lock()
+# Verdicts that may depend on the machine's state (or on our bugs) rather than the code are not cached.
+_TRANSIENT = {Status.TIMEOUT, Status.CRASH, Status.REJECTED, Status.INTERNAL_ERROR}
 
-# Verdicts that may depend on the machine's state rather than the code are not cached.
-_TRANSIENT = {Status.TIMEOUT, Status.CRASH}
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,37 +67,57 @@ class Preparer:
         return self.device_kind.split("|")[0]
 
     def prepare(self, problem: Problem, answer: str) -> Candidate | Verdict:
-        """A Candidate to execute, or the final Verdict when nothing needs to run."""
+        """A Candidate to execute, or the final Verdict when nothing needs to run. Nothing in `answer` makes
+        it raise: a stage that fails on the candidate gives its verdict (envs/guard.py)."""
         started = time.monotonic()
-        with _PARSE_LOCK:
-            return self._prepare(problem, answer, started)
-
-    def _prepare(self, problem: Problem, answer: str, started: float) -> Candidate | Verdict:
-        try:
-            solution = prepare_solution(answer)
-        except SourceError as e:
+        with AST_LOCK:
+            checked = guarded("extract", self._extract, problem, answer)
+            if isinstance(checked, CanonicalSolution):
+                finding = guarded("static", static_analysis.analyze, checked.source, problem.source,
+                                  self.settings.cpu_stage)
+                if isinstance(finding, HackFinding):
+                    checked = Verdict(Status.HACK, problem.id, self.device_name,
+                                      error=f"{finding.category}: {finding.reason}", hack=finding)
+                elif isinstance(finding, StageFailure):
+                    checked = finding
+        if isinstance(checked, StageFailure):
+            checked = checked.verdict(problem.id, self.device_name)
+        if isinstance(checked, Verdict):
             elapsed = time.monotonic() - started
-            return Verdict(Status.COMPILE_ERROR, problem.id, self.device_name, error=str(e),
-                           phase_seconds={"static": elapsed, "total": elapsed})
-        finding = static_analysis.analyze(solution.source, problem.source)
-        if finding is not None:
-            elapsed = time.monotonic() - started
-            return Verdict(Status.HACK, problem.id, self.device_name, error=f"{finding.category}: {finding.reason}",
-                           hack=finding, phase_seconds={"static": elapsed, "total": elapsed})
+            return dataclasses.replace(checked, phase_seconds={"static": elapsed, "total": elapsed})
+        solution = checked
         sizes = problem.small_sizes if self.size == "small" else {}
         base = dict(problem=problem.sha256, sizes=sizes, device=self.device_kind)
         verdict_key = cache_key(**base, solution=solution.sha256, settings=self.settings.cache_fields(self.device))
-        # A caller that does not require the sandbox may also use a verdict obtained under it; never the reverse.
-        keys = dict.fromkeys([verdict_key, cache_key(**base, solution=solution.sha256,
-                                                     settings=self.settings.cache_fields(self.device, sandboxed=True))])
-        hit = None if self.cache is None else next(
-            (h for k in keys if (h := self.cache.get_verdict(k)) is not None), None)
+        hit = self._cached(problem, solution, base, verdict_key)
         if hit is not None:
-            verdict = Verdict.from_dict(hit)
-            verdict = dataclasses.replace(verdict, cached=True, reward=reward_for_verdict(verdict, self.delta))
-            return self._judged(verdict, problem, solution)
+            return self._judged(dataclasses.replace(hit, cached=True, reward=reward_for_verdict(hit, self.delta)),
+                                problem, solution)
         baseline_key = cache_key(**base, runs=self.settings.timed_runs, warmup_ms=self.settings.warmup_ms)
         return Candidate(problem, solution, verdict_key, baseline_key, time.monotonic() - started)
+
+    def _extract(self, problem: Problem, answer: str) -> CanonicalSolution | Verdict:
+        try:
+            return prepare_solution(answer, self.settings.cpu_stage)
+        except SourceError as e:
+            return Verdict(Status.COMPILE_ERROR, problem.id, self.device_name, error=str(e))
+
+    def _cached(self, problem: Problem, solution: CanonicalSolution, base: dict, verdict_key: str) -> Verdict | None:
+        """The cached verdict of this code, if any. A caller that does not require the sandbox may also use
+        a verdict obtained under it; never the reverse. An unreadable entry is a miss (and is logged)."""
+        if self.cache is None:
+            return None
+        sandboxed = cache_key(**base, solution=solution.sha256,
+                              settings=self.settings.cache_fields(self.device, sandboxed=True))
+        for key in dict.fromkeys([verdict_key, sandboxed]):
+            try:
+                hit = self.cache.get_verdict(key)
+                if hit is not None:
+                    return Verdict.from_dict(hit)
+            except Exception as e:  # the cache's fault, not the candidate's: evaluate it afresh
+                log.warning("verdict cache entry for %s unreadable (%s: %s); evaluating afresh",
+                            problem.id, type(e).__name__, e)
+        return None
 
     def baselines(self, candidate: Candidate) -> dict | None:
         """Known baseline timings for the candidate's problem (None: not measured yet, or not on CUDA)."""
@@ -111,6 +131,15 @@ class Preparer:
 
     def finish(self, candidate: Candidate, verdict: Verdict, measured_baselines: dict | None,
                started: float) -> Verdict:
+        """The worker's verdict with its reward and phase times, cached, and reviewed by the judge. Total,
+        like `prepare`: a failure here is the candidate's verdict."""
+        finished = guarded("finish", self._finish, candidate, verdict, measured_baselines, started)
+        if isinstance(finished, StageFailure):
+            return finished.verdict(candidate.problem.id, self.device_name, phase_seconds=verdict.phase_seconds)
+        return finished
+
+    def _finish(self, candidate: Candidate, verdict: Verdict, measured_baselines: dict | None,
+                started: float) -> Verdict:
         if measured_baselines:
             if self.cache is not None:
                 self.cache.put_baselines(candidate.baseline_key, candidate.problem.id, measured_baselines)
@@ -128,19 +157,23 @@ class Preparer:
         have their own cache, so the verdict cache keeps the deterministic verdict)."""
         if self.judge is None or not self.judge.config.enabled or not verdict.correct:
             return verdict
-        record = self.judge.judge(solution.source, problem.source)
-        return apply_judge(verdict, record, self.judge.config.can_zero_reward)
+        judged = guarded("judge", lambda: apply_judge(verdict, self.judge.judge(solution.source, problem.source),
+                                                      self.judge.config.can_zero_reward))
+        if isinstance(judged, StageFailure):
+            return judged.verdict(problem.id, self.device_name, phase_seconds=verdict.phase_seconds)
+        return judged
 
 
 def profile_target(preparer: Preparer, problem: Problem, answer: str) -> CanonicalSolution | str:
     """The canonical solution `profile` runs (the answer must pass the CPU stage, like an evaluation), or why
     it cannot be profiled (a static finding, a syntax error)."""
     prepared = preparer.prepare(problem, answer)
-    if isinstance(prepared, Verdict):
-        if prepared.status is Status.CORRECT:  # a cached verdict: the code still has to run to be profiled
-            return prepare_solution(answer)
-        return f"{prepared.status.value}: {prepared.error}"
-    return prepared.solution
+    if isinstance(prepared, Candidate):
+        return prepared.solution
+    if prepared.status is Status.CORRECT:  # a cached verdict: the code still has to run to be profiled
+        with AST_LOCK:  # it passed the same stage just now
+            return prepare_solution(answer, preparer.settings.cpu_stage)
+    return f"{prepared.status.value}: {prepared.error}"
 
 
 class Evaluator:

@@ -76,6 +76,7 @@ class VerdictResponse(BaseModel):
     torch_share: float | None = None
     accuracy: Accuracy | None = None
     floor_ms: float | None = None
+    traceback: str | None = None  # internal_error: where the evaluator failed on this candidate
 
 
 class RewardResponse(BaseModel):

@@ -65,6 +65,25 @@ class StepDeadlines:
 
 
 @dataclasses.dataclass(frozen=True)
+class CpuStageLimits:
+    """Bounds of the driver's CPU stage (extraction, canonicalisation, static analysis) for one candidate.
+    A candidate over one is `rejected` with the bound named. Honest kernels stay far inside: the built-in
+    references and the red-team corpus are 0.5-4 KB, 55-1,100 AST nodes, nested at most 18 deep."""
+
+    max_answer_chars: int = 1_000_000  # the model's whole answer
+    max_code_chars: int = 200_000  # the extracted code
+    max_ast_nodes: int = 50_000
+    max_ast_depth: int = 100  # the analysis walks nested code recursively, a few frames a level
+    max_resolution_depth: int = 100  # names resolved through names (aliases, containers, returns)
+    analysis_seconds: float = 5.0  # wall time of the static analysis
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if not getattr(self, f.name) > 0:
+                raise ValueError(f"cpu_stage.{f.name} must be > 0, not {getattr(self, f.name)!r}")
+
+
+@dataclasses.dataclass(frozen=True)
 class EvalSettings:
     device: str = "auto"  # cpu | cuda | auto (cuda when available)
     size: str | None = None  # full | small; None: full on cuda, small on cpu
@@ -75,6 +94,7 @@ class EvalSettings:
     seed: int | None = None  # None: fresh unpredictable seeds for every evaluation
     timeouts: PhaseTimeouts = PhaseTimeouts()  # upper bounds per phase
     deadlines: StepDeadlines = StepDeadlines()  # derived from the problem's reference time, within them
+    cpu_stage: CpuStageLimits = CpuStageLimits()  # bounds of the driver-side stage (envs/guard.py)
     memory_limit_gb: float = 16.0  # host RSS of one worker and its children
     # CPU-time backstop (envs/worker/cpu_backstop.py): each phase may use cpu_cores x its timeout in CPU
     # seconds over the worker's process tree; an honest worker keeps about one core busy, far inside it.
@@ -191,8 +211,11 @@ class EvalSettings:
         m = dict(m)
         timeouts = m.pop("timeouts", None) or {}
         deadlines = m.pop("deadlines", None) or {}
+        cpu_stage = dict(m.pop("cpu_stage", None) or {})
         reject_unknown(cls, m, "evaluation")
-        return cls(timeouts=PhaseTimeouts(**timeouts), deadlines=StepDeadlines.from_mapping(dict(deadlines)), **m)
+        reject_unknown(CpuStageLimits, cpu_stage, "cpu_stage")
+        return cls(timeouts=PhaseTimeouts(**timeouts), deadlines=StepDeadlines.from_mapping(dict(deadlines)),
+                   cpu_stage=CpuStageLimits(**cpu_stage), **m)
 
 
 def reject_unknown(cls: type, m: dict[str, Any], what: str) -> None:

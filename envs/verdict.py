@@ -15,6 +15,10 @@ class Status(str, enum.Enum):
     TIMEOUT = "timeout"
     CRASH = "crash"
     HACK = "hack"
+    # The driver's CPU stage could not judge the candidate (envs/guard.py): over one of its bounds (size,
+    # nesting, analysis time), or a stage failed on it, our bug that the candidate found (kept for triage).
+    REJECTED = "rejected"
+    INTERNAL_ERROR = "internal_error"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +139,7 @@ class Verdict:
     # GPU: the anti-hack's physical floor of the problem, ms: the longer of its minimum bytes at peak DRAM bandwidth
     # and its FLOPs at peak (envs/antihack/runtime.py floor_ms). None on CPU and in verdicts cached before it existed.
     floor_ms: float | None = None
+    traceback: str | None = None  # internal_error: the stage's traceback (its last frames), for triage
 
     @property
     def correct(self) -> bool:

@@ -22,7 +22,8 @@ import dataclasses
 from typing import Any, Mapping
 
 from envs.settings import reject_unknown
-from envs.source import SourceError, prepare_solution
+from envs.guard import guarded
+from envs.source import CanonicalSolution, prepare_solution
 from envs.verdict import Status, Verdict
 from rewards.makora import DEFAULT_DELTA, check_delta, reward_for_verdict
 
@@ -62,11 +63,7 @@ def overlong_penalty(n_tokens: int, max_tokens: int, buffer: int, penalty: float
 
 def has_candidate(text: str) -> bool:
     """Whether the answer holds code that parses and defines ModelNew (what the evaluator needs to start)."""
-    try:
-        prepare_solution(text)
-    except SourceError:
-        return False
-    return True
+    return isinstance(guarded("format", prepare_solution, text), CanonicalSolution)
 
 
 def shaped_reward(verdict: Verdict, text: str, n_tokens: int, max_tokens: int,

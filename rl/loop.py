@@ -167,9 +167,7 @@ class Trainer:
         row.update(self.c.pool.metrics())
         if hasattr(self.engine, "metrics"):
             row.update({f"rollout/{k}": v for k, v in (await _maybe_await(self.engine.metrics())).items()})
-        self.logger.samples(sample_rows(generated, step, split="train"))
-        if self.logger.wants_table(step):
-            self.logger.table(step, "train/samples", sample_rows(generated, step, self.logger.config.table_rows))
+        self._record_samples(generated, step, "train")
         if self.c.learner is not None and self.cfg.loop.checkpoint_every and step % self.cfg.loop.checkpoint_every == 0:
             self.checkpoint()
         if self._validates_at(step):
@@ -293,13 +291,21 @@ class Trainer:
         if self.tools is not None:
             row.update(self.tools.record([result], self.step, "val", self.logger))
         row["time/validate"] = time.perf_counter() - t
-        self.logger.samples(sample_rows(result.groups, self.step, split="val"))
-        if self.logger.wants_table(self.step) or self.step == 0:
-            rows = sample_rows(result.groups, self.step, self.logger.config.table_rows, "val")
-            self.logger.table(self.step, "val/samples", rows)
+        self._record_samples(result.groups, self.step, "val")
         log.info("validation at step %d: reward %.3f correct %.2f on %d problems", self.step,
                  row.get("val/reward_mean", math.nan), row.get("val/correct_rate", math.nan), len(problems))
         return row
+
+    def _record_samples(self, groups: list[Group], step: int, split: str) -> None:
+        """Every sample to samples.jsonl, the ones an evaluation stage failed on to crashers/, and a table
+        now and then (validation's first one always)."""
+        self.logger.samples(sample_rows(groups, step, split=split))
+        if crashed := self.logger.crashers(groups, step, split):
+            log.warning("step %d: an evaluation stage failed on %d %s sample(s); kept in %s", step, crashed,
+                        split, self.logger.run_dir / "crashers")
+        if self.logger.wants_table(step) or (split == "val" and step == 0):
+            rows = sample_rows(groups, step, self.logger.config.table_rows, split)
+            self.logger.table(step, f"{split}/samples", rows)
 
     def _validates_at(self, step: int) -> bool:
         """Every validation.every steps, and at the last step when validation.at_end (one row per step)."""

@@ -21,7 +21,8 @@ import jinja2
 
 from envs.problems import Problem
 from envs.settings import reject_unknown
-from envs.source import SourceError, canonicalize
+from envs.guard import guarded
+from envs.source import CanonicalSolution, canonicalize
 from rl.retrieval import KernelIndex, SolvedKernel
 from rl.types import Message, RolloutRequest, SamplingConfig
 
@@ -66,10 +67,9 @@ class Prompt:
 def _shown(code: str, strip_comments: bool) -> str:
     if not strip_comments:
         return code
-    try:
-        return canonicalize(code).source
-    except SourceError:
-        return code  # not valid Python: show it as it is rather than lose it
+    canonical = guarded("prompt", canonicalize, code)
+    # not valid Python (or over the CPU stage's bounds): show it as it is rather than lose it
+    return canonical.source if isinstance(canonical, CanonicalSolution) else code
 
 
 class PromptBuilder:

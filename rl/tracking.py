@@ -9,14 +9,17 @@ of sampled kernels with their verdicts.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import math
 import os
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Iterable, Literal, Mapping
 
 from envs.settings import reject_unknown
+from envs.verdict import Status
+from rl.types import Group
 
 __all__ = ["RunLogger", "WandbConfig", "read_metrics"]
 
@@ -106,6 +109,23 @@ class RunLogger:
         for row in rows:
             self._samples.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
         self._samples.flush()
+
+    def crashers(self, groups: Iterable[Group], step: int, split: str) -> int:
+        """Samples an evaluation stage failed on (status internal_error), kept for triage in crashers/: the
+        answer, its problem and the traceback, one file per distinct answer. Returns how many were written."""
+        written = 0
+        for g in groups:
+            for s in g.samples:
+                if s.verdict.status is not Status.INTERNAL_ERROR:
+                    continue
+                digest = hashlib.sha256(s.sample.text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+                path = self.run_dir / "crashers" / f"{g.problem_id}_{digest}.json"
+                path.parent.mkdir(exist_ok=True)
+                record = {"step": step, "split": split, "problem_id": g.problem_id, "error": s.verdict.error,
+                          "traceback": s.verdict.traceback, "answer": s.sample.text}
+                path.write_text(json.dumps(record, indent=1, ensure_ascii=True))
+                written += 1
+        return written
 
     def wants_table(self, step: int) -> bool:
         return self.config.table_every > 0 and step % self.config.table_every == 0

@@ -31,7 +31,7 @@ from envs.pool.config import PoolConfig
 from envs.pool.dispatch import DispatchStage
 from envs.pool.metrics import PoolMetrics
 from envs.pool.scheduler import Admission, JobQueue, JobState, PoolClosedError, PoolFullError
-from envs.pool.submission import _AST_LOCK, SubmissionStage
+from envs.pool.submission import SubmissionStage
 from envs.pool.supervision import _Actor, ActorSupervisor
 from envs.problems import Problem
 from envs.settings import EvalSettings
@@ -141,8 +141,7 @@ class EvaluationPool(SubmissionStage, DispatchStage, ActorSupervisor):
         contract): {"profile": facts} or {"error": why}. Not queued by priority: it takes a worker slot of the
         least busy actor at once (the dispatcher sees that slot taken until it ends). The actor's worker pool
         answers {"error": "profile needs a GPU"} on CPU actors."""
-        with _AST_LOCK:
-            solution = profile_target(self.preparer, problem, answer)
+        solution = profile_target(self.preparer, problem, answer)
         if isinstance(solution, str):
             return {"error": solution}
         with self._lock:

@@ -20,6 +20,7 @@ import functools
 import logging
 import time
 
+from envs.guard import failure_of
 from envs.pool.scheduler import Job, JobState, Request
 from envs.pool.supervision import _Actor
 from envs.verdict import Status, Verdict
@@ -138,9 +139,10 @@ class DispatchStage:
                     self._metrics.count("crashes_after_retry")
                     job.state = JobState.FINISHING
                     action = (self._crash_verdict(job), None, None)
-            else:
+            else:  # the actor lives but failed on this candidate: the candidate's verdict, not the caller's error
                 job.state = JobState.FINISHING
-                action = (None, None, self.backend.unwrap(exc))
+                failure = failure_of("execute", self.backend.unwrap(exc))
+                action = (failure.verdict(job.candidate.problem.id, self.device_name), None, None)
         if action is not None:
             try:
                 self._finisher.submit(self._finish, job, *action)
@@ -156,10 +158,7 @@ class DispatchStage:
 
     def _finish(self, job: Job, verdict: Verdict | None, measured: dict | None, error: BaseException | None) -> None:
         if error is None:
-            try:
-                verdict = self.preparer.finish(job.candidate, verdict, measured, job.created)
-            except Exception as e:
-                verdict, error = None, e
+            verdict = self.preparer.finish(job.candidate, verdict, measured, job.created)
         with self._lock:
             requests = list(job.requests)
             self._queue.finish(job)

@@ -15,18 +15,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import threading
 import time
 from typing import Iterable, Iterator
 
 from envs.pool.scheduler import Job, JobState, PoolClosedError, PoolFullError, Request, priority_rank
 from envs.problems import Problem
 from envs.verdict import Verdict
-
-# CPython 3.11 builds AST objects with a recursion counter shared by all threads, so concurrent
-# ast.parse/unparse can fail with "SystemError: AST constructor recursion depth mismatch"
-# (python/cpython#106905). The CPU stage is mostly AST work under the GIL anyway: one at a time.
-_AST_LOCK = threading.Lock()
 
 
 class SubmissionStage:
@@ -129,10 +123,9 @@ class SubmissionStage:
             if request.future.cancelled():
                 return
             started = time.monotonic()
-            try:
-                with _AST_LOCK:
-                    prepared = self.preparer.prepare(request.problem, request.answer)
-            except Exception as e:  # the environment failed, not the candidate
+            try:  # the Preparer answers for the candidate; an exception here is the environment's
+                prepared = self.preparer.prepare(request.problem, request.answer)
+            except Exception as e:
                 self._answer([request], error=e)
                 return
             self._metrics.observe("cpu_stage", time.monotonic() - started)

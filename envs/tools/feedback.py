@@ -24,6 +24,8 @@ _HEADLINES = {
     Status.TIMEOUT: "timeout: the solution did not finish in time",
     Status.CRASH: "crash: the evaluation process died while running the solution",
     Status.HACK: "hack: the solution was rejected by the evaluator's rules",
+    Status.REJECTED: "rejected: the solution is too large or too convoluted to analyse",
+    Status.INTERNAL_ERROR: "internal_error: the evaluator failed on this solution (not the solution's fault)",
 }
 
 

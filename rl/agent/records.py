@@ -11,7 +11,8 @@ import dataclasses
 import hashlib
 from typing import Any
 
-from envs.source import SourceError, canonicalize, extract_code
+from envs.guard import guarded
+from envs.source import CanonicalSolution, canonicalize, extract_code
 from envs.verdict import Verdict
 from rl.types import Message
 
@@ -25,10 +26,10 @@ OPERATORS = (*LLM_OPERATORS, "tune")
 def source_key(text: str) -> str:
     """The identity of a candidate: the sha256 of its canonical code (comments, docstrings and formatting do
     not make a new candidate); the raw text's hash when it does not parse (still a distinct, failed candidate)."""
-    try:
-        return canonicalize(extract_code(text)).sha256
-    except (SourceError, SyntaxError, ValueError, RecursionError):
-        return "raw:" + hashlib.sha256(text.encode()).hexdigest()
+    canonical = guarded("source_key", canonicalize, extract_code(text))
+    if isinstance(canonical, CanonicalSolution):
+        return canonical.sha256
+    return "raw:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)

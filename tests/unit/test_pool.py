@@ -95,6 +95,8 @@ class FakeBackend(Backend):
             actor.killed.set()
         if actor.killed.is_set():
             raise FakeDied(f"actor {actor.id} died")
+        if mode == "raise":  # the actor lives, but its code failed on this candidate
+            raise KeyError("a bug the candidate found")
         status = Status.CORRECT if mode in ("correct", "block", "nobaseline") else Status(mode)
         measured = None
         if self.device == "cuda" and baselines is None and mode != "nobaseline":
@@ -309,6 +311,17 @@ def test_request_that_kills_actors_twice_gets_a_crash_verdict():
     assert [v.status for v in verdicts] == [Status.CRASH, Status.CORRECT, Status.CORRECT]
     assert "died 2 times" in verdicts[0].error and verdicts[0].reward == 0.0
     assert m["pool/retries"] == 1 and m["pool/crashes_after_retry"] == 1 and m["pool/actor_restarts"] == 2
+
+
+def test_an_actor_failing_on_one_candidate_gives_that_candidate_an_internal_error():
+    pool, backend = make_pool(actors=1, workers=1)
+    with pool:
+        verdicts = pool.evaluate_many([(RELU, code("raise", 0)), (RELU, code("correct", 1))])
+        m = pool.metrics()
+    assert [v.status for v in verdicts] == [Status.INTERNAL_ERROR, Status.CORRECT]
+    assert verdicts[0].error.startswith("execute: KeyError") and "tests/unit/test_pool.py" in verdicts[0].error
+    assert "a bug the candidate found" in verdicts[0].traceback and verdicts[0].reward == 0.0
+    assert m["pool/actor_restarts"] == 0 and m["pool/errors"] == 0
 
 
 def test_no_actor_left_fails_requests_with_an_error():

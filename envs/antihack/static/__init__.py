@@ -37,17 +37,22 @@ from __future__ import annotations
 from envs.antihack.static.analysis import _Analysis
 from envs.antihack.static.reference import _reference
 from envs.antihack.static.rules import RULES
+from envs.guard import Budget
+from envs.settings import CpuStageLimits
 from envs.verdict import HackFinding
 
 __all__ = ["RULES", "analyze"]
 
 
-def analyze(solution_source: str, problem_source: str | None = None) -> HackFinding | None:
+def analyze(solution_source: str, problem_source: str | None = None,
+            limits: CpuStageLimits = CpuStageLimits()) -> HackFinding | None:
     """The first reward hack found in `solution_source` (canonical code), or None when it looks clean.
 
     `problem_source`, when given, tells which ops are the problem's main computation (for the reasons, and
-    to decide whether copies/casts are allowed)."""
-    a = _Analysis(solution_source, _reference(problem_source))
+    to decide whether copies/casts are allowed). Raises LimitExceeded (envs/guard.py) when the code is
+    nested too deeply through its names or takes longer than `limits` allow: a verdict, never a pass."""
+    budget = Budget(limits.max_resolution_depth, limits.analysis_seconds)
+    a = _Analysis(solution_source, _reference(problem_source), budget)
     for rule in RULES:
         finding = rule(a)
         if finding is not None:

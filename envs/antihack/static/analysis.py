@@ -33,8 +33,8 @@ def _params(f: _Scope) -> set[str]:
 
 
 class _Analysis(_Reachability):
-    def __init__(self, source: str, reference: _Reference | None = None):
-        super().__init__(source)
+    def __init__(self, source: str, reference: _Reference | None = None, budget: Budget | None = None):
+        super().__init__(source, budget)
         self.reference = reference
         self._all_references: list | None = None
         self.method_names = {n for c in self.classes for n in c.methods()}

@@ -39,8 +39,12 @@ class _Calls:
         the return values of the solution's own functions. Classes stand for their (non-constructor) methods."""
         seen = set() if seen is None else seen
         out: set[_Scope] = set()
-        for node in ast.walk(expr):
-            out |= self.node_refs(node, scope, seen)
+        self.budget.enter()
+        try:
+            for node in ast.walk(expr):
+                out |= self.node_refs(node, scope, seen)
+        finally:
+            self.budget.leave()
         return out
 
     def node_refs(self, node: ast.AST, scope: _Scope, seen: set) -> set[_Scope]:

@@ -10,11 +10,14 @@ module builds the index: the scopes and their bindings, parameters bound at call
 from __future__ import annotations
 
 import ast
+import math
 
 from envs.antihack.static.calls import _Calls
 from envs.antihack.static.names import _JIT
 from envs.antihack.static.resolve import _fold_str, _Resolver
 from envs.antihack.static.scope import _Scope
+from envs.guard import Budget
+from envs.settings import CpuStageLimits
 
 
 class _LiteralGetattr(ast.NodeTransformer):
@@ -43,7 +46,9 @@ def _is_main_guard(node: ast.AST) -> bool:
 
 
 class _Index(_Resolver, _Calls):
-    def __init__(self, source: str):
+    def __init__(self, source: str, budget: Budget | None = None):
+        limits = CpuStageLimits()
+        self.budget = budget or Budget(limits.max_resolution_depth, limits.analysis_seconds)
         tree = ast.parse(source)
         if "getattr" in source:
             tree = _LiteralGetattr().visit(tree)
@@ -54,6 +59,8 @@ class _Index(_Resolver, _Calls):
         self.classes: list[_Scope] = []
         self.lambdas: dict[int, _Scope] = {}            # module/class-level lambdas, which are scopes of their own
         self._quals: dict[tuple, set[str]] = {}
+        self._active: dict[tuple, int] = {}  # questions being answered (_memo), by nesting level
+        self._cycle_floor: float = math.inf
         # Any mention of __name__ besides the guards themselves may rebind it.
         self._name_is_fixed = source.count("__name__") == sum(map(_is_main_guard, tree.body))
         self._visit_all(tree.body, self.module)

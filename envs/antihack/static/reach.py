@@ -13,6 +13,7 @@ import operator
 
 from envs.antihack.static.index import _Index, _Scope
 from envs.antihack.static.names import _FORWARD_HOOKS
+from envs.guard import Budget
 
 _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
         ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not}
@@ -31,8 +32,8 @@ def _is_size(e: ast.AST) -> bool:
 
 
 class _Reachability(_Index):
-    def __init__(self, source: str):
-        super().__init__(source)
+    def __init__(self, source: str, budget: Budget | None = None):
+        super().__init__(source, budget)
         self._live: dict[int, list[ast.AST]] = {}
         self.model_new = self._find_model_new()
         self.roots = self._roots() if isinstance(self.model_new, _Scope) else set()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 
 from envs.antihack.static.index import _Index
 from envs.antihack.static.names import _CONSTRUCTION, _MOVEMENT_KEYS, _NN_MODULE_CALL, _OP_KEYS, _is_module_path, \
@@ -38,6 +39,7 @@ class _Reference:
         return bool(self.ops & _HEAVY)
 
 
+@functools.lru_cache(maxsize=256)  # asked once per candidate, of a problem set's few sources
 def _reference(problem_source: str | None) -> _Reference | None:
     if not problem_source:
         return None

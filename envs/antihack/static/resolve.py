@@ -69,6 +69,13 @@ class _Resolver:
 
     def quals(self, expr: ast.AST, scope: _Scope) -> set[str]:
         """Dotted paths `expr` may denote (see the module docstring for the markers)."""
+        self.budget.enter()
+        try:
+            return self._quals_of(expr, scope)
+        finally:
+            self.budget.leave()
+
+    def _quals_of(self, expr: ast.AST, scope: _Scope) -> set[str]:
         if isinstance(expr, ast.Name):
             return self._memo(("name", id(scope), expr.id), lambda: self._name_quals(expr.id, scope))
         if isinstance(expr, ast.Attribute):
@@ -92,7 +99,9 @@ class _Resolver:
             key = _fold_str(expr.slice)
             if key is not None and base & {"sys.modules", "builtins"}:  # dict-style module lookups
                 return {key} if "sys.modules" in base else {f"builtins.{key}"}
-            elements = set().union(*(self.quals(e, s) for e, s in self._elements(expr.value, scope, set())))
+            # memoized: an element may be the subscript itself (shape = [shape[0], shape[1]])
+            elements = self._memo(("elements", id(expr), id(scope)), lambda: set().union(
+                *(self.quals(e, s) for e, s in self._elements(expr.value, scope))))
             return {q + "[]" for q in base} | elements
         if isinstance(expr, ast.IfExp):
             return self.quals(expr.body, scope) | self.quals(expr.orelse, scope)
@@ -102,19 +111,21 @@ class _Resolver:
             return self.quals(expr.value, scope)
         return set()
 
-    def origins(self, expr: ast.AST, scope: _Scope, seen: set | None = None) -> set[str]:
+    def origins(self, expr: ast.AST, scope: _Scope) -> set[str]:
         """Paths of everything `expr` is computed from, through local names (`for m in sys.modules.values()`)."""
-        seen = set() if seen is None else seen
         out: set[str] = set()
-        for node in ast.walk(expr):
-            if isinstance(node, (ast.Name, ast.Attribute)):
-                out |= self.quals(node, scope)
-            if isinstance(node, ast.Name):
-                kind, what = self.lookup(node.id, scope)
-                for value, where in what if kind == "values" else []:
-                    if id(value) not in seen:
-                        seen.add(id(value))
-                        out |= self.origins(value, where, seen)
+        todo, seen = [(expr, scope)], set()
+        while todo:
+            expr, scope = todo.pop()
+            for node in ast.walk(expr):
+                if isinstance(node, (ast.Name, ast.Attribute)):
+                    out |= self.quals(node, scope)
+                if isinstance(node, ast.Name):
+                    kind, what = self.lookup(node.id, scope)
+                    for value, where in what if kind == "values" else []:
+                        if id(value) not in seen:
+                            seen.add(id(value))
+                            todo.append((value, where))
         return out
 
     def _local_functions(self, expr: ast.AST, scope: _Scope) -> list[_Scope]:
@@ -134,32 +145,53 @@ class _Resolver:
         kind, what = self.lookup(expr.id, scope)
         values = [(v, w) for v, w in what] if kind == "values" else []
         out = {_fold_str(v) for v, _ in values} | {_fold_str(e) for v, w in values if isinstance(v, ast.Subscript)
-                                                    for e, _ in self._elements(v.value, w, set())}
+                                                    for e, _ in self._elements(v.value, w)}
         return out - {None}
 
-    def _elements(self, expr: ast.AST, scope: _Scope, seen: set) -> list[tuple[ast.expr, _Scope]]:
-        """The elements of the list/tuple/set/dict literals `expr` may be (ops = [torch.relu]; ops[0](x))."""
-        if id(expr) in seen:
-            return []
-        seen.add(id(expr))
-        if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
-            return [(e, scope) for e in expr.elts]
-        if isinstance(expr, ast.Dict):
-            return [(e, scope) for e in expr.values]
-        values = []
-        if isinstance(expr, ast.Name):
-            kind, what = self.lookup(expr.id, scope)
-            values = what if kind == "values" else []
-        elif isinstance(expr, ast.Attribute):
-            cls, skip = self.member_owner(expr.value, scope)
-            values = [v for c in self.mro(cls)[1 if skip else 0:] for v in c.attrs.get(expr.attr, [])] if cls else []
-        return [e for v, w in values for e in self._elements(v, w, seen)]
+    def _elements(self, expr: ast.AST, scope: _Scope) -> list[tuple[ast.expr, _Scope]]:
+        """The elements of the list/tuple/set/dict literals `expr` may be (ops = [torch.relu]; ops[0](x)),
+        through names and attributes bound to them; a worklist, so alias chains cost no stack."""
+        out, todo, seen = [], [(expr, scope)], set()
+        while todo:
+            expr, scope = todo.pop()
+            if id(expr) in seen:
+                continue
+            seen.add(id(expr))
+            if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
+                out += [(e, scope) for e in expr.elts]
+            elif isinstance(expr, ast.Dict):
+                out += [(e, scope) for e in expr.values]
+            elif isinstance(expr, ast.Name):
+                kind, what = self.lookup(expr.id, scope)
+                todo += reversed(what) if kind == "values" else []
+            elif isinstance(expr, ast.Attribute):
+                cls, skip = self.member_owner(expr.value, scope)
+                todo += reversed([v for c in self.mro(cls)[1 if skip else 0:] for v in c.attrs.get(expr.attr, [])]
+                                 if cls else [])
+        return out
 
     def _memo(self, key: tuple, compute: Callable[[], set[str]]) -> set[str]:
-        if key not in self._quals:
-            self._quals[key] = set()  # what a cycle (x = x.view(...)) sees while x is being resolved
-            self._quals[key] = compute()
-        return self._quals[key]
+        """compute(), once per key. A question asked again while it is being answered (x = x.view(...))
+        gets no paths there, and the answers that saw that gap are not kept: only the outermost answer of a
+        cycle is complete, so the others are asked again when they are asked on their own."""
+        if key in self._quals:
+            return self._quals[key]
+        active = self._active
+        if key in active:
+            self._cycle_floor = min(self._cycle_floor, active[key])
+            return set()
+        level, outer_floor = len(active), self._cycle_floor
+        active[key], self._cycle_floor = level, level + 1
+        try:
+            result = compute()
+        finally:
+            del active[key]
+        if self._cycle_floor >= level:
+            self._quals[key] = result
+            self._cycle_floor = outer_floor
+        else:
+            self._cycle_floor = min(outer_floor, self._cycle_floor)
+        return result
 
     def _name_quals(self, name: str, scope: _Scope) -> set[str]:
         kind, what = self.lookup(name, scope)
