@@ -10,11 +10,18 @@ memory at a time); each measures `--repeats` timed passes after one warm-up pass
     python scripts/bench_rollout.py --model random:qwen-1.5b --device cuda --prompts 64 --n 8   # on a GPU
 
 Modes: plain, plain_lora (plain vLLM with enable_lora and the adapter active), ours, ours_lora (after the timed
-passes: merged-reload seconds, and with LoRA also adapter hot-load seconds, `--sync-repeats` times each), hf (our
-transformers engine in this process, no Ray or vLLM needed: tokens/s and merged-update seconds; the GPU machine's).
-The warm-up pass is one short request (it only pays first-call costs).
+passes: merged-reload seconds, and with LoRA also adapter hot-load seconds, `--sync-repeats` times each). The
+warm-up pass is one short request (it only pays first-call costs).
 
-    python scripts/bench_rollout.py --modes hf --device cuda --model random:llama-0.5b --prompts 16 --n 8
+The hf modes run our transformers engine in the worker process (no Ray or vLLM needed), one decode path each:
+hf_generate (transformers generate, the plain reference), hf_static (own loop over a StaticCache), hf_compiled
+(that loop's step under torch.compile, CUDA graphs on cuda), hf (the engine's default, auto). Their first pass is
+a full one, timed as first_call_s (compilation and graph recording included); then tokens/s over --repeats
+passes, peak GPU memory (torch's allocator), and merged-update seconds. `--random-weights` replaces the model's
+weights with random ones (seed 0): its architecture and tokenizer, where the weights are not at hand.
+
+    python scripts/bench_rollout.py --modes hf_generate hf_compiled --device cuda --model smollm2-135m-instruct \
+        --random-weights --prompts 8 --n 8 --max-tokens 1024 --repeats 2
 """
 
 from __future__ import annotations
@@ -34,12 +41,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-MODES = ("plain", "plain_lora", "ours", "ours_lora", "hf")
+MODES = ("plain", "plain_lora", "ours", "ours_lora", "hf", "hf_generate", "hf_static", "hf_compiled")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="smollm2-135m-instruct", help="an rl.models spec")
+    p.add_argument("--random-weights", action="store_true",
+                   help="the model's architecture and tokenizer with random weights (seed 0); --model may then be "
+                        "a directory with config.json and the tokenizer only")
     p.add_argument("--modes", nargs="+", default=["plain", "ours", "ours_lora"], choices=MODES)
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--prompts", type=int, default=16)
@@ -60,6 +70,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--worker", choices=MODES, help=argparse.SUPPRESS)  # internal: run one mode in this process
     p.add_argument("--adapter", help=argparse.SUPPRESS)
     p.add_argument("--merged", help=argparse.SUPPRESS)
+    p.add_argument("--model-dir", help=argparse.SUPPRESS)  # what --model resolved to in the parent
     return p.parse_args(argv)
 
 
@@ -88,11 +99,10 @@ def run_plain(a: argparse.Namespace, lora: bool) -> dict:
     from vllm import LLM, SamplingParams
     from vllm.lora.request import LoRARequest
 
-    from rl.models import resolve_model
     from rl.rollout.common import load_tokenizer, prompt_ids, sample_seed
 
     c = engine_config(a)
-    model_dir = str(resolve_model(a.model))
+    model_dir = a.model_dir
     tok = load_tokenizer(model_dir)
     t0 = time.perf_counter()
     extra = dict(enable_lora=True, max_loras=1, max_cpu_loras=1, max_lora_rank=c.max_lora_rank) if lora else {}
@@ -124,12 +134,11 @@ def run_plain(a: argparse.Namespace, lora: bool) -> dict:
 def run_ours(a: argparse.Namespace, lora: bool) -> dict:
     import ray
 
-    from rl.models import resolve_model
     from rl.rollout.actor import RayRolloutEngine
     from rl.types import WeightUpdate
 
     ray.init(num_cpus=max(2, int(a.num_cpus)), include_dashboard=False)
-    engine = RayRolloutEngine("vllm", resolve_model(a.model), engine_config(a), enable_lora=lora)
+    engine = RayRolloutEngine("vllm", a.model_dir, engine_config(a), enable_lora=lora)
     try:
         if lora:
             engine.update_weights(WeightUpdate(1, "lora", a.adapter))
@@ -160,22 +169,32 @@ def run_ours(a: argparse.Namespace, lora: bool) -> dict:
         ray.shutdown()
 
 
-def run_hf(a: argparse.Namespace) -> dict:
-    from rl.models import resolve_model
+def run_hf(a: argparse.Namespace, decode: str) -> dict:
+    import torch
+
     from rl.rollout.hf_engine import HFEngine
     from rl.types import WeightUpdate
 
-    c = engine_config(a)
-    engine = HFEngine(resolve_model(a.model), dataclasses.replace(c, kind="hf"))
+    cuda = a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available())
+    engine = HFEngine(a.model_dir, dataclasses.replace(engine_config(a), kind="hf", hf_decode=decode))
 
-    async def one_pass(tag: str) -> tuple[float, int]:
-        t, tokens = time.perf_counter(), 0
-        async for s in engine.generate(make_requests(a, tag)):
-            tokens += len(s.completion_ids)
-        return time.perf_counter() - t, tokens
+    def one_pass(tag: str) -> tuple[float, int]:
+        async def run() -> tuple[float, int]:
+            t, tokens = time.perf_counter(), 0
+            async for s in engine.generate(make_requests(a, tag)):
+                tokens += len(s.completion_ids)
+            return time.perf_counter() - t, tokens
+        return asyncio.run(run())
 
-    asyncio.run(one_pass("warmup"))
-    result = summarize(engine.start_seconds, [asyncio.run(one_pass("bench")) for _ in range(a.repeats)])
+    def peak_gib() -> float | None:
+        return torch.cuda.max_memory_allocated() / 2**30 if cuda else None
+
+    first_s, _ = one_pass("bench")  # the same shapes as the timed passes: compilation and graph recording
+    first_peak = peak_gib()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    result = summarize(engine.start_seconds, [one_pass("bench") for _ in range(a.repeats)])
+    result.update(decode=engine.decode, first_call_s=first_s, first_call_peak_gib=first_peak, peak_gib=peak_gib())
     times = [engine.update_weights(WeightUpdate(v + 1, "merged", a.merged)) for v in range(a.sync_repeats)]
     result["merged_sync_s"] = statistics.median(times)
     return result
@@ -191,17 +210,34 @@ def summarize(start: float, passes: list[tuple[float, int]]) -> dict:
 def worker(a: argparse.Namespace) -> None:
     fn = {"plain": lambda: run_plain(a, False), "plain_lora": lambda: run_plain(a, True),
           "ours": lambda: run_ours(a, False), "ours_lora": lambda: run_ours(a, True),
-          "hf": lambda: run_hf(a)}[a.worker]
+          "hf": lambda: run_hf(a, "auto"), "hf_generate": lambda: run_hf(a, "generate"),
+          "hf_static": lambda: run_hf(a, "static"), "hf_compiled": lambda: run_hf(a, "compiled")}[a.worker]
     print("BENCH_RESULT " + json.dumps(fn()), flush=True)
 
 
-def prepare_weights(a: argparse.Namespace, tmp: str) -> tuple[str, str]:
+def model_dir(a: argparse.Namespace, tmp: str) -> str:
+    """--model resolved to a directory; with --random-weights, a copy of its architecture with random weights."""
+    from rl.models import resolve_model
+
+    if not a.random_weights:
+        return str(resolve_model(a.model))
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    source = a.model if Path(a.model, "config.json").is_file() else str(resolve_model(a.model))
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(source), dtype=torch.float32)
+    out = Path(tmp) / "model"
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(source).save_pretrained(out)
+    return str(out)
+
+
+def prepare_weights(model_dir: str, a: argparse.Namespace, tmp: str) -> tuple[str, str]:
     """An adapter with random B (so the LoRA path computes something) and the same adapter merged, written to
     /dev/shm when it exists (what the loop does: the merged reload then reads from memory)."""
-    from rl.models import resolve_model
     from rl.rollout.synthetic import make_adapter, make_merged
 
-    model_dir = resolve_model(a.model)
     adapter = make_adapter(model_dir, Path(tmp) / "adapter", seed=0, scale=0.01, r=a.lora_rank)
     merged = make_merged(model_dir, adapter, Path(tmp) / "merged")
     return str(adapter), str(merged)
@@ -215,13 +251,15 @@ def main() -> None:
         worker(a)
         return
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    results: dict = {"args": {k: v for k, v in vars(a).items() if k not in ("worker", "adapter", "merged")},
+    results: dict = {"args": {k: v for k, v in vars(a).items()
+                              if k not in ("worker", "adapter", "merged", "model_dir")},
                      "load_average": os.getloadavg()}
     with tempfile.TemporaryDirectory(prefix="bench_rollout.", dir=shm) as tmp:
-        adapter, merged = prepare_weights(a, tmp)
+        model = model_dir(a, tmp)
+        adapter, merged = prepare_weights(model, a, tmp)
         for mode in a.modes:
             cmd = [sys.executable, __file__, "--worker", mode, "--adapter", adapter, "--merged", merged,
-                   *sys.argv[1:]]
+                   "--model-dir", model, *sys.argv[1:]]
             print(f"--- {mode}", file=sys.stderr, flush=True)
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
             try:
@@ -239,6 +277,9 @@ def main() -> None:
     for ours, plain in (("ours", "plain"), ("ours_lora", "plain_lora")):
         if ours in results and plain in results:
             results[f"{ours}_overhead"] = 1 - results[ours]["tok_per_s"] / results[plain]["tok_per_s"]
+    for mode in ("hf", "hf_static", "hf_compiled"):
+        if mode in results and "hf_generate" in results:
+            results[f"{mode}_speedup"] = results[mode]["tok_per_s"] / results["hf_generate"]["tok_per_s"]
     if "ours" in results and "ours_lora" in results:
         results["lora_slowdown"] = 1 - results["ours_lora"]["tok_per_s"] / results["ours"]["tok_per_s"]
     results["load_average_end"] = os.getloadavg()

