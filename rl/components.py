@@ -41,7 +41,7 @@ def build_pool(config: RunConfig) -> Any:
     from envs.pool import RayEvaluationPool
 
     cache = SqliteCache(config.cache_path) if config.cache_path else None
-    return RayEvaluationPool(config.eval, config.pool, cache, delta=config.reward.delta,
+    return RayEvaluationPool(config.eval, config.pool, cache,
                              reserve_gpus=lambda: training_gpus(config))
 
 

@@ -431,7 +431,7 @@ class Trainer:
         val = [r for r in self.history if "val/reward_mean" in r]
         k = max(1, min(3, len(train) // 3))
         out: dict[str, Any] = {"steps": self.step, "wall_s": wall_s, "engine_restarts": self.engine_restarts}
-        for key in ("reward_mean", "makora_mean", "correct_rate"):
+        for key in ("reward_mean", "kernel_reward_mean", "correct_rate"):
             values = [r.get(f"train/{key}") for r in train]
             values = [v for v in values if v is not None]
             if values:

@@ -31,6 +31,7 @@ class ToolContext:
     docs: Any = None  # docs_search: envs.tools.triton_docs.DocsIndex
     priority: str = "train"  # the pool priority of this trajectory's evaluations
     evaluations_left: int = 4  # kernel_evaluator calls this trajectory may still make
+    reward: Callable[[Verdict], float] | None = None  # kernel_evaluator's reward line (from rewards/, by the runner)
     verdicts: list[Verdict] = dataclasses.field(default_factory=list)  # every kernel_evaluator verdict, in order
 
 

@@ -58,7 +58,7 @@ def _append_to_last_user(messages: list[Message], text: str) -> list[Message]:
 
 
 def _feedback(record: CandidateRecord, profile: dict | None) -> str:
-    text = verdict_feedback(record.verdict)
+    text = verdict_feedback(record.verdict, record.reward)
     return text if profile is None else f"{text}\n\nWhere its device time goes:\n{format_profile(profile)}"
 
 
