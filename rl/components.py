@@ -23,9 +23,9 @@ log = logging.getLogger("kernelrl.components")
 
 def build_prompts(config: RunConfig, data: ProblemData) -> Any:
     """The prompt builder; its one-shot store holds verified solutions of problems NOT held out for
-    validation (rl.retrieval also never returns a problem's own solution)."""
+    validation (envs.retrieval also never returns a problem's own solution)."""
     from rl.prompts import PromptBuilder
-    from rl.retrieval import KernelIndex, builtin_solutions
+    from envs.retrieval import KernelIndex, builtin_solutions
 
     index = None
     if config.prompt.one_shot:

@@ -96,7 +96,7 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     from envs.solutions import SolutionStore, default_solutions_path
     from rl.prompts import PromptBuilder, PromptConfig
     from rewards.kernel_reward import check_delta
-    from rl.retrieval import KernelIndex, builtin_solutions
+    from envs.retrieval import KernelIndex, builtin_solutions
 
     started = time.perf_counter()
     check_delta(cfg["delta"])  # before problems are screened and the store is created

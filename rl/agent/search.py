@@ -26,6 +26,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from envs.problems import Problem
+from envs.retrieval import KernelIndex
 from envs.settings import reject_unknown
 from envs.verdict import Verdict
 from rewards.kernel_reward import reward_for_verdict
@@ -39,7 +40,6 @@ from rl.agent.records import LLM_OPERATORS, OPERATORS, CandidateRecord, Proposal
 from rl.agent.store import PopulationStore
 from rl.agent.tuner import variants
 from rl.prompts import PromptBuilder
-from rl.retrieval import KernelIndex
 from rl.types import RolloutRequest
 
 __all__ = ["SearchConfig", "ProblemOutcome", "Search", "FLOOR_STOP"]

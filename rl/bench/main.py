@@ -131,7 +131,7 @@ def _engine(cfg: dict[str, Any], problems: list[Problem]) -> tuple[Any, str]:
 
 def _prompts(cfg: dict[str, Any], problems: list[Problem]) -> Any:
     from rl.prompts import PromptBuilder, PromptConfig
-    from rl.retrieval import KernelIndex, builtin_solutions
+    from envs.retrieval import KernelIndex, builtin_solutions
 
     config = PromptConfig.from_mapping(cfg.get("prompt"))
     index = None

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from envs.problems import Problem
 from rewards.shaping import RewardConfig
-from rl.retrieval import KernelIndex, builtin_solutions
+from envs.retrieval import KernelIndex, builtin_solutions
 from rl.rollout.trajectory_metrics import trajectory_metrics, trajectory_rows
 from rl.rollout.trajectory_record import write_jsonl
 from rl.rollout.trajectory_scoring import generate_trajectories_and_score

@@ -119,7 +119,7 @@ class TrajectoryRunner:
                  solutions: Any = None, profiler: Any = None, docs: Any = None, store: Any = None,
                  store_split: str = "train"):
         """`pool`: evaluates final answers and serves kernel_evaluator (evaluate_async); `solutions`: the
-        rl.retrieval.KernelIndex kernel_search uses (held-out problems already excluded); `profiler`: an
+        envs.retrieval.KernelIndex kernel_search uses (held-out problems already excluded); `profiler`: an
         envs.Evaluator for profile; `store`: an envs.solutions.SolutionStore that every correct answer is
         added to (`store_split` says which side of the split the run's problems are on)."""
         self.engine, self.pool, self.config = engine, pool, config

@@ -12,10 +12,10 @@ import json
 import pytest
 
 from envs import EvalSettings, Evaluator
+from envs.retrieval import KernelIndex, builtin_solutions
 from envs.solutions import SolutionStore
 from envs.tools.local import LocalEvaluation
 from rl.prompts import PromptBuilder, PromptConfig
-from rl.retrieval import KernelIndex, builtin_solutions
 from rl.rollout.trajectory import TrajectoryConfig, TrajectoryRunner
 from rl.rollout.trajectory_metrics import trajectory_metrics
 from rl.rollout.trajectory_record import read_jsonl, write_jsonl

@@ -16,7 +16,7 @@ from envs.tools.feedback import verdict_feedback
 from envs.tools.profile import NEEDS_GPU, format_profile
 from envs.tools.triton_docs import installed_docs
 from envs.verdict import HackFinding, Status, Timings, TimingStats, Verdict
-from rl.retrieval import KernelIndex, SolvedKernel, builtin_solutions
+from envs.retrieval import KernelIndex, SolvedKernel, builtin_solutions
 
 
 def call(name, arguments, context):

@@ -12,7 +12,7 @@ import pytest
 from envs import resolve_problem
 from envs.tools import resolve_tools
 from envs.verdict import Status, Verdict
-from rl.retrieval import KernelIndex, builtin_solutions
+from envs.retrieval import KernelIndex, builtin_solutions
 from rl.rollout.tool_calls import parse_tool_calls, tool_instructions
 from rl.rollout.trajectory import TrajectoryConfig, TrajectoryRunner
 from rl.rollout.trajectory_metrics import trajectory_metrics, trajectory_rows
