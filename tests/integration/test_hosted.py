@@ -1,6 +1,6 @@
 """Hosted RFT end to end on this machine: the real openai SDK against a local server speaking the OpenAI files +
 fine_tuning REST schema (tests/servers/fine_tuning.py), which calls the endpoint grader we give it; the grader is
-the REAL KernelRL service (envs/service.py in rl.hosted.service) on the CPU evaluator (Triton interpreter)
+the REAL KernelRL service (envs/service/ in rl.hosted.service) on the CPU evaluator (Triton interpreter)
 scoring real built-in reference kernels. Nothing here reaches OpenAI."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from rl.types import RolloutRequest, SamplingConfig
 from tests.scripted_engine import ScriptedEngine
 
 TOOLS = resolve_tools(["kernel_evaluator", "kernel_search", "docs_search"])
-from rewards.makora import reward_for_verdict
+from rewards.kernel_reward import reward_for_verdict
 
 R = reward_for_verdict(Verdict(Status.CORRECT, "p", "cpu"), 1.8)  # a correct CPU verdict: sigmoid(1 - 1.8)
 CODE = "import triton\nclass ModelNew:\n    pass"
