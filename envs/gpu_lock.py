@@ -1,15 +1,98 @@
-"""Shared/exclusive lock for one GPU: correctness runs may overlap, timing runs never share the GPU."""
+"""Shared/exclusive locks for one GPU: correctness runs may overlap, timing runs never share the GPU.
+
+`DeviceLock` orders the evaluation workers of one process; `GpuGate` extends the exclusive side to every
+process on the host that runs work on the same GPU (a colocated rollout engine and learner hold it shared
+while their kernels run), so a timed window never overlaps another process's kernels.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import re
+import tempfile
 import threading
 import time
+from pathlib import Path
+from typing import Iterator
+
+
+def host_gpu_ids(count: int) -> list[int | str]:
+    """The GPUs this process sees, as a worker's CUDA_VISIBLE_DEVICES must name them: the host's names from
+    our own CUDA_VISIBLE_DEVICES when it is set (CUDA's index 0 is then its first entry, not GPU 0), else
+    0..count-1."""
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if "CUDA_VISIBLE_DEVICES" not in os.environ:
+        return list(range(count))
+    return [int(d) if d.isdigit() else d for d in visible[:count]]
+
+
+def _gate_dir() -> Path:
+    """Where the gates' lock files live: host-wide (/dev/shm where it exists), so every process sees them."""
+    return Path(os.environ.get("KERNELRL_GPU_GATE_DIR") or ("/dev/shm" if os.path.isdir("/dev/shm")
+                                                             else tempfile.gettempdir()))
+
+
+class GpuGate:
+    """A readers-writer lock on one physical GPU across the processes of a host (flock on two files).
+
+    Writers (timing) take a turnstile first, so once one waits, new readers queue behind it and the
+    readers already in finish their step: a timing window waits at most one reader step. A holder that
+    dies releases its locks with its file descriptors. One instance serves one thread at a time."""
+
+    def __init__(self, gpu: int | str, directory: str | Path | None = None):
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(gpu))
+        root = Path(directory) if directory is not None else _gate_dir()
+        self.gpu = gpu
+        self._main = os.open(root / f"kernelrl-gpu-{name}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        self._turnstile = os.open(root / f"kernelrl-gpu-{name}.turnstile", os.O_RDWR | os.O_CREAT, 0o666)
+
+    @classmethod
+    def for_current_device(cls) -> GpuGate | None:
+        """The gate of the CUDA device this process computes on, or None without CUDA."""
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        return cls(host_gpu_ids(torch.cuda.device_count())[torch.cuda.current_device()])
+
+    def acquire_exclusive(self) -> float:
+        """Block until no other process holds the GPU; return the seconds waited."""
+        start = time.monotonic()
+        fcntl.flock(self._turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._main, fcntl.LOCK_EX)
+        finally:
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+        return time.monotonic() - start
+
+    def release(self) -> None:
+        fcntl.flock(self._main, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        """Held around one step of GPU work (a decode step, a micro-batch) of a process sharing the GPU."""
+        fcntl.flock(self._turnstile, fcntl.LOCK_SH)  # waits while a writer queues or holds the GPU
+        fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+        fcntl.flock(self._main, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._main, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        for fd in (self._main, self._turnstile):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class DeviceLock:
-    """Readers-writer lock with writer preference, so timing is never starved by correctness runs."""
+    """Readers-writer lock with writer preference, so timing is never starved by correctness runs. With a
+    `gate`, exclusive holds also keep other processes' GPU work (GpuGate) out of the window."""
 
-    def __init__(self) -> None:
+    def __init__(self, gate: GpuGate | None = None) -> None:
+        self.gate = gate
         self._cond = threading.Condition()
         self._shared = 0
         self._exclusive = False
@@ -31,9 +114,17 @@ class DeviceLock:
                 self._shared += 1
             else:
                 raise ValueError(f"unknown lock mode {mode!r}")
+        if mode == "exclusive" and self.gate is not None:
+            try:
+                self.gate.acquire_exclusive()  # our own workers are out; now the other processes
+            except BaseException:
+                self.release(mode, gate=False)
+                raise
         return time.monotonic() - start
 
-    def release(self, mode: str) -> None:
+    def release(self, mode: str, gate: bool = True) -> None:
+        if mode == "exclusive" and gate and self.gate is not None:
+            self.gate.release()
         with self._cond:
             if mode == "exclusive":
                 self._exclusive = False

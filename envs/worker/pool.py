@@ -16,14 +16,13 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
-import os
 import queue
 import secrets
 import time
 import uuid
 from typing import Any
 
-from envs.gpu_lock import DeviceLock
+from envs.gpu_lock import DeviceLock, GpuGate, host_gpu_ids
 from envs.problems import Problem
 from envs.settings import EvalSettings
 from envs.source import CanonicalSolution
@@ -47,16 +46,6 @@ def resolve_device(device: str) -> str:
         return device
     import torch
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def host_gpu_ids(count: int) -> list[int | str]:
-    """The GPUs this process sees, as a worker's CUDA_VISIBLE_DEVICES must name them: the host's names from
-    our own CUDA_VISIBLE_DEVICES when it is set (CUDA's index 0 is then its first entry, not GPU 0), else
-    0..count-1."""
-    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    if "CUDA_VISIBLE_DEVICES" not in os.environ:
-        return list(range(count))
-    return [int(d) if d.isdigit() else d for d in visible[:count]]
 
 
 def _accuracy(reported: Any) -> Accuracy | None:
@@ -85,7 +74,8 @@ class WorkerPool:
             gpu_ids = [None]
         self.sandbox = resolve_sandbox(settings.sandbox, settings.sandbox_hide)  # raises when required and absent
         self._cpu_budget = CpuBudget(settings.cpu_cores, settings.timeouts.as_dict())
-        self._locks = {gpu: DeviceLock() for gpu in gpu_ids}
+        # On a GPU, timing also keeps out the other processes working on it (a colocated engine and learner).
+        self._locks = {gpu: DeviceLock(GpuGate(gpu) if gpu is not None else None) for gpu in gpu_ids}
         self.reaper_pid = reaper.ensure_started() if reap else None  # before any worker exists
         self._fork = settings.forks_workers(self.device)
         self._fork_refused: str | None = None  # why this host's zygotes cannot fork (then: plain workers)

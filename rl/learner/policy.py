@@ -10,15 +10,17 @@ for FSDP2 (the hooks `_prepare_modules`, `_local_micro_batches`, `_all_rows`, `_
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import os
 import random
 import time
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 import torch
 
+from envs.gpu_lock import GpuGate
 from rl.learner import checkpoint as ckpt
 from rl.learner.config import AlgorithmConfig, PolicyConfig
 from rl.learner.export import export_weights
@@ -67,6 +69,7 @@ class Policy:
         self.config = policy
         self.algorithm = algorithm
         self.device = resolve_device(policy.device)
+        self._gate = GpuGate.for_current_device() if self.device.type == "cuda" else None
         self.layout = layout_for(policy.attn_implementation) if policy.layout == "auto" else policy.layout
         seed_everything(policy.seed)
         base = model.to(device=self.device, dtype=_DTYPES[policy.dtype]) if model is not None \
@@ -164,7 +167,8 @@ class Policy:
         all_rows = list(range(len(input_ids)))
         for rows in self._local_micro_batches(all_rows, input_ids):
             packed = pack_rows(input_ids, prompt_lengths, rows or [0], self.device, self.layout, loss_masks)
-            logp, _, v = self._forward(packed, reference, with_values, with_logprobs)
+            with self._gpu_step():
+                logp, _, v = self._forward(packed, reference, with_values, with_logprobs)
             for local, row in enumerate(rows or []):
                 if logp is not None:
                     logps[row] = logp[packed.seq_index == local]
@@ -197,34 +201,51 @@ class Policy:
         local = Stats()
         for mb in self._local_micro_batches(rows, input_ids):
             packed = pack_rows(input_ids, prompt_lengths, mb or [rows[0]], self.device, self.layout, loss_masks)
-            logp, entropy, values = self._forward(packed, with_values=with_values)
-            loss, micro_stats = micro_loss(packed, logp, entropy, values, norm)
-            if mb is None:
-                loss = loss * 0.0  # a rank without rows of its own: same collectives, no contribution
-            else:
-                local.merge(micro_stats)
-            (loss * self.grad_scale).backward()
+            with self._gpu_step():
+                logp, entropy, values = self._forward(packed, with_values=with_values)
+                loss, micro_stats = micro_loss(packed, logp, entropy, values, norm)
+                if mb is None:
+                    loss = loss * 0.0  # a rank without rows of its own: same collectives, no contribution
+                else:
+                    local.merge(micro_stats)
+                (loss * self.grad_scale).backward()
         stats.merge(self._reduce_stats(local))
         max_norm = self.config.optimizer.max_grad_norm
         steps = [("grad_norm", self.optimizer, self.scheduler)]
         if with_values and self.value_optimizer is not None:
             steps.append(("value_grad_norm", self.value_optimizer, self.value_scheduler))
         for name, optimizer, scheduler in steps:
-            params = [p for group in optimizer.param_groups for p in group["params"]]
-            norm_t = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm is not None else float("inf"))
-            grad_norm = float(norm_t.full_tensor() if hasattr(norm_t, "full_tensor") else norm_t)  # FSDP2: a DTensor
-            stats.add_mean(name, grad_norm, 1)
-            if name == "grad_norm":
-                stats.add_mean("lr", optimizer.param_groups[0]["lr"], 1)
-            if torch.isfinite(torch.tensor(grad_norm)):
-                optimizer.step()
-            else:
-                stats.add_total("skipped_steps", 1)  # a non-finite gradient would poison AdamW's moments
-            optimizer.zero_grad(set_to_none=True)
-            scheduler.step()
+            with self._gpu_step():
+                self._update(name, optimizer, scheduler, max_norm, stats)
         if self.value_optimizer is not None and not with_values:
             self.value_optimizer.zero_grad(set_to_none=True)
         self.optimizer_steps += 1
+
+    def _update(self, name: str, optimizer, scheduler, max_norm: float | None, stats: Stats) -> None:
+        """Clip, step and schedule one optimizer (a non-finite gradient norm skips the step)."""
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        norm_t = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm is not None else float("inf"))
+        grad_norm = float(norm_t.full_tensor() if hasattr(norm_t, "full_tensor") else norm_t)  # FSDP2: a DTensor
+        stats.add_mean(name, grad_norm, 1)
+        if name == "grad_norm":
+            stats.add_mean("lr", optimizer.param_groups[0]["lr"], 1)
+        if torch.isfinite(torch.tensor(grad_norm)):
+            optimizer.step()
+        else:
+            stats.add_total("skipped_steps", 1)  # a non-finite gradient would poison AdamW's moments
+        optimizer.zero_grad(set_to_none=True)
+        scheduler.step()
+
+    @contextlib.contextmanager
+    def _gpu_step(self) -> Iterator[None]:
+        """One step of GPU work, held shared on the GPU's gate and finished before it is let go, so an
+        evaluation timing kernels on the same GPU never has them overlap (envs.gpu_lock.GpuGate)."""
+        if self._gate is None:
+            yield
+            return
+        with self._gate.shared():
+            yield
+            torch.cuda.synchronize()
 
     def train_step(self, batch: TrainBatch) -> dict[str, float]:
         """ppo_epochs x mini_batches optimizer steps on the batch; returns the step's metrics."""

@@ -156,3 +156,21 @@ def test_check_references_bad_settings_exit_2_not_1(tmp_path):
                                 timeout=300)
         assert result.returncode == 2, (override, result.stderr[-2000:])
         assert message in result.stderr and "Traceback" not in result.stderr, (override, result.stderr[-2000:])
+
+
+def test_code_that_once_crashed_the_cpu_stage_gets_its_verdict(tmp_path):
+    """A list rebuilt from its own elements recursed without end in the static analysis (issue 30): it is now
+    judged like any honest kernel; code past the stage's bounds is `rejected`, with the bound named."""
+    forward = "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+    honest = tmp_path / "honest.py"
+    honest.write_text(RELU_SOLUTION.read_text().replace(
+        forward, forward + "        shape = list(x.shape)\n        shape = [shape[0], shape[-1]]\n"))
+    chain = tmp_path / "chain.py"
+    chain.write_text(RELU_SOLUTION.read_text().replace(forward, forward + "        return alias300(x)\n")
+                     + "alias0 = torch.relu\n" + "".join(f"alias{i + 1} = alias{i}\n" for i in range(300)))
+    for path, status, error in ((honest, "correct", None), (chain, "rejected", "levels deep")):
+        result = run("--problem", "L0_02_relu", "--solution", str(path), "--no-cache")
+        assert result.returncode == 0, result.stderr
+        verdict = json.loads(result.stdout.strip().splitlines()[-1])
+        assert verdict["status"] == status, verdict
+        assert error is None or error in verdict["error"]

@@ -97,7 +97,7 @@ def test_the_sandbox_binds_only_the_selected_nodes(monkeypatch):
 
 
 def test_the_pool_names_gpus_as_the_host_does(monkeypatch):
-    from envs.worker.pool import host_gpu_ids
+    from envs.gpu_lock import host_gpu_ids
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert host_gpu_ids(2) == [0, 1]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, GPU-2222,5")  # CUDA's device 0 here is the host's GPU 3

@@ -34,6 +34,17 @@ HACKS = {
         LAUNCH
         return T.softmax(out, dim=-1)
     """, extra="import torch as T\n")),
+    # a def and a later assignment of the same name: flow-insensitively, the name may hold either
+    "def_then_rebound_to_torch": ("baseline_kernel", forward("""
+        out = torch.empty_like(x)
+        LAUNCH
+        return mm(out, x)
+    """, extra="def mm(a, b):\n    return a\nmm = torch.matmul\n")),
+    "torch_rebound_to_itself_through_an_alias": ("baseline_kernel", forward("""
+        out = T.empty_like(x)
+        LAUNCH
+        return T.matmul(out, x)
+    """, extra="import torch as T\nT1 = T\nT = T1\n")),
     "alias_module_level_function": ("baseline_kernel", forward("""
         out = torch.empty_like(x)
         LAUNCH

@@ -50,14 +50,15 @@ class _Calls:
     def node_refs(self, node: ast.AST, scope: _Scope, seen: set) -> set[_Scope]:
         out: set[_Scope] = set()
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            kind, what = self.lookup(node.id, scope)
-            if kind == "scope":
+            home = self.home(node.id, scope)
+            # every binding of the name in its scope: `def f(...)` and a later `f = torch.relu` both count
+            what = home.defs.get(node.id) if home is not None else None
+            if what is not None:
                 out |= {what} if what.kind == "function" else self.class_refs(what, seen)
-            elif kind == "values":
-                for value, where in what:
-                    if id(value) not in seen:
-                        seen.add(id(value))
-                        out |= self.refs(value, where, seen)
+            for value, where in home.values.get(node.id, []) if home is not None else []:
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    out |= self.refs(value, where, seen)
         elif isinstance(node, ast.Attribute):
             cls, skip = self.member_owner(node.value, scope)
             if cls is not None:

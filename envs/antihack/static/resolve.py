@@ -47,18 +47,27 @@ class _Resolver:
             s = s.parent
         return None
 
-    def lookup(self, name: str, scope: _Scope) -> tuple[str, object]:
+    def home(self, name: str, scope: _Scope) -> _Scope | None:
+        """The innermost scope that binds `name` (by def/class, assignment, import or as a local)."""
         s = scope
         while s is not None:
+            if name in s.defs or name in s.values or name in s.imports or name in s.locals:
+                return s
+            s = s.parent
+        return None
+
+    def lookup(self, name: str, scope: _Scope) -> tuple[str, object]:
+        """The binding that names `name` first: a def, else assignments, else an import. The analysis is
+        flow-insensitive, so `quals` and `refs` also take the home scope's other bindings of the name."""
+        s = self.home(name, scope)
+        if s is not None:
             if name in s.defs:
                 return "scope", s.defs[name]
             if name in s.values:
                 return "values", s.values[name]
             if name in s.imports:
                 return "path", s.imports[name]
-            if name in s.locals:
-                return "local", None
-            s = s.parent
+            return "local", None
         if name == "__builtins__":
             return "path", "builtins"
         if hasattr(builtins, name):
@@ -194,14 +203,13 @@ class _Resolver:
         return result
 
     def _name_quals(self, name: str, scope: _Scope) -> set[str]:
-        kind, what = self.lookup(name, scope)
-        if kind == "path":
-            return {what}
-        if kind == "paths":
-            return set(what)
-        if kind == "values":
-            return set().union(*(self.quals(value, where) for value, where in what))
-        return set()
+        s = self.home(name, scope)
+        if s is None:  # a builtin, from a star import, or never bound
+            kind, what = self.lookup(name, scope)
+            return {what} if kind == "path" else set(what)
+        # every binding of the name in its scope: `import torch as t; t = other` may hold either
+        out = {s.imports[name]} if name in s.imports else set()
+        return out.union(*(self.quals(value, where) for value, where in s.values.get(name, [])))
 
     def member_owner(self, expr: ast.AST, scope: _Scope) -> tuple[_Scope | None, bool]:
         """(class, skip_it) when `expr` is self/cls (look up from the class) or super() (from its bases)."""
