@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
 from typing import Any, Literal, Sequence
 
 from rl.learner.config import AlgorithmConfig, PolicyConfig
