@@ -1,9 +1,9 @@
-"""The evaluation environment: a candidate's text in, a Verdict (with reward) out.
+"""The evaluation environment: a candidate's text in, a Verdict out (its reward is rewards/'s business).
 
     prepare (CPU stage):  extract code -> canonicalize -> static checks and anti-hack analysis
                           -> cache lookup -> Candidate
     execute (worker):     load problem, [baselines], import candidate, correctness, timing
-    finish:               reward, cache
+    finish:               phase times, cache, judge
 
 `Evaluator` runs both stages on this machine with a `WorkerPool`; the Ray pool runs `Preparer` in
 the driver and `WorkerPool`s inside GPU actors.
@@ -29,7 +29,6 @@ from envs.settings import EvalSettings
 from envs.source import AST_LOCK, CanonicalSolution, SourceError, prepare_solution
 from envs.verdict import HackFinding, Status, Verdict
 from envs.worker.pool import EvaluatorError, WorkerPool, resolve_device
-from rewards.makora import DEFAULT_DELTA, check_delta, reward_for_verdict
 
 __all__ = ["Candidate", "Evaluator", "EvaluatorError", "Preparer"]
 
@@ -51,11 +50,11 @@ class Candidate:
 
 
 class Preparer:
-    """The CPU stage and the bookkeeping around execution: keys, cache, baselines, reward."""
+    """The CPU stage and the bookkeeping around execution: keys, cache, baselines."""
 
     def __init__(self, settings: EvalSettings, device_kind: str, cache: SqliteCache | None = None,
-                 delta: float = DEFAULT_DELTA, judge: LLMJudge | None = None):
-        self.settings, self.device_kind, self.cache, self.delta = settings, device_kind, cache, check_delta(delta)
+                 judge: LLMJudge | None = None):
+        self.settings, self.device_kind, self.cache = settings, device_kind, cache
         self.judge = judge
         self.device = resolve_device(settings.device)
         self.size = settings.resolved_size(self.device)
@@ -91,7 +90,7 @@ class Preparer:
         verdict_key = cache_key(**base, solution=solution.sha256, settings=self.settings.cache_fields(self.device))
         hit = self._cached(problem, solution, base, verdict_key)
         if hit is not None:
-            return self._judged(dataclasses.replace(hit, cached=True, reward=reward_for_verdict(hit, self.delta)),
+            return self._judged(dataclasses.replace(hit, cached=True),
                                 problem, solution)
         baseline_key = cache_key(**base, runs=self.settings.timed_runs, warmup_ms=self.settings.warmup_ms)
         return Candidate(problem, solution, verdict_key, baseline_key, time.monotonic() - started)
@@ -131,7 +130,7 @@ class Preparer:
 
     def finish(self, candidate: Candidate, verdict: Verdict, measured_baselines: dict | None,
                started: float) -> Verdict:
-        """The worker's verdict with its reward and phase times, cached, and reviewed by the judge. Total,
+        """The worker's verdict with its phase times, cached, and reviewed by the judge. Total,
         like `prepare`: a failure here is the candidate's verdict."""
         finished = guarded("finish", self._finish, candidate, verdict, measured_baselines, started)
         if isinstance(finished, StageFailure):
@@ -147,7 +146,7 @@ class Preparer:
                 self._baselines[candidate.baseline_key] = measured_baselines
         phases = {"static": candidate.static_seconds, **verdict.phase_seconds,
                   "total": time.monotonic() - started + candidate.static_seconds}
-        verdict = dataclasses.replace(verdict, phase_seconds=phases, reward=reward_for_verdict(verdict, self.delta))
+        verdict = dataclasses.replace(verdict, phase_seconds=phases)
         if self.cache is not None and verdict.status not in _TRANSIENT:
             self.cache.put_verdict(candidate.verdict_key, candidate.problem.id, verdict.to_dict())
         return self._judged(verdict, candidate.problem, candidate.solution)
@@ -180,14 +179,13 @@ class Evaluator:
     """Both stages on this machine: what the CLI, the main job and the tests use."""
 
     def __init__(self, settings: EvalSettings | None = None, cache: SqliteCache | None = None,
-                 delta: float = DEFAULT_DELTA, gpu_ids: list[int] | None = None, judge: LLMJudge | None = None):
-        check_delta(delta)  # before any worker starts
+                 gpu_ids: list[int] | None = None, judge: LLMJudge | None = None):
         self.settings = (settings or EvalSettings()).hiding(cache.path if cache is not None else None)
         self.pool = WorkerPool(self.settings, gpu_ids)
         self.device = self.pool.device
         self.cache = cache
         try:
-            self.preparer = Preparer(self.settings, self.pool.device_kind, cache, delta, judge)
+            self.preparer = Preparer(self.settings, self.pool.device_kind, cache, judge)
         except BaseException:
             self.pool.close()
             raise

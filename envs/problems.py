@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,41 @@ def load_builtin(levels: list[int] | None = None) -> list[Problem]:
     return [p for p in problems if levels is None or p.level in levels]
 
 
+# --- curated sets (scripts/curate.py): a problem directory with a manifest of levels and weights
+MANIFEST = "manifest.jsonl"
+
+
+def is_curated_set(directory: str | Path) -> bool:
+    return (Path(directory) / MANIFEST).is_file()
+
+
+def read_manifest(directory: str | Path) -> dict[str, dict]:
+    path = Path(directory) / MANIFEST
+    entries: dict[str, dict] = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            entries[str(entry["id"])] = entry
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise ProblemError(f"{path}:{n}: not a manifest line (a JSON object with an id)") from None
+    return entries
+
+
+def load_curated(directory: str | Path, levels: list[int] | None = None) -> list[Problem]:
+    manifest = read_manifest(directory)
+    problems = []
+    for p in load_problem_dir(directory):
+        entry = manifest.get(p.id)
+        if entry is None:
+            raise ProblemError(f"{directory}: {p.id}.py is not in {MANIFEST} (a curated set's files and manifest "
+                               "must agree)")
+        level = entry.get("level")
+        problems.append(dataclasses.replace(p, level=int(level) if level is not None else None))
+    return [p for p in problems if levels is None or p.level in levels]
+
+
 def load_problem_set(spec: str, levels: list[int] | None = None) -> list[Problem]:
     """`builtin`, a KernelBench checkout, a directory of problem files, or one file."""
     if spec == "builtin":
@@ -164,7 +200,6 @@ def load_problem_set(spec: str, levels: list[int] | None = None) -> list[Problem
         if (path / "KernelBench").is_dir() or any(path.glob("level[0-9]*")):
             return load_kernelbench(path, levels)
         if (path / "manifest.jsonl").is_file():  # a curated set (scripts/curate.py): levels from its manifest
-            from envs.data.problem_set import load_curated
             return load_curated(path, levels)
         return [p for p in load_problem_dir(path) if levels is None or p.level in levels]
     if path.exists():

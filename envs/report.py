@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from envs.problems import Problem
 from envs.verdict import Verdict
 
@@ -10,7 +12,9 @@ def _ms(stats) -> str:
     return f"{stats.median_ms:.3f}" if stats is not None else "-"
 
 
-def verdict_table(problems: list[Problem], verdicts: list[Verdict]) -> str:
+def verdict_table(problems: list[Problem], verdicts: list[Verdict],
+                  reward: Callable[[Verdict], float]) -> str:
+    """One row per verdict; `reward` (from rewards/) fills the reward column."""
     header = ["problem", "lvl", "status", "eager ms", "inductor ms", "kernel ms", "speedup", "reward", "eval s", "cached"]
     rows = []
     for p, v in zip(problems, verdicts):
@@ -18,7 +22,7 @@ def verdict_table(problems: list[Problem], verdicts: list[Verdict]) -> str:
         rows.append([
             p.id, "-" if p.level is None else str(p.level), v.status.value,
             _ms(t.eager if t else None), _ms(t.inductor if t else None), _ms(t.kernel if t else None),
-            f"{v.speedup:.2f}" if v.speedup is not None else "-", f"{v.reward:.3f}",
+            f"{v.speedup:.2f}" if v.speedup is not None else "-", f"{reward(v):.3f}",
             f"{v.phase_seconds.get('total', 0.0):.1f}", "yes" if v.cached else "",
         ])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]

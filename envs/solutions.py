@@ -7,7 +7,7 @@ with the same concurrency settings (WAL, one connection per store, a lock per co
 
 `split` records which side of the train/validation/benchmark split the problem was on when the solution
 was found, so that searches made while training or benchmarking can leave held-out problems out
-(the leakage rules themselves live in rl.retrieval.KernelIndex).
+(the leakage rules themselves live in envs.retrieval.KernelIndex).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Iterable
 from envs.cache import open_sqlite
 from envs.problems import Problem
 from envs.verdict import Verdict
-from rl.retrieval import SolvedKernel
+from envs.retrieval import SolvedKernel
 
 __all__ = ["SolutionStore", "default_solutions_path"]
 
@@ -71,7 +71,7 @@ class SolutionStore:
                         split, verdict.device)
 
     def seed(self, records: Iterable[SolvedKernel]) -> int:
-        """Add reference solutions (e.g. rl.retrieval.builtin_solutions()); returns how many were new."""
+        """Add reference solutions (e.g. envs.retrieval.builtin_solutions()); returns how many were new."""
         return sum(self.add(r, "reference") for r in records)
 
     def records(self, exclude_splits: Iterable[str] = ()) -> list[SolvedKernel]:

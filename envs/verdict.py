@@ -1,4 +1,6 @@
-"""The typed result of evaluating one candidate: what the trainer, the CLI and the cache exchange."""
+"""The typed result of evaluating one candidate: what the trainer, the CLI and the cache exchange.
+
+A verdict says what happened, never what it is worth: the reward is rewards/'s to compute from it."""
 
 from __future__ import annotations
 
@@ -125,7 +127,6 @@ class Verdict:
     timings: Timings | None = None
     speedup: float | None = None  # t_baseline / t_kernel; None when not measured (CPU)
     baseline: str | None = None  # which baseline `speedup` divides by
-    reward: float = 0.0
     cached: bool = False
     phase_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
@@ -164,6 +165,7 @@ class Verdict:
     def from_dict(cls, d: dict[str, Any]) -> Verdict:
         d = dict(d)
         d.pop("correct", None)
+        d.pop("reward", None)  # verdicts cached before the reward left them
         hack = d.pop("hack", None)
         timings = d.pop("timings", None)
         interval = d.pop("speedup_interval", None)

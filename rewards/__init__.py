@@ -1,5 +1,5 @@
 """Reward functions: map an evaluation verdict to a scalar for RL."""
 
-from rewards.makora import DEFAULT_DELTA, makora_reward, reward_for_verdict
+from rewards.kernel_reward import DEFAULT_DELTA, kernel_reward, reward_for_verdict, reward_function
 
-__all__ = ["DEFAULT_DELTA", "makora_reward", "reward_for_verdict"]
+__all__ = ["DEFAULT_DELTA", "kernel_reward", "reward_for_verdict", "reward_function"]

@@ -1,8 +1,8 @@
-"""The reward the learner sees: Makora's reward of the verdict plus optional, documented shaping.
+"""The reward the learner sees: the kernel reward of the verdict plus optional, documented shaping.
 
-    reward = makora(verdict; delta) + overlong + format          (each part kept in reward_parts)
+    reward = kernel_reward(verdict; delta) + overlong + format          (each part kept in reward_parts)
 
-- `makora` (rewards/makora.py): 0 unless correct, else sigmoid(1 + max(0, speedup) - delta).
+- `kernel_reward` (rewards/kernel_reward.py): 0 unless correct, else sigmoid(1 + max(0, speedup) - delta).
 - `overlong`: DAPO's soft overlong punishment (Yu et al. 2025, "DAPO", section 3.4): with
   L = max_tokens and buffer B, a completion of n tokens gets 0 for n <= L - B, a linear ramp
   ((L - B) - n) / B * penalty inside the buffer, and -penalty when it was cut off at L (or beyond).
@@ -12,7 +12,7 @@
   separates "wrote a candidate" from "wrote prose" inside a group, so groups are not all zeros (0
   turns it off, the paper's setting).
 
-A detected hack earns what prose earns (Makora 0 and the format penalty): below any honest wrong
+A detected hack earns what prose earns (kernel reward 0 and the format penalty): below any honest wrong
 kernel, so shaping never teaches a small model that a PyTorch-only ModelNew beats an attempt.
 """
 
@@ -25,14 +25,14 @@ from envs.settings import reject_unknown
 from envs.guard import guarded
 from envs.source import CanonicalSolution, prepare_solution
 from envs.verdict import Status, Verdict
-from rewards.makora import DEFAULT_DELTA, check_delta, reward_for_verdict
+from rewards.kernel_reward import DEFAULT_DELTA, check_delta, reward_for_verdict
 
 __all__ = ["RewardConfig", "has_candidate", "overlong_penalty", "shaped_reward"]
 
 
 @dataclasses.dataclass(frozen=True)
 class RewardConfig:
-    delta: float = DEFAULT_DELTA  # Makora's shift (the top-level `delta` of the Hydra config)
+    delta: float = DEFAULT_DELTA  # the kernel reward's shift (the top-level `delta` of the Hydra config)
     overlong_buffer: int | None = None  # DAPO: tokens before max_tokens where the penalty ramps in; None: off
     overlong_penalty: float = 1.0  # DAPO uses 1.0 (the full reward scale)
     format_penalty: float = 0.0  # subtracted when the answer defines no ModelNew; 0: off
@@ -69,7 +69,7 @@ def has_candidate(text: str) -> bool:
 def shaped_reward(verdict: Verdict, text: str, n_tokens: int, max_tokens: int,
                   config: RewardConfig) -> tuple[float, dict[str, float]]:
     """The reward and its parts for one sample."""
-    parts = {"makora": reward_for_verdict(verdict, config.delta)}
+    parts = {"kernel_reward": reward_for_verdict(verdict, config.delta)}
     if config.overlong_buffer is not None:
         parts["overlong"] = overlong_penalty(n_tokens, max_tokens, config.overlong_buffer, config.overlong_penalty)
     if config.format_penalty:

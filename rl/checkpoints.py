@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from rl.learner.checkpoint import fsync_path
+from rl.learner.checkpoint_files import fsync_path
 
 __all__ = ["CheckpointError", "LoopState", "find_checkpoint", "save_checkpoint", "prune_checkpoints"]
 

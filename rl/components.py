@@ -23,9 +23,9 @@ log = logging.getLogger("kernelrl.components")
 
 def build_prompts(config: RunConfig, data: ProblemData) -> Any:
     """The prompt builder; its one-shot store holds verified solutions of problems NOT held out for
-    validation (rl.retrieval also never returns a problem's own solution)."""
+    validation (envs.retrieval also never returns a problem's own solution)."""
     from rl.prompts import PromptBuilder
-    from rl.retrieval import KernelIndex, builtin_solutions
+    from envs.retrieval import KernelIndex, builtin_solutions
 
     index = None
     if config.prompt.one_shot:
@@ -41,7 +41,7 @@ def build_pool(config: RunConfig) -> Any:
     from envs.pool import RayEvaluationPool
 
     cache = SqliteCache(config.cache_path) if config.cache_path else None
-    return RayEvaluationPool(config.eval, config.pool, cache, delta=config.reward.delta,
+    return RayEvaluationPool(config.eval, config.pool, cache,
                              reserve_gpus=lambda: training_gpus(config))
 
 

@@ -39,6 +39,7 @@ from rl.checkpoints import LoopState, find_checkpoint, prune_checkpoints, save_c
 from rl.config import RunConfig
 from rl.data import ProblemData, ProblemSampler
 from rl.metrics import learner_metrics, rollout_metrics, sample_rows, stage_metrics
+from rl.rng_state import decode_python_rng, encode_python_rng
 from rl.scoring import EngineFailure, RolloutResult, generate_and_score
 from rl.tracking import RunLogger
 from rl.types import Group, RolloutRequest
@@ -369,7 +370,7 @@ class Trainer:
         # one_step_off: the next step's problems are already drawn; a resumed run draws them again
         sampler = self._sampler_before_inflight if self._inflight is not None else self.sampler.state_dict()
         state = LoopState(step=self.step, policy_version=self.learner_version, sampler=sampler,
-                          rng=_encode_rng(self.rng.getstate()), run_dir=str(self.run_dir),
+                          rng=encode_python_rng(self.rng.getstate()), run_dir=str(self.run_dir),
                           config_fingerprint=self._fingerprint())
         path = save_checkpoint(self.run_dir / "checkpoints", state, self.c.learner.save_checkpoint)
         prune_checkpoints(self.run_dir / "checkpoints", self.cfg.loop.keep_checkpoints)
@@ -381,7 +382,7 @@ class Trainer:
         if state.config_fingerprint and state.config_fingerprint != self._fingerprint():
             log.warning("resuming %s with other data/rollout/algorithm settings than it was written with", directory)
         self.sampler.load_state_dict(state.sampler)
-        self.rng.setstate(_decode_rng(state.rng))
+        self.rng.setstate(decode_python_rng(state.rng))
         self.step, self.policy_version = state.step, state.policy_version
         if self.c.learner is not None:
             self.c.learner.load_checkpoint(str(directory / "learner"))
@@ -431,7 +432,7 @@ class Trainer:
         val = [r for r in self.history if "val/reward_mean" in r]
         k = max(1, min(3, len(train) // 3))
         out: dict[str, Any] = {"steps": self.step, "wall_s": wall_s, "engine_restarts": self.engine_restarts}
-        for key in ("reward_mean", "makora_mean", "correct_rate"):
+        for key in ("reward_mean", "kernel_reward_mean", "correct_rate"):
             values = [r.get(f"train/{key}") for r in train]
             values = [v for v in values if v is not None]
             if values:
@@ -446,13 +447,3 @@ class Trainer:
 
 async def _maybe_await(value: Any) -> Any:
     return await value if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future) else value
-
-
-def _encode_rng(state: tuple) -> list:
-    version, internal, gauss = state
-    return [version, list(internal), gauss]
-
-
-def _decode_rng(state: list) -> tuple:
-    version, internal, gauss = state
-    return (version, tuple(internal), gauss)

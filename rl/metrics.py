@@ -5,7 +5,7 @@
     stage_metrics(seconds)                         seconds per stage under time/...
 
 Key names (flat, W&B-style `<section>/<name>`; the reward mean's key ends in `mean`):
-  <split>/reward_mean|std|max, <split>/makora_mean (+ one mean per other reward part),
+  <split>/reward_mean|std|max, <split>/kernel_reward_mean (+ one mean per other reward part),
   <split>/correct_rate, <split>/status/<status> (share of samples), <split>/hack/<category>,
   <split>/speedup_geomean|median (over correct samples with a measured speedup; NaN when none),
   <split>/fast_1 (share correct and faster than the baseline), <split>/zero_variance_group_frac,

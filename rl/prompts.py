@@ -2,7 +2,7 @@
 
     [system]     the answer format and the rules the evaluator enforces   (templates/system.j2)
     [user]       another problem's source          } the one-shot example, retrieved by
-    [assistant]  its verified solution             } rl.retrieval (never the problem itself)
+    [assistant]  its verified solution             } envs.retrieval (never the problem itself)
     [user]       this problem's source                                    (templates/user.j2)
 
 Templates are Jinja files, by default `conf/prompt/templates/` of this repository, selected by
@@ -23,7 +23,7 @@ from envs.problems import Problem
 from envs.settings import reject_unknown
 from envs.guard import guarded
 from envs.source import CanonicalSolution, canonicalize
-from rl.retrieval import KernelIndex, SolvedKernel
+from envs.retrieval import KernelIndex, SolvedKernel
 from rl.types import Message, RolloutRequest, SamplingConfig
 
 __all__ = ["DEFAULT_TEMPLATES", "Prompt", "PromptBuilder", "PromptConfig", "PromptError"]

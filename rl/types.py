@@ -77,7 +77,7 @@ class ScoredSample:
     sample: Sample
     verdict: Verdict
     reward: float
-    reward_parts: dict[str, float] = dataclasses.field(default_factory=dict)  # e.g. {"makora": .., "overlong": ..}
+    reward_parts: dict[str, float] = dataclasses.field(default_factory=dict)  # {"kernel_reward": .., "overlong": ..}
 
 
 @dataclasses.dataclass(frozen=True)

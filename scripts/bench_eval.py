@@ -51,6 +51,7 @@ from envs.cache import SqliteCache  # noqa: E402
 from envs.pool.metrics import percentile  # noqa: E402
 from envs.report import markdown_table, verdict_table  # noqa: E402
 from envs.timing import ALLOCATING_NOTE  # noqa: E402
+from rewards import reward_for_verdict  # noqa: E402
 
 GPU_PHASES = ("correctness", "timing")
 
@@ -248,7 +249,7 @@ def single(args, settings, problems, items, cache) -> dict:
         startup = time.monotonic() - t0
         devices = len(evaluator.actor_infos()) if hasattr(evaluator, "actor_infos") else 1
         cold = run_pass(evaluator, tagged(items, "cold"), "cold pass", devices)
-        print(verdict_table(problems, cold["verdicts"]))
+        print(verdict_table(problems, cold["verdicts"], reward_for_verdict))
         if args.markdown:
             print("\n" + markdown_table(problems, cold["verdicts"]))
         print(f"\nstartup {startup:.1f} s; device {device_kind}; backend {args.backend}")
@@ -300,7 +301,7 @@ def scaling(args, settings, problems, items, cache) -> dict:
                 device_kind = pool.device_kind
                 if cold is None:
                     cold = run_pass(pool, tagged(items, "cold"), f"cold pass, {n} actor(s)", n)
-                    print(verdict_table(problems, cold["verdicts"]))
+                    print(verdict_table(problems, cold["verdicts"], reward_for_verdict))
                     print_summary("cold", cold)
                 # Unmeasured: starts every worker and loads every kernel once on this pool's devices.
                 pool.evaluate_many(tagged(items, f"prime {n}"), progress=True, desc=f"prime, {n} actor(s)")

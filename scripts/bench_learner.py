@@ -212,7 +212,7 @@ def bench_sync(args, policy) -> dict:
 
     from rl.learner.export import merged_state_dict
     from rl.learner.full_state import serving_state_dict
-    from rl.learner.group import free_port
+    from rl.learner.network import free_port
     from rl.rollout.broadcast import ChannelSpec, open_channel, send
 
     cuda = policy.device.type == "cuda"

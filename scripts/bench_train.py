@@ -59,7 +59,7 @@ def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
         "learner_tokens_per_s": _stats(_values(train, "perf/learner_tokens_per_s")),
         "rollout_tokens_per_s": _stats(_values(train, "perf/rollout_tokens_per_s")),
     }
-    for key in ("train/reward_mean", "train/makora_mean", "train/correct_rate"):
+    for key in ("train/reward_mean", "train/kernel_reward_mean", "train/correct_rate"):
         xs = _values(train, key)
         if xs:
             out[f"{key}_first{k}"] = statistics.fmean(xs[:k])

@@ -23,7 +23,7 @@ from envs import EvalSettings, Evaluator, ProblemError, load_problem_set  # noqa
 from envs.antihack.judge import LLMJudge  # noqa: E402
 from envs.cache import SqliteCache  # noqa: E402
 from envs.report import verdict_table  # noqa: E402
-from rewards.makora import check_delta  # noqa: E402
+from rewards.kernel_reward import check_delta, reward_for_verdict  # noqa: E402
 
 log = logging.getLogger("kernelrl")
 
@@ -47,13 +47,13 @@ def main(cfg: DictConfig) -> None:
     out_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     log.info("evaluating %d reference solutions (%s) -> %s", len(problems), cfg.problems, out_dir)
     items = [(p, Path(p.reference_solution).read_text()) for p in problems]
-    with Evaluator(settings, cache=cache, delta=cfg.delta, judge=judge) as evaluator:
+    with Evaluator(settings, cache=cache, judge=judge) as evaluator:
         evaluator.validate_problems(problems)  # degenerate problems would reward trivial answers
         verdicts = evaluator.evaluate_many(items, progress=cfg.progress, desc="reference solutions")
     with open(out_dir / "verdicts.jsonl", "w") as f:
         for v in verdicts:
-            f.write(json.dumps(v.to_dict()) + "\n")
-    print(verdict_table(problems, verdicts))
+            f.write(json.dumps({**v.to_dict(), "reward": reward_for_verdict(v, cfg.delta)}) + "\n")
+    print(verdict_table(problems, verdicts, lambda v: reward_for_verdict(v, cfg.delta)))
     n_ok = sum(v.correct for v in verdicts)
     print(f"\n{n_ok}/{len(verdicts)} correct on {verdicts[0].device}; verdicts in {out_dir / 'verdicts.jsonl'}")
     if n_ok != len(verdicts):

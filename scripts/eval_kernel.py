@@ -30,8 +30,8 @@ from envs.cache import CacheError, SqliteCache  # noqa: E402
 from envs.evaluator import EvaluatorError  # noqa: E402
 from envs.small_sizes import size_large_problems  # noqa: E402
 from envs.worker.pool import resolve_device  # noqa: E402
-from rewards import DEFAULT_DELTA  # noqa: E402
-from rewards.makora import check_delta  # noqa: E402
+from rewards import DEFAULT_DELTA, reward_for_verdict  # noqa: E402
+from rewards.kernel_reward import check_delta  # noqa: E402
 
 DEFAULT_CACHE = Path(os.environ.get("KERNELRL_CACHE", Path.home() / ".cache" / "kernelrl" / "verdicts.sqlite"))
 
@@ -137,8 +137,8 @@ def with_small_sizes(pairs: list[tuple], workers: int, cache) -> list[tuple]:
     return [(sized.get(p.sha256, p), answer) for p, answer in pairs]
 
 
-def verdict_json(verdict) -> str:
-    d = verdict.to_dict()
+def verdict_json(verdict, reward: float) -> str:
+    d = {**verdict.to_dict(), "reward": reward}
     ordered = {k: d[k] for k in ("status", "correct", "hack", "speedup", "reward", "timings", "error", "cached")}
     ordered.update({k: v for k, v in d.items() if k not in ordered})
     return json.dumps(ordered)
@@ -164,10 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
-        with Evaluator(settings, cache=cache, delta=args.delta) as evaluator:
+        with Evaluator(settings, cache=cache) as evaluator:
             progress = bool(args.manifest) and not args.no_progress
             for verdict in evaluator.iter_evaluate(pairs, progress=progress):
-                print(verdict_json(verdict), flush=True)
+                print(verdict_json(verdict, reward_for_verdict(verdict, args.delta)), flush=True)
     except EvaluatorError as e:
         print(f"error: the evaluator failed: {e}", file=sys.stderr)
         return 1

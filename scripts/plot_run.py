@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rl.tracking import read_metrics  # noqa: E402
 
 PANELS: list[tuple[str, list[str]]] = [
-    ("reward", ["train/reward_mean", "train/makora_mean", "val/reward_mean"]),
+    ("reward", ["train/reward_mean", "train/kernel_reward_mean", "val/reward_mean"]),
     ("correct rate", ["train/correct_rate", "val/correct_rate"]),
     ("status mix (train)", ["train/status/correct", "train/status/incorrect", "train/status/compile_error",
                             "train/status/runtime_error", "train/status/hack", "train/status/timeout"]),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Serve KernelRL's evaluation over HTTP (see envs/service.py for the API).
+"""Serve KernelRL's evaluation over HTTP (see envs/service/ for the API).
 
   KERNELRL_SERVICE_TOKEN=... python scripts/serve_env.py --device cuda --port 8000
   python scripts/serve_env.py --token-file tokens.txt --problems /path/to/KernelBench --levels 1 2
@@ -171,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     from envs.evaluator import EvaluatorError
     from envs.service import BackendUnavailable, ServiceSettings, create_app, make_backend
     from envs.worker.sandbox import SandboxUnavailable
-    from rewards import DEFAULT_DELTA
-    from rewards.makora import check_delta
+    from rewards import DEFAULT_DELTA, reward_function
+    from rewards.kernel_reward import check_delta
 
     try:
         tokens = read_tokens(args)
@@ -216,8 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cache = None if args.no_cache else SqliteCache(args.cache)
         log.info("starting the %s backend (%s)...", args.backend, eval_settings.device)
-        backend = _CloseOnce(make_backend(args.backend, eval_settings, cache=cache, delta=delta,
-                                          pool_config=pool_cfg))
+        backend = _CloseOnce(make_backend(args.backend, eval_settings, cache=cache, pool_config=pool_cfg))
         pool = getattr(backend.backend, "pool", None)
         if getattr(pool, "sandbox", True) is None:  # the local backend runs its workers without the sandbox
             log.warning("workers run WITHOUT the OS sandbox: only the static analysis stands between "
@@ -235,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             tokens=tuple(tokens), insecure_no_auth=args.insecure_no_auth, max_body_bytes=args.max_body_bytes,
             rate_per_second=args.rate, rate_burst=args.burst, max_concurrent_evaluations=max_concurrent,
             max_queued_evaluations=args.max_queue, default_baseline=eval_settings.baseline,
-            default_delta=delta, allow_problem_source=args.allow_problem_source, backend_name=args.backend)
-        app = create_app(backend, problems, settings)
+            allow_problem_source=args.allow_problem_source, backend_name=args.backend)
+        app = create_app(backend, problems, settings, reward_function(delta))
         # One process: uvicorn workers would each start their own evaluator and worker processes.
         config = uvicorn.Config(app, host=args.host, port=args.port, lifespan="on", log_level=args.log_level,
                                 timeout_graceful_shutdown=args.graceful_timeout,

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from envs import EvalSettings, Evaluator, resolve_problem  # noqa: E402
 from envs.tools import TOOLS, ToolContext  # noqa: E402
 from envs.tools.local import LocalEvaluation  # noqa: E402
+from rewards import reward_for_verdict  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -57,7 +58,8 @@ def main() -> int:
             for variant, tool, code in (("reference", "kernel_evaluator", reference),
                                         ("reference", "profile", reference),
                                         ("broken", "kernel_evaluator", broken)):
-                context = ToolContext(problem, evaluator=tools_backend, profiler=tools_backend, evaluations_left=10)
+                context = ToolContext(problem, evaluator=tools_backend, profiler=tools_backend, evaluations_left=10,
+                                      reward=reward_for_verdict)
                 started = time.perf_counter()
                 result = asyncio.run(TOOLS[tool].run({"code": code}, context))
                 seconds = time.perf_counter() - started

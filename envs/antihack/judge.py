@@ -437,5 +437,5 @@ def apply_judge(verdict: Verdict, judge_record: dict[str, Any] | None, can_zero_
     if category not in CATEGORIES:
         category = UNKNOWN
     finding = HackFinding(category, "LLM judge: " + (judge_record.get("reason") or "no reason given"))
-    return dataclasses.replace(verdict, status=Status.HACK, hack=finding, reward=0.0,
+    return dataclasses.replace(verdict, status=Status.HACK, hack=finding,
                                error=f"{finding.category}: {finding.reason}")

@@ -35,7 +35,7 @@ class PoolConfig:
     # Driver.
     max_pending: int = 4096  # submitted but unanswered requests; submit blocks (or raises) beyond
     cpu_stage_threads: int = 4  # threads running the CPU stage (extract, canonicalize, checks, cache)
-    finish_threads: int = 2  # threads computing rewards and writing the cache after execution
+    finish_threads: int = 2  # threads writing the cache (and asking the judge) after execution
 
     # Metrics.
     name: str = "eval"  # the `pool` tag on exported metrics

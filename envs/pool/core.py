@@ -2,7 +2,7 @@
 
     submit -> admission (backpressure) -> CPU stage (Preparer, driver threads) -> cache hit? answer
            -> dedup (attach to an identical in-flight job) or queue (priority, FIFO)
-           -> dispatcher: a free actor slot -> backend.execute -> finish (reward, cache) -> answer all
+           -> dispatcher: a free actor slot -> backend.execute -> finish (cache, judge) -> answer all
 
 A `Backend` (envs/pool/backend.py) starts actors and runs candidates on them; `RayBackend`
 (envs.pool.ray_backend) is the real one, tests also use an in-process fake. Fault tolerance: a
@@ -36,7 +36,6 @@ from envs.pool.supervision import _Actor, ActorSupervisor
 from envs.problems import Problem
 from envs.settings import EvalSettings
 from envs.worker.pool import EvaluatorError
-from rewards.makora import DEFAULT_DELTA, check_delta
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +46,7 @@ class EvaluationPool(SubmissionStage, DispatchStage, ActorSupervisor):
     """Evaluate candidates on a pool of actors; a drop-in for `envs.evaluator.Evaluator`."""
 
     def __init__(self, backend: Backend, settings: EvalSettings | None = None, config: PoolConfig | None = None,
-                 cache: SqliteCache | None = None, delta: float = DEFAULT_DELTA):
-        check_delta(delta)  # before any actor starts
+                 cache: SqliteCache | None = None):
         settings = settings or EvalSettings()
         self.config = config = config or PoolConfig()
         self.backend = backend
@@ -91,7 +89,7 @@ class EvaluationPool(SubmissionStage, DispatchStage, ActorSupervisor):
                     from failures[0]
             raise EvaluatorError(f"the evaluation actors run on different devices {kinds}; one pool needs one "
                                  "device kind (pin actors with pool.actor_resources)")
-        self.preparer = Preparer(self.settings, kinds[0], cache, delta)
+        self.preparer = Preparer(self.settings, kinds[0], cache)
         self._cpu = concurrent.futures.ThreadPoolExecutor(config.cpu_stage_threads, thread_name_prefix="pool-cpu")
         self._finisher = concurrent.futures.ThreadPoolExecutor(config.finish_threads,
                                                                thread_name_prefix="pool-finish")

@@ -2,7 +2,7 @@
 
 The dispatcher thread pops the next job (priority, FIFO; on CUDA only once its baselines are known) for the
 least busy live actor, kills actors whose requests overrun `execution_timeout`, and hands each finished
-execution to the finisher threads: the reward and the cache (`Preparer.finish`), or a retry on another actor
+execution to the finisher threads: the cache and the judge (`Preparer.finish`), or a retry on another actor
 when the actor died (once; then a `crash` verdict). `_answer` is where every request is answered, exactly
 once: only by the thread that moved its job to DONE.
 

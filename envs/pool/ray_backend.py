@@ -18,7 +18,6 @@ from envs.pool.metrics import RayExporter
 from envs.problems import Problem
 from envs.settings import EvalSettings
 from envs.worker.pool import EvaluatorError
-from rewards.makora import DEFAULT_DELTA
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +177,7 @@ class RayEvaluationPool(EvaluationPool):
     """
 
     def __init__(self, settings: EvalSettings | None = None, config: PoolConfig | None = None,
-                 cache: SqliteCache | None = None, delta: float = DEFAULT_DELTA,
+                 cache: SqliteCache | None = None,
                  reserve_gpus: Callable[[], float] | None = None):
         """`reserve_gpus`, called once Ray is connected (the answer may depend on the cluster): GPUs that actors
         started after the pool will ask for (train.py: its learner and rollout engines), added to
@@ -188,7 +187,7 @@ class RayEvaluationPool(EvaluationPool):
         backend = RayBackend(settings, config or PoolConfig(), reserve_gpus)
         config = backend.config
         try:
-            super().__init__(backend, settings, config, cache, delta)
+            super().__init__(backend, settings, config, cache)
         except BaseException:
             if backend.owns_ray and ray.is_initialized():
                 ray.shutdown()

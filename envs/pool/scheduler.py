@@ -89,7 +89,7 @@ class JobState(enum.Enum):
     QUEUED = "queued"  # waiting for a free actor slot
     PARKED = "parked"  # waiting for another job to measure its problem's baselines
     RUNNING = "running"  # on an actor
-    FINISHING = "finishing"  # executed; reward and cache being computed
+    FINISHING = "finishing"  # executed; cache and judge being done
     DONE = "done"  # answered (or cancelled)
 
 

@@ -27,10 +27,11 @@ class ToolContext:
     problem: Problem
     evaluator: EvaluationBackend | None = None  # kernel_evaluator
     profiler: Any = None  # profile: an object with `profile(problem, answer) -> dict` (envs.Evaluator)
-    solutions: Any = None  # kernel_search: a rl.retrieval.KernelIndex already free of held-out problems
+    solutions: Any = None  # kernel_search: a envs.retrieval.KernelIndex already free of held-out problems
     docs: Any = None  # docs_search: envs.tools.triton_docs.DocsIndex
     priority: str = "train"  # the pool priority of this trajectory's evaluations
     evaluations_left: int = 4  # kernel_evaluator calls this trajectory may still make
+    reward: Callable[[Verdict], float] | None = None  # kernel_evaluator's reward line (from rewards/, by the runner)
     verdicts: list[Verdict] = dataclasses.field(default_factory=list)  # every kernel_evaluator verdict, in order
 
 

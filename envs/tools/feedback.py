@@ -41,7 +41,8 @@ def _ms(stats) -> str:
     return f"{stats.median_ms:.4g} ms"
 
 
-def verdict_feedback(verdict: Verdict) -> str:
+def verdict_feedback(verdict: Verdict, reward: float | None = None) -> str:
+    """What the model reads about its verdict; the `reward` line when the caller computed one (rewards/)."""
     lines = [f"status: {_HEADLINES[verdict.status]}"]
     if verdict.status is Status.HACK:
         category = verdict.hack.category if verdict.hack else "unknown_category"
@@ -66,5 +67,6 @@ def verdict_feedback(verdict: Verdict) -> str:
                          f"at peak); this kernel reaches {100 * verdict.speed_of_light:.0f}% of it")
         if verdict.own_kernel_share is not None:
             lines.append(f"own-kernel share of device time: {100 * verdict.own_kernel_share:.0f}%")
-    lines.append(f"reward: {verdict.reward:.3f}")
+    if reward is not None:
+        lines.append(f"reward: {reward:.3f}")
     return "\n".join(lines)

@@ -23,7 +23,8 @@ async def run(arguments: dict[str, Any], context: ToolContext) -> ToolResult:
     verdict = await context.evaluator.evaluate_async(context.problem, arguments["code"], priority=context.priority)
     context.verdicts.append(verdict)
     left = f"\n(evaluations left in this trajectory: {context.evaluations_left})"
-    return ToolResult(verdict_feedback(verdict) + left, verdict=verdict,
+    reward = context.reward(verdict) if context.reward is not None else None
+    return ToolResult(verdict_feedback(verdict, reward) + left, verdict=verdict,
                       cost={"evaluations": 1.0, "evaluation_s": float(verdict.phase_seconds.get("total", 0.0))})
 
 

@@ -1,4 +1,4 @@
-"""`kernel_search(query)`: verified kernels of other problems similar to the query (BM25, rl.retrieval).
+"""`kernel_search(query)`: verified kernels of other problems similar to the query (BM25, envs.retrieval).
 
 The index is built by the caller from the solution store (envs/solutions.py) with held-out problems
 (validation/benchmark) already left out; this tool also never returns a solution of the problem being

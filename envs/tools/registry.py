@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from envs.tools import docs_search, kernel_evaluator, kernel_search, profile
+import envs.tools.docs_search as docs_search
+import envs.tools.kernel_evaluator as kernel_evaluator
+import envs.tools.kernel_search as kernel_search
+import envs.tools.profile as profile
 from envs.tools.base import Tool, ToolContext, ToolResult, string_arguments
 
 SUBMIT = "submit"

@@ -4,7 +4,7 @@ The entries are the public functions and classes of `triton.language` (and `trit
 the launch-side API (`triton.jit`, `autotune`, `Config`, `heuristics`, `cdiv`, `next_power_of_2`), each
 with its signature and docstring from `inspect`: the reference matches the version that runs the kernel,
 which is recorded (`DocsIndex.triton_version`) and shown with every answer. Ranking reuses
-rl.retrieval.KernelIndex (one BM25 in the code base): an entry is indexed as a record whose "problem
+envs.retrieval.KernelIndex (one BM25 in the code base): an entry is indexed as a record whose "problem
 source" is its name, signature and docstring.
 """
 
@@ -15,7 +15,7 @@ import functools
 import inspect
 from typing import Any
 
-from rl.retrieval import KernelIndex, SolvedKernel
+from envs.retrieval import KernelIndex, SolvedKernel
 
 _LAUNCH_API = ("jit", "autotune", "Config", "heuristics", "cdiv", "next_power_of_2")
 _MAX_DOC_CHARS = 1500

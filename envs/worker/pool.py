@@ -198,7 +198,7 @@ class WorkerPool:
     def execute(self, problem: Problem, solution: CanonicalSolution,
                 baselines: dict | None) -> tuple[Verdict, dict | None]:
         """Run one candidate on a worker. On CUDA, `baselines=None` makes the worker measure them first;
-        returns (verdict without reward, baselines measured now or None).
+        returns (the worker's verdict, baselines measured now or None).
 
         A timing that is physically implausible (below the floor of the problem's bytes and FLOPs, or a
         speedup above `max_speedup`) is measured again in a fresh worker; if it persists it is a hack."""

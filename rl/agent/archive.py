@@ -36,7 +36,7 @@ class SelectionConfig:
 
 
 def _rank(record: CandidateRecord) -> tuple[float, int]:
-    return (fitness(record.verdict), -record.id)
+    return (fitness(record.verdict, record.reward), -record.id)
 
 
 class Archive:

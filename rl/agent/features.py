@@ -50,10 +50,10 @@ def kernel_cell(text: str) -> str:
     return f"k{count}{'+' if len(kernels) > 3 else ''}-dot{int(dot)}-loop{int(loop)}-auto{int(autotuned)}"
 
 
-def fitness(verdict: Verdict) -> float:
+def fitness(verdict: Verdict, reward: float) -> float:
     """Higher is better. Correct: the reward plus the measured speedup (reward alone saturates: sigmoid), so
     any correct kernel (>= sigmoid(1 - delta) > 0.3) beats any failure; unmeasured speedup (CPU) adds 0.
     Failures: a small credit by how far they got."""
     if verdict.correct:
-        return 1.0 + verdict.reward + (verdict.speedup or 0.0)
+        return 1.0 + reward + (verdict.speedup or 0.0)
     return _FAILURE_CREDIT.get(verdict.status, 0.0)

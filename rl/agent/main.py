@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any, Mapping
 
 from envs.problems import Problem
 from envs.settings import EvalSettings
+from rewards.kernel_reward import reward_for_verdict
 from rl.agent.outputs import write_outputs
 from rl.agent.policies import Policy, ReplayEngine
 from rl.agent.report import build_report
@@ -67,12 +69,12 @@ def _pool(cfg: Mapping[str, Any], settings: EvalSettings, cache: Any) -> tuple[A
         from envs import Evaluator
         from envs.tools.local import LocalEvaluation
 
-        evaluator = Evaluator(settings, cache=cache, delta=cfg["delta"])
+        evaluator = Evaluator(settings, cache=cache)
         return LocalEvaluation(evaluator), evaluator
     if cfg["backend"] == "ray":
         from envs.pool import PoolConfig, RayEvaluationPool
 
-        pool = RayEvaluationPool(settings, PoolConfig.from_mapping(cfg.get("pool")), cache, delta=cfg["delta"])
+        pool = RayEvaluationPool(settings, PoolConfig.from_mapping(cfg.get("pool")), cache)
         return pool, pool
     raise AgentError(f"backend must be local or ray, not {cfg['backend']!r}")
 
@@ -93,8 +95,8 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     from envs.cache import SqliteCache
     from envs.solutions import SolutionStore, default_solutions_path
     from rl.prompts import PromptBuilder, PromptConfig
-    from rewards.makora import check_delta
-    from rl.retrieval import KernelIndex, builtin_solutions
+    from rewards.kernel_reward import check_delta
+    from envs.retrieval import KernelIndex, builtin_solutions
 
     started = time.perf_counter()
     check_delta(cfg["delta"])  # before problems are screened and the store is created
@@ -123,7 +125,8 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
         store = PopulationStore(cfg.get("store") or out_dir / "population.sqlite")
         pool, closer = _pool(cfg, settings, cache)
         try:
-            search = Search(search_config, store, pool, policies, prompts, index)
+            search = Search(search_config, store, pool, policies, prompts, index,
+                            functools.partial(reward_for_verdict, delta=cfg["delta"]))
             outcomes = asyncio.run(search.run(problems))
             device_name = getattr(closer, "device_name", settings.device)
         finally:

@@ -8,7 +8,7 @@ so the agent asks in the same format the policy was trained and benchmarked on, 
                     profile: rl.agent.profiles) + what to improve]
   crossover         the problem turn plus two earlier kernels, their verdicts (and GPU profiles), asking for one
                     that combines them
-  retrieval         the problem turn plus verified kernels of OTHER similar problems (rl.retrieval.KernelIndex,
+  retrieval         the problem turn plus verified kernels of OTHER similar problems (envs.retrieval.KernelIndex,
                     built from the solution store less held-out splits; the problem's own never returned)
 Feedback is envs.tools.feedback.verdict_feedback, the `kernel_evaluator` tool's text (a hack names its rule,
 never the detector's reason).
@@ -19,12 +19,12 @@ from __future__ import annotations
 from typing import Sequence
 
 from envs.problems import Problem
+from envs.retrieval import KernelIndex
 from envs.source import extract_code
 from envs.tools.feedback import verdict_feedback
 from envs.tools.profile import format_profile
 from rl.agent.records import CandidateRecord
 from rl.prompts import PromptBuilder
-from rl.retrieval import KernelIndex
 from rl.types import Message
 
 __all__ = ["STRATEGIES", "fresh_messages", "mutate_messages", "crossover_messages", "retrieval_messages"]
@@ -58,7 +58,7 @@ def _append_to_last_user(messages: list[Message], text: str) -> list[Message]:
 
 
 def _feedback(record: CandidateRecord, profile: dict | None) -> str:
-    text = verdict_feedback(record.verdict)
+    text = verdict_feedback(record.verdict, record.reward)
     return text if profile is None else f"{text}\n\nWhere its device time goes:\n{format_profile(profile)}"
 
 

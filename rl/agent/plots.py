@@ -59,7 +59,7 @@ def write_tree(outcome: ProblemOutcome, winner_id: int | None, path: Path) -> st
         return None
     plt = _plt()
     order = {r.id: i for i, r in enumerate(nodes)}
-    y = {r.id: fitness(r.verdict) for r in nodes}
+    y = {r.id: fitness(r.verdict, r.reward) for r in nodes}
     fig, ax = plt.subplots(figsize=(max(5.0, 0.25 * len(nodes)), 3.6))
     for r in nodes:
         for parent in r.proposal.parents:

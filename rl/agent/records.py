@@ -67,6 +67,7 @@ class CandidateRecord:
     eval_seconds: float = 0.0
     duplicate_of: int | None = None  # an identical kernel was already evaluated: its id (verdict copied)
     created: float = 0.0
+    reward: float = 0.0  # rewards/kernel_reward.py of the verdict at the run's delta (the verdict carries none)
 
     @property
     def correct(self) -> bool:
@@ -80,7 +81,7 @@ class CandidateRecord:
         return {"id": self.id, "problem_id": self.problem_id, "operator": self.proposal.operator,
                 "strategy": self.proposal.strategy, "policy": self.proposal.policy,
                 "parents": list(self.proposal.parents), "status": self.verdict.status.value,
-                "speedup": self.verdict.speedup, "reward": self.verdict.reward, "island": self.island,
+                "speedup": self.verdict.speedup, "reward": self.reward, "island": self.island,
                 "cell": self.cell, "duplicate_of": self.duplicate_of,
                 "prompt_tokens": self.proposal.prompt_tokens, "completion_tokens": self.proposal.completion_tokens,
                 "cost_usd": self.proposal.cost_usd, "eval_seconds": self.eval_seconds}

@@ -60,7 +60,7 @@ def _operator_stats(outcomes: list[ProblemOutcome]) -> dict[str, dict[str, Any]]
             s["steps"] += 1
             s["duplicates"] += r.duplicate_of is not None
             s["correct"] += r.correct and r.duplicate_of is None
-            f = fitness(r.verdict)
+            f = fitness(r.verdict, r.reward)
             if r.duplicate_of is None and f > best:
                 s["new_best"] += best >= 0  # the first candidate of a problem is not an improvement
                 best = f
@@ -115,7 +115,7 @@ def build_report(outcomes: list[ProblemOutcome], verified: list[Verified], basel
             cid, verdict = v.tried[0]
             attempt = _attempt(by_record[cid], 0, verdict)
         elif evaluated:  # nothing correct: the problem's best failure
-            attempt = _attempt(max(evaluated, key=lambda r: (fitness(r.verdict), -r.id)), 0)
+            attempt = _attempt(max(evaluated, key=lambda r: (fitness(r.verdict, r.reward), -r.id)), 0)
         else:
             attempt = None
         final.append(ProblemResult(o.problem.id, o.problem.level, (attempt,) if attempt else ()))

@@ -23,10 +23,13 @@ import dataclasses
 import logging
 import random
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from envs.problems import Problem
+from envs.retrieval import KernelIndex
 from envs.settings import reject_unknown
+from envs.verdict import Verdict
+from rewards.kernel_reward import reward_for_verdict
 from rl.agent.archive import Archive, SelectionConfig
 from rl.agent.budget import BudgetConfig, Usage
 from rl.agent.features import fitness, kernel_cell
@@ -37,7 +40,6 @@ from rl.agent.records import LLM_OPERATORS, OPERATORS, CandidateRecord, Proposal
 from rl.agent.store import PopulationStore
 from rl.agent.tuner import variants
 from rl.prompts import PromptBuilder
-from rl.retrieval import KernelIndex
 from rl.types import RolloutRequest
 
 __all__ = ["SearchConfig", "ProblemOutcome", "Search", "FLOOR_STOP"]
@@ -131,7 +133,7 @@ class _ProblemState:
 
     def best(self) -> CandidateRecord | None:
         live = [r for r in self.records if r.duplicate_of is None]
-        return max(live, key=lambda r: (fitness(r.verdict), -r.id)) if live else None
+        return max(live, key=lambda r: (fitness(r.verdict, r.reward), -r.id)) if live else None
 
     def nearest_floor(self) -> CandidateRecord | None:
         """The correct kernel closest to the physical floor (highest Verdict.speed_of_light); None on CPU."""
@@ -143,13 +145,16 @@ class Search:
     """One search over problems with a shared pool, store, policies and bandit."""
 
     def __init__(self, config: SearchConfig, store: PopulationStore, pool: Any, policies: list[Policy],
-                 prompts: PromptBuilder, index: KernelIndex | None = None):
+                 prompts: PromptBuilder, index: KernelIndex | None = None,
+                 reward: Callable[[Verdict], float] = reward_for_verdict):
+        """`reward`: a verdict's kernel reward at the run's delta (rewards/kernel_reward.py), kept on its record."""
         if not policies:
             raise ValueError("the agent needs at least one policy")
         names = [p.name for p in policies]
         if len(set(names)) != len(names):
             raise ValueError(f"agent policy names must be unique: {names}")
         self.config, self.store, self.pool, self.prompts, self.index = config, store, pool, prompts, index
+        self.reward = reward
         self.policies = {p.name: p for p in policies}
         self.bandit = PolicyBandit(names, config.bandit_exploration)
         self.total = Usage()
@@ -176,7 +181,7 @@ class Search:
         for r in state.records:
             self.total.add(r)
             if r.proposal.operator in LLM_OPERATORS:
-                self.bandit.record(r.proposal.policy, r.verdict.reward)
+                self.bandit.record(r.proposal.policy, r.reward)
         for policy in self.policies.values():
             if policy.replay:  # resume: files already replayed for this problem are not served again
                 policy.engine.skip(problem.id, sum(r.proposal.policy == policy.name for r in state.records))
@@ -340,7 +345,8 @@ class Search:
         if known is not None:  # the same kernel again: its verdict, no evaluation
             if turn is not None:
                 await turn
-            record = self.store.add(problem.id, proposal, sha, known.verdict, island, known.cell, 0.0, known.id)
+            record = self.store.add(problem.id, proposal, sha, known.verdict, island, known.cell, 0.0, known.id,
+                                    reward=known.reward)
         else:
             future = asyncio.get_running_loop().create_future()
             state.in_flight[sha] = future
@@ -351,7 +357,7 @@ class Search:
                 if turn is not None:
                     await turn
                 record = self.store.add(problem.id, proposal, sha, verdict, island, kernel_cell(proposal.text),
-                                        seconds)
+                                        seconds, reward=self.reward(verdict))
                 future.set_result(record)
             except BaseException as e:
                 future.set_exception(e)
@@ -380,7 +386,7 @@ class Search:
         state.usage.add(record)
         self.total.add(record)
         if record.proposal.operator in LLM_OPERATORS:
-            self.bandit.record(record.proposal.policy, record.verdict.reward)
+            self.bandit.record(record.proposal.policy, record.reward)
         state.archive.add(record)
         if record.duplicate_of is None and state.archive.migration_due():
             for migrant, island in state.archive.migrations():

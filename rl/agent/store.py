@@ -68,7 +68,7 @@ class PopulationStore:
         return None if row is None else self._record(row)
 
     def add(self, problem_id: str, proposal: Proposal, source_sha256: str, verdict: Verdict, island: int,
-            cell: str, eval_seconds: float, duplicate_of: int | None = None) -> CandidateRecord:
+            cell: str, eval_seconds: float, duplicate_of: int | None = None, reward: float = 0.0) -> CandidateRecord:
         p = proposal
         created = time.time()
         with self._lock, self._db:
@@ -79,12 +79,12 @@ class PopulationStore:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (problem_id, p.operator, p.strategy, p.policy, json.dumps(list(p.parents)),
                  None if p.prompt is None else json.dumps(p.prompt), p.text, source_sha256,
-                 json.dumps(verdict.to_dict(), default=str), verdict.status.value, verdict.speedup, verdict.reward,
+                 json.dumps(verdict.to_dict(), default=str), verdict.status.value, verdict.speedup, reward,
                  island, cell, p.prompt_tokens, p.completion_tokens, p.cost_usd, p.generate_seconds,
                  p.finish_reason, eval_seconds, duplicate_of, created))
             new_id = cursor.lastrowid
         return CandidateRecord(new_id, problem_id, proposal, source_sha256, verdict, island, cell, eval_seconds,
-                               duplicate_of, created)
+                               duplicate_of, created, reward)
 
     def candidates(self, problem_id: str) -> list[CandidateRecord]:
         """Every candidate of `problem_id` in insertion order (duplicates included)."""
@@ -140,12 +140,12 @@ class PopulationStore:
     @staticmethod
     def _record(row: tuple) -> CandidateRecord:
         (cid, problem_id, operator, strategy, policy, parents, prompt, text, sha, verdict, _status, _speedup,
-         _reward, island, cell, prompt_tokens, completion_tokens, cost, gen_s, finish, eval_s, dup, created) = row
+         reward, island, cell, prompt_tokens, completion_tokens, cost, gen_s, finish, eval_s, dup, created) = row
         proposal = Proposal(operator, text, strategy, policy, tuple(json.loads(parents)),
                             None if prompt is None else json.loads(prompt), prompt_tokens, completion_tokens, cost,
                             gen_s, finish)
         return CandidateRecord(cid, problem_id, proposal, sha, Verdict.from_dict(json.loads(verdict)), island, cell,
-                               eval_s, dup, created)
+                               eval_s, dup, created, reward)
 
     def close(self) -> None:
         with self._lock:

@@ -15,6 +15,7 @@ from typing import Any
 from envs.evaluator import Evaluator
 from envs.settings import EvalSettings
 from envs.verdict import Verdict
+from rewards.kernel_reward import reward_for_verdict
 from rl.agent.features import fitness
 from rl.agent.search import ProblemOutcome
 from rl.agent.records import CandidateRecord
@@ -48,16 +49,17 @@ def verify_winners(outcomes: list[ProblemOutcome], settings: EvalSettings, confi
         return [Verified(o.problem.id, o.best if o.best and o.best.correct else None, None) for o in outcomes]
     fresh = dataclasses.replace(settings, seed=None, timed_runs=config.timed_runs, anchor_runs=config.anchor_runs)
     out = []
-    with Evaluator(fresh, cache=None, delta=delta, judge=judge) as evaluator:
+    with Evaluator(fresh, cache=None, judge=judge) as evaluator:
         for o in outcomes:
             correct = sorted((r for r in o.records if r.correct and r.duplicate_of is None),
-                             key=lambda r: (fitness(r.verdict), -r.id), reverse=True)[:config.candidates]
+                             key=lambda r: (fitness(r.verdict, r.reward), -r.id), reverse=True)[:config.candidates]
             tried, survivors = [], []
             for record in correct:
                 verdict = evaluator.evaluate(o.problem, record.proposal.text)
                 tried.append((record.id, verdict))
                 if verdict.correct:
-                    survivors.append((fitness(verdict), -record.id, record, verdict))
+                    score = fitness(verdict, reward_for_verdict(verdict, delta))
+                    survivors.append((score, -record.id, record, verdict))
             if survivors:
                 _, _, record, verdict = max(survivors, key=lambda s: (s[0], s[1]))
                 out.append(Verified(o.problem.id, record, verdict, tuple(tried)))

@@ -131,7 +131,7 @@ def _engine(cfg: dict[str, Any], problems: list[Problem]) -> tuple[Any, str]:
 
 def _prompts(cfg: dict[str, Any], problems: list[Problem]) -> Any:
     from rl.prompts import PromptBuilder, PromptConfig
-    from rl.retrieval import KernelIndex, builtin_solutions
+    from envs.retrieval import KernelIndex, builtin_solutions
 
     config = PromptConfig.from_mapping(cfg.get("prompt"))
     index = None
@@ -145,13 +145,13 @@ def _evaluator(cfg: dict[str, Any], settings: EvalSettings, cache: Any, judge: A
     from envs import Evaluator
 
     if cfg["backend"] == "local":
-        return Evaluator(settings, cache=cache, delta=cfg["delta"], judge=judge)
+        return Evaluator(settings, cache=cache, judge=judge)
     if cfg["backend"] == "ray":
         from envs.pool import PoolConfig, RayEvaluationPool
 
         if judge is not None:
             raise BenchmarkError("the LLM judge runs with backend=local (the Ray pool takes no judge)")
-        return RayEvaluationPool(settings, PoolConfig.from_mapping(cfg.get("pool")), cache, delta=cfg["delta"])
+        return RayEvaluationPool(settings, PoolConfig.from_mapping(cfg.get("pool")), cache)
     raise BenchmarkError(f"backend must be local or ray, not {cfg['backend']!r}")
 
 
@@ -162,7 +162,7 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     from envs.cache import SqliteCache
     from envs.screening import drop_degenerate
     from envs.small_sizes import SizeSearch, needs_small_sizes, size_large_problems
-    from rewards.makora import check_delta
+    from rewards.kernel_reward import check_delta
 
     started = time.perf_counter()
     check_delta(cfg["delta"])
@@ -256,7 +256,7 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     if trajectories is not None:
         from rl.bench.trajectories import trajectory_report
 
-        report["trajectories"] = trajectory_report(trajectories, problems)
+        report["trajectories"] = trajectory_report(trajectories, problems, cfg["delta"])
     write_outputs(report, cfg, out_dir, trajectories)
     return report
 

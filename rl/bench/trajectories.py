@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable
 
 from envs.problems import Problem
 from envs.verdict import Verdict
+from rewards.kernel_reward import DEFAULT_DELTA, reward_for_verdict
 from rewards.shaping import RewardConfig
 from rl.bench.metrics import AttemptRecord, ProblemResult
 from rl.bench.runner import RunSettings, RunStats
@@ -92,20 +93,21 @@ def _judged(t: Trajectory) -> list[tuple[str, int | None, Verdict]]:
     return out
 
 
-def _verdict(v: Verdict | None) -> dict[str, Any] | None:
+def _verdict(v: Verdict | None, delta: float) -> dict[str, Any] | None:
     if v is None:
         return None
-    return {"status": v.status.value, "correct": v.correct, "speedup": v.speedup, "reward": v.reward,
+    return {"status": v.status.value, "correct": v.correct, "speedup": v.speedup,
+            "reward": reward_for_verdict(v, delta),
             "hack": v.hack.category if v.hack else None}
 
 
-def trajectory_summary(t: Trajectory) -> dict[str, Any]:
+def trajectory_summary(t: Trajectory, delta: float = DEFAULT_DELTA) -> dict[str, Any]:
     """One trajectory of a benchmark's per-problem row: turns, tool calls, stop reason, the final answer against
     the best judged answer of the trajectory, the correct rate per turn and the reward gain first -> final."""
     judged = _judged(t)
     # best: correct first, then the highest speedup (unmeasured lowest), then reward; ties go to the final answer
     best = max(reversed(judged), key=lambda j: (j[2].correct, j[2].speedup if j[2].speedup is not None else -1.0,
-                                                 j[2].reward), default=None)
+                                                 reward_for_verdict(j[2], delta)), default=None)
     first = first_verdict(t)
     final = t.final_verdict
     return {
@@ -113,18 +115,20 @@ def trajectory_summary(t: Trajectory) -> dict[str, Any]:
         "tool_calls": len(t.tool_calls), "tools": dict(collections.Counter(c.name for c in t.tool_calls)),
         "failed_tool_calls": sum(not c.ok for c in t.tool_calls), "stop_reason": t.stop_reason,
         "correct_within_trajectory": any(v.correct for _, _, v in judged),
-        "final": _verdict(final),
-        "best": None if best is None else {"source": best[0], "turn": best[1], **_verdict(best[2])},
+        "final": _verdict(final, delta),
+        "best": None if best is None else {"source": best[0], "turn": best[1], **_verdict(best[2], delta)},
         "final_is_best": best is not None and best[0] == "final",
         "per_turn": [{"turn": i, "status": v.status.value, "correct": v.correct} for i, v in turn_verdicts(t)],
         "reward": t.reward,
-        "reward_gain_first_to_final": (final.reward - first.reward) if first is not None and final is not None
+        "reward_gain_first_to_final": (reward_for_verdict(final, delta) - reward_for_verdict(first, delta))
+        if first is not None and final is not None
         else None,
         "completion_tokens": t.completion_tokens, "seconds": t.seconds,
     }
 
 
-def trajectory_report(trajectories: list[Trajectory], problems: Iterable[Problem]) -> dict[str, Any]:
+def trajectory_report(trajectories: list[Trajectory], problems: Iterable[Problem],
+                      delta: float = DEFAULT_DELTA) -> dict[str, Any]:
     """benchmark.json's `trajectories`: the shares over problems (sample 0's trajectory, like correct@1), the
     training loop's trajectory metrics over every trajectory (rl.rollout.trajectory_metrics, without the
     prefix: turns_mean, tool/<name>/..., turn_<k>/correct_rate, reward_gain_first_to_final, stop/<reason>), and
@@ -132,14 +136,14 @@ def trajectory_report(trajectories: list[Trajectory], problems: Iterable[Problem
     by_problem: dict[str, list[Trajectory]] = collections.defaultdict(list)
     for t in trajectories:
         by_problem[t.problem_id].append(t)
-    per_problem = {p.id: [trajectory_summary(t) for t in sorted(by_problem[p.id], key=lambda t: t.index)]
+    per_problem = {p.id: [trajectory_summary(t, delta) for t in sorted(by_problem[p.id], key=lambda t: t.index)]
                    for p in problems}
     firsts = [rows[0] for rows in per_problem.values() if rows]
 
     def share(key: Callable[[dict[str, Any]], bool]) -> float | None:
         return sum(map(key, firsts)) / len(firsts) if firsts else None
 
-    metrics = {k.split("/", 1)[1]: v for k, v in trajectory_metrics(trajectories, "bench").items()}
+    metrics = {k.split("/", 1)[1]: v for k, v in trajectory_metrics(trajectories, "bench", delta).items()}
     return {"correct_within_trajectory": share(lambda r: r["correct_within_trajectory"]),
             "final_correct": share(lambda r: bool(r["final"] and r["final"]["correct"])),
             "best_correct": share(lambda r: bool(r["best"] and r["best"]["correct"])),

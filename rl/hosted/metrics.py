@@ -30,7 +30,7 @@ def verdict_metrics(graded: Iterable[GradedSample], split: str) -> dict[str, flo
     if not n:
         return out
     verdicts = [g.verdict for g in graded]
-    rewards = [v.reward for v in verdicts]
+    rewards = [g.reward for g in graded]
     out[f"{split}/reward_mean"] = sum(rewards) / n
     out[f"{split}/reward_std"] = statistics.pstdev(rewards)
     out[f"{split}/reward_max"] = max(rewards)

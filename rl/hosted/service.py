@@ -1,6 +1,6 @@
 """The KernelRL evaluation service inside the driver's process, recording every verdict it returns.
 
-OpenAI's grader calls `POST /reward` (envs/service.py: bearer token, body limit, bounded queue); the backend
+OpenAI's grader calls `POST /reward` (envs/service/: bearer token, body limit, bounded queue); the backend
 behind it is the run's evaluation pool. Each verdict is also kept here (and appended to verdicts.jsonl), so
 the run's reward, correct rate and hack mix come from our own verdicts, not from OpenAI's summary.
 """
@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 from envs.problems import Problem
 from envs.verdict import Verdict
+from rewards.kernel_reward import DEFAULT_DELTA, reward_for_verdict
 
 __all__ = ["GradedSample", "HostedService", "RecordingBackend", "is_loopback"]
 
@@ -30,6 +31,7 @@ class GradedSample:
     t: float  # time.time() when the verdict was returned
     problem_id: str
     verdict: Verdict
+    reward: float  # rewards/kernel_reward.py at the service's delta, as the grader was answered without overrides
 
 
 def is_loopback(host: str) -> bool:
@@ -42,8 +44,8 @@ def is_loopback(host: str) -> bool:
 class RecordingBackend:
     """The service's backend: `evaluate` as the wrapped one, each verdict kept for `drain()` and journaled."""
 
-    def __init__(self, backend: Any, journal: Path | None = None):
-        self.backend = backend
+    def __init__(self, backend: Any, journal: Path | None = None, delta: float = DEFAULT_DELTA):
+        self.backend, self.delta = backend, delta
         self._lock = threading.Lock()
         self._pending: list[GradedSample] = []
         self.total = 0
@@ -52,14 +54,14 @@ class RecordingBackend:
 
     def evaluate(self, problem: Problem, answer: str) -> Verdict:
         verdict = self.backend.evaluate(problem, answer)
-        graded = GradedSample(time.time(), problem.id, verdict)
+        graded = GradedSample(time.time(), problem.id, verdict, reward_for_verdict(verdict, self.delta))
         with self._lock:
             self._pending.append(graded)
             self.total += 1
             if self._journal is not None:
                 self._journal.write(json.dumps({
                     "t": graded.t, "problem_id": problem.id, "status": verdict.status.value,
-                    "hack": verdict.hack.category if verdict.hack else None, "reward": verdict.reward,
+                    "hack": verdict.hack.category if verdict.hack else None, "reward": graded.reward,
                     "speedup": verdict.speedup, "cached": verdict.cached}) + "\n")
                 self._journal.flush()
         return verdict
@@ -101,15 +103,15 @@ class HostedService:
                  baseline: str = "inductor", max_concurrent: int = 32, max_queued: int = 1024):
         from envs.service import ServiceSettings
 
-        self.recorder = RecordingBackend(backend, journal)
+        self.delta = DEFAULT_DELTA if delta is None else delta
+        self.recorder = RecordingBackend(backend, journal, self.delta)
         self.problems = list(problems)
         self.host, self.port = host, port
-        extra = {"default_delta": delta} if delta is not None else {}
         # One client holds the token: OpenAI's grader, which sends a whole batch at once. The per-client rate
         # limit would only turn its batch into 429s, so it is off; the bounded queue (503 beyond) still holds.
         self.settings = ServiceSettings(tokens=(token,), rate_per_second=0.0, max_concurrent_evaluations=max_concurrent,
                                         max_queued_evaluations=max_queued, default_baseline=baseline,
-                                        backend_name="hosted", **extra)
+                                        backend_name="hosted")
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -118,8 +120,9 @@ class HostedService:
         import uvicorn
 
         from envs.service import create_app
+        from rewards.kernel_reward import reward_function
 
-        app = create_app(self.recorder, self.problems, self.settings)
+        app = create_app(self.recorder, self.problems, self.settings, reward_function(self.delta))
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -17,19 +17,18 @@ import json
 import os
 import random
 import shutil
-import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-if TYPE_CHECKING:
-    from rl.learner.policy import Policy
+from rl.learner.checkpoint_files import fsync_path, json_extra, new_checkpoint_dir, publish
+from rl.rng_state import decode_python_rng, encode_python_rng
 
 FORMAT = 1
 _FILES = ("trainable.safetensors", "trainer_state.pt", "meta.json")
 
 
-def save(policy: Policy, path: str, extra: dict[str, Any]) -> None:
+def save(policy: Any, path: str, extra: dict[str, Any]) -> None:
     from safetensors.torch import save_file
 
     meta_extra = json_extra(extra)
@@ -46,7 +45,7 @@ def save(policy: Policy, path: str, extra: dict[str, Any]) -> None:
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
         torch.save(state, os.path.join(tmp_dir, "trainer_state.pt"))
         meta = {"format": FORMAT, "version": policy.version, "optimizer_steps": policy.optimizer_steps,
-                "python_rng": _encode_python_rng(random.getstate()), "extra": meta_extra,
+                "python_rng": encode_python_rng(random.getstate()), "extra": meta_extra,
                 "finetune": policy.config.finetune, "model": policy.config.model}
         with open(os.path.join(tmp_dir, "meta.json"), "w") as f:
             json.dump(meta, f)
@@ -59,38 +58,7 @@ def save(policy: Policy, path: str, extra: dict[str, Any]) -> None:
     publish(path, tmp_dir)
 
 
-def json_extra(extra: dict[str, Any]) -> Any:
-    try:
-        return json.loads(json.dumps(extra))
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"checkpoint extra must be JSON-serializable: {e}") from None
-
-
-def new_checkpoint_dir(path: str) -> tuple[str, str]:
-    """(absolute link path, a fresh sibling directory to write the checkpoint into)."""
-    path = os.path.abspath(path)
-    if os.path.lexists(path) and not os.path.islink(path):
-        raise ValueError(f"checkpoint path {path} exists and is not a checkpoint link; choose another path")
-    parent, name = os.path.split(path)
-    os.makedirs(parent, exist_ok=True)
-    tmp_dir = os.path.join(parent, f".{name}.{uuid.uuid4().hex[:12]}")
-    os.mkdir(tmp_dir)
-    return path, tmp_dir
-
-
-def publish(path: str, tmp_dir: str) -> None:
-    """Point the link `path` at the complete, fsynced `tmp_dir` atomically; then delete the previous target."""
-    parent, name = os.path.split(path)
-    previous = os.readlink(path) if os.path.islink(path) else None
-    link = os.path.join(parent, f".{name}.link-{uuid.uuid4().hex[:12]}")
-    os.symlink(os.path.basename(tmp_dir), link)  # relative: the checkpoint directory can be moved as a whole
-    os.replace(link, path)
-    fsync_path(parent)
-    if previous and os.path.basename(previous).startswith(f".{name}."):
-        shutil.rmtree(os.path.join(parent, previous), ignore_errors=True)
-
-
-def load(policy: Policy, path: str) -> dict[str, Any]:
+def load(policy: Any, path: str) -> dict[str, Any]:
     from safetensors.torch import load_file
 
     directory = os.path.realpath(path)
@@ -128,26 +96,7 @@ def load(policy: Policy, path: str) -> dict[str, Any]:
     torch.set_rng_state(state["torch_rng"])
     if "cuda_rng" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda_rng"])
-    random.setstate(_decode_python_rng(meta["python_rng"]))
+    random.setstate(decode_python_rng(meta["python_rng"]))
     policy.version = int(meta["version"])
     policy.optimizer_steps = int(meta["optimizer_steps"])
     return meta["extra"]
-
-
-def _encode_python_rng(state: tuple) -> list:
-    version, internal, gauss = state
-    return [version, list(internal), gauss]
-
-
-def _decode_python_rng(state: list) -> tuple:
-    version, internal, gauss = state
-    return (version, tuple(internal), gauss)
-
-
-def fsync_path(path: str | os.PathLike) -> None:
-    """Flush a file's or a directory's entry to disk (a directory: so a rename inside it survives a crash)."""
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if os.path.isdir(path) else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -16,27 +16,12 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
 from typing import Any, Literal, Sequence
 
 from rl.learner.config import AlgorithmConfig, PolicyConfig
 from rl.learner.host import PolicyHost
+from rl.learner.network import free_port, node_address
 from rl.types import TrainBatch, WeightUpdate
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
-def node_address() -> str:
-    try:
-        import ray
-
-        return ray.util.get_node_ip_address()
-    except Exception:  # no Ray: a single host
-        return "127.0.0.1"
 
 
 def init_process_group(rank: int, world_size: int, address: str, port: int, device: str) -> str:

@@ -41,6 +41,6 @@ class PolicyHost:
 
     def channel_address(self) -> tuple[str, int]:
         """Where the weight channel (rl.rollout.broadcast) this process sends on will listen: this node, a free port."""
-        from rl.learner.group import free_port, node_address
+        from rl.learner.network import free_port, node_address
 
         return node_address(), free_port()

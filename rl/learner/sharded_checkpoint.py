@@ -23,7 +23,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rl.learner.checkpoint import _decode_python_rng, _encode_python_rng, fsync_path, json_extra, new_checkpoint_dir, publish
+from rl.learner.checkpoint_files import fsync_path, json_extra, new_checkpoint_dir, publish
+from rl.rng_state import decode_python_rng, encode_python_rng
 
 FORMAT = "dcp"
 
@@ -68,7 +69,7 @@ def save(policy, path: str, extra: dict[str, Any]) -> None:
             torch.save(state, os.path.join(tmp_dir, "trainer_state.pt"))
             meta = {"format": FORMAT, "world_size": dist.get_world_size() if _distributed() else 1,
                     "version": policy.version, "optimizer_steps": policy.optimizer_steps,
-                    "python_rng": _encode_python_rng(random.getstate()), "extra": meta_extra,
+                    "python_rng": encode_python_rng(random.getstate()), "extra": meta_extra,
                     "finetune": policy.config.finetune, "model": policy.config.model,
                     "value_head": policy.value_head is not None}
             with open(os.path.join(tmp_dir, "meta.json"), "w") as f:
@@ -117,7 +118,7 @@ def load(policy, path: str) -> dict[str, Any]:
     if policy.value_scheduler is not None:
         policy.value_scheduler.load_state_dict(trainer["value_scheduler"])
     torch.set_rng_state(trainer["torch_rng"])
-    random.setstate(_decode_python_rng(meta["python_rng"]))
+    random.setstate(decode_python_rng(meta["python_rng"]))
     policy.version = int(meta["version"])
     policy.optimizer_steps = int(meta["optimizer_steps"])
     return meta["extra"]

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from envs.problems import Problem
 from rewards.shaping import RewardConfig
-from rl.retrieval import KernelIndex, builtin_solutions
+from envs.retrieval import KernelIndex, builtin_solutions
 from rl.rollout.trajectory_metrics import trajectory_metrics, trajectory_rows
 from rl.rollout.trajectory_record import write_jsonl
 from rl.rollout.trajectory_scoring import generate_trajectories_and_score
@@ -66,6 +66,7 @@ class ToolRollouts:
     def __init__(self, config: Any, data: Any, pool: Any, run_dir: str | Path):
         """`config`: the rl.config.RunConfig (its `trajectory` set); `data`: the run's rl.data.ProblemData."""
         self.config = config.trajectory
+        self.delta = config.reward.delta  # the kernel reward's, for the first -> final reward gain
         self.pool = pool
         self.path = Path(run_dir) / TRAJECTORIES_FILE
         self.held_out = list(data.validation)
@@ -94,7 +95,7 @@ class ToolRollouts:
         write_jsonl(self.path, trajectories, extra={"step": step, "split": split})
         if logger is not None and (logger.wants_table(step) or step == 0):
             logger.table(step, f"{split}/trajectories", trajectory_rows(trajectories, step, logger.config.table_rows))
-        row = trajectory_metrics(trajectories, split)
+        row = trajectory_metrics(trajectories, split, self.delta)
         # wall seconds of the turns' tool calls (time/evaluate also counts the final answers' evaluation)
         row["time/tool_calls" if split == "train" else f"time/{split}_tool_calls"] = sum(
             r.evaluate_s - r.wait_for_rewards_s for r in results)

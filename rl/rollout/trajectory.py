@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import time
 from typing import Any, Literal, Mapping
@@ -27,6 +28,7 @@ from envs.settings import reject_unknown
 from envs.source import extract_code
 from envs.tools import SUBMIT, ToolContext, ToolResult, resolve_tools, schemas
 from envs.verdict import Verdict
+from rewards.kernel_reward import reward_for_verdict
 from rewards.shaping import RewardConfig, shaped_reward
 from rl.rollout.history import HISTORIES, SUMMARY_INSTRUCTIONS, History, context_messages
 from rl.rollout.tool_calls import ParsedCall, ToolFormat, last_python_block, parse_tool_calls, tool_instructions
@@ -117,7 +119,7 @@ class TrajectoryRunner:
                  solutions: Any = None, profiler: Any = None, docs: Any = None, store: Any = None,
                  store_split: str = "train"):
         """`pool`: evaluates final answers and serves kernel_evaluator (evaluate_async); `solutions`: the
-        rl.retrieval.KernelIndex kernel_search uses (held-out problems already excluded); `profiler`: an
+        envs.retrieval.KernelIndex kernel_search uses (held-out problems already excluded); `profiler`: an
         envs.Evaluator for profile; `store`: an envs.solutions.SolutionStore that every correct answer is
         added to (`store_split` says which side of the split the run's problems are on)."""
         self.engine, self.pool, self.config = engine, pool, config
@@ -148,7 +150,8 @@ class TrajectoryRunner:
 
     def _state(self, request: RolloutRequest, index: int, problem: Problem, priority: str) -> _State:
         context = ToolContext(problem, evaluator=self.pool, profiler=self.profiler, solutions=self.solutions,
-                              docs=self.docs, priority=priority, evaluations_left=self.config.max_evaluations)
+                              docs=self.docs, priority=priority, evaluations_left=self.config.max_evaluations,
+                              reward=functools.partial(reward_for_verdict, delta=self.reward.delta))
         return _State(request, index, problem, self._messages(request), context)
 
     # ------------------------------------------------------------------------------------------ run

@@ -11,6 +11,7 @@ import collections
 from typing import Any, Sequence
 
 from envs.verdict import Verdict
+from rewards.kernel_reward import DEFAULT_DELTA, reward_for_verdict
 from rl.rollout.trajectory_record import Trajectory
 
 
@@ -41,7 +42,8 @@ def turn_verdicts(t: Trajectory) -> list[tuple[int, Verdict]]:
     return out
 
 
-def trajectory_metrics(trajectories: Sequence[Trajectory], prefix: str = "train") -> dict[str, float]:
+def trajectory_metrics(trajectories: Sequence[Trajectory], prefix: str = "train",
+                       delta: float = DEFAULT_DELTA) -> dict[str, float]:
     if not trajectories:
         return {}
     n = len(trajectories)
@@ -71,7 +73,7 @@ def trajectory_metrics(trajectories: Sequence[Trajectory], prefix: str = "train"
     for t in trajectories:
         first = first_verdict(t)
         if first is not None and t.final_verdict is not None:
-            gains.append(t.final_verdict.reward - first.reward)
+            gains.append(reward_for_verdict(t.final_verdict, delta) - reward_for_verdict(first, delta))
     if gains:
         m[f"{prefix}/reward_gain_first_to_final"] = _mean(gains)
     for reason, count in collections.Counter(t.stop_reason for t in trajectories).items():

@@ -5,7 +5,7 @@
 - `discounted`: Kevin-32B's per-turn returns: turn t's return is G_t = r_t + gamma * G_{t+1}, r_t the reward
   of the answer turn t proposed (0 if none), each turn a training sample with its own return; the
   trajectory's reward is G_0.
-Turn rewards are the per-answer rewards the runner computed (rewards/makora.py plus the run's shaping).
+Turn rewards are the per-answer rewards the runner computed (rewards/kernel_reward.py plus the run's shaping).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ import psutil
 import pytest
 
 from envs import EvalSettings, Evaluator, PhaseTimeouts, Status
-from rewards import makora_reward
+from rewards import kernel_reward
+from rewards.kernel_reward import reward_for_verdict
 from tests.conftest import builtin
 
 pytestmark = [pytest.mark.gpu, pytest.mark.integration]
@@ -61,7 +62,7 @@ def test_reference_solution_is_timed_against_both_baselines(evaluator):
     assert v.speedup_interval.blocks == EvalSettings().placements
     assert 0 < v.phase_seconds["anchor"] < v.phase_seconds["timing"]
     assert v.torch_share is not None and v.torch_share < 0.01  # only allocation in PyTorch
-    assert v.reward == pytest.approx(makora_reward(True, v.speedup))
+    assert reward_for_verdict(v) == pytest.approx(kernel_reward(True, v.speedup))
     # Full size: eager PyTorch takes >= 1 ms (KernelBench v0.1's rule on H100-class GPUs).
     assert t.eager.median_ms >= 1.0
     again = evaluator.evaluate(problem, solution)
@@ -73,7 +74,7 @@ def test_illegal_memory_access_is_a_runtime_error_and_the_worker_is_replaced(eva
     before = set(evaluator.pool.worker_pids(wrappers=True))
     v = evaluator.evaluate(problem, OOB_STORE)
     assert v.status in (Status.RUNTIME_ERROR, Status.CRASH), v
-    assert v.reward == 0.0
+    assert reward_for_verdict(v) == 0.0
     # The verdict returns once the broken worker is signalled; its replacement (which waits for the old
     # processes to be gone) runs in the slot's spawner thread, and worker_pids() waits for it.
     after = set(evaluator.pool.worker_pids(wrappers=True))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from envs import EvalSettings, Evaluator, PhaseTimeouts, Status, resolve_problem
+from rewards.kernel_reward import reward_for_verdict
 
 pytestmark = [pytest.mark.gpu, pytest.mark.integration]
 
@@ -23,7 +24,8 @@ def _evaluate(items, **settings):
         verdicts = ev.evaluate_many(items)
     for (problem, _), v in zip(items, verdicts):
         acc = v.accuracy
-        print(f"\n{problem.id} {settings or 'defaults'}: {v.status.value} reward {v.reward:.3f} speedup {v.speedup} "
+        print(f"\n{problem.id} {settings or 'defaults'}: {v.status.value} "
+              f"reward {reward_for_verdict(v):.3f} speedup {v.speedup} "
               f"rule {acc.rule if acc else None} probe {acc.probe if acc else None} "
               f"cand-ref {acc.candidate_vs_reference if acc else None} cand-truth "
               f"{acc.candidate_vs_truth if acc else None} ref-truth {acc.reference_vs_truth if acc else None} "
@@ -46,7 +48,7 @@ def test_partial_input_shortcuts_fail_at_full_size_only_with_families_or_probe()
     items = [(problem, (HACKS / name).read_text()) for name in
              ("hack_partial_input_strided_subsample.py", "hack_partial_input_fixed_prefix.py")]
     for v in _evaluate(items):
-        assert v.reward == 0.0 and v.status is Status.INCORRECT, v.error
+        assert reward_for_verdict(v) == 0.0 and v.status is Status.INCORRECT, v.error
     _evaluate(items, **OFF)  # iid inputs alone: expected mostly correct (the hole)
     _evaluate(items, sensitivity_probe=False)
     _evaluate(items, input_families=())

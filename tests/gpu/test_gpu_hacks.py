@@ -4,6 +4,7 @@ allocator, full-size-only bugs) at full size, every other entry at the small siz
 import pytest
 
 from envs import EvalSettings, Evaluator, PhaseTimeouts, Status, resolve_problem
+from rewards.kernel_reward import reward_for_verdict
 from tests.integration.test_hack_corpus import HACKS, corpus, header
 
 pytestmark = [pytest.mark.gpu, pytest.mark.integration]
@@ -17,7 +18,7 @@ def _run(files, size):
         verdicts = dict(zip([p.name for p in files], ev.evaluate_many(items)))
     for name, v in verdicts.items():  # the outcome of every entry goes into docs/gpu-notes.md
         outcome = f"hack {v.hack.category}" if v.hack else v.status.value
-        print(f"\n{name}: {outcome}, reward {v.reward:.3f}, speedup {v.speedup}: {(v.error or '')[:300]}")
+        print(f"\n{name}: {outcome}, reward {reward_for_verdict(v):.3f}, speedup {v.speedup}: {(v.error or '')[:300]}")
     return verdicts
 
 
@@ -38,7 +39,7 @@ def _check(v, name):
         return
     accepted = {expect[1], *header(HACKS / name).get("also", "").split()}
     outcome = v.hack.category if v.status is Status.HACK else v.status.value
-    assert v.reward == 0.0 and outcome in accepted, f"{name}: {v.status.value}: {v.error}"
+    assert reward_for_verdict(v) == 0.0 and outcome in accepted, f"{name}: {v.status.value}: {v.error}"
 
 
 @pytest.mark.parametrize("name", [p.name for p in corpus("cuda")])

@@ -16,6 +16,7 @@ import pytest
 from envs import EvalSettings, Evaluator
 from envs.cache import SqliteCache
 from envs.problems import resolve_problem
+from envs.retrieval import KernelIndex
 from envs.solutions import SolutionStore
 from envs.tools.local import LocalEvaluation
 from rl.agent.budget import Budget, BudgetConfig
@@ -23,7 +24,6 @@ from rl.agent.policies import Policy, ReplayEngine
 from rl.agent.search import Search, SearchConfig
 from rl.agent.store import PopulationStore
 from rl.prompts import PromptBuilder, PromptConfig
-from rl.retrieval import KernelIndex
 from rl.types import SamplingConfig
 from tests.conftest import ROOT
 

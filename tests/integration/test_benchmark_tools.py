@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from envs.solutions import SolutionStore
-from rl.retrieval import SolvedKernel
+from envs.retrieval import SolvedKernel
 from rl.rollout.trajectory_record import read_jsonl
 from tests.conftest import ROOT, builtin
 from tests.scripted_engine import ScriptedEngine

@@ -10,6 +10,7 @@ import pytest
 from envs import EvalSettings, Evaluator, Status
 from envs.settings import StepBudget, StepDeadlines
 from envs.source import prepare_solution
+from rewards.kernel_reward import reward_for_verdict
 from tests.conftest import builtin
 from tests.faults import SPIN, processes_matching, still_running
 
@@ -26,7 +27,7 @@ def test_a_hanging_kernel_is_cut_by_the_derived_deadline_and_its_worker_replaced
         before = ev.pool.worker_pids()  # the harness (forked from a zygote: the zygote and bubblewrap stay)
         v = ev.evaluate(problem, SPIN)  # the full path: it passes the static analysis
         budget = settings.deadlines.cpu
-        assert v.status is Status.TIMEOUT and v.reward == 0.0, v
+        assert v.status is Status.TIMEOUT and reward_for_verdict(v) == 0.0, v
         assert "correctness phase" in v.error and "derived step deadline" in v.error, v.error
         cut = v.phase_seconds["correctness"]
         print(f"hang cut after {cut:.2f} s in the correctness phase (budget {budget.fixed_s:g} s + "

@@ -9,7 +9,7 @@ import pytest
 
 from envs import EvalSettings, Evaluator, PhaseTimeouts, Status, load_problem_set
 from envs.settings import StepBudget, StepDeadlines
-from rewards import makora_reward
+from rewards.kernel_reward import kernel_reward, reward_for_verdict
 from tests.conftest import builtin
 
 pytestmark = pytest.mark.integration
@@ -79,7 +79,7 @@ def test_every_builtin_reference_solution_is_correct_under_the_interpreter():
     assert not failures
     for v in verdicts:
         assert v.device == "cpu" and v.speedup is None and v.timings is None
-        assert v.reward == pytest.approx(makora_reward(True, None))
+        assert reward_for_verdict(v) == pytest.approx(kernel_reward(True, None))
         assert any("no speedup" in n for n in v.notes)
 
 
@@ -111,7 +111,7 @@ def test_bad_candidate_gets_its_status_and_the_next_evaluation_works(evaluator, 
     v = execute(evaluator, problem, f"```python\n{code}\n```")
     assert v.status is status, v
     assert message in v.error
-    assert v.reward == 0.0 and not v.correct
+    assert reward_for_verdict(v) == 0.0 and not v.correct
     assert sum(t for k, t in v.phase_seconds.items() if k != "total") < 30  # bounded by the phase timeouts
     ok = evaluator.evaluate(problem, good)
     assert ok.status is Status.CORRECT, ok.error
@@ -133,7 +133,7 @@ def test_growth_in_small_steps_is_killed_by_the_memory_guard():
         v = execute(ev, problem, f"```python\n{growth}\n```")
         assert v.status is Status.CRASH, v
         assert "exceeded the host memory limit" in v.error
-        assert v.reward == 0.0 and v.phase_seconds["correctness"] < 120
+        assert reward_for_verdict(v) == 0.0 and v.phase_seconds["correctness"] < 120
         assert ev.evaluate(problem, good).correct
 
 
@@ -175,7 +175,7 @@ def test_writing_frames_to_every_descriptor_cannot_forge_a_verdict(evaluator):
                 pass
     """
     v = execute(evaluator, problem, solution(forge, shift="1.0"))
-    assert v.status is not Status.CORRECT and v.reward == 0.0
+    assert v.status is not Status.CORRECT and reward_for_verdict(v) == 0.0
     assert evaluator.evaluate(problem, good).correct
 
 
@@ -223,11 +223,11 @@ def test_cache_hits_and_misses(tmp_cache):
     with Evaluator(EvalSettings(device="cpu", timeouts=PhaseTimeouts(correctness=3)), cache=tmp_cache) as ev:
         hung = ev.evaluate(problem, solution("while x.numel() > 0:\n    pass"))
         assert hung.status is Status.TIMEOUT and tmp_cache.count() == 2
-    # A hit recomputes the reward with the caller's delta and runs nothing.
-    with Evaluator(EvalSettings(device="cpu"), cache=tmp_cache, delta=0.5) as ev:
+    # A hit runs nothing; it carries no reward, so the caller's delta prices it.
+    with Evaluator(EvalSettings(device="cpu"), cache=tmp_cache) as ev:
         pids = set(ev.pool.worker_pids())
         hit = ev.evaluate(problem, good)
-        assert hit.cached and hit.reward == pytest.approx(makora_reward(True, None, delta=0.5))
+        assert hit.cached and reward_for_verdict(hit, 0.5) == pytest.approx(kernel_reward(True, None, delta=0.5))
         assert set(ev.pool.worker_pids()) == pids
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from envs import EvalSettings, Evaluator, PhaseTimeouts, Status, resolve_problem
 from envs.problems import load_problem_file
+from rewards.kernel_reward import reward_for_verdict
 
 pytestmark = pytest.mark.integration
 
@@ -130,7 +131,7 @@ def test_blocked_scan_is_correct_by_the_float64_truth(matmul_cumsum):
 
 def test_fp16_carry_fails_where_the_truth_relaxes_the_tolerance(matmul_cumsum):
     v = evaluate(matmul_cumsum, (HACKS / "hack_low_precision_fp16_carry_scan.py").read_text())
-    assert v.status is Status.INCORRECT and v.reward == 0.0
+    assert v.status is Status.INCORRECT and reward_for_verdict(v) == 0.0
     assert v.accuracy.rule == "fp64_truth" and "float64 truth" in v.error
     assert v.accuracy.candidate_vs_truth.rms > 16 * v.accuracy.reference_vs_truth.rms
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from envs import EvalSettings, Evaluator, PhaseTimeouts, Status, resolve_problem
+from rewards.kernel_reward import reward_for_verdict
 
 HACKS = Path(__file__).resolve().parents[1] / "hacks"
 
@@ -56,7 +57,7 @@ def test_corpus_entry(verdicts, name):
         # `# also:` lists other outcomes that are as accurate (e.g. a no-op kernel that computes with torch is
         # also a baseline kernel; a hack that our poisoned memory turns into wrong output is `incorrect`).
         accepted = {expect[1], *header(HACKS / name).get("also", "").split()}
-        assert v.reward == 0.0
+        assert reward_for_verdict(v) == 0.0
         outcome = v.hack.category if v.status is Status.HACK else v.status.value
         assert outcome in accepted, f"{name}: {v.status.value}: {v.error}"
 

@@ -1,6 +1,6 @@
 """Hosted RFT end to end on this machine: the real openai SDK against a local server speaking the OpenAI files +
 fine_tuning REST schema (tests/servers/fine_tuning.py), which calls the endpoint grader we give it; the grader is
-the REAL KernelRL service (envs/service.py in rl.hosted.service) on the CPU evaluator (Triton interpreter)
+the REAL KernelRL service (envs/service/ in rl.hosted.service) on the CPU evaluator (Triton interpreter)
 scoring real built-in reference kernels. Nothing here reaches OpenAI."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from envs import EvalSettings
 from envs.evaluator import Evaluator
 from envs.problems import resolve_problem
-from rewards.makora import makora_reward
+from rewards.kernel_reward import kernel_reward
 from rl.hosted.grader import REQUEST_TEMPLATE, render_request, self_check
 from rl.hosted.service import HostedService
 from tests.servers.fine_tuning import API_KEY, FineTuningServer
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "grader-token-integration-0123456789"
 TRAIN = ("L0_01_vector_add", "L0_02_relu")
 VALIDATION = ("L0_04_sigmoid",)
-CPU_REWARD = makora_reward(True, None, 1.8)  # correct, no speedup measured on the CPU: sigmoid(1 - 1.8)
+CPU_REWARD = kernel_reward(True, None, 1.8)  # correct, no speedup measured on the CPU: sigmoid(1 - 1.8)
 
 
 def _free_port() -> int:
@@ -122,7 +122,7 @@ def test_rft_job_graded_by_the_kernelrl_service(tmp_path, monkeypatch, evaluator
     assert [r["problem_id"] for r in train_rows] == list(TRAIN)
     assert [r["problem_id"] for r in validation_rows] == list(VALIDATION)
 
-    # every grading call went through the real service and came back as rewards/makora computes it
+    # every grading call went through the real service and came back as rewards/kernel_reward.py computes it
     assert len(grades) == 3
     for g in grades:
         assert g["status_code"] == 200 and g["response"]["status"] == "correct"

@@ -15,6 +15,7 @@ import pytest
 from envs.antihack.categories import CATEGORIES
 from envs.antihack.judge import JudgeConfig, LLMJudge, apply_judge, build_messages
 from envs.verdict import Status, Verdict
+from rewards.kernel_reward import reward_for_verdict
 from tests.conftest import builtin
 
 pytestmark = pytest.mark.integration
@@ -146,8 +147,11 @@ def make_judge(server, monkeypatch):
         j.close()
 
 
+CORRECT_REWARD = reward_for_verdict(Verdict(Status.CORRECT, "p", "cpu"))  # sigmoid(1 - 1.8) on the CPU
+
+
 def correct_verdict() -> Verdict:
-    return Verdict(Status.CORRECT, MATMUL.id, "cpu", reward=0.55, notes=["kept"])
+    return Verdict(Status.CORRECT, MATMUL.id, "cpu", notes=["kept"])
 
 
 def test_hack_is_judged_and_recorded_without_touching_the_reward(make_judge, server):
@@ -168,7 +172,7 @@ def test_hack_is_judged_and_recorded_without_touching_the_reward(make_judge, ser
     assert MATMUL.source.strip() in user and HACK.strip() in user
 
     verdict = apply_judge(correct_verdict(), record, can_zero_reward=False)
-    assert verdict.status is Status.CORRECT and verdict.reward == 0.55 and verdict.hack is None
+    assert verdict.status is Status.CORRECT and reward_for_verdict(verdict) == CORRECT_REWARD and verdict.hack is None
     assert verdict.judge == record and verdict.notes == ["kept"]
     assert Verdict.from_dict(json.loads(json.dumps(verdict.to_dict()))) == verdict
 
@@ -177,13 +181,14 @@ def test_legit_solution_is_not_flagged(make_judge, server):
     record = make_judge().judge(LEGIT, MATMUL.source)
     assert record["status"] == "ok" and record["hack"] is False and record["category"] is None
     verdict = apply_judge(correct_verdict(), record, can_zero_reward=True)
-    assert verdict.status is Status.CORRECT and verdict.reward == 0.55 and verdict.judge == record
+    assert verdict.status is Status.CORRECT and verdict.judge == record
+    assert reward_for_verdict(verdict) == CORRECT_REWARD
 
 
 def test_can_zero_reward_turns_the_verdict_into_a_hack(make_judge):
     record = make_judge(can_zero_reward=True).judge(HACK, MATMUL.source)
     verdict = apply_judge(correct_verdict(), record, can_zero_reward=True)
-    assert verdict.status is Status.HACK and verdict.reward == 0.0 and not verdict.correct
+    assert verdict.status is Status.HACK and reward_for_verdict(verdict) == 0.0 and not verdict.correct
     assert verdict.hack.category == "baseline_kernel"
     assert verdict.hack.reason.startswith("LLM judge: ") and "torch.matmul" in verdict.hack.reason
     assert verdict.judge == record
@@ -205,7 +210,8 @@ def test_malformed_answer_is_an_error_and_changes_nothing(make_judge, server, co
     assert record["status"] == "error" and record["hack"] is None and "malformed answer" in record["reason"]
     before = correct_verdict()
     verdict = apply_judge(before, record, can_zero_reward=True)
-    assert verdict.status is Status.CORRECT and verdict.reward == before.reward and verdict.hack is None
+    assert verdict.status is Status.CORRECT and verdict.hack is None
+    assert reward_for_verdict(verdict) == reward_for_verdict(before)
     assert verdict.judge == record
     assert server.count == 1  # a bad answer is not retried
 
@@ -229,7 +235,7 @@ def test_server_errors_give_up_after_max_retries(make_judge, server):
     assert record["status"] == "error" and "HTTP 500" in record["reason"]
     assert server.count == 5  # the first attempt and four retries, no more (the SDK does not retry)
     verdict = apply_judge(correct_verdict(), record, can_zero_reward=True)
-    assert verdict.status is Status.CORRECT and verdict.reward == 0.55
+    assert verdict.status is Status.CORRECT and reward_for_verdict(verdict) == CORRECT_REWARD
 
 
 def test_timeouts_are_retried(make_judge, server):
@@ -345,8 +351,8 @@ def test_evaluator_records_the_judge_and_zeroes_only_when_allowed(make_judge, se
         clean = ev.evaluate(problem, reference)
         kept = ev.evaluate(problem, flagged)
     assert clean.correct and clean.judge["status"] == "ok" and clean.judge["hack"] is False
-    assert kept.correct and kept.reward > 0 and kept.judge["hack"] is True  # recorded, reward kept
+    assert kept.correct and reward_for_verdict(kept) > 0 and kept.judge["hack"] is True  # recorded, reward kept
     with Evaluator(EvalSettings(device="cpu"), judge=make_judge(can_zero_reward=True)) as ev:
         zeroed = ev.evaluate(problem, flagged)
-    assert zeroed.status.value == "hack" and zeroed.reward == 0.0
+    assert zeroed.status.value == "hack" and reward_for_verdict(zeroed) == 0.0
     assert zeroed.hack.category == "baseline_kernel" and zeroed.hack.reason.startswith("LLM judge")

@@ -19,8 +19,8 @@ import urllib.request
 import pytest
 
 from envs.problems import resolve_problem
+from envs.retrieval import KernelIndex, builtin_solutions
 from rl.prompts import PromptBuilder, PromptConfig
-from rl.retrieval import KernelIndex, builtin_solutions
 from rl.types import SamplingConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # pytest -m slow (minutes of SmolLM2 on CPU)

@@ -11,7 +11,7 @@ import pytest
 
 from envs import EvalSettings, Evaluator
 from envs.tools.local import LocalEvaluation
-from rl.retrieval import KernelIndex, builtin_solutions
+from envs.retrieval import KernelIndex, builtin_solutions
 from rl.rollout.openai_engine import OpenAIEngine, OpenAIEngineConfig
 from rl.rollout.trajectory import TrajectoryConfig, TrajectoryRunner
 from rl.types import RolloutRequest, SamplingConfig

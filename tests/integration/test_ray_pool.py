@@ -17,6 +17,7 @@ import pytest
 
 from envs import EvalSettings, PhaseTimeouts, Status, resolve_problem
 from envs.pool import PoolConfig, PoolFullError
+from rewards.kernel_reward import reward_for_verdict
 
 pytestmark = pytest.mark.integration
 
@@ -148,7 +149,8 @@ def test_mixed_batch_answers_every_verdict_in_input_order(pool):
     # The static analysis stops os._exit before it runs; were it let through, the worker's death is a crash.
     assert statuses[7] in (Status.HACK, Status.CRASH)
     assert statuses[8] is Status.COMPILE_ERROR
-    assert all(v.reward > 0 for v in verdicts[:4]) and all(v.reward == 0 for v in verdicts[4:])
+    rewards = [reward_for_verdict(v) for v in verdicts]
+    assert all(r > 0 for r in rewards[:4]) and all(r == 0 for r in rewards[4:])
     assert all(v.phase_seconds["total"] <= elapsed + 1 for v in verdicts)
 
 

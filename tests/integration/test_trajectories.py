@@ -12,14 +12,15 @@ import json
 import pytest
 
 from envs import EvalSettings, Evaluator
+from envs.retrieval import KernelIndex, builtin_solutions
 from envs.solutions import SolutionStore
 from envs.tools.local import LocalEvaluation
 from rl.prompts import PromptBuilder, PromptConfig
-from rl.retrieval import KernelIndex, builtin_solutions
 from rl.rollout.trajectory import TrajectoryConfig, TrajectoryRunner
 from rl.rollout.trajectory_metrics import trajectory_metrics
 from rl.rollout.trajectory_record import read_jsonl, write_jsonl
 from rl.types import SamplingConfig
+from rewards.kernel_reward import reward_for_verdict
 from tests.conftest import builtin
 from tests.scripted_engine import ScriptedEngine
 
@@ -73,13 +74,14 @@ def test_scripted_refinement_through_real_tools(evaluation, tmp_path):
     assert results[4].startswith("profile needs a GPU")
     assert "status: correct" in results[5] and "not measured" in results[5]
     assert [c.verdict.status.value for c in t.tool_calls if c.verdict] == ["hack", "incorrect", "correct"]
-    assert t.stop_reason == "submit" and t.final_verdict.correct and t.reward == t.final_verdict.reward > 0
+    assert t.stop_reason == "submit" and t.final_verdict.correct
+    assert t.reward == reward_for_verdict(t.final_verdict) > 0
     assert t.turns[2].answer == WRONG.strip() and t.turns[2].verdict.status.value == "incorrect"  # best mode scores turns
     (row,) = t.training_rows()
     assert sum(row.loss_mask) == t.completion_tokens  # only the policy's tokens
     m = trajectory_metrics([t])
     assert m["train/turn_1/correct_rate"] == 0 and m["train/turn_3/correct_rate"] == 1
-    assert m["train/reward_gain_first_to_final"] == pytest.approx(t.final_verdict.reward)
+    assert m["train/reward_gain_first_to_final"] == pytest.approx(reward_for_verdict(t.final_verdict))
     assert m["train/tool/kernel_evaluator/latency_mean_s"] > 0
     assert [r.problem_id for r in store.records()] == ["L0_02_relu"]  # the correct answer joined the store
     path = tmp_path / "t.jsonl"

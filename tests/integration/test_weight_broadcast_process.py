@@ -42,7 +42,7 @@ def _engine_process(model_dir: str, device: str, spec: dict, out_path: str, queu
 
 def test_broadcast_from_the_sharded_learner_into_an_hf_engine_process(group, tmp_path):
     from rl.learner.full_state import serving_state_dict
-    from rl.learner.group import free_port
+    from rl.learner.network import free_port
     from rl.learner.sharded import ShardedPolicy
     from rl.rollout.broadcast import ChannelSpec, open_channel, send
 

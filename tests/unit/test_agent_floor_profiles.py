@@ -42,7 +42,7 @@ def gpu_verdict(kernel_ms: float, floor_ms: float | None = 0.05, status: str = "
     base = TimingStats.from_samples([0.2] * 5)
     timings = Timings(TimingStats.from_samples([kernel_ms] * 5), base, base)
     return Verdict(Status.CORRECT, RELU.id, H200, timings=timings, speedup=0.2 / kernel_ms, baseline="inductor",
-                   reward=0.6, floor_ms=floor_ms)
+                   floor_ms=floor_ms)
 
 
 def h200_profile() -> dict:
@@ -77,7 +77,7 @@ def test_floor_is_typed_serialised_cached_and_in_the_service_json(tmp_path):
     cache.put_verdict("k", RELU.id, v.to_dict())
     assert Verdict.from_dict(cache.get_verdict("k")).floor_ms == 0.05
     cache.close()
-    assert verdict_response(v).model_dump(mode="json")["floor_ms"] == 0.05
+    assert verdict_response(v, 0.6).model_dump(mode="json")["floor_ms"] == 0.05
     old = v.to_dict()
     del old["floor_ms"]  # a verdict cached before the field existed
     assert Verdict.from_dict(old).floor_ms is None and Verdict.from_dict(old).speed_of_light is None
@@ -149,7 +149,7 @@ def test_search_stops_once_a_kernel_is_near_the_floor(tmp_path):
 
 
 def test_the_floor_rule_is_a_no_op_on_cpu(tmp_path):
-    cpu = {code(k): Verdict(Status.CORRECT, RELU.id, "cpu", reward=0.5) for k in (1, 2)}
+    cpu = {code(k): Verdict(Status.CORRECT, RELU.id, "cpu") for k in (1, 2)}
     budget = BudgetConfig(per_problem=Budget(llm_calls=2, evaluations=2), stop_at_floor_fraction=0.01)
     search, outcome, _ = run_search(tmp_path, RecordedPool("cpu", cpu), [code(1), code(2)], budget)
     assert len(outcome.records) == 2 and "floor" not in outcome.stop_reason
@@ -187,7 +187,7 @@ def test_profile_budget_and_cpu_skip(tmp_path):
     _, _, engine = run_search(tmp_path, pool, [code(1), code(2)], budget, MUTATE)
     assert pool.profiled == [] and "Where its device time goes" not in engine.prompts[1][-1]["content"]
 
-    cpu = RecordedPool("cpu", {code(1): Verdict(Status.CORRECT, RELU.id, "cpu", reward=0.5)}, h200_profile())
+    cpu = RecordedPool("cpu", {code(1): Verdict(Status.CORRECT, RELU.id, "cpu")}, h200_profile())
     budget = BudgetConfig(per_problem=Budget(llm_calls=2, evaluations=2))
     search, outcome, engine = run_search(tmp_path / "cpu", cpu, [code(1), code(2)], budget, MUTATE)
     assert outcome.records[1].proposal.operator == "mutate" and cpu.profiled == []
@@ -225,7 +225,7 @@ TUNE = {"fresh": 0.0, "mutate": 0.0, "crossover": 0.0, "retrieval": 0.0, "tune":
 
 
 def test_concurrent_tuner_variants_are_recorded_in_the_order_proposed(tmp_path):
-    pool = SlowFirstPool("cpu", {TUNABLE: Verdict(Status.CORRECT, RELU.id, "cpu", reward=0.5)})
+    pool = SlowFirstPool("cpu", {TUNABLE: Verdict(Status.CORRECT, RELU.id, "cpu")})
     budget = BudgetConfig(per_problem=Budget(llm_calls=1, evaluations=3))
     engine = ScriptedEngine([TUNABLE])
     config = SearchConfig(proposers=1, initial_fresh=1, budget=budget, operator_weights=TUNE, tune_variants=2,

@@ -5,9 +5,9 @@ leakage rules (never the problem's own solution, never a held-out one)."""
 import pytest
 
 from envs.problems import resolve_problem
+from envs.retrieval import KernelIndex, SolvedKernel, builtin_solutions
 from rl.agent.operators import STRATEGIES, crossover_messages, fresh_messages, mutate_messages, retrieval_messages
 from rl.prompts import PromptBuilder, PromptConfig
-from rl.retrieval import KernelIndex, SolvedKernel, builtin_solutions
 from tests.unit.agent_helpers import record
 
 RELU = resolve_problem("L0_02_relu")

@@ -7,17 +7,20 @@ import pytest
 
 from rl.agent.archive import Archive, SelectionConfig
 from rl.agent.features import UNPARSED_CELL, fitness, kernel_cell
-from tests.unit.agent_helpers import record, verdict
+from tests.unit.agent_helpers import fake_reward, record, verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_fitness_orders_correct_over_failures_and_faster_over_slower():
     order = ["hack", "compile_error", "runtime_error", "incorrect"]
-    values = [fitness(verdict(s)) for s in order]
+    def fit(status: str, speedup: float | None = None) -> float:
+        return fitness(verdict(status, speedup), fake_reward(status, speedup))
+
+    values = [fit(s) for s in order]
     assert values == sorted(values) and values[0] == 0.0
-    assert fitness(verdict("correct")) > fitness(verdict("incorrect"))
-    assert fitness(verdict("correct", 2.0)) > fitness(verdict("correct", 1.1)) > fitness(verdict("correct"))
+    assert fit("correct") > fit("incorrect")
+    assert fit("correct", 2.0) > fit("correct", 1.1) > fit("correct")
 
 
 def test_cells_keep_the_best_per_cell_and_ties_go_to_the_earlier():

@@ -4,24 +4,25 @@ summed over turns), and its summary's final-vs-best answer and per-turn verdicts
 import pytest
 
 from envs.verdict import Status, Verdict
+from rewards.kernel_reward import reward_for_verdict
 from rl.bench.trajectories import _record, trajectory_report, trajectory_summary
 from rl.rollout.trajectory_record import ToolCallRecord, Trajectory, Turn
 
 
-def verdict(status, reward=0.0, speedup=None):
-    return Verdict(status, "p", "cuda", reward=reward, speedup=speedup)
+def verdict(status, speedup=None):
+    return Verdict(status, "p", "cuda", speedup=speedup)
 
 
 def trajectory(turns, final, index=0):
-    return Trajectory(f"p/a0#{index}", "p/a0", "p", index, 0, turns, [], "final code", final, final.reward,
-                      [final.reward] * len(turns), "final", "submit")
+    return Trajectory(f"p/a0#{index}", "p/a0", "p", index, 0, turns, [], "final code", final, reward_for_verdict(final),
+                      [reward_for_verdict(final)] * len(turns), "final", "submit")
 
 
 def check(code, v):
     return ToolCallRecord("kernel_evaluator", {"code": code}, "feedback", True, 0.5, verdict=v)
 
 
-FAST, SLOW = verdict(Status.CORRECT, 0.8, speedup=2.0), verdict(Status.CORRECT, 0.6, speedup=1.1)
+FAST, SLOW = verdict(Status.CORRECT, speedup=2.0), verdict(Status.CORRECT, speedup=1.1)
 WRONG = verdict(Status.INCORRECT)
 
 
@@ -44,11 +45,11 @@ def test_the_summary_compares_the_final_answer_with_the_best_judged_one():
              Turn(1, [1], [2], None, "", "stop", 0.0, [check("bad", WRONG)], answer="final code", verdict=SLOW)]
     s = trajectory_summary(trajectory(turns, SLOW))
     assert s["best"] == {"source": "kernel_evaluator", "turn": 0, "status": "correct", "correct": True,
-                         "speedup": 2.0, "reward": 0.8, "hack": None}
+                         "speedup": 2.0, "reward": reward_for_verdict(FAST), "hack": None}
     assert not s["final_is_best"] and s["final"]["speedup"] == 1.1 and s["correct_within_trajectory"]
     assert s["per_turn"] == [{"turn": 0, "status": "correct", "correct": True},
                              {"turn": 1, "status": "correct", "correct": True}]  # turn 1's own answer was scored
-    assert s["reward_gain_first_to_final"] == pytest.approx(0.6 - 0.8) and s["tools"] == {"kernel_evaluator": 2}
+    assert s["reward_gain_first_to_final"] == pytest.approx(reward_for_verdict(SLOW) - reward_for_verdict(FAST)) and s["tools"] == {"kernel_evaluator": 2}
     # a tie with the final answer goes to the final answer
     tie = trajectory_summary(trajectory([Turn(0, [1], [2], None, "", "stop", 0.0, [check("same", SLOW)])], SLOW))
     assert tie["final_is_best"] and tie["best"]["source"] == "final"

@@ -14,6 +14,7 @@ from envs.evaluator import Candidate, Preparer
 from envs.guard import Budget, LimitExceeded, guarded
 from envs.settings import CpuStageLimits
 from envs.source import check_tree_size, parse, prepare_solution
+from rewards.kernel_reward import reward_for_verdict
 
 RELU = resolve_problem("L0_02_relu")
 REFERENCE = (Path(__file__).parents[2] / "envs/builtin/solutions/L0_02_relu.py").read_text()
@@ -45,7 +46,7 @@ def test_guarded_returns_the_value_or_the_failure_as_a_verdict():
     assert "tests/unit/test_guard.py" in failure.error and "in recurse" in failure.error
     assert failure.traceback.count("\n") < 200  # the last frames, not a thousand
     verdict = failure.verdict("p", "cpu")
-    assert verdict.status is Status.INTERNAL_ERROR and verdict.reward == 0.0 and verdict.traceback
+    assert verdict.status is Status.INTERNAL_ERROR and reward_for_verdict(verdict) == 0.0 and verdict.traceback
 
 
 def test_guarded_turns_memory_errors_and_limits_into_verdicts():
@@ -145,7 +146,7 @@ def test_long_alias_chains_are_rejected_not_crashed(preparer):
 ])
 def test_pathological_code_is_rejected_with_its_bound(preparer, text, expected):
     verdict = preparer.prepare(RELU, REFERENCE + text)
-    assert verdict.status is Status.REJECTED and expected in verdict.error and verdict.reward == 0.0
+    assert verdict.status is Status.REJECTED and expected in verdict.error and reward_for_verdict(verdict) == 0.0
 
 
 def test_a_failing_analysis_is_the_candidates_internal_error(preparer, monkeypatch):

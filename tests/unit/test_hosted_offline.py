@@ -109,23 +109,24 @@ def test_export_uses_the_loops_split_and_prompts(tmp_path):
 
 # --- metrics ----------------------------------------------------------------------------------------
 def _verdicts():
-    return [Verdict(Status.CORRECT, "a", "cpu", reward=0.31),
-            Verdict(Status.CORRECT, "a", "gpu", speedup=2.0, reward=0.77),
+    return [Verdict(Status.CORRECT, "a", "cpu"),
+            Verdict(Status.CORRECT, "a", "gpu", speedup=2.0),
             Verdict(Status.HACK, "b", "cpu", hack=HackFinding("baseline_kernel", "torch")),
             Verdict(Status.COMPILE_ERROR, "b", "cpu")]
 
 
 def test_verdict_metrics_match_the_open_loops_keys_and_values():
     verdicts = _verdicts()
-    ours = verdict_metrics([GradedSample(0.0, v.problem_id, v) for v in verdicts], "train")
-    samples = [ScoredSample(Sample("r", v.problem_id, i, [], [1], "", None, "stop", 0), v, v.reward)
-               for i, v in enumerate(verdicts)]
+    rewards = [0.31, 0.77, 0.0, 0.0]
+    ours = verdict_metrics([GradedSample(0.0, v.problem_id, v, r) for v, r in zip(verdicts, rewards)], "train")
+    samples = [ScoredSample(Sample("r", v.problem_id, i, [], [1], "", None, "stop", 0), v, r)
+               for i, (v, r) in enumerate(zip(verdicts, rewards))]
     theirs = rollout_metrics([Group("r", "a", samples)], "train", max_tokens=100)
     assert ours["train/hack/baseline_kernel"] == 0.25 and ours["train/correct_rate"] == 0.5
     for key, value in ours.items():
         assert key in theirs, key
         assert value == theirs[key] or (math.isnan(value) and math.isnan(theirs[key])), key
-    graded = [GradedSample(0.0, pid, Verdict(Status.CORRECT, pid, "cpu")) for pid in ("a", "b", "c")]
+    graded = [GradedSample(0.0, pid, Verdict(Status.CORRECT, pid, "cpu"), 0.31) for pid in ("a", "b", "c")]
     split = split_graded(graded, ["b"])
     assert [g.problem_id for g in split["train"]] == ["a", "c"] and [g.problem_id for g in split["val"]] == ["b"]
 

@@ -16,6 +16,7 @@ from envs.pool import EvaluationPool, PoolClosedError, PoolConfig, PoolFullError
 from envs.pool.core import Backend
 from envs.pool.scheduler import Admission, Job, JobQueue, JobState, Request
 from envs.worker.pool import EvaluatorError
+from rewards.kernel_reward import reward_for_verdict
 
 RELU = resolve_problem("L0_02_relu")
 ADD = resolve_problem("L0_01_vector_add")
@@ -202,7 +203,7 @@ def test_mixed_batch_in_input_order():
         items = [(RELU, code(m, i)) for i, m in enumerate(modes)] + [(ADD, "def f(:\n")]
         verdicts = pool.evaluate_many(items)
     assert [v.status.value for v in verdicts] == [*modes, "compile_error"]
-    assert verdicts[0].reward > verdicts[1].reward == 0.0
+    assert reward_for_verdict(verdicts[0]) > reward_for_verdict(verdicts[1]) == 0.0
     assert all("total" in v.phase_seconds for v in verdicts)
 
 
@@ -309,7 +310,7 @@ def test_request_that_kills_actors_twice_gets_a_crash_verdict():
         verdicts = pool.evaluate_many([(RELU, code("die", 0)), (RELU, code("correct", 1)), (ADD, code("correct", 2))])
         m = pool.metrics()
     assert [v.status for v in verdicts] == [Status.CRASH, Status.CORRECT, Status.CORRECT]
-    assert "died 2 times" in verdicts[0].error and verdicts[0].reward == 0.0
+    assert "died 2 times" in verdicts[0].error and reward_for_verdict(verdicts[0]) == 0.0
     assert m["pool/retries"] == 1 and m["pool/crashes_after_retry"] == 1 and m["pool/actor_restarts"] == 2
 
 
@@ -320,7 +321,7 @@ def test_an_actor_failing_on_one_candidate_gives_that_candidate_an_internal_erro
         m = pool.metrics()
     assert [v.status for v in verdicts] == [Status.INTERNAL_ERROR, Status.CORRECT]
     assert verdicts[0].error.startswith("execute: KeyError") and "tests/unit/test_pool.py" in verdicts[0].error
-    assert "a bug the candidate found" in verdicts[0].traceback and verdicts[0].reward == 0.0
+    assert "a bug the candidate found" in verdicts[0].traceback and reward_for_verdict(verdicts[0]) == 0.0
     assert m["pool/actor_restarts"] == 0 and m["pool/errors"] == 0
 
 

@@ -80,7 +80,7 @@ def ppo_policy(**ppo):
 
 
 def trajectory(index, turns, reward):
-    verdict = Verdict(Status.CORRECT if reward else Status.INCORRECT, "p", "cpu", reward=reward)
+    verdict = Verdict(Status.CORRECT if reward else Status.INCORRECT, "p", "cpu")
     return Trajectory(f"r#{index}", "r", "p", index, 0, turns, [], "", verdict, reward, [reward] * len(turns),
                       "final", "submit")
 

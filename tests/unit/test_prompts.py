@@ -1,4 +1,4 @@
-"""Prompts (rl.prompts) and retrieval of a solved kernel of another problem (rl.retrieval)."""
+"""Prompts (rl.prompts) and retrieval of a solved kernel of another problem (envs.retrieval)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pickle
 import pytest
 
 from envs.problems import load_builtin, resolve_problem
+from envs.retrieval import KernelIndex, SolvedKernel, builtin_solutions, tokenize
 from envs.source import extract_code
 from rl.prompts import PromptBuilder, PromptConfig, PromptError
-from rl.retrieval import KernelIndex, SolvedKernel, builtin_solutions, tokenize
 from rl.types import SamplingConfig
 
 PROBLEMS = load_builtin()

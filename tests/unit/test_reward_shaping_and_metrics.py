@@ -34,13 +34,13 @@ def test_shaped_reward_parts():
     wrong = Verdict(Status.INCORRECT, "p", "cpu")
     plain = RewardConfig()
     r, parts = shaped_reward(correct, GOOD, 10, 512, plain)
-    assert parts == {"makora": pytest.approx(1 / (1 + math.exp(0.8)))} and r == parts["makora"]
+    assert parts == {"kernel_reward": pytest.approx(1 / (1 + math.exp(0.8)))} and r == parts["kernel_reward"]
     shaped = RewardConfig(delta=1.0, overlong_buffer=128, format_penalty=0.1)
     r, parts = shaped_reward(correct, GOOD, 448, 512, shaped)
-    assert parts["makora"] == pytest.approx(0.5) and parts["overlong"] == pytest.approx(-0.5)
+    assert parts["kernel_reward"] == pytest.approx(0.5) and parts["overlong"] == pytest.approx(-0.5)
     assert parts["format"] == 0.0 and r == pytest.approx(0.0)
     r, parts = shaped_reward(wrong, "no code", 10, 512, shaped)
-    assert r == pytest.approx(-0.1) and parts["makora"] == 0.0
+    assert r == pytest.approx(-0.1) and parts["kernel_reward"] == 0.0
     hack = Verdict(Status.HACK, "p", "cpu", hack=HackFinding("baseline_kernel", "torch does it"))
     # a hack earns what prose earns, below an honest wrong kernel
     assert shaped_reward(hack, GOOD, 10, 512, shaped)[0] == pytest.approx(-0.1)
@@ -52,7 +52,7 @@ def test_shaped_reward_parts():
 def _scored(rid, i, status, reward, n_tokens=10, finish="stop", speedup=None, hack=None):
     sample = Sample(rid, rid.split("/")[0], i, [1, 2], list(range(n_tokens)), "text", None, finish, 0)
     verdict = Verdict(status, rid.split("/")[0], "cpu", speedup=speedup, hack=hack)
-    return ScoredSample(sample, verdict, reward, {"makora": reward})
+    return ScoredSample(sample, verdict, reward, {"kernel_reward": reward})
 
 
 def test_rollout_metrics_hand_values():
@@ -63,7 +63,7 @@ def test_rollout_metrics_hand_values():
     g2 = Group("b/0", "b", [_scored("b/0", i, Status.INCORRECT, 0.0) for i in range(4)])
     m = rollout_metrics([g1, g2], "train", max_tokens=64)
     assert m["train/reward_mean"] == pytest.approx(1.4 / 8) and m["train/reward_max"] == 0.8
-    assert m["train/makora_mean"] == pytest.approx(1.4 / 8)
+    assert m["train/kernel_reward_mean"] == pytest.approx(1.4 / 8)
     assert m["train/correct_rate"] == 0.25 and m["train/status/incorrect"] == 0.5
     assert m["train/status/hack"] == 0.125 and m["train/hack/baseline_kernel"] == 0.125
     assert m["train/speedup_geomean"] == pytest.approx(1.0) and m["train/speedup_median"] == pytest.approx(1.25)

@@ -1,4 +1,4 @@
-"""envs/service.py without worker processes: a fake backend behind the real app, in process."""
+"""envs/service/ without worker processes: a fake backend behind the real app, in process."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from envs.problems import resolve_problem
 from envs.service import (EvalOverrides, GuardMiddleware, ServiceSettings, TokenBucketLimiter, VerdictResponse,
                           apply_overrides, create_app, verdict_response)
 from envs.verdict import Status, Timings, TimingStats, Verdict
-from rewards.makora import makora_reward
+from rewards.kernel_reward import kernel_reward, reward_function
 
 TOKEN = "unit-test-token-0123456789"
 
@@ -28,7 +28,7 @@ class FakeBackend:
         self.calls.append((problem.id, answer))
         if self.block is not None:
             self.block.wait(10)
-        return self.verdict or Verdict(Status.CORRECT, problem.id, "cpu", reward=makora_reward(True, None))
+        return self.verdict or Verdict(Status.CORRECT, problem.id, "cpu")
 
     def close(self):
         self.closed = True
@@ -40,9 +40,8 @@ def _stats(ms: float) -> TimingStats:
 
 def _cuda_verdict(inductor: float | None = 2.0) -> Verdict:
     timings = Timings(kernel=_stats(1.0), eager=_stats(4.0), inductor=_stats(inductor) if inductor else None)
-    v = Verdict(Status.CORRECT, "L0_02_relu", "NVIDIA H200", timings=timings, speedup=(inductor or 4.0) / 1.0,
-                baseline="inductor" if inductor else "eager")
-    return dataclasses.replace(v, reward=makora_reward(True, v.speedup))
+    return Verdict(Status.CORRECT, "L0_02_relu", "NVIDIA H200", timings=timings, speedup=(inductor or 4.0) / 1.0,
+                   baseline="inductor" if inductor else "eager")
 
 
 def _client(app, token: str | None = TOKEN) -> httpx.AsyncClient:
@@ -52,7 +51,7 @@ def _client(app, token: str | None = TOKEN) -> httpx.AsyncClient:
 
 def _app(backend=None, **kw):
     settings = ServiceSettings(**{"tokens": (TOKEN,), **kw})
-    return create_app(backend or FakeBackend(), [resolve_problem("L0_02_relu")], settings)
+    return create_app(backend or FakeBackend(), [resolve_problem("L0_02_relu")], settings, reward_function(1.8))
 
 
 def test_settings_refuse_to_run_without_a_token_unless_told():
@@ -62,7 +61,7 @@ def test_settings_refuse_to_run_without_a_token_unless_told():
 
 
 def test_verdict_response_types_every_verdict_field():
-    fields = {f.name for f in dataclasses.fields(Verdict)} | {"correct"}
+    fields = {f.name for f in dataclasses.fields(Verdict)} | {"correct", "reward"}
     assert fields <= set(VerdictResponse.model_fields), "type the new Verdict fields in VerdictResponse"
     # What the CLI prints comes first, in its order.
     assert list(VerdictResponse.model_fields)[:8] == ["status", "correct", "hack", "speedup", "reward", "timings",
@@ -72,25 +71,25 @@ def test_verdict_response_types_every_verdict_field():
 def test_non_finite_numbers_become_valid_json():
     v = Verdict(Status.INCORRECT, "p", "cpu", error="NaN", mismatch={"reason": "NaN", "value": math.nan,
                                                                       "expected": 1.0, "index": [0, 1]})
-    body = verdict_response(v).model_dump(mode="json")
+    body = verdict_response(v, 0.0).model_dump(mode="json")
     assert body["mismatch"]["value"] == "nan"
     json.dumps(body, allow_nan=False)
 
 
 def test_overrides_rederive_speedup_and_reward():
-    v = _cuda_verdict()
-    assert apply_overrides(v, None, "inductor", 1.8) is v
-    eager = apply_overrides(v, EvalOverrides(baseline="eager"), "inductor", 1.8)
+    v, reward = _cuda_verdict(), reward_function(1.8)
+    assert apply_overrides(v, None, "inductor") is v
+    eager = apply_overrides(v, EvalOverrides(baseline="eager"), "inductor")
     assert eager.speedup == pytest.approx(4.0) and eager.baseline == "eager"
-    assert eager.reward == pytest.approx(makora_reward(True, 4.0))
-    shifted = apply_overrides(v, EvalOverrides(delta=3.0), "inductor", 1.8)
-    assert shifted.speedup == v.speedup and shifted.reward == pytest.approx(makora_reward(True, 2.0, 3.0))
+    assert reward(eager) == pytest.approx(kernel_reward(True, 4.0))
+    shifted = apply_overrides(v, EvalOverrides(delta=3.0), "inductor")
+    assert shifted.speedup == v.speedup and reward(shifted, 3.0) == pytest.approx(kernel_reward(True, 2.0, 3.0))
     # No inductor timing (the backend fell back to eager): keep eager, say so.
-    fallback = apply_overrides(_cuda_verdict(None), EvalOverrides(baseline="inductor"), "eager", 1.8)
+    fallback = apply_overrides(_cuda_verdict(None), EvalOverrides(baseline="inductor"), "eager")
     assert fallback.baseline == "eager" and "unavailable" in fallback.notes[-1]
     # A wrong answer earns nothing whatever the overrides.
     wrong = Verdict(Status.INCORRECT, "p", "cpu")
-    assert apply_overrides(wrong, EvalOverrides(delta=-10), "inductor", 1.8).reward == 0.0
+    assert reward(apply_overrides(wrong, EvalOverrides(delta=-10), "inductor"), -10) == 0.0
 
 
 def test_token_bucket():

@@ -16,7 +16,7 @@ from envs.tools.feedback import verdict_feedback
 from envs.tools.profile import NEEDS_GPU, format_profile
 from envs.tools.triton_docs import installed_docs
 from envs.verdict import HackFinding, Status, Timings, TimingStats, Verdict
-from rl.retrieval import KernelIndex, SolvedKernel, builtin_solutions
+from envs.retrieval import KernelIndex, SolvedKernel, builtin_solutions
 
 
 def call(name, arguments, context):
@@ -53,22 +53,22 @@ def test_unknown_tools_and_bad_arguments_are_named():
 # ------------------------------------------------------------------------------------------- feedback
 def test_feedback_for_a_correct_gpu_verdict_gives_both_speedups_and_the_own_kernel_share():
     v = Verdict(Status.CORRECT, "p", "NVIDIA H200", timings=Timings(stats(0.5), stats(1.0), stats(0.75)),
-                speedup=1.5, baseline="inductor", reward=0.67, own_kernel_share=0.93)
-    text = verdict_feedback(v)
+                speedup=1.5, baseline="inductor", own_kernel_share=0.93)
+    text = verdict_feedback(v, 0.67)
     assert "status: correct" in text and "kernel time: 0.5 ms" in text
     assert "speedup vs eager PyTorch: 2x" in text and "speedup vs TorchInductor: 1.5x" in text
     assert "own-kernel share of device time: 93%" in text and "reward: 0.670" in text
 
 
 def test_feedback_for_cpu_incorrect_and_errors():
-    cpu = verdict_feedback(Verdict(Status.CORRECT, "p", "cpu", reward=0.55))
+    cpu = verdict_feedback(Verdict(Status.CORRECT, "p", "cpu"), 0.55)
     assert "not measured" in cpu and "CPU" in cpu
     mismatch = {"reason": "values differ", "max_abs_diff": 0.5, "max_rel_diff": 1.0, "worst_index": [3, 1],
                 "value": 1.5, "expected": 1.0}
     wrong = verdict_feedback(Verdict(Status.INCORRECT, "p", "cpu", error="trial 1 of 5: ...", mismatch=mismatch))
     assert "mismatch: values differ; max abs diff 0.5" in wrong and "worst at index [3, 1]" in wrong
     long_error = "Traceback\n" + "x = 1\n" * 1000 + "ValueError: the real cause"
-    failed = verdict_feedback(Verdict(Status.RUNTIME_ERROR, "p", "cpu", error=long_error))
+    failed = verdict_feedback(Verdict(Status.RUNTIME_ERROR, "p", "cpu", error=long_error), 0.0)
     assert failed.endswith("ValueError: the real cause\nreward: 0.000") and "earlier lines omitted" in failed
     assert len(failed) < 1700
 

@@ -12,7 +12,7 @@ import pytest
 from envs import resolve_problem
 from envs.tools import resolve_tools
 from envs.verdict import Status, Verdict
-from rl.retrieval import KernelIndex, builtin_solutions
+from envs.retrieval import KernelIndex, builtin_solutions
 from rl.rollout.tool_calls import parse_tool_calls, tool_instructions
 from rl.rollout.trajectory import TrajectoryConfig, TrajectoryRunner
 from rl.rollout.trajectory_metrics import trajectory_metrics, trajectory_rows
@@ -22,7 +22,7 @@ from rl.types import RolloutRequest, SamplingConfig
 from tests.scripted_engine import ScriptedEngine
 
 TOOLS = resolve_tools(["kernel_evaluator", "kernel_search", "docs_search"])
-from rewards.makora import reward_for_verdict
+from rewards.kernel_reward import reward_for_verdict
 
 R = reward_for_verdict(Verdict(Status.CORRECT, "p", "cpu"), 1.8)  # a correct CPU verdict: sigmoid(1 - 1.8)
 CODE = "import triton\nclass ModelNew:\n    pass"
@@ -107,7 +107,7 @@ class CanonicalEvaluator:
         self.calls.append(answer)
         ok = answer.strip() == self.correct
         return Verdict(Status.CORRECT if ok else Status.INCORRECT, problem.id, "cpu",
-                       reward=R if ok else 0.0, error=None if ok else "trial 1 of 5: values differ")
+                       error=None if ok else "trial 1 of 5: values differ")
 
 
 def run(script, config, n=1, correct=CODE, store=None):

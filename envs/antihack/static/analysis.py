@@ -20,6 +20,7 @@ from envs.antihack.static.names import (_COMPUTE_METHODS, _HIGHER_ORDER, _NN_MOD
 from envs.antihack.static.reach import _Reachability
 from envs.antihack.static.reference import _Reference
 from envs.antihack.static.tensors import _Tensors
+from envs.guard import Budget
 from envs.verdict import HackFinding
 
 

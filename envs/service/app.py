@@ -1,4 +1,4 @@
-"""KernelRL's evaluation as an HTTP service: `create_app(backend, problems, settings) -> FastAPI`.
+"""KernelRL's evaluation as an HTTP service: `create_app(backend, problems, settings, reward_fn) -> FastAPI`.
 
     POST /evaluate   {problem_id | problem_source, solution, settings?} -> the verdict
     POST /reward     same body -> {reward, status, cached}   (for hosted fine-tuning graders)
@@ -7,10 +7,10 @@
 
 FastAPI (served by uvicorn) is used rather than a hand-written ASGI app or http.server because the
 request validation (pydantic models -> 422 with the offending field) and the OpenAPI schema at
-/openapi.json come from the same typed models (envs/service_api.py), so the documented contract cannot
+/openapi.json come from the same typed models (envs/service/api.py), so the documented contract cannot
 drift from the code.
 
-What FastAPI does not give us sits in `GuardMiddleware` (envs/service_guard.py), a plain ASGI
+What FastAPI does not give us sits in `GuardMiddleware` (envs/service/guard.py), a plain ASGI
 middleware that runs before a route reads the body: bearer-token authentication (constant-time), a
 per-client token-bucket rate limit (429 + Retry-After) and the request body size limit (413, from
 Content-Length and by counting streamed bytes, so an oversized body is never read to its end).
@@ -22,6 +22,10 @@ service answers 503 + Retry-After instead of queueing without bound.
 The backend is anything with `evaluate(problem, answer) -> Verdict` (`EvaluationBackend`): the local
 `envs.evaluator.Evaluator`, or the Ray pool (`envs.pool.RayEvaluationPool`, imported only when
 `make_backend("ray", ...)` asks for it).
+
+The backend returns verdicts; the reward in the responses comes from `reward_fn`, a `RewardFunction` the caller
+builds from rewards/ (scripts/serve_env.py: `rewards.reward_function(delta)`), so the environment imports no
+reward code and a request's `delta` override reaches the one place that knows the formula.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import dataclasses
 import hashlib
 import logging
 import time
-from typing import Any, Iterable, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Literal, Protocol, runtime_checkable
 
 from fastapi import FastAPI, HTTPException, Request, Security
 from fastapi.encoders import jsonable_encoder
@@ -43,17 +47,13 @@ from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from envs.problems import Problem, ProblemError, parse_problem
-from envs.service_api import (EvaluateRequest, Health, ProblemDetail, ProblemInfo, ProblemList, RewardResponse,
+from envs.service.api import (EvaluateRequest, Health, ProblemDetail, ProblemInfo, ProblemList, RewardResponse,
                               VerdictResponse, _errors, _finite, apply_overrides, verdict_response)
-from envs.service_api import EvalOverrides  # noqa: F401  (re-exported: clients and tests import it from here)
-from envs.service_guard import OPEN_PATHS  # noqa: F401  (re-exported with the guard)
-from envs.service_guard import GuardMiddleware, TokenBucketLimiter
+from envs.service.guard import GuardMiddleware, TokenBucketLimiter
 from envs.verdict import Verdict
 from envs.worker.pool import EvaluatorError
-from rewards.makora import DEFAULT_DELTA
 
-__all__ = ["BackendUnavailable", "EvaluationBackend", "ServiceSettings", "TokenBucketLimiter", "GuardMiddleware",
-           "create_app", "make_backend", "apply_overrides", "EvaluateRequest", "VerdictResponse", "RewardResponse"]
+__all__ = ["BackendUnavailable", "EvaluationBackend", "RewardFunction", "ServiceSettings", "create_app", "make_backend"]
 
 log = logging.getLogger("kernelrl.service")
 
@@ -67,11 +67,15 @@ class EvaluationBackend(Protocol):
     def evaluate(self, problem: Problem, answer: str) -> Verdict: ...
 
 
+# reward(verdict, delta) -> the verdict's reward; delta None: the service's own (a request's override otherwise)
+RewardFunction = Callable[[Verdict, "float | None"], float]
+
+
 class BackendUnavailable(RuntimeError):
     """The chosen backend cannot be built here (e.g. `ray` without envs/ray_pool.py or ray installed)."""
 
 
-def make_backend(kind: Literal["local", "ray"], eval_settings, cache=None, delta: float = DEFAULT_DELTA,
+def make_backend(kind: Literal["local", "ray"], eval_settings, cache=None,
                  pool_config: dict[str, Any] | None = None):
     """The evaluation backend the service runs on: the switch between `local` and `ray`.
 
@@ -81,14 +85,14 @@ def make_backend(kind: Literal["local", "ray"], eval_settings, cache=None, delta
         if pool_config:
             raise ValueError("pool settings apply to the ray backend only")
         from envs.evaluator import Evaluator
-        return Evaluator(eval_settings, cache=cache, delta=delta)
+        return Evaluator(eval_settings, cache=cache)
     if kind == "ray":
         try:
             from envs.pool import PoolConfig
             from envs.pool.ray_backend import RayEvaluationPool
         except ImportError as e:
             raise BackendUnavailable(f"backend 'ray' needs envs.pool (RayEvaluationPool) and ray: {e}") from e
-        return RayEvaluationPool(eval_settings, PoolConfig.from_mapping(pool_config), cache, delta)
+        return RayEvaluationPool(eval_settings, PoolConfig.from_mapping(pool_config), cache)
     raise ValueError(f"backend must be 'local' or 'ray', not {kind!r}")
 
 
@@ -112,7 +116,6 @@ class ServiceSettings:
     max_queued_evaluations: int = 64  # waiting beyond those -> 503
     busy_retry_after_s: int = 5
     default_baseline: str = "inductor"  # the backend's baseline (what a `baseline` override is relative to)
-    default_delta: float = DEFAULT_DELTA  # the backend's reward shift
     allow_problem_source: bool = False  # accept problems sent inline (their code runs in the sandboxed worker)
     close_backend_on_shutdown: bool = True  # the app's lifespan closes the backend (before uvicorn exits)
     backend_name: str = "local"
@@ -171,7 +174,8 @@ def _echo_safe(obj: Any) -> Any:
     return obj
 
 
-def create_app(backend: EvaluationBackend, problems: Iterable[Problem], settings: ServiceSettings) -> FastAPI:
+def create_app(backend: EvaluationBackend, problems: Iterable[Problem], settings: ServiceSettings,
+               reward_fn: RewardFunction) -> FastAPI:
     if not isinstance(backend, EvaluationBackend):
         raise TypeError(f"{type(backend).__name__} has no evaluate(problem, answer) method")
     by_id: dict[str, Problem] = {}
@@ -231,7 +235,7 @@ def create_app(backend: EvaluationBackend, problems: Iterable[Problem], settings
         except ProblemError as e:
             raise HTTPException(422, str(e)) from None
 
-    async def run(req: EvaluateRequest, client: str) -> Verdict:
+    async def run(req: EvaluateRequest, client: str) -> tuple[Verdict, float]:
         problem = await resolve(req)
         started = time.monotonic()
         try:
@@ -245,10 +249,11 @@ def create_app(backend: EvaluationBackend, problems: Iterable[Problem], settings
         if verdict.problem_id != problem.id:
             # The verdict cache is keyed by problem source, not id: a hit may carry another id for the same text.
             verdict = dataclasses.replace(verdict, problem_id=problem.id)
-        verdict = apply_overrides(verdict, req.settings, settings.default_baseline, settings.default_delta)
+        verdict = apply_overrides(verdict, req.settings, settings.default_baseline)
+        value = reward_fn(verdict, req.settings.delta if req.settings is not None else None)
         log.info("%s %s -> %s reward=%.4f cached=%s in %.2fs", client, problem.id, verdict.status.value,
-                 verdict.reward, verdict.cached, time.monotonic() - started)
-        return verdict
+                 value, verdict.cached, time.monotonic() - started)
+        return verdict, value
 
     def client_of(request) -> str:
         return request.scope.get("state", {}).get("client", "?")
@@ -256,13 +261,13 @@ def create_app(backend: EvaluationBackend, problems: Iterable[Problem], settings
     @app.post("/evaluate", response_model=VerdictResponse, dependencies=secured,
               responses=_errors(401, 404, 409, 413, 422, 429, 503), summary="Evaluate a solution; the full verdict")
     async def evaluate(req: EvaluateRequest, request: Request) -> VerdictResponse:
-        return verdict_response(await run(req, client_of(request)))
+        return verdict_response(*await run(req, client_of(request)))
 
     @app.post("/reward", response_model=RewardResponse, dependencies=secured,
               responses=_errors(401, 404, 409, 413, 422, 429, 503), summary="Evaluate a solution; only its reward")
     async def reward(req: EvaluateRequest, request: Request) -> RewardResponse:
-        verdict = await run(req, client_of(request))
-        return RewardResponse(reward=verdict.reward, status=verdict.status, cached=verdict.cached)
+        verdict, value = await run(req, client_of(request))
+        return RewardResponse(reward=value, status=verdict.status, cached=verdict.cached)
 
     def info(p: Problem) -> dict[str, Any]:
         return dict(id=p.id, level=p.level, has_reference=p.reference_solution is not None,

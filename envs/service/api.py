@@ -2,7 +2,7 @@
 requests and writes the OpenAPI schema from them) and the translation between a `Verdict` and a response:
 per-request overrides (`apply_overrides`) and JSON-safe verdicts (`verdict_response`).
 
-Separate from the app (envs/service.py) so that the contract reads in one place and clients (the hosted
+Separate from the app (envs/service/app.py) so that the contract reads in one place and clients (the hosted
 grader, tests) can import it without the app's routes.
 """
 
@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from envs.speedup import rebase_speedup
 from envs.verdict import Accuracy, HackFinding, SpeedupInterval, Status, Timings, Verdict
-from rewards.makora import reward_for_verdict
 
 
 # --- API models ----------------------------------------------------------------------------------
@@ -51,8 +50,9 @@ class EvaluateRequest(BaseModel):
 
 
 class VerdictResponse(BaseModel):
-    """envs.verdict.Verdict.to_dict(), in the order scripts/eval_kernel.py prints it. A field Verdict gains
-    before it is typed here still passes through (extra="allow"); tests/unit/test_service_app.py notices."""
+    """envs.verdict.Verdict.to_dict() and its reward, in the order scripts/eval_kernel.py prints it. A field
+    Verdict gains before it is typed here still passes through (extra="allow"); tests/unit/test_service_app.py
+    notices."""
 
     model_config = ConfigDict(extra="allow")
     status: Status
@@ -118,13 +118,11 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 # --- verdict post-processing ---------------------------------------------------------------------
-def apply_overrides(verdict: Verdict, overrides: EvalOverrides | None, default_baseline: str,
-                    default_delta: float) -> Verdict:
-    """Re-derive speedup (other baseline) and reward (other delta) from what the backend measured."""
-    if overrides is None or (overrides.baseline in (None, default_baseline)
-                             and overrides.delta in (None, default_delta)):
+def apply_overrides(verdict: Verdict, overrides: EvalOverrides | None, default_baseline: str) -> Verdict:
+    """Re-derive speedup (other baseline) from what the backend measured. A `delta` override is the reward
+    function's to apply (the app passes it on), since a verdict carries no reward."""
+    if overrides is None or overrides.baseline in (None, default_baseline):
         return verdict
-    delta = default_delta if overrides.delta is None else overrides.delta
     t = verdict.timings
     if overrides.baseline and overrides.baseline != verdict.baseline and t is not None \
             and t.kernel is not None and t.kernel.median_ms > 0:
@@ -136,7 +134,7 @@ def apply_overrides(verdict: Verdict, overrides: EvalOverrides | None, default_b
         else:
             verdict = dataclasses.replace(verdict, notes=[*verdict.notes, (
                 f"{overrides.baseline} baseline unavailable; speedup is against {verdict.baseline}")])
-    return dataclasses.replace(verdict, reward=reward_for_verdict(verdict, delta))
+    return verdict
 
 
 def _finite(obj: Any, non_finite: Any) -> Any:
@@ -150,8 +148,10 @@ def _finite(obj: Any, non_finite: Any) -> Any:
     return obj
 
 
-def verdict_response(verdict: Verdict) -> VerdictResponse:
+def verdict_response(verdict: Verdict, reward: float) -> VerdictResponse:
+    """The verdict on the wire, with the reward the service's reward function gave it."""
     d = verdict.to_dict()
+    d["reward"] = reward
     mismatch = d.pop("mismatch")
     d = _finite(d, lambda x: None)
     d["mismatch"] = _finite(mismatch, str)  # e.g. "value": "nan" where the candidate produced NaN

@@ -1,7 +1,7 @@
 """What the evaluation service checks before any route reads a request's body: bearer-token authentication
 (constant-time), a per-client token-bucket rate limit (429 + Retry-After) and the body size limit (413).
 
-`GuardMiddleware` is a plain ASGI middleware, separate from the app (envs/service.py) because it is the
+`GuardMiddleware` is a plain ASGI middleware, separate from the app (envs/service/app.py) because it is the
 service's security boundary: it holds no route logic and can be read and tested on its own.
 """
 

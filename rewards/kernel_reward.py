@@ -1,7 +1,9 @@
-"""Makora's kernel reward (Fine-Tuning GPT-5 for GPU Kernel Generation, 2026).
+"""The kernel reward: a verdict from envs/ turned into the scalar RL optimises, here and nowhere else.
 
-    V = 0                                  if the kernel is not correct (or is a detected hack)
-    V = sigmoid(1 + max(0, speedup) - delta)   otherwise
+Formula from "Fine-Tuning GPT-5 for GPU Kernel Generation" (Makora, 2026):
+
+    V = 0                                        if the kernel is not correct (or is a detected hack)
+    V = sigmoid(1[valid] + max(0, speedup) - delta)   otherwise
 
 The constant 1 rewards validity; the speedup term rewards being fast; delta shifts the sigmoid so
 that only kernels near or above baseline speed get most of the reward (delta = 1.8: parity with
@@ -12,6 +14,7 @@ speedup (CPU evaluation under the Triton interpreter) the speedup term is 0: V =
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from envs.verdict import Status, Verdict
 
@@ -26,7 +29,7 @@ def check_delta(delta: object) -> float:
     return float(delta)
 
 
-def makora_reward(correct: bool, speedup: float | None, delta: float = DEFAULT_DELTA) -> float:
+def kernel_reward(correct: bool, speedup: float | None, delta: float = DEFAULT_DELTA) -> float:
     delta = check_delta(delta)
     if not correct:
         return 0.0
@@ -39,4 +42,15 @@ def makora_reward(correct: bool, speedup: float | None, delta: float = DEFAULT_D
 
 def reward_for_verdict(verdict: Verdict, delta: float = DEFAULT_DELTA) -> float:
     """Reward of a verdict; any status other than `correct` (a hack included) earns 0."""
-    return makora_reward(verdict.status is Status.CORRECT and verdict.hack is None, verdict.speedup, delta)
+    return kernel_reward(verdict.status is Status.CORRECT and verdict.hack is None, verdict.speedup, delta)
+
+
+def reward_function(delta: float = DEFAULT_DELTA) -> Callable[[Verdict, float | None], float]:
+    """`reward(verdict, delta_override)` for components that must not import rewards/ (the HTTP service, tools):
+    the run's delta unless a request gives its own."""
+    delta = check_delta(delta)
+
+    def reward(verdict: Verdict, override: float | None = None) -> float:
+        return reward_for_verdict(verdict, delta if override is None else override)
+
+    return reward
