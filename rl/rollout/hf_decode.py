@@ -19,13 +19,17 @@ from typing import Any, Iterator
 
 import torch
 
+from envs.gpu_lock import GpuGate
+
 CACHE_BUCKET = 256  # cache lengths are rounded up to a multiple of this (fewer shapes to compile and record)
 CHECK_EVERY = 16  # steps between looks for finished rows (each look waits for the GPU)
 
 
 class StaticDecoder:
-    def __init__(self, model: Any, eos_ids: list[int], pad_id: int, *, compile: bool, max_rows: int):
+    def __init__(self, model: Any, eos_ids: list[int], pad_id: int, *, compile: bool, max_rows: int,
+                 gate: GpuGate | None = None):
         self.model = model
+        self.gate = gate  # held shared between two looks, so kernels timed on this GPU are timed alone
         self.pad_id = pad_id
         self.max_rows = max_rows
         self.device = next(model.parameters()).device
@@ -79,6 +83,29 @@ class StaticDecoder:
         temp = torch.full((rows, 1), temperature if temperature > 0 else 1.0, device=dev)
         top = torch.full((rows, 1), top_p, device=dev)
 
+        held = self._hold()
+        try:
+            yield from self._decode(n, rows, ids, positions, mask, next_pos, length, max_new, temp, top, greedy,
+                                    nucleus, generator, held)
+        finally:
+            self._let_go(held)
+
+    def _hold(self) -> list:
+        """The gate held shared until the next look (a one-item list, so the loop can let it go)."""
+        if self.gate is None:
+            return []
+        hold = self.gate.shared()
+        hold.__enter__()
+        return [hold]
+
+    def _let_go(self, held: list) -> None:
+        if held:
+            torch.cuda.synchronize(self.device)  # the steps' kernels end before the GPU is let go
+            held.pop().__exit__(None, None, None)
+
+    def _decode(self, n, rows, ids, positions, mask, next_pos, length, max_new, temp, top, greedy, nucleus,
+                generator, held) -> Iterator[list[tuple[int, list[int], list[float]]]]:
+        dev = self.device
         cache = self._cache_for(rows, length)
         logits = self._forward_eager(ids, positions, mask, cache)  # prefill: eager (one call, many shapes)
         tokens = torch.full((rows, max_new), self.pad_id, dtype=torch.long, device=dev)
@@ -87,6 +114,8 @@ class StaticDecoder:
         ended[n:] = True
         out: set[int] = set(range(n, rows))
         for step in range(max_new):
+            if not held and self.gate is not None:
+                held.extend(self._hold())
             if step:
                 torch.compiler.cudagraph_mark_step_begin()  # the previous step's graph outputs are consumed
                 logits = self._forward(tokens[:, step - 1:step], next_pos, mask, cache)
@@ -104,10 +133,11 @@ class StaticDecoder:
             if last or (step + 1) % CHECK_EVERY == 0:
                 now = ended.nonzero()[:, 0].tolist() if not last else list(range(rows))
                 done = [r for r in now if r not in out]
+                toks = tokens[done, :step + 1].tolist() if done else []
+                lps = logprobs[done, :step + 1].tolist() if done else []
+                self._let_go(held)  # not held while the caller has the rows
                 if done:
                     out.update(done)
-                    toks = tokens[done, :step + 1].tolist()
-                    lps = logprobs[done, :step + 1].tolist()
                     yield [(r, t, lp) for r, t, lp in zip(done, toks, lps)]
                 if len(out) == rows:
                     return

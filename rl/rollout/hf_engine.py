@@ -40,6 +40,7 @@ class HFEngine:
         import torch
         from transformers import AutoModelForCausalLM
 
+        from envs.gpu_lock import GpuGate
         from rl.rollout.hf_decode import StaticDecoder
 
         self.model_dir = str(model_dir)
@@ -57,9 +58,12 @@ class HFEngine:
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         self.eos_ids = sorted(set(eos) | {self.tokenizer.eos_token_id})
         self.version = 0
+        # On a GPU the decode loop holds the GPU's gate shared between its looks: an evaluation timing kernels
+        # on the same GPU (a colocated recipe) waits for the current chunk and times alone.
+        gate = GpuGate.for_current_device() if torch.device(self.device).type == "cuda" else None
         self._decoder = None if self.decode == "generate" else StaticDecoder(
             self.model, self.eos_ids, self.tokenizer.pad_token_id, compile=self.decode == "compiled",
-            max_rows=config.max_num_seqs)
+            max_rows=config.max_num_seqs, gate=gate)
         self._lock = threading.Lock()  # one batch or one weight load at a time
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="hf-engine")  # CUDA graph trees are per thread
 
