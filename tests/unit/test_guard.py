@@ -139,14 +139,18 @@ def test_long_alias_chains_are_rejected_not_crashed(preparer):
     assert preparer.prepare(RELU, with_forward_prefix("return alias20(x)", short)).status is Status.HACK
 
 
+# Whether CPython's parser gives up on the first two (MemoryError or RecursionError, "nests too deeply") or
+# builds a tree the depth bound then refuses ("over 100 levels deep") depends on the recursion limit in force
+# (hypothesis raises it while its tests run): either way the bound is named and the verdict is `rejected`.
 @pytest.mark.parametrize("text, expected", [
-    ("x = " + "not " * 5000 + "1\n", "nests too deeply"),
-    ("s = " + " + ".join(["'a'"] * 3000) + "\n", "nests too deeply"),
-    ("x = " + "[" * 150 + "]" * 150 + "\n", "over 100 levels deep"),
+    ("x = " + "not " * 5000 + "1\n", ("nests too deeply", "over 100 levels deep")),
+    ("s = " + " + ".join(["'a'"] * 3000) + "\n", ("nests too deeply", "over 100 levels deep")),
+    ("x = " + "[" * 150 + "]" * 150 + "\n", ("over 100 levels deep",)),
 ])
 def test_pathological_code_is_rejected_with_its_bound(preparer, text, expected):
     verdict = preparer.prepare(RELU, REFERENCE + text)
-    assert verdict.status is Status.REJECTED and expected in verdict.error and reward_for_verdict(verdict) == 0.0
+    assert verdict.status is Status.REJECTED and reward_for_verdict(verdict) == 0.0
+    assert any(bound in verdict.error for bound in expected), verdict.error
 
 
 def test_a_failing_analysis_is_the_candidates_internal_error(preparer, monkeypatch):
