@@ -26,7 +26,7 @@ from envs.cache import SqliteCache, cache_key
 from envs.guard import StageFailure, guarded
 from envs.problems import Problem, ProblemError
 from envs.settings import EvalSettings
-from envs.source import AST_LOCK, CanonicalSolution, SourceError, prepare_solution
+from envs.source import CanonicalSolution, SourceError, prepare_solution
 from envs.verdict import HackFinding, Status, Verdict
 from envs.worker.pool import EvaluatorError, WorkerPool, resolve_device
 
@@ -69,18 +69,14 @@ class Preparer:
         """A Candidate to execute, or the final Verdict when nothing needs to run. Nothing in `answer` makes
         it raise: a stage that fails on the candidate gives its verdict (envs/guard.py)."""
         started = time.monotonic()
-        with AST_LOCK:
-            checked = guarded("extract", self._extract, problem, answer)
-            if isinstance(checked, CanonicalSolution):
-                finding = guarded("static", static_analysis.analyze, checked.source, problem.source,
+        checked = self._stage("extract", problem, self._extract, problem, answer)
+        if isinstance(checked, CanonicalSolution):
+            finding = self._stage("static", problem, static_analysis.analyze, checked.source, problem.source,
                                   self.settings.cpu_stage)
-                if isinstance(finding, HackFinding):
-                    checked = Verdict(Status.HACK, problem.id, self.device_name,
-                                      error=f"{finding.category}: {finding.reason}", hack=finding)
-                elif isinstance(finding, StageFailure):
-                    checked = finding
-        if isinstance(checked, StageFailure):
-            checked = checked.verdict(problem.id, self.device_name)
+            if isinstance(finding, HackFinding):
+                finding = Verdict(Status.HACK, problem.id, self.device_name,
+                                  error=f"{finding.category}: {finding.reason}", hack=finding)
+            checked = finding or checked
         if isinstance(checked, Verdict):
             elapsed = time.monotonic() - started
             return dataclasses.replace(checked, phase_seconds={"static": elapsed, "total": elapsed})
@@ -90,10 +86,16 @@ class Preparer:
         verdict_key = cache_key(**base, solution=solution.sha256, settings=self.settings.cache_fields(self.device))
         hit = self._cached(problem, solution, base, verdict_key)
         if hit is not None:
-            return self._judged(dataclasses.replace(hit, cached=True),
-                                problem, solution)
+            return self._judged(dataclasses.replace(hit, cached=True), problem, solution)
         baseline_key = cache_key(**base, runs=self.settings.timed_runs, warmup_ms=self.settings.warmup_ms)
         return Candidate(problem, solution, verdict_key, baseline_key, time.monotonic() - started)
+
+    def _stage(self, stage: str, problem: Problem, fn, *args, **verdict_fields):
+        """fn(*args), or the verdict of its failure on this candidate (envs/guard.py)."""
+        result = guarded(stage, fn, *args)
+        if isinstance(result, StageFailure):
+            return result.verdict(problem.id, self.device_name, **verdict_fields)
+        return result
 
     def _extract(self, problem: Problem, answer: str) -> CanonicalSolution | Verdict:
         try:
@@ -132,10 +134,8 @@ class Preparer:
                started: float) -> Verdict:
         """The worker's verdict with its phase times, cached, and reviewed by the judge. Total,
         like `prepare`: a failure here is the candidate's verdict."""
-        finished = guarded("finish", self._finish, candidate, verdict, measured_baselines, started)
-        if isinstance(finished, StageFailure):
-            return finished.verdict(candidate.problem.id, self.device_name, phase_seconds=verdict.phase_seconds)
-        return finished
+        return self._stage("finish", candidate.problem, self._finish, candidate, verdict, measured_baselines,
+                           started, phase_seconds=verdict.phase_seconds)
 
     def _finish(self, candidate: Candidate, verdict: Verdict, measured_baselines: dict | None,
                 started: float) -> Verdict:
@@ -156,11 +156,9 @@ class Preparer:
         have their own cache, so the verdict cache keeps the deterministic verdict)."""
         if self.judge is None or not self.judge.config.enabled or not verdict.correct:
             return verdict
-        judged = guarded("judge", lambda: apply_judge(verdict, self.judge.judge(solution.source, problem.source),
-                                                      self.judge.config.can_zero_reward))
-        if isinstance(judged, StageFailure):
-            return judged.verdict(problem.id, self.device_name, phase_seconds=verdict.phase_seconds)
-        return judged
+        return self._stage("judge", problem, lambda: apply_judge(
+            verdict, self.judge.judge(solution.source, problem.source), self.judge.config.can_zero_reward),
+            phase_seconds=verdict.phase_seconds)
 
 
 def profile_target(preparer: Preparer, problem: Problem, answer: str) -> CanonicalSolution | str:
@@ -170,8 +168,7 @@ def profile_target(preparer: Preparer, problem: Problem, answer: str) -> Canonic
     if isinstance(prepared, Candidate):
         return prepared.solution
     if prepared.status is Status.CORRECT:  # a cached verdict: the code still has to run to be profiled
-        with AST_LOCK:  # it passed the same stage just now
-            return prepare_solution(answer, preparer.settings.cpu_stage)
+        return prepare_solution(answer, preparer.settings.cpu_stage)  # it passed the same stage just now
     return f"{prepared.status.value}: {prepared.error}"
 
 

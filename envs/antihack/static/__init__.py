@@ -39,6 +39,7 @@ from envs.antihack.static.reference import _reference
 from envs.antihack.static.rules import RULES
 from envs.guard import Budget
 from envs.settings import CpuStageLimits
+from envs.source import AST_LOCK
 from envs.verdict import HackFinding
 
 __all__ = ["RULES", "analyze"]
@@ -51,10 +52,11 @@ def analyze(solution_source: str, problem_source: str | None = None,
     `problem_source`, when given, tells which ops are the problem's main computation (for the reasons, and
     to decide whether copies/casts are allowed). Raises LimitExceeded (envs/guard.py) when the code is
     nested too deeply through its names or takes longer than `limits` allow: a verdict, never a pass."""
-    budget = Budget(limits.max_resolution_depth, limits.analysis_seconds)
-    a = _Analysis(solution_source, _reference(problem_source), budget)
-    for rule in RULES:
-        finding = rule(a)
-        if finding is not None:
-            return finding
+    with AST_LOCK:  # the analysis parses both sources
+        budget = Budget(limits.max_resolution_depth, limits.analysis_seconds)
+        a = _Analysis(solution_source, _reference(problem_source), budget)
+        for rule in RULES:
+            finding = rule(a)
+            if finding is not None:
+                return finding
     return None
