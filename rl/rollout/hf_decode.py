@@ -83,64 +83,63 @@ class StaticDecoder:
         temp = torch.full((rows, 1), temperature if temperature > 0 else 1.0, device=dev)
         top = torch.full((rows, 1), top_p, device=dev)
 
-        held = self._hold()
+        hold = _GateHold(self.gate, dev)
         try:
-            yield from self._decode(n, rows, ids, positions, mask, next_pos, length, max_new, temp, top, greedy,
-                                    nucleus, generator, held)
+            hold.take()  # the prefill too
+            cache = self._cache_for(rows, length)
+            logits = self._forward_eager(ids, positions, mask, cache)  # prefill: eager (one call, many shapes)
+            tokens = torch.full((rows, max_new), self.pad_id, dtype=torch.long, device=dev)
+            logprobs = torch.zeros(rows, max_new, device=dev)
+            ended = torch.zeros(rows, dtype=torch.bool, device=dev)
+            ended[n:] = True
+            out: set[int] = set(range(n, rows))
+            for step in range(max_new):
+                hold.take()
+                if step:
+                    torch.compiler.cudagraph_mark_step_begin()  # the previous step's graph outputs are consumed
+                    logits = self._forward(tokens[:, step - 1:step], next_pos, mask, cache)
+                    next_pos = next_pos + 1
+                noise = None
+                if not greedy:  # drawn for the real rows only: the draws torch.multinomial (so generate) makes
+                    noise = torch.empty(logits.shape, device=dev)
+                    noise[:n].exponential_(generator=generator)
+                    noise[n:] = 1.0
+                tok, lp, eos = self._sample(logits, temp, top, noise, self.eos, greedy, nucleus)
+                tokens[:, step] = tok
+                logprobs[:, step] = lp
+                ended |= eos
+                last = step == max_new - 1
+                if last or (step + 1) % CHECK_EVERY == 0:
+                    now = ended.nonzero()[:, 0].tolist() if not last else list(range(rows))
+                    done = [r for r in now if r not in out]
+                    toks = tokens[done, :step + 1].tolist() if done else []
+                    lps = logprobs[done, :step + 1].tolist() if done else []
+                    hold.let_go()  # not held while the caller has the rows
+                    if done:
+                        out.update(done)
+                        yield [(r, t, lp) for r, t, lp in zip(done, toks, lps)]
+                    if len(out) == rows:
+                        return
         finally:
-            self._let_go(held)
+            hold.let_go()
 
-    def _hold(self) -> list:
-        """The gate held shared until the next look (a one-item list, so the loop can let it go)."""
-        if self.gate is None:
-            return []
-        hold = self.gate.shared()
-        hold.__enter__()
-        return [hold]
 
-    def _let_go(self, held: list) -> None:
-        if held:
+class _GateHold:
+    """The GPU's gate (envs.gpu_lock.GpuGate), held shared from one look for finished rows to the next."""
+
+    def __init__(self, gate: GpuGate | None, device: torch.device):
+        self.gate, self.device, self._held = gate, device, None
+
+    def take(self) -> None:
+        if self.gate is not None and self._held is None:
+            self._held = self.gate.shared()
+            self._held.__enter__()
+
+    def let_go(self) -> None:
+        if self._held is not None:
             torch.cuda.synchronize(self.device)  # the steps' kernels end before the GPU is let go
-            held.pop().__exit__(None, None, None)
-
-    def _decode(self, n, rows, ids, positions, mask, next_pos, length, max_new, temp, top, greedy, nucleus,
-                generator, held) -> Iterator[list[tuple[int, list[int], list[float]]]]:
-        dev = self.device
-        cache = self._cache_for(rows, length)
-        logits = self._forward_eager(ids, positions, mask, cache)  # prefill: eager (one call, many shapes)
-        tokens = torch.full((rows, max_new), self.pad_id, dtype=torch.long, device=dev)
-        logprobs = torch.zeros(rows, max_new, device=dev)
-        ended = torch.zeros(rows, dtype=torch.bool, device=dev)
-        ended[n:] = True
-        out: set[int] = set(range(n, rows))
-        for step in range(max_new):
-            if not held and self.gate is not None:
-                held.extend(self._hold())
-            if step:
-                torch.compiler.cudagraph_mark_step_begin()  # the previous step's graph outputs are consumed
-                logits = self._forward(tokens[:, step - 1:step], next_pos, mask, cache)
-                next_pos = next_pos + 1
-            noise = None
-            if not greedy:  # drawn for the real rows only: the draws torch.multinomial (so generate) makes
-                noise = torch.empty(logits.shape, device=dev)
-                noise[:n].exponential_(generator=generator)
-                noise[n:] = 1.0
-            tok, lp, eos = self._sample(logits, temp, top, noise, self.eos, greedy, nucleus)
-            tokens[:, step] = tok
-            logprobs[:, step] = lp
-            ended |= eos
-            last = step == max_new - 1
-            if last or (step + 1) % CHECK_EVERY == 0:
-                now = ended.nonzero()[:, 0].tolist() if not last else list(range(rows))
-                done = [r for r in now if r not in out]
-                toks = tokens[done, :step + 1].tolist() if done else []
-                lps = logprobs[done, :step + 1].tolist() if done else []
-                self._let_go(held)  # not held while the caller has the rows
-                if done:
-                    out.update(done)
-                    yield [(r, t, lp) for r, t, lp in zip(done, toks, lps)]
-                if len(out) == rows:
-                    return
+            self._held.__exit__(None, None, None)
+            self._held = None
 
 
 def sample_tokens(logits, temperature, top_p, noise, eos, greedy: bool, nucleus: bool):
