@@ -38,6 +38,7 @@ from typing import Any, Callable
 from rl.checkpoints import LoopState, find_checkpoint, prune_checkpoints, save_checkpoint
 from rl.config import RunConfig
 from rl.data import ProblemData, ProblemSampler
+from rl.gpu_monitor import GpuMonitor
 from rl.metrics import learner_metrics, rollout_metrics, sample_rows, stage_metrics
 from rl.rng_state import decode_python_rng, encode_python_rng
 from rl.scoring import EngineFailure, RolloutResult, generate_and_score
@@ -94,6 +95,7 @@ class Trainer:
         self._broadcast: Any = None  # loop.sync=broadcast: rl.rollout.broadcast.BroadcastSync, per engine
         self._inflight: asyncio.Task | None = None  # one_step_off: the next step's rollouts, generating
         self._sampler_before_inflight: dict[str, Any] | None = None  # what a checkpoint resumes drawing from
+        self._gpu: GpuMonitor | None = None  # started by run(): gpu/* per step where nvidia-smi exists
 
     # ------------------------------------------------------------------------------------------ the run
     async def run(self) -> dict[str, Any]:
@@ -101,6 +103,7 @@ class Trainer:
         if self.cfg.resume:
             self.resume(self.cfg.resume)
         self.engine, self.c.engine = self.c.engine or self.c.make_engine(), None  # the loop owns it from here
+        self._gpu = GpuMonitor()
         try:
             if self.policy_version > 0:  # a resumed run: the engine must serve the checkpoint's weights
                 await self.sync_weights()
@@ -116,6 +119,7 @@ class Trainer:
             if self._inflight is not None:
                 self._inflight.cancel()
                 self._inflight = None
+            self._gpu.close()
             self.close()
         summary = self.summary(time.perf_counter() - started)
         self.logger.summary(summary)
@@ -165,6 +169,8 @@ class Trainer:
         self.step = step
         seconds["step"] = time.perf_counter() - t_step
         row.update(stage_metrics(seconds))
+        if self._gpu is not None:
+            row.update(self._gpu.take())
         row.update(self.c.pool.metrics())
         if hasattr(self.engine, "metrics"):
             row.update({f"rollout/{k}": v for k, v in (await _maybe_await(self.engine.metrics())).items()})

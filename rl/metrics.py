@@ -81,7 +81,13 @@ def learner_metrics(learner_out: Mapping[str, Any]) -> dict[str, float]:
 
 
 def stage_metrics(seconds: Mapping[str, float]) -> dict[str, float]:
-    return {f"time/{k}": float(v) for k, v in seconds.items()}
+    """Seconds per stage under time/, and each stage's share of the step under time_share/ (stages overlap
+    with one_step_off and with evaluation during generation, so shares need not sum to 1)."""
+    out = {f"time/{k}": float(v) for k, v in seconds.items()}
+    step = seconds.get("step")
+    if step:
+        out.update({f"time_share/{k}": float(v) / step for k, v in seconds.items() if k != "step"})
+    return out
 
 
 def sample_rows(groups: Iterable[Group], step: int, limit: int | None = None,

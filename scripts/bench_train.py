@@ -8,12 +8,15 @@
 Reports: wall time of the whole job (process start to exit, model conversion and engine start included)
 and of the loop; per step the time the loop waited for rewards after the last sample left the engine,
 as a share of the step (target <= 10%); adapter/weight sync seconds per step; learner tokens/s; rollout
-tokens/s; training reward over the first and last steps; validation at step 0 and at the end.
+tokens/s; training reward over the first and last steps; validation at step 0 and at the end; GPU utilisation
+and memory per step where nvidia-smi ran; and the run's accounting (a soak's evidence): every generated sample
+has a row with a verdict in samples.jsonl, the statuses, the crashers kept, the deaths survived.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import statistics
@@ -38,6 +41,35 @@ def _stats(xs: list[float]) -> dict[str, float] | None:
     return {"mean": statistics.fmean(xs), "median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
 
+def accounting(run_dir: Path, rows: list[dict]) -> dict:
+    """Samples the loop says it generated (`<split>/samples` per logged step) against samples.jsonl's rows,
+    rows without a status, statuses, crashers kept and the failures the run outlived."""
+    written: collections.Counter = collections.Counter()
+    statuses: collections.Counter = collections.Counter()
+    missing_status = 0
+    path = run_dir / "samples.jsonl"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        sample = json.loads(line)
+        written[(sample.get("split"), sample.get("step"))] += 1
+        statuses[sample.get("status") or ""] += 1
+        missing_status += not sample.get("status")
+    generated = {(split, r["step"]): int(r[f"{split}/samples"]) for r in rows for split in ("train", "val")
+                 if isinstance(r.get(f"{split}/samples"), (int, float))}
+    short = {f"{split}@{step}": [n, written.get((split, step), 0)] for (split, step), n in sorted(generated.items())
+             if written.get((split, step), 0) != n}
+    last = rows[-1] if rows else {}
+    crashers = run_dir / "crashers"
+    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    return {"samples_generated": sum(generated.values()), "samples_written": sum(written.values()),
+            "steps_with_missing_rows": short, "rows_without_status": missing_status,
+            "statuses": dict(statuses.most_common()),
+            "crashers_kept": len(list(crashers.iterdir())) if crashers.is_dir() else 0,
+            "deaths_survived": {k.removeprefix("pool/"): last.get(k) for k in
+                                ("pool/actor_failures", "pool/actor_restarts", "pool/retries",
+                                 "pool/crashes_after_retry") if k in last}
+            | {"engine_restarts": summary.get("engine_restarts")}}
+
+
 def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
     rows = read_metrics(run_dir / "metrics.jsonl")
     train = [r for r in rows if "train/reward_mean" in r]
@@ -58,6 +90,11 @@ def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
         "sync_s_per_step": _stats(_values(train, "time/sync")),
         "learner_tokens_per_s": _stats(_values(train, "perf/learner_tokens_per_s")),
         "rollout_tokens_per_s": _stats(_values(train, "perf/rollout_tokens_per_s")),
+        "step_s_steps3_20": _stats(_values([r for r in train if 3 <= r["step"] <= 20], "time/step")),
+        "validate_s": _stats(_values(val, "time/validate")),
+        "gpu_util_mean": _stats(_values(train, "gpu/util_mean")),
+        "gpu_mem_used_gib_max": _stats(_values(train, "gpu/mem_used_gib_max")),
+        "accounting": accounting(run_dir, rows),
     }
     for key in ("train/reward_mean", "train/kernel_reward_mean", "train/correct_rate"):
         xs = _values(train, key)

@@ -45,6 +45,13 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     straight, first, resumed = tmp_path / "straight", tmp_path / "first", tmp_path / "resumed"
     result = train(straight, "loop.steps=3")
     assert result.returncode == 0, result.stderr[-3000:]
+    bench = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_train.py"), "--from-run", str(straight)],
+                           capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    books = json.loads(bench.stdout)["accounting"]  # the soak's evidence: every sample written with a verdict
+    assert books["samples_generated"] == books["samples_written"] == 3 * 2 * 2 + 2 * 4  # train, and val at 0 and 3
+    assert books["steps_with_missing_rows"] == {} and books["rows_without_status"] == 0
+    assert books["deaths_survived"]["engine_restarts"] == 0
     result = train(first, "loop.steps=2")
     assert result.returncode == 0, result.stderr[-3000:]
 
