@@ -10,6 +10,10 @@ the pool's deduplication of identical in-flight candidates can answer without ru
 Reports evaluations per minute, latency percentiles, wall time per evaluation split by phase, and the
 wall time per evaluation against the GPU time of its correctness and timing phases.
 
+`--candidates FILE` measures other candidates instead of the references: a run's samples.jsonl (the model's
+own answers, the load a training step puts on the evaluator) or a manifest of {"problem", "solution"} lines;
+the phases are then also broken down by verdict status (what a failing candidate costs).
+
 `--backend ray` measures the Ray evaluation pool instead of the local evaluator. `--vs-fresh-process`
 then evaluates (every `--fresh-every`-th of) the warm pass's candidates with a KernelBench-style harness
 (a fresh worker process per evaluation doing the same correctness and timing work, baselines known) and
@@ -89,6 +93,41 @@ def phase_summary(verdicts) -> dict[str, dict[str, float]]:
             for name, xs in phases.items()}
 
 
+def phases_by_status(verdicts) -> dict[str, dict]:
+    """Per verdict status: how many, and the mean seconds of each phase (where failures spend their time)."""
+    out: dict[str, dict] = {}
+    for status in sorted({v.status.value for v in verdicts}):
+        group = [v for v in verdicts if v.status.value == status]
+        names = sorted({n for v in group for n in v.phase_seconds})
+        out[status] = {"n": len(group), **{n: statistics.fmean(v.phase_seconds.get(n, 0.0) for v in group)
+                                           for n in names}}
+    return out
+
+
+def load_candidates(path: Path, problems) -> list[tuple]:
+    """(problem, answer) pairs from a run's samples.jsonl (train split) or a {"problem", "solution"} manifest;
+    rows of problems outside the loaded set are skipped with a count."""
+    by_id = {p.id: p for p in problems}
+    items, skipped = [], 0
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if "completion" in row:
+            if row.get("split", "train") != "train":
+                continue
+            pid, answer = row["problem_id"], row["completion"]
+        else:
+            pid, answer = row["problem"], row["solution"]
+            if Path(answer).is_file():
+                answer = Path(answer).read_text()
+        if pid in by_id:
+            items.append((by_id[pid], answer))
+        else:
+            skipped += 1
+    if skipped:
+        print(f"bench_eval: skipped {skipped} candidate(s) of problems not in the loaded set")
+    return items
+
+
 def summarize(verdicts, wall: float, devices: int = 1) -> dict:
     gpu_s = statistics.fmean(sum(v.phase_seconds.get(p, 0.0) for p in GPU_PHASES) for v in verdicts)
     # Wall time one device spends per evaluation (the pool's steady-state cost of an evaluation),
@@ -99,6 +138,7 @@ def summarize(verdicts, wall: float, devices: int = 1) -> dict:
             "latency": percentiles([v.phase_seconds.get("total", 0.0) for v in verdicts]),
             "wall_per_eval_s": per_eval, "gpu_phases_s": gpu_s, "wall_over_gpu": per_eval / gpu_s if gpu_s else None,
             "statuses": {s: sum(v.status.value == s for v in verdicts) for s in {v.status.value for v in verdicts}},
+            "phases_by_status": phases_by_status(verdicts),
             # evaluations whose anchor runs still paid for driver allocations (0 once the warm-up is right)
             "anchor_allocating": sum(any(ALLOCATING_NOTE in n for n in v.notes) for v in verdicts)}
 
@@ -231,6 +271,11 @@ def print_summary(name: str, result: dict) -> None:
     print(f"  {'phase':<12} {'mean s':>8} {'median s':>9} {'max s':>8}")
     for phase, s in result["phases"].items():
         print(f"  {phase:<12} {s['mean_s']:8.3f} {s['median_s']:9.3f} {s['max_s']:8.3f}")
+    by_status = result["phases_by_status"]
+    names = sorted({n for row in by_status.values() for n in row if n != "n"})
+    print("  mean s by status: " + " ".join(f"{n:>11}" for n in ["n", *names]))
+    for status, row in by_status.items():
+        print(f"  {status:<17} {row['n']:>11} " + " ".join(f"{row.get(n, 0.0):>11.3f}" for n in names))
 
 
 def make_evaluator(args, settings: EvalSettings, cache: SqliteCache, actors: int | None = None):
@@ -249,8 +294,9 @@ def single(args, settings, problems, items, cache) -> dict:
         startup = time.monotonic() - t0
         devices = len(evaluator.actor_infos()) if hasattr(evaluator, "actor_infos") else 1
         cold = run_pass(evaluator, tagged(items, "cold"), "cold pass", devices)
-        print(verdict_table(problems, cold["verdicts"], reward_for_verdict))
-        if args.markdown:
+        if not args.candidates:  # a table of one row per problem: the references' view
+            print(verdict_table(problems, cold["verdicts"], reward_for_verdict))
+        if args.markdown and not args.candidates:
             print("\n" + markdown_table(problems, cold["verdicts"]))
         print(f"\nstartup {startup:.1f} s; device {device_kind}; backend {args.backend}")
         print_summary("cold", cold)
@@ -353,6 +399,9 @@ def main() -> None:
                     "the settings' default, on); compare the correctness phase's seconds")
     ap.add_argument("--fp64-truth", choices=["on_mismatch", "always", "off"], help="when the float64 truth is "
                     "computed (default: the settings' default, on_mismatch)")
+    ap.add_argument("--candidates", type=Path, help="measure these candidates instead of the references: a run's "
+                    "samples.jsonl (train split) or a JSONL manifest of {\"problem\", \"solution\"}")
+    ap.add_argument("--limit", type=int, help="only the first N candidates")
     ap.add_argument("--markdown", action="store_true", help="also print the per-problem table as markdown")
     ap.add_argument("--out", type=Path, help="write results as JSON here")
     args = ap.parse_args()
@@ -364,7 +413,12 @@ def main() -> None:
     problems = [p for p in load_problem_set("builtin", args.levels) if not args.problems or p.id in args.problems]
     if not problems:
         ap.error("no problem matches --levels/--problems")
-    items = [(p, Path(p.reference_solution).read_text()) for p in problems]
+    if args.candidates:
+        items = load_candidates(args.candidates, problems)[:args.limit]
+        if not items:
+            ap.error(f"{args.candidates}: no candidate of a loaded problem")
+    else:
+        items = [(p, Path(p.reference_solution).read_text()) for p in problems][:args.limit]
     fidelity = {} if args.fidelity in (None, "on") else {"input_families": (), "sensitivity_probe": False}
     if args.fp64_truth:
         fidelity["fp64_truth"] = args.fp64_truth
@@ -386,6 +440,7 @@ def main() -> None:
                 return r
             return {k: strip(v) for k, v in r.items() if k != "verdicts"}
         report = {"backend": args.backend, "workers": args.workers, "repeats": args.repeats, **strip(result),
+                  "candidates": str(args.candidates) if args.candidates else "references",
                   "problems": [v.to_dict() for v in result["cold"]["verdicts"]]}
         if isinstance(result.get("warm"), dict) and result["warm"].get("verdicts"):
             report["warm_repeats"] = [repeat_record(v) for v in result["warm"]["verdicts"]]
