@@ -43,13 +43,10 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from rl.learner.config import AlgorithmConfig, LoraSettings, OptimizerSettings, PolicyConfig  # noqa: E402
-from rl.learner.policy import Policy  # noqa: E402
-from rl.learner.random_models import byte_tokenizer  # noqa: E402
-from rl.learner.random_models import SMOLLM2_VOCAB, from_preset  # noqa: E402
-from rl.types import TrainBatch  # noqa: E402
+from rl.learner.config import AlgorithmConfig, LoraSettings, OptimizerSettings, PolicyConfig
+from rl.learner.policy import Policy
+from rl.learner.random_models import SMOLLM2_VOCAB, byte_tokenizer, from_preset
+from rl.types import TrainBatch
 
 H200_BF16_DENSE_FLOPS = 989e12
 

@@ -40,11 +40,10 @@ from typing import Any, Callable
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from envs.timing import ANCHOR, KERNEL, block_warmup, interleaved_schedule, time_interleaved
+from envs.worker.outcome import allocating_in_placement, clone_args, load_module, move_to_fresh_placement
 
-from envs.timing import ANCHOR, KERNEL, block_warmup, interleaved_schedule, time_interleaved  # noqa: E402
-from envs.worker.outcome import allocating_in_placement, clone_args, load_module, move_to_fresh_placement  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MODES = ("same", "clone", "realloc", "outputs", "evaluator", "evaluator_kept_spacer")
 MIB = 1 << 20

@@ -39,8 +39,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 MODES = ("plain", "plain_lora", "ours", "ours_lora", "hf", "hf_generate", "hf_static", "hf_compiled")
 
 

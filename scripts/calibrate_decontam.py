@@ -14,18 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from envs.data.calibration import SEMANTIC_PAIRS, disguise  # noqa: E402
-from envs.data.crawl.crawler import CrawlConfig, CrawlSkip, crawl  # noqa: E402
-from envs.data.embed import l2_distances, make_embedder  # noqa: E402
-from envs.data.textsim import jaccard, normalized_tokens, shingles  # noqa: E402
-from envs.problems import load_kernelbench  # noqa: E402
+from envs.data.calibration import SEMANTIC_PAIRS, disguise
+from envs.data.crawl.crawler import CrawlConfig, CrawlSkip, crawl
+from envs.data.embed import l2_distances, make_embedder
+from envs.data.textsim import jaccard, normalized_tokens, shingles
+from envs.problems import load_kernelbench
 
 
 def _quantiles(x: np.ndarray) -> dict[str, float]:
