@@ -350,7 +350,8 @@ class Trainer:
         return float(seconds)
 
     async def _broadcast_weights(self) -> float:
-        """loop.sync=broadcast: every tensor from the learner's rank 0 into every engine process (rl.rollout.broadcast)."""
+        """loop.sync=broadcast: every tensor from the learner's rank 0 into every engine process
+        (rl.rollout.broadcast)."""
         from rl.rollout.broadcast import BroadcastSync
 
         if self._broadcast is None:

@@ -31,6 +31,7 @@ CUDA only.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import statistics
@@ -75,8 +76,8 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
         traces = []
         for w in range(windows):
             spacer = place(mode, placed, inputs, example, plugs, rng) if w else None
-            fns: dict[str, Callable[[], Any]] = {KERNEL: lambda: placed_call(kernel, placed, "inputs"),
-                                                 ANCHOR: lambda: placed_call(reference, placed, "anchor")}
+            fns: dict[str, Callable[[], Any]] = {KERNEL: functools.partial(placed_call, kernel, placed, "inputs"),
+                                                 ANCHOR: functools.partial(placed_call, reference, placed, "anchor")}
             calls: list[tuple[str, int]] = []
             if trace_memory:
                 fns = {name: traced(name, fn, calls) for name, fn in fns.items()}
@@ -112,7 +113,7 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
                      "anchor_medians_ms": [round(x, 4) for x in anchor_medians],
                      "kernel_medians_ms": [round(x, 4) for x in medians],
                      **({"memory_trace": traces} if trace_memory else {})})
-        del placed, inputs, example, plugs
+        del placed, inputs, example, plugs, fns
         torch.cuda.empty_cache()
     return rows
 

@@ -54,7 +54,8 @@ def main() -> None:
         nearest = kk.min(axis=1)
         report["embedders"][spec] = {"disguised_copies": _quantiles(d_dis), "semantic_pairs": _quantiles(sem),
                                      "kernelbench_nearest_other": _quantiles(nearest),
-                                     "semantic_caught_at": {t: int((sem < t).sum()) for t in (0.45, 0.6, 0.7, 0.75, 0.8)},
+                                     "semantic_caught_at": {t: int((sem < t).sum())
+                                                            for t in (0.45, 0.6, 0.7, 0.75, 0.8)},
                                      "kernelbench_nearest_below": {t: int((nearest < t).sum())
                                                                    for t in (0.45, 0.6, 0.7, 0.75, 0.8)}}
     print(json.dumps(report, indent=1))

@@ -75,7 +75,8 @@ def main() -> None:
             if eager is not None:
                 eager_times[c.origin.kind].append(float(eager))
             f.write(json.dumps({"id": c.id, "kind": c.origin.kind, "level": c.level, "eager_ms": eager,
-                                "inductor_ms": base.get("inductor_ms"), "decision": outcome, "reason": d.reason}) + "\n")
+                                "inductor_ms": base.get("inductor_ms"), "decision": outcome,
+                                "reason": d.reason}) + "\n")
     summary = {"problems": len(candidates), "kept": len(kept), "seconds": round(seconds, 1),
                "device": pool.device_kind, "bounds_ms": [args.min_ms, args.max_ms],
                "by_kind": {k: dict(v) for k, v in by_kind.items()},

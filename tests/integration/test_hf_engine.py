@@ -130,7 +130,7 @@ def test_rows_leave_the_decoder_as_they_end(engine):
     chunks = list(decoder.run(prompts, 64, 1.0, 1.0, torch.Generator().manual_seed(0)))
     assert len(chunks) > 1 and sorted(r for c in chunks for r, _, _ in c) == list(range(6))
     for chunk in chunks:
-        for row, tokens, logprobs in chunk:
+        for _row, tokens, logprobs in chunk:
             assert len(tokens) == len(logprobs)
             ended = next((i for i, t in enumerate(tokens) if t in eos), None)
             if ended is None:

@@ -103,7 +103,8 @@ def test_crawl_of_torch_activations_records_provenance():
     found = {c.origin.symbol.rsplit(".", 1)[1]: c for c in items if not isinstance(c, CrawlSkip)}
     assert {"ReLU", "GELU", "Softmax", "MultiheadAttention"} <= set(found)
     relu = found["ReLU"]
-    assert relu.id == "crawl_torch_nn_modules_activation_ReLU" and relu.origin.symbol == "torch.nn.modules.activation.ReLU"
+    assert relu.id == "crawl_torch_nn_modules_activation_ReLU"
+    assert relu.origin.symbol == "torch.nn.modules.activation.ReLU"
     assert "from torch.nn.modules.module import Module" in relu.source  # relative import resolved from the module
     assert relu.origin.package == "torch" and relu.origin.version and relu.origin.license
     assert relu.origin.path.endswith("activation.py")

@@ -117,7 +117,8 @@ def test_tools_switch_on_trajectories_with_their_options():
     for overrides, message in ((["rollout.tools=[kernel_evaluator,web_search]"], "unknown tool(s) web_search"),
                                (["rollout.tools=[kernel_search]", "+rollout.trajectory.max_turnz=3"],
                                 "unknown trajectory settings"),
-                               (["rollout.tools=[kernel_search]", "rollout.trajectory.reward_mode=sum"], "reward_mode")):
+                               (["rollout.tools=[kernel_search]", "rollout.trajectory.reward_mode=sum"],
+                                "reward_mode")):
         with pytest.raises(ConfigError, match=r"rollout: .*" + message.replace("(", r"\(").replace(")", r"\)")):
             RunConfig.from_hydra(_compose(*overrides))
 
