@@ -133,7 +133,7 @@ def test_a_dead_rollout_actor_is_replaced_or_the_run_stops_with_the_reason(tmp_p
     trainer, logger = _trainer(tmp_path, "loop.steps=3", "loop.max_engine_restarts=1")
 
     async def steps():
-        trainer.engine, trainer.c.engine = trainer.c.engine, None
+        trainer.engine, trainer.components.engine = trainer.components.engine, None
         await trainer.train_step()
         ray.kill(trainer.engine.actors[0])  # as a node failure would
         await trainer.train_step()  # rebuilt, weights re-synced, the step retried
@@ -146,7 +146,7 @@ def test_a_dead_rollout_actor_is_replaced_or_the_run_stops_with_the_reason(tmp_p
         asyncio.run(steps())
     finally:
         trainer.close()
-        close_components(trainer.c)
+        close_components(trainer.components)
         logger.close()
     assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1, 2]
     assert (tmp_path / "checkpoints" / "step_000002" / "loop_state.json").is_file()
