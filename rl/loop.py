@@ -8,7 +8,7 @@
         batch     = build_train_batch(groups)                               rl.learner.advantages
         metrics   = learner.train_step(batch)                               rl.learner
         update    = learner.export_weights(); engine.update_weights(update)
-        log, checkpoint every N, validate every N                           rl.metrics, rl.tracking, rl.checkpoints
+        log, checkpoint every N, validate every N                           rl.metrics, rl.tracking, rl.loop_checkpoints
 
 loop.mode=one_step_off overlaps the two halves: while step k trains, step k+1 generates and is scored with the
 weights of step k-1 (`_one_step_off_rollouts`); the weights are synced when step k+1 begins, the learner's
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from rl.checkpoints import LoopState, find_checkpoint, prune_checkpoints, save_checkpoint
+from rl.loop_checkpoints import LoopState, find_checkpoint, prune_checkpoints, save_checkpoint
 from rl.config import RunConfig
 from rl.data import ProblemData, ProblemSampler
 from rl.gpu_monitor import GpuMonitor

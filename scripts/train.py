@@ -24,7 +24,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from rl.checkpoints import CheckpointError, find_checkpoint
+from rl.loop_checkpoints import CheckpointError, find_checkpoint
 from rl.config import ConfigError, RunConfig
 from rl.data import DataError, ProblemData
 

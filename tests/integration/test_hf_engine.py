@@ -15,7 +15,7 @@ from rl.models import resolve_model
 from rl.rollout.config import EngineConfig
 from rl.rollout.hf_decode import CHECK_EVERY, StaticDecoder
 from rl.rollout.hf_engine import HFEngine
-from rl.rollout.synthetic import make_adapter, make_merged
+from rl.rollout.random_adapters import make_adapter, make_merged
 from rl.types import RolloutRequest, SamplingConfig, WeightUpdate
 from tests.rollout_fixtures import recompute_logprobs
 

@@ -17,7 +17,7 @@ from envs.data.embed import make_embedder
 from envs.data.output import OutputError, funnel, prepare_output
 from envs.data.records import CandidateProblem, Decision, Origin, StageResult
 from envs.data.runtime import RuntimeConfig, filter_runtime, judge_baselines
-from envs.data.synthetic import SyntheticConfig, generate, generate_one
+from envs.data.fusion_problems import SyntheticConfig, generate, generate_one
 from envs.data.validate import normalize
 from envs.data.variants import shape_variants
 from envs.problems import load_builtin, parse_problem

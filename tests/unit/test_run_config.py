@@ -6,7 +6,7 @@ import os
 import pytest
 from hydra import compose, initialize_config_dir
 
-from rl.checkpoints import CheckpointError, LoopState, find_checkpoint, prune_checkpoints, save_checkpoint
+from rl.loop_checkpoints import CheckpointError, LoopState, find_checkpoint, prune_checkpoints, save_checkpoint
 from rl.config import ConfigError, RunConfig
 from tests.conftest import ROOT
 
