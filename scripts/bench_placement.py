@@ -5,7 +5,7 @@ runs (envs.timing.time_interleaved, as the evaluator times), the tensors placed 
 window after the first, by mode:
 
   same        nothing moves
-  clone       inputs cloned while the old copies live (what placements did until session 7: cached segments)
+  clone       inputs cloned while the old copies live (the copies may be carved from cached segments)
   realloc     inputs freed, the allocator's cache emptied, a random spacer, inputs allocated again
   outputs     the block earlier outputs used is held by a plug, so this window's outputs land elsewhere
   evaluator   envs.worker.outcome.move_to_fresh_placement and allocating_in_placement, as the worker's
@@ -102,7 +102,7 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
                      "kernel_cv": round(statistics.pstdev(medians) / statistics.fmean(medians), 4),
                      "ratio_range": round((max(ratios) - min(ratios)) / statistics.median(ratios), 4),
                      # a window's first timed run against its median: ~1 once the warm-up left the allocator
-                     # what the runs need (session 10: 1.5 before, in the evaluator's fresh pools)
+                     # what the runs need; well above 1 means the first run paid for a driver allocation
                      "first_run_ratio": round(statistics.median(firsts), 4),
                      # the same for the anchor; with one anchor run per window (--runs 2) it is 1 by definition,
                      # so read the anchor medians and the allocating counts
