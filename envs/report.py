@@ -15,7 +15,8 @@ def _ms(stats) -> str:
 def verdict_table(problems: list[Problem], verdicts: list[Verdict],
                   reward: Callable[[Verdict], float]) -> str:
     """One row per verdict; `reward` (from rewards/) fills the reward column."""
-    header = ["problem", "lvl", "status", "eager ms", "inductor ms", "kernel ms", "speedup", "reward", "eval s", "cached"]
+    header = ["problem", "lvl", "status", "eager ms", "inductor ms", "kernel ms", "speedup", "reward", "eval s",
+              "cached"]
     rows = []
     for p, v in zip(problems, verdicts):
         t = v.timings

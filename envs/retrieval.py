@@ -1,7 +1,7 @@
 """Retrieval of solved kernels: the most similar solved problem, by BM25 over identifier tokens.
 
-The prompt's one-shot example (rl.prompts) and, later, the `kernel_search` tool (issue 14) search the
-same store: a list of `SolvedKernel` records (problem source, verified solution, measured speedup,
+The prompt's one-shot example (rl.prompts) and the `kernel_search` tool (envs.tools) search the same
+store: a list of `SolvedKernel` records (problem source, verified solution, measured speedup,
 provenance). The built-in reference solutions are the first such store (`builtin_solutions`).
 
 Leakage rules, enforced here rather than by callers:

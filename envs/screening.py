@@ -1,6 +1,6 @@
 """Fit a problem set to the evaluator that will judge it, before any candidate runs: problems without
-SMALL_SIZES whose inputs are large get derived small sizes where the evaluation runs at the small size (the CPU interpreter:
-a KernelBench file at its full size exhausts the worker's memory), and degenerate problems (a constant,
+SMALL_SIZES whose inputs are large get derived small sizes where the evaluation runs at the small size (the
+CPU interpreter: a KernelBench file at its full size exhausts the worker's memory), and degenerate problems (a constant,
 input-independent or near-zero output, so a trivial answer would pass) are left out. Each problem left
 out comes back with its reason, so a run reports it instead of failing. The benchmark, the agent and the
 training loop call this; results are cached per problem."""

@@ -116,11 +116,10 @@ class EvalSettings:
     anchor_runs: int = 50
     # The candidate's timed runs (and the anchor's) split over this many copies of the inputs in new device
     # memory (envs.worker.outcome.move_to_fresh_placement): where a tensor lands moves a kernel's time by a
-    # few percent (H200: the same swish kernel 0.7% apart over 8 windows on the same inputs, 6% on freshly
-    # allocated ones), so one placement per evaluation makes the speedup depend on an allocation accident.
-    # The block means average that spread out as 1/sqrt(blocks): 48 blocks (2-3 runs each) met the target of
-    # issue 9 over the 43 references on the H200 (speedups of 3 evaluations a median 1.29%, p95 4.81%
-    # apart; 8 blocks 2.60% / 7.61%), at 29.9 against 40.7 evaluations/min (docs/gpu-notes.md, session 10).
+    # few percent, so one placement per evaluation makes the speedup depend on an allocation accident. The
+    # block means average that spread out as 1/sqrt(blocks); 48 is the fewest that kept repeated evaluations'
+    # speedups within the reproducibility target on the H200, at about a quarter less throughput than 8
+    # (docs/gpu-notes.md has the measurements).
     placements: int = 48
     # PyTorch compute the candidate may run outside its kernels, as a share of the reference's cost
     # (FLOPs and bytes of the ATen ops at the problem's size, envs/antihack/cost.py); above it: baseline_kernel.

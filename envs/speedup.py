@@ -1,32 +1,15 @@
 """The speedup and its uncertainty, from the kernel's timed runs and the baselines.
 
-Two sources of baseline time:
-- the cached first measurement of the problem (eager and TorchInductor, timed once per problem and GPU):
-  cheap, but the GPU's state drifts between that window and the kernel's (clocks, temperature, other
-  tenants: kernel times a median 4% and up to 28% apart a few seconds later on an H200);
-- the anchor: eager PyTorch timed again in the kernel's own window, its runs interleaved with the
-  kernel's (`envs.timing.interleaved_schedule`), so drift lands on both alike.
+The baseline is the anchor when there is one (eager PyTorch timed again in the kernel's own window, its
+runs interleaved with the kernel's, so drift lands on both alike): median(anchor) / median(kernel), with
+the cached inductor/eager ratio carrying the TorchInductor speedup over. Without one, the cached first
+measurement's median divides the kernel's. An anchor beyond `MAX_DRIFT` of the cached eager time is not
+trusted alone (the candidate shares its process): the smaller speedup is used, with a note.
 
-With an anchor the eager speedup is median(anchor) / median(kernel), and the TorchInductor speedup
-carries the cached inductor/eager ratio over: t_inductor_now = t_inductor_cached * t_eager_now /
-t_eager_cached. Without one, the cached baseline's median divides the kernel's.
-
-The interval is a two-level (hierarchical, cluster) percentile bootstrap of that statistic. The timed runs
-come in placement blocks (`envs.timing.placement_blocks`: the inputs copied to fresh addresses before
-each block), and runs of one block share its placement and its moment, so they are not independent:
-resampling runs as if they were ignores the spread between blocks (where inputs land moves a kernel's
-time by a few percent, docs/gpu-notes.md), and claims more certainty than repeated evaluations show
-(H200: median width 0.72%, speedups a median 1.92% apart over 3 evaluations). So each resample first draws blocks with replacement, then runs
-with replacement within each drawn block (Davison & Hinkley 1997, Bootstrap Methods and Their
-Application, section 3.8; Kalibera & Jones 2013, "Rigorous benchmarking in reasonable time", for
-benchmark repetitions at several levels). The kernel's and the anchor's runs of one block were timed
-together (interleaved), so a drawn block brings both, and drift inside the window still cancels in the
-ratio. A single block (placements 1, or samples reported without block ids) is the plain bootstrap of
-runs. docs/speedup-interval.md has the method, its limits and how its coverage is checked.
-
-An anchor far from the cached eager time (beyond `MAX_DRIFT` either way) is not trusted alone: the
-candidate runs in the same process and might slow the reference down; the smaller of the two speedups is
-used and a note says so.
+The interval is a two-level percentile bootstrap: runs of one placement block share its placement and its
+moment, so each resample draws blocks with replacement, then runs within each drawn block; a drawn block
+brings the kernel's and the anchor's runs together. docs/speedup-interval.md has the method, its sources,
+its measured coverage and its limits.
 """
 
 from __future__ import annotations

@@ -108,14 +108,14 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], schedule: list[str], clo
     the next returns, as in the timed runs: so the allocator already holds what the timed runs need (one
     output alive while the next call allocates its own). Warmed up one callable at a time, with each
     output dropped at once, a fresh pool held one output block, and the first timed run after the other
-    callable's had to get a second from the driver inside its timed window: on the H200 the first kernel
-    run of each placement block took 2.8 ms against 1.8 ms (docs/gpu-notes.md, session 10).
+    callable's had to get a second from the driver inside its timed window, slowing the first kernel run of
+    each placement block by about half (docs/gpu-notes.md).
 
     With `until_settled` the warm-up does not stop while a round of calls still takes memory from the
     driver (`Clock.reserved` grew; at most `GROWTH_ROUNDS` more rounds): a callable with a temporary larger
     than its output (eager max pooling's indices) left a fresh pool without a free block of that size after
-    one round, and with one anchor run per placement block every anchor run paid for a driver allocation
-    (H200: 4.9 against 3.2 ms, the speedup 1.5x too high; session 11). `TimedRuns.settled_after` says how
+    one round, and with one anchor run per placement block every anchor run paid for a driver allocation,
+    inflating the speedup (docs/gpu-notes.md). `TimedRuns.settled_after` says how
     many rounds it took, `TimedRuns.allocating` counts timed runs that still grew it."""
     clock = clock or CudaClock()
     seconds = dict.fromkeys(fns, 0.0)

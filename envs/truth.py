@@ -1,33 +1,13 @@
 """Judging outputs against a float64 ground truth, not only against PyTorch's own rounded result.
 
-PyTorch's fp32 result is not the truth: a long reduction or scan carries rounding error of the same
-size as any other correct fp32 summation order, so a correct kernel can differ from it by more than
-`atol + rtol * |ref|` (e.g. near zero crossings of a long cumsum). The truth `t` is the reference
-`Model` run in float64 on the same inputs upcast (`Float64Reference`).
-
-The rule (`judge_outputs`), per floating output, with `e_c = out - t`, `e_r = ref - t`, the dtype's
-(atol, rtol) and `K = TRUTH_MULTIPLE`:
-
-1. plain: `|out - ref| <= atol + rtol * |ref|` everywhere (envs/compare.py). Passing it decides.
-2. otherwise, when the truth is available, both of
-   - elementwise: `|e_c| <= atol + rtol * |t| + K * max|e_r|` everywhere, and
-   - normwise:    `rms(e_c) <= K * rms(e_r) + atol`.
-
-An output passes by rule 1 or rule 2, so the truth only ever accepts more than the plain check, and it
-is only computed when rule 1 fails (`fp64_truth: on_mismatch`, the default; `always` computes and
-records it for every comparison, with the same verdicts; `off` never). The extra acceptance is bounded
-by the reference's own error: elementwise, a different summation order may miss the truth where the
-reference misses it too (the reference's worst error sets the slack, e.g. near the zero crossings of a
-long cumsum); normwise, it must be about as accurate as the reference on average, so the slack cannot be
-spent everywhere: a narrower accumulator or fp16/tf32 inputs (2^13 times float32's rounding) fail it.
-Zero, partial or subsampled outputs miss the truth by the output's own magnitude and fail both.
-
-K = 16: a correct kernel's rounding error is within a small factor of PyTorch's (blocked, pairwise or
-sequential orders differ by a few times on long reductions), while every narrower precision is
-thousands of times worse. The truth is not used (rule 1 decides, with a note) when it does not fit in
-memory, the reference does not run in float64, returns a narrower dtype when run in float64 (it
-converts internally), or is itself further from its float32 result than the tolerance on average
-(rms(e_r) > rms(atol + rtol * |t|): a reference that behaves differently in float64).
+PyTorch's fp32 result carries rounding error like any other correct summation order, so a correct kernel
+can miss it by more than the tolerance (near the zero crossings of a long cumsum). An output passes the
+plain check (envs/compare.py) or, when that fails, the float64 truth `t` (`Float64Reference`: the
+reference run in float64 on the inputs upcast) both elementwise, `|out - t| <= atol + rtol*|t| +
+K*max|ref - t|`, and normwise, `rms(out - t) <= K*rms(ref - t) + atol`. The slack is the reference's own
+error, so narrower accumulators, zero, partial or subsampled outputs still fail. K = 16: correct orders
+differ from PyTorch's by a few times, narrower precisions by thousands. docs/evaluation.md ("Rule") has
+the rule and when the truth is skipped.
 """
 
 from __future__ import annotations

@@ -218,7 +218,8 @@ class RunConfig:
             run = dataclasses.replace(run, trajectory=build("rollout", lambda _: trajectory_config(
                 tools, trajectory_map, api=run.policy.is_api, context=context)))
         run.check_policy()
-        if run.policy.learner is not None:  # the learner's own record (world size, LoRA, optimizer) refuses bad keys now
+        # the learner's own record (world size, LoRA, optimizer) refuses bad keys now
+        if run.policy.learner is not None:
             from rl.learner.config import PolicyConfig
 
             try:

@@ -8,7 +8,7 @@
         batch     = build_train_batch(groups)                               rl.learner.advantages
         metrics   = learner.train_step(batch)                               rl.learner
         update    = learner.export_weights(); engine.update_weights(update)
-        log, checkpoint every N, validate every N                           rl.metrics, rl.tracking, rl.checkpoints
+        log, checkpoint every N, validate every N                           rl.metrics, rl.tracking, rl.loop_checkpoints
 
 loop.mode=one_step_off overlaps the two halves: while step k trains, step k+1 generates and is scored with the
 weights of step k-1 (`_one_step_off_rollouts`); the weights are synced when step k+1 begins, the learner's
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from rl.checkpoints import LoopState, find_checkpoint, prune_checkpoints, save_checkpoint
+from rl.loop_checkpoints import LoopState, find_checkpoint, prune_checkpoints, save_checkpoint
 from rl.config import RunConfig
 from rl.data import ProblemData, ProblemSampler
 from rl.gpu_monitor import GpuMonitor
@@ -72,7 +72,7 @@ class Trainer:
                  logger: RunLogger):
         self.cfg = config
         self.run_dir = Path(run_dir)
-        self.c = components
+        self.components = components
         self.data = data
         self.logger = logger
         self.problems = {p.id: p for p in [*data.train, *data.validation]}
@@ -102,7 +102,8 @@ class Trainer:
         started = time.perf_counter()
         if self.cfg.resume:
             self.resume(self.cfg.resume)
-        self.engine, self.c.engine = self.c.engine or self.c.make_engine(), None  # the loop owns it from here
+        # the loop owns the engine from here
+        self.engine, self.components.engine = self.components.engine or self.components.make_engine(), None
         self._gpu = GpuMonitor()
         try:
             if self.policy_version > 0:  # a resumed run: the engine must serve the checkpoint's weights
@@ -112,7 +113,7 @@ class Trainer:
                 self.log_row(0, await self.validate())
             while self.step < self.cfg.loop.steps:
                 await self.train_step()
-            if self.c.learner is not None:
+            if self.components.learner is not None:
                 self.checkpoint()
                 self.export_final()
         finally:
@@ -145,10 +146,10 @@ class Trainer:
         if self.tools is not None:
             row.update(self.tools.record(results, step, "train", self.logger))
 
-        if one_step_off and self.c.learner is not None:
+        if one_step_off and self.components.learner is not None:
             kept, staleness = self._drop_stale(kept)
             row.update(staleness)
-        if self.c.learner is not None and kept:
+        if self.components.learner is not None and kept:
             from rl.learner.advantages import build_train_batch
 
             version = min(s.sample.policy_version for g in kept for s in g.samples)
@@ -163,7 +164,7 @@ class Trainer:
                 t = time.perf_counter()
                 await self.sync_weights()
                 seconds["sync"] = time.perf_counter() - t
-        elif self.c.learner is not None:
+        elif self.components.learner is not None:
             log.warning("step %d: every group had equal rewards; no update this step", step)
             row.update(learner_metrics({}))
         self.step = step
@@ -171,11 +172,12 @@ class Trainer:
         row.update(stage_metrics(seconds))
         if self._gpu is not None:
             row.update(self._gpu.take())
-        row.update(self.c.pool.metrics())
+        row.update(self.components.pool.metrics())
         if hasattr(self.engine, "metrics"):
             row.update({f"rollout/{k}": v for k, v in (await _maybe_await(self.engine.metrics())).items()})
         self._record_samples(generated, step, "train")
-        if self.c.learner is not None and self.cfg.loop.checkpoint_every and step % self.cfg.loop.checkpoint_every == 0:
+        every = self.cfg.loop.checkpoint_every
+        if self.components.learner is not None and every and step % every == 0:
             self.checkpoint()
         if self._validates_at(step):
             if one_step_off:
@@ -199,7 +201,7 @@ class Trainer:
         else:
             collected, self._inflight = await self._inflight, None
         seconds["wait_for_rollouts"] = time.perf_counter() - t
-        if self.c.learner is not None and self.learner_version > self.policy_version:
+        if self.components.learner is not None and self.learner_version > self.policy_version:
             t = time.perf_counter()
             await self.sync_weights()
             seconds["sync"] = time.perf_counter() - t
@@ -212,7 +214,7 @@ class Trainer:
         """Let the in-flight generation finish (its result stays for the next step), then serve the newest weights."""
         if self._inflight is not None:
             await asyncio.wait([self._inflight])
-        if self.c.learner is not None and self.learner_version > self.policy_version:
+        if self.components.learner is not None and self.learner_version > self.policy_version:
             t = time.perf_counter()
             await self.sync_weights()
             seconds["sync"] = seconds.get("sync", 0.0) + time.perf_counter() - t
@@ -240,7 +242,7 @@ class Trainer:
             return dataclasses.replace(sampling, seed=_seed(sampling.seed, tag, i) if self.cfg.loop.seeded_sampling
                                        else None)
 
-        return [self.c.prompts.request(p, f"{tag}/p{i}", seeded(i), self.policy_version)
+        return [self.components.prompts.request(p, f"{tag}/p{i}", seeded(i), self.policy_version)
                 for i, p in enumerate(problems)]
 
     async def collect_groups(self, step: int) -> tuple[list[Group], list[Group], list[RolloutResult]]:
@@ -272,7 +274,7 @@ class Trainer:
             try:
                 if self.tools is not None:
                     return await self.tools.generate(self.engine, requests, self.problems, self.cfg.reward, priority)
-                return await generate_and_score(self.engine, requests, self.problems, self.c.pool,
+                return await generate_and_score(self.engine, requests, self.problems, self.components.pool,
                                                 self.cfg.reward, priority)
             except EngineFailure as e:
                 if self.engine_restarts >= self.cfg.loop.max_engine_restarts:
@@ -282,7 +284,7 @@ class Trainer:
                 log.error("rollout engine failed (%s); rebuilding it (%d/%d)", e, self.engine_restarts,
                           self.cfg.loop.max_engine_restarts)
                 self._shutdown_engine()
-                self.engine = self.c.make_engine()
+                self.engine = self.components.make_engine()
                 if self.policy_version > 0:
                     await self.sync_weights()
 
@@ -323,7 +325,7 @@ class Trainer:
     async def _learner(self, method: str, *args: Any) -> Any:
         """A learner call off the event loop; a failed learner stops the run with the reason (its state since
         the last checkpoint is gone, so there is nothing to retry)."""
-        return await self._guarded(method, getattr(self.c.learner, method), *args)
+        return await self._guarded(method, getattr(self.components.learner, method), *args)
 
     async def _guarded(self, what: str, call: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -350,15 +352,16 @@ class Trainer:
         return float(seconds)
 
     async def _broadcast_weights(self) -> float:
-        """loop.sync=broadcast: every tensor from the learner's rank 0 into every engine process (rl.rollout.broadcast)."""
+        """loop.sync=broadcast: every tensor from the learner's rank 0 into every engine process
+        (rl.rollout.broadcast)."""
         from rl.rollout.broadcast import BroadcastSync
 
         if self._broadcast is None:
             backend = self.cfg.loop.broadcast_backend
             if backend == "auto":
-                device = await self._guarded("device", getattr, self.c.learner, "device")
+                device = await self._guarded("device", getattr, self.components.learner, "device")
                 backend = "nccl" if str(device).startswith("cuda") else "gloo"
-            self._broadcast = BroadcastSync(self.c.learner.weight_senders, self.engine, backend)
+            self._broadcast = BroadcastSync(self.components.learner.weight_senders, self.engine, backend)
         out = await self._guarded("broadcast", self._broadcast.sync)
         self.policy_version = int(out["version"])
         log.info("broadcast v%d: %.1f MB in %.2f s (gather %.2f s, receive %.2f s)", self.policy_version,
@@ -378,7 +381,7 @@ class Trainer:
         state = LoopState(step=self.step, policy_version=self.learner_version, sampler=sampler,
                           rng=encode_python_rng(self.rng.getstate()), run_dir=str(self.run_dir),
                           config_fingerprint=self._fingerprint())
-        path = save_checkpoint(self.run_dir / "checkpoints", state, self.c.learner.save_checkpoint)
+        path = save_checkpoint(self.run_dir / "checkpoints", state, self.components.learner.save_checkpoint)
         prune_checkpoints(self.run_dir / "checkpoints", self.cfg.loop.keep_checkpoints)
         log.info("checkpoint: %s", path)
         return path
@@ -390,8 +393,8 @@ class Trainer:
         self.sampler.load_state_dict(state.sampler)
         self.rng.setstate(decode_python_rng(state.rng))
         self.step, self.policy_version = state.step, state.policy_version
-        if self.c.learner is not None:
-            self.c.learner.load_checkpoint(str(directory / "learner"))
+        if self.components.learner is not None:
+            self.components.learner.load_checkpoint(str(directory / "learner"))
         log.info("resumed from %s at step %d (sampler draws %d)", directory, self.step, self.sampler.draws)
 
     def _latest_checkpoint(self) -> str:
@@ -404,7 +407,7 @@ class Trainer:
         path = self.run_dir / "final_policy"
         if path.exists():
             shutil.rmtree(path)
-        update = self.c.learner.export_weights(self.cfg.loop.export_final, str(path))
+        update = self.components.learner.export_weights(self.cfg.loop.export_final, str(path))
         log.info("final policy (%s, version %d): %s", update.kind, update.version, path)
 
     def close(self) -> None:

@@ -127,7 +127,8 @@ def read_examples(path: str) -> list[SFTExample]:
                 record = json.loads(line)
                 messages, completion = record["messages"], record["completion"]
             except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise ValueError(f"{path}:{n}: expected {{\"messages\": [...], \"completion\": \"...\"}} ({e})") from None
+                raise ValueError(f"{path}:{n}: expected "
+                                 f"{{\"messages\": [...], \"completion\": \"...\"}} ({e})") from None
             if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m
                                                          for m in messages) or not isinstance(completion, str):
                 raise ValueError(f"{path}:{n}: messages must be a list of {{role, content}} and completion a string")

@@ -43,19 +43,16 @@ import dataclasses
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from envs import EvalSettings, Evaluator, load_problem_set  # noqa: E402
-from envs.cache import SqliteCache  # noqa: E402
-from envs.pool.metrics import percentile  # noqa: E402
-from envs.report import markdown_table, verdict_table  # noqa: E402
-from envs.timing import ALLOCATING_NOTE  # noqa: E402
-from rewards import reward_for_verdict  # noqa: E402
+from envs import EvalSettings, Evaluator, load_problem_set
+from envs.cache import SqliteCache
+from envs.pool.metrics import percentile
+from envs.report import markdown_table, verdict_table
+from envs.timing import ALLOCATING_NOTE
+from rewards import reward_for_verdict
 
 GPU_PHASES = ("correctness", "timing")
 

@@ -16,13 +16,9 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from envs.speedup import bootstrap_ratio, group_runs  # noqa: E402
-from envs.timing import placement_blocks  # noqa: E402
+from envs.speedup import bootstrap_ratio, group_runs
+from envs.timing import placement_blocks
 
 
 def evaluation(rng: random.Random, blocks: int, between: float, within: float):

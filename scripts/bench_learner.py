@@ -35,6 +35,7 @@ Hydra or vLLM (FSDP2 joins a torch.distributed group of its own, or torchrun's).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -43,13 +44,10 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from rl.learner.config import AlgorithmConfig, LoraSettings, OptimizerSettings, PolicyConfig  # noqa: E402
-from rl.learner.policy import Policy  # noqa: E402
-from rl.learner.random_models import byte_tokenizer  # noqa: E402
-from rl.learner.random_models import SMOLLM2_VOCAB, from_preset  # noqa: E402
-from rl.types import TrainBatch  # noqa: E402
+from rl.learner.config import AlgorithmConfig, LoraSettings, OptimizerSettings, PolicyConfig
+from rl.learner.policy import Policy
+from rl.learner.random_models import SMOLLM2_VOCAB, byte_tokenizer, from_preset
+from rl.types import TrainBatch
 
 H200_BF16_DENSE_FLOPS = 989e12
 
@@ -113,18 +111,20 @@ def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
     cuda = policy.device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    times, cpu_times, first = timed_steps(lambda: policy.train_step(batch), args, cuda)
+    times, cpu_times, first = timed_steps(functools.partial(policy.train_step, batch), args, cuda)
     seconds = statistics.median(times)
     tokens = args.batch * args.seq_len
     tps = tokens / seconds
     # every rank takes its share of the same --batch rows: tokens / step seconds is the group's throughput
     world = torch.distributed.get_world_size() if args.fsdp else 1
-    result = {"model": args.model or f"random:{args.preset}", "finetune": finetune, "dtype": dtype, "device": str(policy.device),
+    result = {"model": args.model or f"random:{args.preset}", "finetune": finetune, "dtype": dtype,
+              "device": str(policy.device),
               "algorithm": algorithm, "fsdp": args.fsdp, "world_size": world, "compile": args.compile,
               "params": params, "trainable_params": trainable, "batch": args.batch, "seq_len": args.seq_len,
               "gradient_checkpointing": args.gradient_checkpointing, "micro_batch_tokens": args.micro_batch_tokens,
               "seconds_per_step": round(seconds, 4), "first_step_s": round(first, 2), "tokens_per_s": round(tps, 1),
-              "mfu_h200": round(6 * params * tps / (H200_BF16_DENSE_FLOPS * world), 4), "threads": torch.get_num_threads(),
+              "mfu_h200": round(6 * params * tps / (H200_BF16_DENSE_FLOPS * world), 4),
+              "threads": torch.get_num_threads(),
               # CPU seconds of this process per step: on a shared CPU, less distorted by other load than wall time
               "cpu_seconds_per_step": round(statistics.median(cpu_times), 2)}
     if cuda:
@@ -135,6 +135,15 @@ def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
     if cuda:
         torch.cuda.empty_cache()
     return result
+
+
+def _plain_step(lm, optimizer, ids, advantages, completion) -> None:
+    logits = lm(input_ids=ids).logits[:, :-1].float()
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    loss = -(logp * advantages)[completion].mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
 
 
 def bench_plain(args, dtype: str) -> dict:
@@ -163,15 +172,9 @@ def bench_plain(args, dtype: str) -> dict:
     if cuda:
         torch.cuda.reset_peak_memory_stats()
 
-    def step() -> None:
-        logits = lm(input_ids=ids).logits[:, :-1].float()
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-        loss = -(logp * advantages)[completion].mean()
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
+    step = functools.partial(_plain_step, lm, optimizer, ids, advantages, completion)
     seconds = statistics.median(timed_steps(step, args, cuda)[0])
+    del step
     params = sum(p.numel() for p in lm.parameters())
     tps = args.batch * args.seq_len / seconds
     result = {"model": args.model or f"random:{args.preset}", "finetune": "full", "dtype": dtype, "device": str(device),

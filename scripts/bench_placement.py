@@ -5,7 +5,7 @@ runs (envs.timing.time_interleaved, as the evaluator times), the tensors placed 
 window after the first, by mode:
 
   same        nothing moves
-  clone       inputs cloned while the old copies live (what placements did until session 7: cached segments)
+  clone       inputs cloned while the old copies live (the copies may be carved from cached segments)
   realloc     inputs freed, the allocator's cache emptied, a random spacer, inputs allocated again
   outputs     the block earlier outputs used is held by a plug, so this window's outputs land elsewhere
   evaluator   envs.worker.outcome.move_to_fresh_placement and allocating_in_placement, as the worker's
@@ -31,6 +31,7 @@ CUDA only.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import statistics
@@ -40,11 +41,10 @@ from typing import Any, Callable
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from envs.timing import ANCHOR, KERNEL, block_warmup, interleaved_schedule, time_interleaved
+from envs.worker.outcome import allocating_in_placement, clone_args, load_module, move_to_fresh_placement
 
-from envs.timing import ANCHOR, KERNEL, block_warmup, interleaved_schedule, time_interleaved  # noqa: E402
-from envs.worker.outcome import allocating_in_placement, clone_args, load_module, move_to_fresh_placement  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MODES = ("same", "clone", "realloc", "outputs", "evaluator", "evaluator_kept_spacer")
 MIB = 1 << 20
@@ -76,8 +76,8 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
         traces = []
         for w in range(windows):
             spacer = place(mode, placed, inputs, example, plugs, rng) if w else None
-            fns: dict[str, Callable[[], Any]] = {KERNEL: lambda: placed_call(kernel, placed, "inputs"),
-                                                 ANCHOR: lambda: placed_call(reference, placed, "anchor")}
+            fns: dict[str, Callable[[], Any]] = {KERNEL: functools.partial(placed_call, kernel, placed, "inputs"),
+                                                 ANCHOR: functools.partial(placed_call, reference, placed, "anchor")}
             calls: list[tuple[str, int]] = []
             if trace_memory:
                 fns = {name: traced(name, fn, calls) for name, fn in fns.items()}
@@ -102,7 +102,7 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
                      "kernel_cv": round(statistics.pstdev(medians) / statistics.fmean(medians), 4),
                      "ratio_range": round((max(ratios) - min(ratios)) / statistics.median(ratios), 4),
                      # a window's first timed run against its median: ~1 once the warm-up left the allocator
-                     # what the runs need (session 10: 1.5 before, in the evaluator's fresh pools)
+                     # what the runs need; well above 1 means the first run paid for a driver allocation
                      "first_run_ratio": round(statistics.median(firsts), 4),
                      # the same for the anchor; with one anchor run per window (--runs 2) it is 1 by definition,
                      # so read the anchor medians and the allocating counts
@@ -113,7 +113,7 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
                      "anchor_medians_ms": [round(x, 4) for x in anchor_medians],
                      "kernel_medians_ms": [round(x, 4) for x in medians],
                      **({"memory_trace": traces} if trace_memory else {})})
-        del placed, inputs, example, plugs
+        del placed, inputs, example, plugs, fns
         torch.cuda.empty_cache()
     return rows
 

@@ -39,8 +39,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 MODES = ("plain", "plain_lora", "ours", "ours_lora", "hf", "hf_generate", "hf_static", "hf_compiled")
 
 
@@ -236,7 +234,7 @@ def model_dir(a: argparse.Namespace, tmp: str) -> str:
 def prepare_weights(model_dir: str, a: argparse.Namespace, tmp: str) -> tuple[str, str]:
     """An adapter with random B (so the LoRA path computes something) and the same adapter merged, written to
     /dev/shm when it exists (what the loop does: the merged reload then reads from memory)."""
-    from rl.rollout.synthetic import make_adapter, make_merged
+    from rl.rollout.random_adapters import make_adapter, make_merged
 
     adapter = make_adapter(model_dir, Path(tmp) / "adapter", seed=0, scale=0.01, r=a.lora_rank)
     merged = make_merged(model_dir, adapter, Path(tmp) / "merged")

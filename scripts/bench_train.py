@@ -25,10 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from rl.tracking import read_metrics
 
-from rl.tracking import read_metrics  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _values(rows: list[dict], key: str) -> list[float]:

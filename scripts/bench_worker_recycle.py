@@ -21,13 +21,10 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from envs import EvalSettings, Evaluator, Status, resolve_problem  # noqa: E402
+from envs import EvalSettings, Evaluator, Status, resolve_problem
 
 PROBLEM = "L0_02_relu"
 

@@ -18,7 +18,8 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# absolute, so Hydra finds the configs whether this runs as a file or as an installed command
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 log = logging.getLogger("kernelrl")
 
@@ -64,7 +65,7 @@ def hydra_main() -> None:
     import hydra
     from omegaconf import DictConfig
 
-    @hydra.main(config_path="../conf", config_name="benchmark", version_base="1.3")
+    @hydra.main(config_path=str(CONF), config_name="benchmark", version_base="1.3")
     def main(cfg: DictConfig) -> None:
         from rl.bench.main import run_from_config, run_hydra_job
         from rl.bench.report import compare
@@ -79,7 +80,12 @@ def hydra_main() -> None:
     main()
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """`compare` and `render` take their own arguments; anything else is a Hydra run."""
     if len(sys.argv) > 1 and sys.argv[1] in ("compare", "render"):
         sys.exit((compare_main if sys.argv[1] == "compare" else render_main)(sys.argv[2:]))
     hydra_main()
+
+
+if __name__ == "__main__":
+    cli()

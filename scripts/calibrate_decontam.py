@@ -14,18 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from envs.data.calibration import SEMANTIC_PAIRS, disguise  # noqa: E402
-from envs.data.crawl.crawler import CrawlConfig, CrawlSkip, crawl  # noqa: E402
-from envs.data.embed import l2_distances, make_embedder  # noqa: E402
-from envs.data.textsim import jaccard, normalized_tokens, shingles  # noqa: E402
-from envs.problems import load_kernelbench  # noqa: E402
+from envs.data.calibration import SEMANTIC_PAIRS, disguise
+from envs.data.crawl.crawler import CrawlConfig, CrawlSkip, crawl
+from envs.data.embed import l2_distances, make_embedder
+from envs.data.textsim import jaccard, normalized_tokens, shingles
+from envs.problems import load_kernelbench
 
 
 def _quantiles(x: np.ndarray) -> dict[str, float]:
@@ -58,7 +54,8 @@ def main() -> None:
         nearest = kk.min(axis=1)
         report["embedders"][spec] = {"disguised_copies": _quantiles(d_dis), "semantic_pairs": _quantiles(sem),
                                      "kernelbench_nearest_other": _quantiles(nearest),
-                                     "semantic_caught_at": {t: int((sem < t).sum()) for t in (0.45, 0.6, 0.7, 0.75, 0.8)},
+                                     "semantic_caught_at": {t: int((sem < t).sum())
+                                                            for t in (0.45, 0.6, 0.7, 0.75, 0.8)},
                                      "kernelbench_nearest_below": {t: int((nearest < t).sum())
                                                                    for t in (0.45, 0.6, 0.7, 0.75, 0.8)}}
     print(json.dumps(report, indent=1))

@@ -17,18 +17,19 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from envs import EvalSettings, Evaluator, ProblemError, load_problem_set
+from envs.antihack.judge import LLMJudge
+from envs.cache import SqliteCache
+from envs.report import verdict_table
+from rewards.kernel_reward import check_delta, reward_for_verdict
 
-from envs import EvalSettings, Evaluator, ProblemError, load_problem_set  # noqa: E402
-from envs.antihack.judge import LLMJudge  # noqa: E402
-from envs.cache import SqliteCache  # noqa: E402
-from envs.report import verdict_table  # noqa: E402
-from rewards.kernel_reward import check_delta, reward_for_verdict  # noqa: E402
+# absolute, so Hydra finds the configs whether this runs as a file or as an installed command
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 log = logging.getLogger("kernelrl")
 
 
-@hydra.main(config_path="../conf", config_name="check_references", version_base="1.3")
+@hydra.main(config_path=str(CONF), config_name="check_references", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     # A bad setting exits 2 with one line: exit 1 means that a reference is not correct.
     try:

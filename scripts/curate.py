@@ -14,21 +14,21 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from envs.data.output import OutputError
+from envs.data.pipeline import CurateConfig, run_pipeline
 
-from envs.data.pipeline import CurateConfig, run_pipeline  # noqa: E402
-from envs.data.output import OutputError  # noqa: E402
+# absolute, so Hydra finds the configs whether this runs as a file or as an installed command
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 log = logging.getLogger("kernelrl")
 
 
-@hydra.main(config_path="../conf/curate", config_name="config", version_base="1.3")
+@hydra.main(config_path=str(CONF / "curate"), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     mapping = OmegaConf.to_container(cfg, resolve=True)
     mapping.pop("hydra", None)

@@ -15,17 +15,14 @@ import argparse
 import collections
 import json
 import random
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from envs.data.problem_set import read_manifest  # noqa: E402
-from envs.data.records import CandidateProblem, Origin  # noqa: E402
-from envs.data.runtime import RuntimeConfig, filter_runtime  # noqa: E402
-from envs.settings import EvalSettings  # noqa: E402
-from envs.worker.pool import WorkerPool  # noqa: E402
+from envs.data.problem_set import read_manifest
+from envs.data.records import CandidateProblem, Origin
+from envs.data.runtime import RuntimeConfig, filter_runtime
+from envs.settings import EvalSettings
+from envs.worker.pool import WorkerPool
 
 
 def _quantiles(values: list[float]) -> dict[str, float] | None:
@@ -78,7 +75,8 @@ def main() -> None:
             if eager is not None:
                 eager_times[c.origin.kind].append(float(eager))
             f.write(json.dumps({"id": c.id, "kind": c.origin.kind, "level": c.level, "eager_ms": eager,
-                                "inductor_ms": base.get("inductor_ms"), "decision": outcome, "reason": d.reason}) + "\n")
+                                "inductor_ms": base.get("inductor_ms"), "decision": outcome,
+                                "reason": d.reason}) + "\n")
     summary = {"problems": len(candidates), "kept": len(kept), "seconds": round(seconds, 1),
                "device": pool.device_kind, "bounds_ms": [args.min_ms, args.max_ms],
                "by_kind": {k: dict(v) for k, v in by_kind.items()},

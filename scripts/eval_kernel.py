@@ -23,15 +23,13 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from envs import EvalSettings, Evaluator, ProblemError, resolve_problem  # noqa: E402
-from envs.cache import CacheError, SqliteCache  # noqa: E402
-from envs.evaluator import EvaluatorError  # noqa: E402
-from envs.small_sizes import size_large_problems  # noqa: E402
-from envs.worker.pool import resolve_device  # noqa: E402
-from rewards import DEFAULT_DELTA, reward_for_verdict  # noqa: E402
-from rewards.kernel_reward import check_delta  # noqa: E402
+from envs import EvalSettings, Evaluator, ProblemError, resolve_problem
+from envs.cache import CacheError, SqliteCache
+from envs.evaluator import EvaluatorError
+from envs.small_sizes import size_large_problems
+from envs.worker.pool import resolve_device
+from rewards import DEFAULT_DELTA, reward_for_verdict
+from rewards.kernel_reward import check_delta
 
 DEFAULT_CACHE = Path(os.environ.get("KERNELRL_CACHE", Path.home() / ".cache" / "kernelrl" / "verdicts.sqlite"))
 

@@ -23,6 +23,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+# the harness lives in the checkout's tests/, which is not an installed package
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tqdm import tqdm  # noqa: E402

@@ -13,10 +13,10 @@ store. Exit 2 on a bad configuration.
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# absolute, so Hydra finds the configs whether this runs as a file or as an installed command
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 log = logging.getLogger("kernelrl")
 
@@ -25,7 +25,7 @@ def hydra_main() -> None:
     import hydra
     from omegaconf import DictConfig
 
-    @hydra.main(config_path="../conf", config_name="generate", version_base="1.3")
+    @hydra.main(config_path=str(CONF), config_name="generate", version_base="1.3")
     def main(cfg: DictConfig) -> None:
         from rl.agent.main import AgentError, run_from_config
         from rl.agent.store import StoreError

@@ -15,9 +15,7 @@ import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from rl.tracking import read_metrics  # noqa: E402
+from rl.tracking import read_metrics
 
 PANELS: list[tuple[str, list[str]]] = [
     ("reward", ["train/reward_mean", "train/kernel_reward_mean", "val/reward_mean"]),

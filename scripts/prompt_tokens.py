@@ -15,11 +15,9 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from envs.problems import load_problem_set  # noqa: E402
-from envs.retrieval import KernelIndex, builtin_solutions  # noqa: E402
-from rl.prompts import PromptBuilder, PromptConfig  # noqa: E402
+from envs.problems import load_problem_set
+from envs.retrieval import KernelIndex, builtin_solutions
+from rl.prompts import PromptBuilder, PromptConfig
 
 VARIANTS = {
     "no_example": PromptConfig(one_shot=False),

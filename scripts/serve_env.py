@@ -29,8 +29,6 @@ import sys
 import threading
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN_ENV = "KERNELRL_SERVICE_TOKEN"
 MIN_TOKEN_LENGTH = 16

@@ -19,12 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from envs import EvalSettings, Evaluator, resolve_problem  # noqa: E402
-from envs.tools import TOOLS, ToolContext  # noqa: E402
-from envs.tools.local import LocalEvaluation  # noqa: E402
-from rewards import reward_for_verdict  # noqa: E402
+from envs import EvalSettings, Evaluator, resolve_problem
+from envs.tools import TOOLS, ToolContext
+from envs.tools.local import LocalEvaluation
+from rewards import reward_for_verdict
 
 
 @contextlib.contextmanager

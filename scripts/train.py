@@ -24,11 +24,12 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rl.loop_checkpoints import CheckpointError, find_checkpoint
+from rl.config import ConfigError, RunConfig
+from rl.data import DataError, ProblemData
 
-from rl.checkpoints import CheckpointError, find_checkpoint  # noqa: E402
-from rl.config import ConfigError, RunConfig  # noqa: E402
-from rl.data import DataError, ProblemData  # noqa: E402
+# absolute, so Hydra finds the configs whether this runs as a file or as an installed command
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 log = logging.getLogger("kernelrl")
 
@@ -87,7 +88,7 @@ def run_hosted_rft(run: RunConfig, data: ProblemData, run_dir: Path, cfg: DictCo
         logger.close()
 
 
-@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+@hydra.main(config_path=str(CONF), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     run, data = check(cfg)
     run_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)

@@ -1,5 +1,5 @@
 """Helpers shared by the rollout engine tests: the trainer-side recomputation of the sampled tokens' logprobs
-(transformers forward, float32); synthetic adapters come from rl.rollout.synthetic."""
+(transformers forward, float32); synthetic adapters come from rl.rollout.random_adapters."""
 
 from __future__ import annotations
 

@@ -6,7 +6,6 @@ They complement the static analysis: static rules see what the code says, these 
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import threading

@@ -66,7 +66,8 @@ def reorder_statements(source: str) -> str:
     tree = ast.parse(source)
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
-    functions = sorted((n for n in tree.body if isinstance(n, ast.FunctionDef)), key=lambda n: n.name != "get_init_inputs")
+    functions = sorted((n for n in tree.body if isinstance(n, ast.FunctionDef)),
+                       key=lambda n: n.name != "get_init_inputs")
     rest = [n for n in tree.body if n not in imports and n not in classes and n not in functions]
     tree.body = imports + classes + functions + rest
     return ast.unparse(tree) + "\n"

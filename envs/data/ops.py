@@ -25,7 +25,7 @@ _NOT_OPS = {"randn", "rand", "randint", "zeros", "ones", "empty", "tensor", "ful
             "istensor", "nograd", "manualseed", "registerbuffer", "registerparameter", "resetparameters",
             "extrarepr", "cuda", "cpu", "t", "get", "apply", "format", "join", "append", "items", "keys", "values",
             "copy", "fill", "uniform", "normal", "kaiminguniform", "xavieruniform", "calculatefaninandfanout",
-            "isfloatingpoint", "numel", "stride", "dataptr", "new", "newempty", "newzeros", "requiresgrad",
+            "isfloatingpoint", "stride", "dataptr", "new", "newempty", "newzeros", "requiresgrad",
             "any", "all", "where", "range", "list", "tuple", "len", "super", "init", "forward", "isinstance"}
 
 

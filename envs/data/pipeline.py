@@ -27,7 +27,7 @@ from envs.data.llm import CurationLLM
 from envs.data.output import funnel, prepare_output, write_set
 from envs.data.records import CandidateProblem, Decision, Origin, StageResult
 from envs.data.runtime import RuntimeConfig, filter_runtime
-from envs.data.synthetic import SyntheticConfig, generate
+from envs.data.fusion_problems import SyntheticConfig, generate
 from envs.data.validate import normalize, validate
 from envs.data.variants import shape_variants
 from envs.problems import Problem, load_problem_set

@@ -1,4 +1,4 @@
-"""Tools a policy may call inside a trajectory (issue 14): kernel_evaluator, kernel_search, docs_search,
+"""Tools a policy may call inside a trajectory: kernel_evaluator, kernel_search, docs_search,
 profile, and submit. One registry (`registry.TOOLS`), OpenAI function-calling schemas, one small module
 per tool; `base.py` says what a tool is."""
 

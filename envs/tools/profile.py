@@ -29,7 +29,8 @@ def format_profile(facts: dict[str, Any]) -> str:
                      f"{facts['peak_bytes_per_s'] / 1e12:.2f} TB/s ({facts['min_bytes'] / 1e6:.2f} MB moved at least)")
         if facts["flops"] > 0:
             label = facts.get("peak_flops_label", "dense bf16")
-            lines.append(f"achieved compute: {flops / 1e12:.2f} TFLOP/s = {100 * flops / facts['peak_flops_per_s']:.1f}% "
+            lines.append(f"achieved compute: {flops / 1e12:.2f} TFLOP/s = "
+                         f"{100 * flops / facts['peak_flops_per_s']:.1f}% "
                          f"of the {facts.get('dtype') or 'bf16'} peak {facts['peak_flops_per_s'] / 1e12:.0f} TFLOP/s "
                          f"[{label}] ({facts['flops'] / 1e9:.3g} GFLOP)")
     lines.append("kernels (device time per forward, calls per forward, share):")

@@ -2,7 +2,8 @@
 every engine process over a process group of their own, built from a TCPStore (not the learners' group).
 
     rank 0            learner rank 0 (rl.learner.group.LearnerRank.send_weights, rl.learner.actor.LearnerActor)
-    ranks 1..n        the engines' processes: hf engines (rl.rollout.hf_engine), vLLM workers (rl.rollout.vllm_extension)
+    ranks 1..n        the engines' processes: hf engines (rl.rollout.hf_engine),
+                      vLLM workers (rl.rollout.vllm_extension)
 
 Backends: NCCL between GPU processes on different GPUs (NCCL refuses two ranks on one GPU); gloo on CPU, and
 for processes sharing one GPU (gloo stages CUDA tensors through the host). Protocol, per sync: an int64 length

@@ -382,7 +382,7 @@ class OpenAIEngine:
     def update_weights(self, update: WeightUpdate) -> float:
         raise EngineError(f"openai engine: cannot load weights into {self.config.model!r}: a hosted model's "
                           "weights are not ours to update (train open models with the vllm engine; hosted "
-                          "fine-tuning is rl/hosted, issue 17)")
+                          "fine-tuning is rl/hosted)")
 
     def metrics(self) -> dict[str, float]:
         """Totals since the engine was made, as flat `rollout/api/...` keys."""

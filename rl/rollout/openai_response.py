@@ -120,7 +120,8 @@ def response_samples(request: RolloutRequest, indices: list[int], response: Any,
     prompt_cost = prices.cost(model, dataclasses.replace(usage, completion_tokens=0)) or 0.0
     prompt_ids, prompt_source = _ids(getattr(response, "prompt_token_ids", None)), "server"
     if prompt_ids is None:
-        prompt_ids, prompt_source = (encode_chat(tokenizer, request.messages), "tokenizer") if tokenizer else ([], "none")
+        prompt_ids, prompt_source = ((encode_chat(tokenizer, request.messages), "tokenizer") if tokenizer
+                                     else ([], "none"))
 
     rows = []
     for choice in _choices(response)[:len(indices)]:

@@ -211,8 +211,9 @@ class TrajectoryRunner:
         answer = None
         for call in calls:
             if s.tool_calls >= self.config.max_tool_calls:
-                records.append(ToolCallRecord(call.name, call.arguments, "tool call limit reached: answer now (submit).",
-                                              False, call_id=call.call_id))
+                records.append(ToolCallRecord(call.name, call.arguments,
+                                              "tool call limit reached: answer now (submit).", False,
+                                              call_id=call.call_id))
                 continue
             s.tool_calls += 1
             record = await self._call(call, s.context)

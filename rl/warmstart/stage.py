@@ -2,7 +2,7 @@
 
     model_dir = warm_started_model(config, base_dir, prompts)    # cached; built on first use
 
-1. The synthetic solved problems (rl.warmstart.synthetic) are judged by the run's own evaluator settings;
+1. The synthetic solved problems (rl.warmstart.solved_problems) are judged by the run's own evaluator settings;
    only pairs judged correct are kept (the count and every rejection are logged and recorded).
 2. Each kept pair becomes an SFT example rendered exactly like the RL prompts (the run's PromptBuilder:
    same system rules, same one-shot retrieval, same chat template), answered in the example-answer format.
@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from envs.problems import parse_problem
 from envs.settings import reject_unknown
-from rl.warmstart.synthetic import CONTAMINATION_NOTE, synthetic_solved
+from rl.warmstart.solved_problems import CONTAMINATION_NOTE, synthetic_solved
 
 __all__ = ["WarmStartConfig", "candidate_examples", "verified_examples", "warm_started_model"]
 

@@ -18,7 +18,7 @@ if importlib.util.find_spec("transformers") is None or importlib.util.find_spec(
 from rl.models import ModelSpecError, resolve_model, validate_model_spec  # noqa: E402
 from rl.rollout.config import EngineConfig  # noqa: E402
 from rl.rollout.hf_engine import HFEngine  # noqa: E402
-from rl.rollout.synthetic import make_adapter, make_merged  # noqa: E402
+from rl.rollout.random_adapters import make_adapter, make_merged  # noqa: E402
 from rl.types import RolloutRequest, SamplingConfig, WeightUpdate  # noqa: E402
 
 

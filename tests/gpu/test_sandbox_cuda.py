@@ -93,7 +93,7 @@ def test_sandboxed_worker_evaluates_a_reference_on_its_gpu(problem_id):
     assert verdict.speedup is not None and verdict.timings.kernel.median_ms > 0
 
 
-def test_escape_attempts_are_contained_on_the_gpu(trap):
+def test_escape_attempts_are_contained_on_the_gpu(trap):  # noqa: F811 (the fixture imported above)
     tcp = socket.socket()
     tcp.bind(("127.0.0.1", 0))
     listener = Listener(tcp)

@@ -199,7 +199,8 @@ def test_candidate_environment_holds_no_secrets_and_runs_in_a_fresh_directory(mo
         leaked = [k for k, v in os.environ.items() if 'should-not-leak' in v or v.startswith('sk-')]
         if leaked:
             raise RuntimeError(f'secrets visible: {leaked}')
-        if os.listdir('.') != ['problem.py', 'solution.py'] and sorted(os.listdir('.')) != ['problem.py', 'solution.py']:
+        if (os.listdir('.') != ['problem.py', 'solution.py']
+                and sorted(os.listdir('.')) != ['problem.py', 'solution.py']):
             raise RuntimeError(f'working directory not fresh: {os.listdir(".")}')
         if 'kernelrl-worker-' not in os.getcwd():
             raise RuntimeError(os.getcwd())

@@ -15,7 +15,7 @@ from rl.models import resolve_model
 from rl.rollout.config import EngineConfig
 from rl.rollout.hf_decode import CHECK_EVERY, StaticDecoder
 from rl.rollout.hf_engine import HFEngine
-from rl.rollout.synthetic import make_adapter, make_merged
+from rl.rollout.random_adapters import make_adapter, make_merged
 from rl.types import RolloutRequest, SamplingConfig, WeightUpdate
 from tests.rollout_fixtures import recompute_logprobs
 
@@ -130,7 +130,7 @@ def test_rows_leave_the_decoder_as_they_end(engine):
     chunks = list(decoder.run(prompts, 64, 1.0, 1.0, torch.Generator().manual_seed(0)))
     assert len(chunks) > 1 and sorted(r for c in chunks for r, _, _ in c) == list(range(6))
     for chunk in chunks:
-        for row, tokens, logprobs in chunk:
+        for _row, tokens, logprobs in chunk:
             assert len(tokens) == len(logprobs)
             ended = next((i for i, t in enumerate(tokens) if t in eos), None)
             if ended is None:

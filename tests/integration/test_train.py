@@ -20,7 +20,8 @@ pytestmark = pytest.mark.integration
 
 # plain GRPO at temperature 1: a random model's rewards are all equal, and the default run's grpo_cpu would drop
 # those flat groups (no update to test)
-TINY = ["policy=tiny_random", "algorithm=grpo", "rollout.temperature=1.0", "data.levels=[0]", "data.validation_ids=[L0_02_relu]", "loop.problems_per_step=2",
+TINY = ["policy=tiny_random", "algorithm=grpo", "rollout.temperature=1.0", "data.levels=[0]",
+        "data.validation_ids=[L0_02_relu]", "loop.problems_per_step=2",
         "rollout.n=2", "rollout.max_tokens=24", "loop.checkpoint_every=1", "pool.num_actors=1", "cache_path=null",
         "eval.device=cpu", "wandb.table_every=1"]
 ENV = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "WANDB_MODE": "offline"}
@@ -132,7 +133,7 @@ def test_a_dead_rollout_actor_is_replaced_or_the_run_stops_with_the_reason(tmp_p
     trainer, logger = _trainer(tmp_path, "loop.steps=3", "loop.max_engine_restarts=1")
 
     async def steps():
-        trainer.engine, trainer.c.engine = trainer.c.engine, None
+        trainer.engine, trainer.components.engine = trainer.components.engine, None
         await trainer.train_step()
         ray.kill(trainer.engine.actors[0])  # as a node failure would
         await trainer.train_step()  # rebuilt, weights re-synced, the step retried
@@ -145,7 +146,7 @@ def test_a_dead_rollout_actor_is_replaced_or_the_run_stops_with_the_reason(tmp_p
         asyncio.run(steps())
     finally:
         trainer.close()
-        close_components(trainer.c)
+        close_components(trainer.components)
         logger.close()
     assert [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1, 2]
     assert (tmp_path / "checkpoints" / "step_000002" / "loop_state.json").is_file()

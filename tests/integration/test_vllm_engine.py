@@ -20,7 +20,7 @@ from rl.models import resolve_model  # noqa: E402
 from rl.rollout.actor import RayRolloutEngine  # noqa: E402
 from rl.rollout.config import EngineConfig  # noqa: E402
 from rl.types import RolloutRequest, SamplingConfig, WeightUpdate  # noqa: E402
-from rl.rollout.synthetic import make_adapter, make_merged  # noqa: E402
+from rl.rollout.random_adapters import make_adapter, make_merged  # noqa: E402
 from tests.integration.conftest import local_ray  # noqa: E402
 from tests.rollout_fixtures import recompute_logprobs  # noqa: E402
 

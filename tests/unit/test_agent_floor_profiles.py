@@ -246,7 +246,8 @@ def test_crossover_prompts_carry_both_parents_profiles(tmp_path):
     pool = RecordedPool("cuda", {code(1): gpu_verdict(0.5), JIT: gpu_verdict(0.4)}, h200_profile())
     budget = BudgetConfig(per_problem=Budget(llm_calls=3, evaluations=3, profiles=4), stop_at_floor_fraction=None)
     engine = ScriptedEngine([code(1), JIT, code(3)])
-    config = SearchConfig(proposers=1, initial_fresh=2, budget=budget, selection=SelectionConfig(islands=1, exploit=1.0),
+    config = SearchConfig(proposers=1, initial_fresh=2, budget=budget,
+                          selection=SelectionConfig(islands=1, exploit=1.0),
                           operator_weights={"fresh": 0.0, "mutate": 0.0, "crossover": 1.0, "retrieval": 0.0,
                                             "tune": 0.0})
     search = Search(config, PopulationStore(tmp_path / "pop.sqlite"), pool,

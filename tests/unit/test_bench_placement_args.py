@@ -25,9 +25,8 @@ def test_two_runs_per_window_pass_the_check():
 
 
 def test_memory_trace_labels_warmup_and_timed_calls_that_grew():
-    from envs.worker.outcome import load_module
+    from scripts import bench_placement as bench
 
-    bench = load_module("bench_placement", str(SCRIPT))
     # two warm-up rounds (kernel, anchor) then the timed kernel, anchor, kernel
     calls = [("kernel", 2 << 20), ("anchor", 0), ("kernel", 0), ("anchor", 0), ("kernel", 0), ("anchor", 3 << 20),
              ("kernel", 0)]

@@ -49,7 +49,8 @@ def test_the_summary_compares_the_final_answer_with_the_best_judged_one():
     assert not s["final_is_best"] and s["final"]["speedup"] == 1.1 and s["correct_within_trajectory"]
     assert s["per_turn"] == [{"turn": 0, "status": "correct", "correct": True},
                              {"turn": 1, "status": "correct", "correct": True}]  # turn 1's own answer was scored
-    assert s["reward_gain_first_to_final"] == pytest.approx(reward_for_verdict(SLOW) - reward_for_verdict(FAST)) and s["tools"] == {"kernel_evaluator": 2}
+    assert s["reward_gain_first_to_final"] == pytest.approx(reward_for_verdict(SLOW) - reward_for_verdict(FAST))
+    assert s["tools"] == {"kernel_evaluator": 2}
     # a tie with the final answer goes to the final answer
     tie = trajectory_summary(trajectory([Turn(0, [1], [2], None, "", "stop", 0.0, [check("same", SLOW)])], SLOW))
     assert tie["final_is_best"] and tie["best"]["source"] == "final"

@@ -14,7 +14,8 @@ from envs.data.records import CandidateProblem, Origin
 from envs.data.textsim import ShingleIndex, jaccard, normalized_tokens, shingles
 from envs.problems import load_builtin, load_kernelbench, parse_problem
 
-KERNELBENCH = Path(os.environ.get("KERNELBENCH_DIR") or Path(__file__).resolve().parents[2].parent / "shared" / "kernelbench")
+KERNELBENCH = Path(os.environ.get("KERNELBENCH_DIR")
+                   or Path(__file__).resolve().parents[2].parent / "shared" / "kernelbench")
 BUILTIN = {p.id: p for p in load_builtin()}
 
 

@@ -17,7 +17,7 @@ from envs.data.embed import make_embedder
 from envs.data.output import OutputError, funnel, prepare_output
 from envs.data.records import CandidateProblem, Decision, Origin, StageResult
 from envs.data.runtime import RuntimeConfig, filter_runtime, judge_baselines
-from envs.data.synthetic import SyntheticConfig, generate, generate_one
+from envs.data.fusion_problems import SyntheticConfig, generate, generate_one
 from envs.data.validate import normalize
 from envs.data.variants import shape_variants
 from envs.problems import load_builtin, parse_problem
@@ -103,7 +103,8 @@ def test_crawl_of_torch_activations_records_provenance():
     found = {c.origin.symbol.rsplit(".", 1)[1]: c for c in items if not isinstance(c, CrawlSkip)}
     assert {"ReLU", "GELU", "Softmax", "MultiheadAttention"} <= set(found)
     relu = found["ReLU"]
-    assert relu.id == "crawl_torch_nn_modules_activation_ReLU" and relu.origin.symbol == "torch.nn.modules.activation.ReLU"
+    assert relu.id == "crawl_torch_nn_modules_activation_ReLU"
+    assert relu.origin.symbol == "torch.nn.modules.activation.ReLU"
     assert "from torch.nn.modules.module import Module" in relu.source  # relative import resolved from the module
     assert relu.origin.package == "torch" and relu.origin.version and relu.origin.license
     assert relu.origin.path.endswith("activation.py")

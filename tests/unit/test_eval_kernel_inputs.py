@@ -1,17 +1,14 @@
 """scripts/eval_kernel.py's input handling, without evaluating: manifest paths, solution bytes, CPU sizes."""
 
-import importlib.util
 import json
 
 import pytest
 
 from envs.problems import load_problem_file, resolve_problem
 from envs.small_sizes import needs_small_sizes
+from scripts import eval_kernel
 from tests.conftest import ROOT
 
-spec = importlib.util.spec_from_file_location("eval_kernel", ROOT / "scripts" / "eval_kernel.py")
-eval_kernel = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(eval_kernel)
 
 SIGMOID = ROOT / "envs" / "builtin" / "solutions" / "L0_04_sigmoid.py"
 KERNELBENCH_STYLE = """import torch

@@ -1,6 +1,6 @@
-"""rl.gpu_monitor: nvidia-smi's CSV lines into gpu/* metrics (the real nvidia-smi: tests/gpu/test_gpu_monitor_cuda.py)."""
+"""rl.gpu_monitor: nvidia-smi's CSV lines into gpu/* metrics (the real nvidia-smi:
+tests/gpu/test_gpu_monitor_cuda.py)."""
 
-import os
 import stat
 import sys
 import time

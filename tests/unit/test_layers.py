@@ -8,12 +8,12 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("envs", "rewards", "rl")
-LAYER = {"envs": 0, "rewards": 1, "rl": 2}
+PACKAGES = ("envs", "rewards", "rl", "scripts")
+LAYER = {"envs": 0, "rewards": 1, "rl": 2, "scripts": 3}
 
 
 def _modules(root: Path = ROOT) -> dict[str, Path]:
-    """Every module of the three packages, by dotted name (a package is its ``__init__``)."""
+    """Every module of the packages, by dotted name (a package is its ``__init__``)."""
     out = {}
     for pkg in PACKAGES:
         for path in sorted((root / pkg).rglob("*.py")):

@@ -1,13 +1,9 @@
 """scripts/plot_run.py on unusual inputs (real matplotlib, Agg)."""
 
-import importlib.util
 import json
 
-from tests.conftest import ROOT
+from scripts import plot_run
 
-spec = importlib.util.spec_from_file_location("plot_run", ROOT / "scripts" / "plot_run.py")
-plot_run = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(plot_run)
 
 
 def _run_dir(tmp_path, *extra_lines):

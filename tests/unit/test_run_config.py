@@ -6,7 +6,7 @@ import os
 import pytest
 from hydra import compose, initialize_config_dir
 
-from rl.checkpoints import CheckpointError, LoopState, find_checkpoint, prune_checkpoints, save_checkpoint
+from rl.loop_checkpoints import CheckpointError, LoopState, find_checkpoint, prune_checkpoints, save_checkpoint
 from rl.config import ConfigError, RunConfig
 from tests.conftest import ROOT
 
@@ -117,7 +117,8 @@ def test_tools_switch_on_trajectories_with_their_options():
     for overrides, message in ((["rollout.tools=[kernel_evaluator,web_search]"], "unknown tool(s) web_search"),
                                (["rollout.tools=[kernel_search]", "+rollout.trajectory.max_turnz=3"],
                                 "unknown trajectory settings"),
-                               (["rollout.tools=[kernel_search]", "rollout.trajectory.reward_mode=sum"], "reward_mode")):
+                               (["rollout.tools=[kernel_search]", "rollout.trajectory.reward_mode=sum"],
+                                "reward_mode")):
         with pytest.raises(ConfigError, match=r"rollout: .*" + message.replace("(", r"\(").replace(")", r"\)")):
             RunConfig.from_hydra(_compose(*overrides))
 

@@ -1,14 +1,10 @@
 """scripts/serve_env.py's argument checks (no server started)."""
 
-import importlib.util
 
 import pytest
 
-from tests.conftest import ROOT
+from scripts import serve_env
 
-spec = importlib.util.spec_from_file_location("serve_env", ROOT / "scripts" / "serve_env.py")
-serve_env = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(serve_env)
 
 
 def test_a_port_outside_0_to_65535_is_a_usage_error(capsys):

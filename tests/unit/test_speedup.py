@@ -129,10 +129,9 @@ def test_verdict_with_interval_and_shares_round_trips_and_rebases():
 
 def bench_eval():
     """scripts/bench_eval.py as a module (its summaries, without running it)."""
-    from envs.worker.outcome import load_module
-    from tests.conftest import ROOT
+    from scripts import bench_eval
 
-    return load_module("bench_eval", str(ROOT / "scripts" / "bench_eval.py"))
+    return bench_eval
 
 
 def test_bench_reports_per_kernel_speedup_spread_over_repeats():

@@ -13,6 +13,7 @@ from envs import resolve_problem
 from envs.tools import resolve_tools
 from envs.verdict import Status, Verdict
 from envs.retrieval import KernelIndex, builtin_solutions
+from rewards.kernel_reward import reward_for_verdict
 from rl.rollout.tool_calls import parse_tool_calls, tool_instructions
 from rl.rollout.trajectory import TrajectoryConfig, TrajectoryRunner
 from rl.rollout.trajectory_metrics import trajectory_metrics, trajectory_rows
@@ -22,7 +23,6 @@ from rl.types import RolloutRequest, SamplingConfig
 from tests.scripted_engine import ScriptedEngine
 
 TOOLS = resolve_tools(["kernel_evaluator", "kernel_search", "docs_search"])
-from rewards.kernel_reward import reward_for_verdict
 
 R = reward_for_verdict(Verdict(Status.CORRECT, "p", "cpu"), 1.8)  # a correct CPU verdict: sigmoid(1 - 1.8)
 CODE = "import triton\nclass ModelNew:\n    pass"
@@ -138,7 +138,8 @@ def test_a_scripted_multi_turn_trajectory_with_search_docs_evaluation_and_submit
     assert [c.name for c in t.tool_calls] == ["kernel_search", "docs_search", "kernel_evaluator", "kernel_evaluator",
                                               "submit"]
     assert "verified solution" in t.tool_calls[0].result and "tl.maximum" in t.tool_calls[1].result
-    assert "status: incorrect" in t.tool_calls[2].result and "evaluations left in this trajectory: 3" in t.tool_calls[2].result
+    assert "status: incorrect" in t.tool_calls[2].result
+    assert "evaluations left in this trajectory: 3" in t.tool_calls[2].result
     assert t.tool_calls[3].verdict.correct and t.final_verdict.correct and t.reward == R
     # the system prompt offered the tools; observations came back as tool messages the next turn saw
     assert "<tools>" in engine.requests[0].messages[0]["content"]
@@ -211,14 +212,16 @@ def test_token_budget_and_per_turn_discounted_rows():
     rows = t.training_rows("per_turn")
     assert [r.turn for r in rows] == [0, 1] and [r.reward for r in rows] == pytest.approx([0.4 * R, R])
     for row, turn in zip(rows, t.turns):
-        assert sum(row.loss_mask) == len(turn.completion_ids) and row.loss_mask[:len(turn.prompt_ids)] == [0] * len(turn.prompt_ids)
+        assert sum(row.loss_mask) == len(turn.completion_ids)
+        assert row.loss_mask[:len(turn.prompt_ids)] == [0] * len(turn.prompt_ids)
 
 
 def test_best_mode_and_the_per_turn_fallback_when_prefixes_differ():
     script = {0: tool_call("kernel_evaluator", code=CODE), 1: "```python\nworse\n```"}
     (t,), _, _ = run(lambda tid, turn: script[turn], TrajectoryConfig(tools=("kernel_evaluator",), reward_mode="best"))
     assert t.final_verdict.correct is False and t.reward == R  # the best turn, not the final answer
-    turns = [dataclasses.replace(t.turns[0]), dataclasses.replace(t.turns[1], prompt_ids=[1, 2, 3] + t.turns[1].prompt_ids)]
+    turns = [dataclasses.replace(t.turns[0]),
+             dataclasses.replace(t.turns[1], prompt_ids=[1, 2, 3] + t.turns[1].prompt_ids)]
     drifted = dataclasses.replace(t, turns=turns)
     assert not drifted.prefix_consistent()
     rows = drifted.training_rows("concat")  # cannot be one row: one per turn, the trajectory's reward each
@@ -232,7 +235,8 @@ def test_solutions_found_in_trajectories_go_to_the_store(tmp_path):
     script = {0: tool_call("kernel_evaluator", code=CODE), 1: tool_call("submit", code=CODE)}
     run(lambda tid, turn: script[turn], TrajectoryConfig(tools=("kernel_evaluator",)), store=store)
     (record,) = store.records()
-    assert record.problem_id == "L0_02_relu" and record.solution == CODE and "trajectory step1/p0#0" in record.provenance
+    assert record.problem_id == "L0_02_relu" and record.solution == CODE
+    assert "trajectory step1/p0#0" in record.provenance
     assert store.records(exclude_splits=("train",)) == []
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from envs.problems import load_builtin, parse_problem
 from envs.source import canonicalize
-from rl.warmstart.synthetic import synthetic_solved
+from rl.warmstart.solved_problems import synthetic_solved
 from rl.warmstart.stage import WarmStartConfig, _fingerprint
 
 

@@ -99,7 +99,7 @@ class _Calls:
             for name, m in c.methods().items():
                 if name not in _CONSTRUCTION and not (autograd and name in _AUTOGRAD_ONLY):
                     out.add(m)
-            for name, values in c.attrs.items():
+            for values in c.attrs.values():
                 for value, where in values:
                     if id(value) not in seen:
                         seen.add(id(value))
