@@ -4,6 +4,9 @@ The file is W&B's transaction log: a 7-byte header (`:W&B`, magic 0xBEE1, versio
 chunks, each with a 7-byte header (CRC32, length as uint16 little-endian, type: 1 full, 2 first, 3 middle,
 4 last) and a payload; a block's tail shorter than a chunk header is zero padding. The payloads joined are
 serialized `wandb_internal_pb2.Record` messages (wandb's own protobuf classes decode them).
+
+wandb's service process writes the file after `finish()` has returned (under load the file can still hold
+only its header then), so a reader waits for the run's `exit` record, which is written last.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -31,8 +35,8 @@ def payloads(path: str | Path) -> list[bytes]:
             pos += left  # padding at a block's end
             continue
         crc, length, kind = struct.unpack("<IHB", data[pos:pos + _CHUNK])
-        if kind == 0:
-            break  # zeros: the end of what was written
+        if kind == 0 or pos + _CHUNK + length > len(data):
+            break  # zeros, or a chunk still being written: the end of what is there
         payload = data[pos + _CHUNK:pos + _CHUNK + length]
         if zlib.crc32(bytes([kind]) + payload) & 0xFFFFFFFF != crc:
             raise ValueError(f"{path}: bad checksum at byte {pos}")
@@ -65,14 +69,28 @@ class OfflineRun:
     summary: dict[str, Any]  # the summary's updates, later ones winning
 
 
-def read_offline_run(run_file: str | Path) -> OfflineRun:
+def _records(run_file: str | Path, wait_s: float) -> list[Any]:
+    """The file's records once it ends with the run's exit record (waiting up to `wait_s` for wandb to write it)."""
     from wandb.proto import wandb_internal_pb2 as pb
 
+    deadline = time.monotonic() + wait_s
+    while True:
+        records = []
+        for payload in payloads(run_file):
+            record = pb.Record()
+            record.ParseFromString(payload)
+            records.append(record)
+        if records and records[-1].WhichOneof("record_type") == "exit":
+            return records
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{run_file}: no exit record after {wait_s} s ({len(records)} records)")
+        time.sleep(0.2)
+
+
+def read_offline_run(run_file: str | Path, wait_s: float = 60.0) -> OfflineRun:
     run_id = group = name = ""
     history, summary = [], {}
-    for payload in payloads(run_file):
-        record = pb.Record()
-        record.ParseFromString(payload)
+    for record in _records(run_file, wait_s):
         kind = record.WhichOneof("record_type")
         if kind == "run":
             run_id, group, name = record.run.run_id, record.run.run_group, record.run.display_name
