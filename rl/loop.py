@@ -314,7 +314,7 @@ class Trainer:
                         split, self.logger.run_dir / "crashers")
         if self.logger.wants_table(step) or (split == "val" and step == 0):
             rows = sample_rows(groups, step, self.logger.config.table_rows, split)
-            self.logger.table(step, f"{split}/samples", rows)
+            self.logger.table(step, f"{split}/samples_table", rows)  # not {split}/samples: that is the count
 
     def _validates_at(self, step: int) -> bool:
         """Every validation.every steps, and at the last step when validation.at_end (one row per step)."""
@@ -380,7 +380,8 @@ class Trainer:
         sampler = self._sampler_before_inflight if self._inflight is not None else self.sampler.state_dict()
         state = LoopState(step=self.step, policy_version=self.learner_version, sampler=sampler,
                           rng=encode_python_rng(self.rng.getstate()), run_dir=str(self.run_dir),
-                          config_fingerprint=self._fingerprint())
+                          config_fingerprint=self._fingerprint(),
+                          wandb_run_id=getattr(self.logger, "wandb_run_id", None) or "")
         path = save_checkpoint(self.run_dir / "checkpoints", state, self.components.learner.save_checkpoint)
         prune_checkpoints(self.run_dir / "checkpoints", self.cfg.loop.keep_checkpoints)
         log.info("checkpoint: %s", path)

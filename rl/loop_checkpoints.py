@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 from rl.learner.checkpoint_files import fsync_path
 
-__all__ = ["CheckpointError", "LoopState", "find_checkpoint", "save_checkpoint", "prune_checkpoints"]
+__all__ = ["CheckpointError", "LoopState", "find_checkpoint", "previous_run_dir", "save_checkpoint",
+           "prune_checkpoints"]
 
 LATEST = "latest"
 STATE_FILE = "loop_state.json"
@@ -41,6 +42,7 @@ class LoopState:
     rng: list[Any]  # random.Random.getstate() of the loop's RNG, JSON-encoded
     run_dir: str  # the run that wrote it (a resumed run continues its metrics.jsonl)
     config_fingerprint: str = ""  # data + algorithm + rollout settings the sequence depends on
+    wandb_run_id: str = ""  # the W&B run a resumed run continues ("": none, or written before runs had one)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -104,3 +106,12 @@ def find_checkpoint(path: str | Path) -> tuple[Path, LoopState]:
         return p, LoopState.from_json(state_file.read_text())
     except (ValueError, TypeError) as e:
         raise CheckpointError(f"resume={path}: {state_file} is unreadable ({e})") from None
+
+
+def previous_run_dir(directory: str | Path, state: LoopState) -> Path:
+    """The run directory a checkpoint belongs to: the one around it (`RUN/checkpoints/step_N`), where the run was
+    copied or moved as a whole, else the path it was written from."""
+    around = Path(directory).resolve().parent.parent
+    if Path(directory).resolve().parent.name == "checkpoints" and (around / "metrics.jsonl").is_file():
+        return around
+    return Path(state.run_dir)

@@ -89,6 +89,63 @@ def check_model_dir(path: str | os.PathLike[str]) -> Path:
     return p.resolve()
 
 
+def model_reference(path: str | os.PathLike[str]) -> str:
+    """A name for the local model directory `path` that means the same model on another machine, for checkpoints
+    to record: its name in the model cache (`smollm2-135m-instruct`, `smollm2-135m-instruct-warmstart-<hash>`,
+    `random-tiny-llama`), a Hugging Face Hub id for a Hub cache snapshot (`.../models--org--name/snapshots/<sha>`
+    -> `org/name`), else the path itself (absolute)."""
+    p = Path(path).expanduser().resolve()
+    try:
+        relative = p.relative_to(cache_root().expanduser().resolve())
+    except ValueError:
+        relative = None
+    if relative is not None and len(relative.parts) == 1:
+        return relative.parts[0]
+    parts = p.parts
+    if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
+        return "/".join(parts[-3].removeprefix("models--").split("--", 1))
+    return str(p)
+
+
+def resolve_model_reference(ref: str, what: str = "base model") -> Path:
+    """The local directory of a model a checkpoint recorded with `model_reference` (or, in checkpoints written
+    before it existed, as an absolute path, possibly into another machine's model cache).
+
+    A cache name is looked up in this machine's cache (SmolLM2 and random presets are rebuilt there when
+    missing); a Hub id in the local Hub cache (no download); a path is used when it exists. Otherwise a
+    ModelSpecError says where the model was expected and how to provide it."""
+    if not ref:
+        raise ModelSpecError(f"the checkpoint records no {what} (a policy built from an in-memory model); "
+                             "name the base model's directory explicitly")
+    hint = ("copy that directory from the machine that trained it into this machine's model cache, or name the "
+            "base model's directory explicitly")
+    p = Path(ref).expanduser()
+    if p.is_absolute():
+        if (p / "config.json").is_file():
+            return check_model_dir(p)
+        # an older checkpoint's absolute path: into a model cache (.../kernelrl/models/<name>) -> this one's
+        if p.parent.name == "models" and p.parent.parent.name == "kernelrl":
+            return resolve_model_reference(p.name, what)
+        raise ModelSpecError(f"{what} {ref!r} does not exist on this machine: {hint}")
+    local = cache_root() / ref
+    if (local / "config.json").is_file():
+        return check_model_dir(local)
+    if ref == SMOLLM2:
+        return resolve_model(SMOLLM2)
+    if ref.startswith("random-") and ref.removeprefix("random-") in RANDOM_PRESETS:
+        return resolve_model("random:" + ref.removeprefix("random-"))
+    if ref.count("/") == 1:  # a Hub id: its snapshot in the local Hub cache
+        try:
+            from huggingface_hub import snapshot_download
+
+            return check_model_dir(snapshot_download(ref, local_files_only=True))
+        except Exception as e:
+            raise ModelSpecError(f"{what} {ref!r} (a Hugging Face Hub id) is not in the local Hub cache ({e}); "
+                                 "download it there (huggingface-cli download) or name its directory") from None
+    raise ModelSpecError(f"{what} {ref!r} is not in this machine's model cache {cache_root()} "
+                         f"(KERNELRL_MODEL_CACHE): {hint}")
+
+
 def validate_model_spec(spec: str) -> None:
     """Cheap checks only (no conversion): what a config refuses before the run starts."""
     if spec == SMOLLM2:

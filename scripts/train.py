@@ -77,15 +77,30 @@ def fit_to_evaluator(run: RunConfig, data: ProblemData) -> ProblemData:
 def run_hosted_rft(run: RunConfig, data: ProblemData, run_dir: Path, cfg: DictConfig) -> int:
     """OpenAI reinforcement fine-tuning graded by this machine's evaluation service (rl/hosted, docs/hosted.md)."""
     from rl.hosted.driver import run_hosted
-    from rl.tracking import RunLogger
+    from rl.tracking import RunLogger, hydra_run_names
 
     log.info("%d training and %d validation problems; reinforcement fine-tuning of %s on OpenAI -> %s",
              len(data.train), len(data.validation), run.hosted.base_model or run.policy.engine.get("model"), run_dir)
-    logger = RunLogger(run_dir, run.wandb, OmegaConf.to_container(cfg, resolve=True))
+    logger = RunLogger(run_dir, hydra_run_names(run.wandb, hydra.core.hydra_config.HydraConfig.get()),
+                       OmegaConf.to_container(cfg, resolve=True))
     try:
         return run_hosted(run, data, run_dir, logger)
     finally:
         logger.close()
+
+
+def resume_logging(resume: str | None) -> dict:
+    """What a resumed run's logger continues: the earlier run's metrics.jsonl and samples.jsonl up to the
+    checkpoint's step, and its W&B run (the id in the checkpoint, or, for older checkpoints, in its run dir)."""
+    if not resume:
+        return {}
+    from rl.loop_checkpoints import previous_run_dir
+    from rl.tracking import wandb_run_id_of
+
+    directory, state = find_checkpoint(resume)
+    previous = previous_run_dir(directory, state)
+    return {"resume_from": previous, "resume_step": state.step,
+            "wandb_run_id": state.wandb_run_id or wandb_run_id_of(previous)}
 
 
 @hydra.main(config_path=str(CONF), config_name="config", version_base="1.3")
@@ -103,14 +118,10 @@ def main(cfg: DictConfig) -> None:
 
     from rl.components import build_components, close_components
     from rl.loop import RunError, Trainer
-    from rl.tracking import RunLogger
+    from rl.tracking import RunLogger, hydra_run_names
 
-    resume_metrics = resume_step = None
-    if run.resume:
-        _, state = find_checkpoint(run.resume)
-        resume_metrics, resume_step = Path(state.run_dir) / "metrics.jsonl", state.step
-    logger = RunLogger(run_dir, run.wandb, OmegaConf.to_container(cfg, resolve=True),
-                       resume_from=resume_metrics, resume_step=resume_step)
+    logger = RunLogger(run_dir, hydra_run_names(run.wandb, hydra.core.hydra_config.HydraConfig.get()),
+                       OmegaConf.to_container(cfg, resolve=True), **resume_logging(run.resume))
     # SIGTERM (a scheduler's cancel, `kill`) unwinds like Ctrl-C, so engines shut down properly and the
     # weight exports in /dev/shm are removed (a killed vLLM leaves shared memory behind)
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))

@@ -4,7 +4,12 @@ Layout: `path` is a symbolic link to a sibling directory `.<name>.<id>` that hol
 
     trainable.safetensors   the trainable parameters (the LoRA adapter, or all weights), by parameter name
     trainer_state.pt        optimizer and scheduler state dicts, torch (and CUDA) RNG states
-    meta.json               format, version, optimizer steps, Python RNG state, extra (written last)
+    adapter_model.safetensors, adapter_config.json
+                            LoRA only: the adapter in peft's format (`PeftModel.from_pretrained(base, path)`, a
+                            vLLM LoRA); the adapter config names the base model portably (below)
+    meta.json               format, version, optimizer steps, Python RNG state, extra, finetune, the LoRA
+                            settings, dtype, and `model`: the base model by a name that travels between machines
+                            (rl.models.model_reference: its model-cache name, a Hub id, else its path); written last
 
 A save writes a new directory, fsyncs every file and the directory, then swaps the link with
 os.replace (atomic on POSIX) and only then deletes the previous directory. A crash at any point
@@ -21,7 +26,9 @@ from typing import Any
 
 import torch
 
-from rl.learner.checkpoint_files import fsync_path, json_extra, new_checkpoint_dir, publish
+from rl.learner.checkpoint_files import (base_model_reference, fsync_path, json_extra, model_meta, new_checkpoint_dir,
+                                         publish)
+from rl.learner.export import ADAPTER_CONFIG, ADAPTER_WEIGHTS, write_adapter
 from rl.rng_state import decode_python_rng, encode_python_rng
 
 FORMAT = 1
@@ -44,12 +51,17 @@ def save(policy: Any, path: str, extra: dict[str, Any]) -> None:
         if torch.cuda.is_available():
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
         torch.save(state, os.path.join(tmp_dir, "trainer_state.pt"))
+        base = base_model_reference(policy.config)
+        files = list(_FILES)
+        if policy.config.finetune == "lora":
+            write_adapter(policy.model, tmp_dir, base)
+            files += [ADAPTER_WEIGHTS, ADAPTER_CONFIG]
         meta = {"format": FORMAT, "version": policy.version, "optimizer_steps": policy.optimizer_steps,
                 "python_rng": encode_python_rng(random.getstate()), "extra": meta_extra,
-                "finetune": policy.config.finetune, "model": policy.config.model}
+                **model_meta(policy.config)}
         with open(os.path.join(tmp_dir, "meta.json"), "w") as f:
             json.dump(meta, f)
-        for file in _FILES:
+        for file in files:
             fsync_path(os.path.join(tmp_dir, file))
         fsync_path(tmp_dir)
     except BaseException:

@@ -1,12 +1,13 @@
-"""How a checkpoint directory becomes visible atomically: written beside its link, fsynced, then the link swapped.
-Shared by the single-process checkpoint (checkpoint.py), the sharded one (sharded_checkpoint.py) and the loop's
-own state (rl/loop_checkpoints.py), so none of them imports another for it."""
+"""How a checkpoint directory becomes visible atomically: written beside its link, fsynced, then the link swapped;
+and what its meta.json says about the model. Shared by the single-process checkpoint (checkpoint.py), the sharded
+one (sharded_checkpoint.py) and the loop's own state (rl/loop_checkpoints.py), so none of them imports another for it."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import dataclasses
 import uuid
 from typing import Any
 
@@ -49,3 +50,19 @@ def fsync_path(path: str | os.PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def base_model_reference(config: Any) -> str:
+    """The policy's base model as checkpoints record it (rl.models.model_reference; "" for an in-memory model)."""
+    from rl.models import model_reference
+
+    return model_reference(config.model) if config.model else ""
+
+
+def model_meta(config: Any) -> dict[str, Any]:
+    """What meta.json says about the model, so a checkpoint can be rebuilt without the run's config
+    (rl.learner.checkpoint_export): the base model's portable name, finetune, the LoRA settings, dtype."""
+    meta = {"finetune": config.finetune, "model": base_model_reference(config), "dtype": config.dtype}
+    if config.finetune == "lora":
+        meta["lora"] = dataclasses.asdict(config.lora)
+    return meta

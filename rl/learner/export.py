@@ -77,6 +77,27 @@ def export_weights(model: torch.nn.Module, kind: Literal["lora", "merged"], path
     write_merged(merged_state_dict(model, lora), causal_lm, path, source_dir)
 
 
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def write_adapter(model: torch.nn.Module, path: str, base_model: str) -> None:
+    """The LoRA adapter of peft model `model` in peft's own format (what `PeftModel.from_pretrained(base, path)`
+    and vLLM's LoRA loader read): adapter_model.safetensors (peft's state dict, adapter name stripped) and
+    adapter_config.json, whose base_model_name_or_path is `base_model` (a portable reference, not this
+    machine's path). No README or other files: `path` may be a checkpoint directory."""
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    os.makedirs(path, exist_ok=True)
+    state = {k: v.detach().to("cpu").contiguous() for k, v in get_peft_model_state_dict(model, save_embedding_layers=False).items()}
+    save_file(state, os.path.join(path, ADAPTER_WEIGHTS), metadata={"format": "pt"})
+    config = copy.deepcopy(model.peft_config[model.active_adapter])
+    config.base_model_name_or_path = base_model
+    config.inference_mode = True
+    config.save_pretrained(path)
+
+
 def write_merged(state: dict[str, torch.Tensor], causal_lm: torch.nn.Module, path: str, source_dir: str | None) -> None:
     """A full HF model directory vLLM and transformers load: model.safetensors, config, tokenizer files."""
     from safetensors.torch import save_file

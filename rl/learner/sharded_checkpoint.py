@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from rl.learner.checkpoint_files import fsync_path, json_extra, new_checkpoint_dir, publish
+from rl.learner.checkpoint_files import fsync_path, json_extra, model_meta, new_checkpoint_dir, publish
 from rl.rng_state import decode_python_rng, encode_python_rng
 
 FORMAT = "dcp"
@@ -70,8 +70,7 @@ def save(policy, path: str, extra: dict[str, Any]) -> None:
             meta = {"format": FORMAT, "world_size": dist.get_world_size() if _distributed() else 1,
                     "version": policy.version, "optimizer_steps": policy.optimizer_steps,
                     "python_rng": encode_python_rng(random.getstate()), "extra": meta_extra,
-                    "finetune": policy.config.finetune, "model": policy.config.model,
-                    "value_head": policy.value_head is not None}
+                    **model_meta(policy.config), "value_head": policy.value_head is not None}
             with open(os.path.join(tmp_dir, "meta.json"), "w") as f:
                 json.dump(meta, f)
             for root, _, files in os.walk(tmp_dir):

@@ -15,6 +15,7 @@ import pytest
 from rl.metrics import LEARNER_KEYS
 from rl.tracking import read_metrics
 from tests.conftest import ROOT
+from tests.wandb_records import offline_runs
 
 pytestmark = pytest.mark.integration
 
@@ -82,6 +83,28 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     assert _state(resumed, 3)["sampler"]["draws"] == _state(straight, 3)["sampler"]["draws"] \
         == _state(first, 2)["sampler"]["draws"] + 2
     assert _state(resumed, 3)["step"] == 3 and _state(resumed, 3)["policy_version"] == 3
+
+    # W&B: the table and the count of a step both kept; the resumed run continues the same W&B run
+    [first_run], [resumed_run] = offline_runs(first), offline_runs(resumed)
+    step1 = next(h for h in first_run.history if h["_step"] == 1)
+    assert step1["train/samples"] == 4 and step1["train/samples_table/_type"] == "table-file"
+    assert resumed_run.run_id == first_run.run_id == _state(first, 2)["wandb_run_id"]
+    # samples.jsonl: the first run's samples up to the checkpoint, then the resumed step's
+    earlier = [json.loads(line) for line in (first / "samples.jsonl").read_text().splitlines()]
+    carried = [json.loads(line) for line in (resumed / "samples.jsonl").read_text().splitlines()]
+    assert carried[:len(earlier)] == earlier and {r["step"] for r in carried[len(earlier):]} == {3}
+
+    # the checkpoint is a peft adapter over a base named portably; exported merged, transformers loads it
+    learner = resumed / "checkpoints" / "step_000003" / "learner"
+    assert (learner / "adapter_config.json").is_file() and (learner / "adapter_model.safetensors").is_file()
+    assert json.loads((learner / "meta.json").read_text())["model"] == "random-tiny-llama"
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_checkpoint.py"), str(resumed), "--out",
+                             str(tmp_path / "exported")], capture_output=True, text=True, cwd=ROOT,
+                            env={**ENV, "PYTHONPATH": str(ROOT)},
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    from transformers import AutoModelForCausalLM
+    assert AutoModelForCausalLM.from_pretrained(tmp_path / "exported").config.model_type == "llama"
 
 
 @pytest.mark.parametrize("overrides, message", [
