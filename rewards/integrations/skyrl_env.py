@@ -15,11 +15,12 @@ Example: conf/integrations/skyrl.yaml.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-from envs.service.client import TOKEN_ENV
+from envs.service.client import TOKEN_ENV, URL_ENV
 from envs.verdict import Verdict
 from rewards.integrations.common import KernelRewardScorer, problem_ref
 from rewards.kernel_reward import DEFAULT_DELTA
@@ -58,9 +59,12 @@ class KernelRLEnv(BaseTextEnv):
             raise ValueError("max_turns must be >= 1")
         key = (_get(env_config, "url", None), float(_get(env_config, "delta", DEFAULT_DELTA)),
                float(_get(env_config, "timeout", 600.0)), _get(env_config, "token_env", TOKEN_ENV))
-        if key not in _scorers:  # one scorer (one connection pool) per configuration, shared by the episodes
-            _scorers[key] = KernelRewardScorer(key[0], delta=key[1], timeout=key[2], token_env=key[3])
-        self.scorer = _scorers[key]
+        # One scorer (one connection pool) per configuration, shared by the episodes; the environment's URL and
+        # token are part of the configuration (they are read when the scorer is made).
+        cache_key = (*key, os.environ.get(URL_ENV), os.environ.get(key[3]))
+        if cache_key not in _scorers:
+            _scorers[cache_key] = KernelRewardScorer(key[0], delta=key[1], timeout=key[2], token_env=key[3])
+        self.scorer = _scorers[cache_key]
         self.verdicts: list[Verdict] = []
         self.rewards: list[float] = []
 

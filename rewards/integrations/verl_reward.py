@@ -28,7 +28,7 @@ try:  # verl imports this file by path: make KernelRL importable when it is not 
 except ImportError:  # pragma: no cover - depends on how the caller was started
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from envs.service.client import TOKEN_ENV  # noqa: E402
+from envs.service.client import TOKEN_ENV, URL_ENV  # noqa: E402
 from rewards.integrations.common import KernelRewardScorer, problem_ref  # noqa: E402
 from rewards.kernel_reward import DEFAULT_DELTA  # noqa: E402
 
@@ -39,7 +39,7 @@ _lock = threading.Lock()
 
 
 def _scorer(url: str | None, delta: float, timeout: float, token_env: str) -> KernelRewardScorer:
-    key = (url, float(delta), float(timeout), token_env, os.environ.get(token_env))
+    key = (url, float(delta), float(timeout), token_env, os.environ.get(URL_ENV), os.environ.get(token_env))
     with _lock:
         scorer = _scorers.get(key)
         if scorer is None:
