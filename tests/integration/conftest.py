@@ -52,3 +52,13 @@ def group(request):
     yield request.param
     dist.destroy_process_group()
     os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def kernelrl_service(tmp_path_factory):
+    """One real evaluation service (scripts/serve_env.py, cpu, level-0 problems) for the client and adapter tests."""
+    from tests.servers.kernelrl_service import ServiceProcess
+
+    service = ServiceProcess(tmp_path_factory.mktemp("kernelrl-service"), "--rate", "0").wait_ready()
+    yield service
+    service.stop()
