@@ -232,8 +232,7 @@ class RunConfig:
             raise ConfigError(f"algorithm.temperature ({run.algorithm.temperature}) must equal rollout.temperature "
                               f"({run.rollout.temperature}): the learner's logprobs must be of the sampled policy; "
                               f"set rollout.temperature={run.algorithm.temperature} or algorithm.temperature="
-                              f"{run.rollout.temperature} (+algorithm.temperature=... where the preset does not "
-                              "list it)")
+                              f"{run.rollout.temperature}")
         return run
 
     def check_policy(self) -> None:

@@ -51,7 +51,7 @@ def test_sweep_values_reach_the_reward():
     (["+experiment=gpt5_triton"], "OPENAI_API_KEY"),
     (["+bogus=1"], "unknown top-level"),
     (["loop.mode=async"], "loop.mode must be sync or one_step_off"),
-    (["loop.mode=one_step_off", "+algorithm.tis_cap=null"], "needs the importance correction"),
+    (["loop.mode=one_step_off", "algorithm.tis_cap=null"], "needs the importance correction"),
     (["loop.sync=nccl"], "loop.sync merged, lora or broadcast"),
     (["+policy.learner.world_size=0"], "world_size"),
     # Before: a ValueError traceback from float("abc"); NaN passed and stopped the run after Ray and W&B started;
