@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import types
+import typing
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
@@ -24,7 +26,11 @@ __all__ = ["ConfigError", "LoopConfig", "PolicySpec", "RunConfig", "ValidationCo
 
 
 class ConfigError(ValueError):
-    """A configuration that cannot run; the message names the key and says why."""
+    """A configuration that cannot run; the message names the key and says why (one line per problem)."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +177,9 @@ class RunConfig:
         unknown = set(cfg.keys()) - _TOP_LEVEL
         if unknown:
             raise ConfigError(f"unknown top-level config keys: {sorted(unknown)}")
+        problems = config_type_problems(cfg)
+        if problems:  # every value of a wrong type at once, before any record trips over one
+            raise ConfigError(*problems)
 
         def build(group: str, make):
             try:
@@ -253,6 +262,32 @@ class RunConfig:
             raise ConfigError(f"policy.chat_template: {self.policy.chat_template}: no such file")
 
 
+def _group_types() -> dict[str, type]:
+    from rl.learner.config import AlgorithmConfig
+    from rl.prompts import PromptConfig
+
+    return {"rollout": SamplingConfig, "data": DataConfig, "eval": EvalSettings, "pool": PoolConfig,
+            "wandb": WandbConfig, "prompt": PromptConfig, "reward": RewardConfig, "algorithm": AlgorithmConfig,
+            "loop": LoopConfig, "validation": ValidationConfig}
+
+
+def config_type_problems(cfg: Any) -> list[str]:
+    """One line per value of a wrong type in the composed config's typed groups (see type_problems)."""
+    problems = []
+    for group, cls in _group_types().items():
+        if group in cfg:
+            problems += type_problems(cls, _container(cfg, group), group)
+    policy = _container(cfg, "policy") if "policy" in cfg else None
+    if isinstance(policy, Mapping) and isinstance(policy.get("learner"), Mapping):
+        from rl.learner.config import PolicyConfig
+
+        problems += type_problems(PolicyConfig, policy["learner"], "policy.learner")
+    for key in ("cache_path", "resume"):
+        if cfg.get(key) is not None and not isinstance(cfg.get(key), str):
+            problems.append(f"{key} must be a path (str) or null, not {cfg.get(key)!r}")
+    return problems
+
+
 def _hosted(cfg: Any, build) -> Any:
     if cfg.get("hosted") is None:
         return None
@@ -261,22 +296,95 @@ def _hosted(cfg: Any, build) -> Any:
     return build("hosted", HostedConfig.from_mapping)
 
 
-_PLAIN_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "None": (type(None),)}
+def type_problems(cls: type, m: Mapping[str, Any] | None, what: str) -> list[str]:
+    """Every value of `m` whose type does not fit the field of `cls` it sets, as one line each
+    (`rollout.temperature must be float, not 'abc'`), nested records included. Unknown keys are left to
+    reject_unknown; annotations this does not know (Any, classes) pass."""
+    if not isinstance(m, Mapping):
+        return [] if m is None else [f"{what} must be a mapping, not {m!r}"]
+    hints = _hints(cls)
+    return [p for key, value in m.items() if key in hints for p in _value_problems(hints[key], value, f"{what}.{key}")]
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # an annotation that does not resolve: nothing to check against
+        return {}
+
+
+def _value_problems(tp: Any, value: Any, key: str) -> list[str]:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        arms = [arm for arm in typing.get_args(tp) if _fits(arm, value)]
+        found = [_value_problems(arm, value, key) for arm in arms]
+        if not arms:
+            return [f"{key} must be {_describe(tp)}, not {value!r}"]
+        return [] if not all(found) else found[0]  # the first arm of the right shape says what is wrong inside
+    if _fits(tp, value):
+        if dataclasses.is_dataclass(tp) and isinstance(value, Mapping):
+            return type_problems(tp, value, key)
+        for arm in _collection_items(tp, value):
+            return [p for i, v in enumerate(value) for p in _value_problems(arm, v, f"{key}[{i}]")]
+        return []
+    return [f"{key} must be {_describe(tp)}, not {value!r}"]
+
+
+def _collection_items(tp: Any, value: Any) -> list[Any]:
+    """The element type of a list/tuple field (tuple[str, ...], list[int]) when `value` is a list."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (tuple, list) and isinstance(value, (list, tuple)) and args and (origin is list or args[-1] is ...):
+        return [args[0]]
+    return []
+
+
+def _fits(tp: Any, value: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(arm, value) for arm in typing.get_args(tp))
+    if origin is typing.Literal:
+        return value in typing.get_args(tp)
+    if tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    if origin in (tuple, list) or tp in (tuple, list):
+        return value is None or isinstance(value, (list, tuple))  # null: the record's empty default
+    if origin in (dict, Mapping, typing.Mapping) or tp in (dict, Mapping):
+        return value is None or isinstance(value, Mapping)
+    if dataclasses.is_dataclass(tp):
+        return value is None or isinstance(value, (Mapping, tp))
+    return True
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(arm) for arm in typing.get_args(tp))
+    if origin is typing.Literal:
+        return "one of " + ", ".join(str(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "None"
+    if origin in (tuple, list):
+        return "a list"
+    if origin in (dict, Mapping) or dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return getattr(tp, "__name__", str(tp))
 
 
 def _typed(cls: type, m: Mapping[str, Any] | None, what: str):
-    """`m` as `cls`; a value of the wrong plain type (loop.steps=abc) is an error naming the key, not the
-    comparison that would trip over it in __post_init__. Fields of other types are left to the record."""
+    """`m` as `cls`; a value of the wrong type (loop.steps=abc) is an error naming the key, not the
+    comparison that would trip over it in __post_init__."""
     m = dict(m or {})
     reject_unknown(cls, m, what)
-    for field in dataclasses.fields(cls):
-        parts = [p.strip() for p in str(field.type).split("|")]
-        if field.name not in m or not all(p in _PLAIN_TYPES for p in parts):
-            continue
-        value = m[field.name]
-        allowed = tuple(t for p in parts for t in _PLAIN_TYPES[p])
-        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-            raise ConfigError(f"{what}.{field.name} must be {' or '.join(parts)}, not {value!r}")
+    problems = type_problems(cls, m, what)
+    if problems:
+        raise ConfigError(*problems)
     return cls(**m)
 
 
