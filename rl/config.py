@@ -177,15 +177,20 @@ class RunConfig:
         unknown = set(cfg.keys()) - _TOP_LEVEL
         if unknown:
             raise ConfigError(f"unknown top-level config keys: {sorted(unknown)}")
+        # Every value of a wrong type, then every group that refuses its values: all reported at once, one line
+        # each; a group with a wrong type is not built (its record would trip over the value).
         problems = config_type_problems(cfg)
-        if problems:  # every value of a wrong type at once, before any record trips over one
-            raise ConfigError(*problems)
+        bad_groups = {p.split(".")[0].split(" ")[0] for p in problems}
 
         def build(group: str, make):
+            if group in bad_groups:
+                return None
             try:
                 return make(_container(cfg, group))
             except (ValueError, TypeError) as e:
-                raise ConfigError(f"{group}: {e}") from None
+                problems.append(f"{group}: {e}")
+                bad_groups.add(group)
+                return None
 
         rollout_map = dict(_container(cfg, "rollout") or {})
         tools = rollout_map.pop("tools", None) or ()
@@ -195,14 +200,11 @@ class RunConfig:
         reward_map = dict(_container(cfg, "reward") or {})
         if delta is not None:
             reward_map.setdefault("delta", delta)  # RewardConfig checks it (delta=abc names delta, not float())
-        try:
-            reward = RewardConfig.from_mapping(reward_map)
-        except ValueError as e:
-            raise ConfigError(f"reward: {e}") from None
+        reward = build("reward", lambda _: RewardConfig.from_mapping(reward_map))
         algorithm_map = dict(_container(cfg, "algorithm") or {})
-        if algorithm_map.get("loss_max_tokens") is None and algorithm_map.get("name") == "dr_grpo":
+        if algorithm_map.get("loss_max_tokens") is None and algorithm_map.get("name") == "dr_grpo" and rollout:
             algorithm_map["loss_max_tokens"] = rollout.max_tokens  # Dr. GRPO's constant: the generation budget
-        run = cls(
+        records = dict(
             policy=build("policy", PolicySpec.from_mapping),
             algorithm=build("algorithm", lambda _: AlgorithmConfig.from_mapping(algorithm_map)),
             data=build("data", DataConfig.from_mapping),
@@ -214,17 +216,25 @@ class RunConfig:
             wandb=build("wandb", WandbConfig.from_mapping),
             eval=build("eval", EvalSettings.from_mapping),
             pool=build("pool", PoolConfig.from_mapping),
-            judge=_container(cfg, "judge") or {},
-            cache_path=cfg.get("cache_path"),
-            resume=cfg.get("resume"),
             hosted=_hosted(cfg, build),
         )
+        if problems:
+            raise ConfigError(*problems)
+        run = cls(**records, judge=_container(cfg, "judge") or {}, cache_path=cfg.get("cache_path"),
+                  resume=cfg.get("resume"))
+
+        def build_or_raise(group: str, make):
+            value = build(group, make)
+            if problems:
+                raise ConfigError(*problems)
+            return value
+
         if tools:
             from rl.rollout.config import EngineConfig
 
             context = None if run.policy.is_api else int(run.policy.engine.get("max_model_len",
                                                                                 EngineConfig.max_model_len))
-            run = dataclasses.replace(run, trajectory=build("rollout", lambda _: trajectory_config(
+            run = dataclasses.replace(run, trajectory=build_or_raise("rollout", lambda _: trajectory_config(
                 tools, trajectory_map, api=run.policy.is_api, context=context)))
         run.check_policy()
         if run.policy.learner is not None:  # the learner's own record (world size, LoRA, optimizer) refuses bad keys now

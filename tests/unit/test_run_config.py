@@ -76,11 +76,15 @@ def test_bad_configs_are_clear_errors(overrides, message):
         RunConfig.from_hydra(_compose(*overrides))
 
 
-def test_every_wrong_type_is_reported_one_line_each():
+def test_every_problem_is_reported_one_line_each():
+    """The issue's command: loop.steps=-1 and rollout.temperature=abc were one raw TypeError; now both are named."""
     with pytest.raises(ConfigError) as e:
-        RunConfig.from_hydra(_compose("loop.steps=abc", "rollout.temperature=abc", "eval.workers=two"))
-    assert e.value.problems == ["rollout.temperature must be float, not 'abc'", "eval.workers must be int, not 'two'",
-                                "loop.steps must be int, not 'abc'"]
+        RunConfig.from_hydra(_compose("loop.steps=-1", "rollout.temperature=abc", "eval.workers=two",
+                                      "validation.n=0"))
+    assert e.value.problems == [
+        "rollout.temperature must be float, not 'abc'", "eval.workers must be int, not 'two'",
+        "loop: loop.steps must be >= 0 and loop.problems_per_step >= 1",
+        "validation: validation.every >= 0, validation.n >= 1 and validation.temperature >= 0"]
     assert str(e.value).splitlines() == e.value.problems
 
 
