@@ -55,6 +55,7 @@ class LoopConfig:
     # while step k trains; the learner corrects for the lag with truncated importance sampling (tis_cap).
     mode: Literal["sync", "one_step_off"] = "sync"
     max_staleness: int = 1  # one_step_off: samples more than this many versions behind the learner are dropped
+    progress_bar: bool = True  # a tqdm bar over the steps on stderr, shown only when stderr is a terminal
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.problems_per_step < 1:
