@@ -196,6 +196,14 @@ def load_problem_set(spec: str, levels: list[int] | None = None) -> list[Problem
     if spec == "builtin":
         return load_builtin(levels)
     path = Path(spec)
+    kb_level = _kernelbench_level_dir(path if path.is_dir() else path.parent)
+    if kb_level is not None:  # one level of a KernelBench checkout (or a file in it): KernelBench's ids and level
+        problems = load_kernelbench(path.resolve().parent if path.is_dir() else path.resolve().parent.parent,
+                                    [kb_level])
+        if path.is_file():
+            problems = [p for p in problems if Path(p.path).resolve() == path.resolve()]
+        if problems or path.is_dir():
+            return [p for p in problems if levels is None or p.level in levels]
     if path.is_dir():
         if (path / "KernelBench").is_dir() or any(path.glob("level[0-9]*")):
             return load_kernelbench(path, levels)
@@ -205,6 +213,14 @@ def load_problem_set(spec: str, levels: list[int] | None = None) -> list[Problem
     if path.exists():
         return [load_problem_file(path)]
     raise ProblemError(f"{spec}: not 'builtin', a problem file, a directory or a KernelBench checkout")
+
+
+def _kernelbench_level_dir(directory: Path) -> int | None:
+    """N when `directory` is KernelBench/level<N> of a checkout, else None."""
+    directory = directory.resolve()
+    if directory.parent.name == "KernelBench" and re.fullmatch(r"level\d+", directory.name):
+        return int(directory.name[5:])
+    return None
 
 
 def resolve_problem(spec: str) -> Problem:

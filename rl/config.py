@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import types
+import typing
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
@@ -24,7 +26,11 @@ __all__ = ["ConfigError", "LoopConfig", "PolicySpec", "RunConfig", "ValidationCo
 
 
 class ConfigError(ValueError):
-    """A configuration that cannot run; the message names the key and says why."""
+    """A configuration that cannot run; the message names the key and says why (one line per problem)."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +55,7 @@ class LoopConfig:
     # while step k trains; the learner corrects for the lag with truncated importance sampling (tis_cap).
     mode: Literal["sync", "one_step_off"] = "sync"
     max_staleness: int = 1  # one_step_off: samples more than this many versions behind the learner are dropped
+    progress_bar: bool = True  # a tqdm bar over the steps on stderr, shown only when stderr is a terminal
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.problems_per_step < 1:
@@ -171,12 +178,20 @@ class RunConfig:
         unknown = set(cfg.keys()) - _TOP_LEVEL
         if unknown:
             raise ConfigError(f"unknown top-level config keys: {sorted(unknown)}")
+        # Every value of a wrong type, then every group that refuses its values: all reported at once, one line
+        # each; a group with a wrong type is not built (its record would trip over the value).
+        problems = config_type_problems(cfg)
+        bad_groups = {p.split(".")[0].split(" ")[0] for p in problems}
 
         def build(group: str, make):
+            if group in bad_groups:
+                return None
             try:
                 return make(_container(cfg, group))
             except (ValueError, TypeError) as e:
-                raise ConfigError(f"{group}: {e}") from None
+                problems.append(f"{group}: {e}")
+                bad_groups.add(group)
+                return None
 
         rollout_map = dict(_container(cfg, "rollout") or {})
         tools = rollout_map.pop("tools", None) or ()
@@ -186,14 +201,11 @@ class RunConfig:
         reward_map = dict(_container(cfg, "reward") or {})
         if delta is not None:
             reward_map.setdefault("delta", delta)  # RewardConfig checks it (delta=abc names delta, not float())
-        try:
-            reward = RewardConfig.from_mapping(reward_map)
-        except ValueError as e:
-            raise ConfigError(f"reward: {e}") from None
+        reward = build("reward", lambda _: RewardConfig.from_mapping(reward_map))
         algorithm_map = dict(_container(cfg, "algorithm") or {})
-        if algorithm_map.get("loss_max_tokens") is None and algorithm_map.get("name") == "dr_grpo":
+        if algorithm_map.get("loss_max_tokens") is None and algorithm_map.get("name") == "dr_grpo" and rollout:
             algorithm_map["loss_max_tokens"] = rollout.max_tokens  # Dr. GRPO's constant: the generation budget
-        run = cls(
+        records = dict(
             policy=build("policy", PolicySpec.from_mapping),
             algorithm=build("algorithm", lambda _: AlgorithmConfig.from_mapping(algorithm_map)),
             data=build("data", DataConfig.from_mapping),
@@ -205,17 +217,25 @@ class RunConfig:
             wandb=build("wandb", WandbConfig.from_mapping),
             eval=build("eval", EvalSettings.from_mapping),
             pool=build("pool", PoolConfig.from_mapping),
-            judge=_container(cfg, "judge") or {},
-            cache_path=cfg.get("cache_path"),
-            resume=cfg.get("resume"),
             hosted=_hosted(cfg, build),
         )
+        if problems:
+            raise ConfigError(*problems)
+        run = cls(**records, judge=_container(cfg, "judge") or {}, cache_path=cfg.get("cache_path"),
+                  resume=cfg.get("resume"))
+
+        def build_or_raise(group: str, make):
+            value = build(group, make)
+            if problems:
+                raise ConfigError(*problems)
+            return value
+
         if tools:
             from rl.rollout.config import EngineConfig
 
             context = None if run.policy.is_api else int(run.policy.engine.get("max_model_len",
                                                                                 EngineConfig.max_model_len))
-            run = dataclasses.replace(run, trajectory=build("rollout", lambda _: trajectory_config(
+            run = dataclasses.replace(run, trajectory=build_or_raise("rollout", lambda _: trajectory_config(
                 tools, trajectory_map, api=run.policy.is_api, context=context)))
         run.check_policy()
         # the learner's own record (world size, LoRA, optimizer) refuses bad keys now
@@ -233,8 +253,7 @@ class RunConfig:
             raise ConfigError(f"algorithm.temperature ({run.algorithm.temperature}) must equal rollout.temperature "
                               f"({run.rollout.temperature}): the learner's logprobs must be of the sampled policy; "
                               f"set rollout.temperature={run.algorithm.temperature} or algorithm.temperature="
-                              f"{run.rollout.temperature} (+algorithm.temperature=... where the preset does not "
-                              "list it)")
+                              f"{run.rollout.temperature}")
         return run
 
     def check_policy(self) -> None:
@@ -255,6 +274,32 @@ class RunConfig:
             raise ConfigError(f"policy.chat_template: {self.policy.chat_template}: no such file")
 
 
+def _group_types() -> dict[str, type]:
+    from rl.learner.config import AlgorithmConfig
+    from rl.prompts import PromptConfig
+
+    return {"rollout": SamplingConfig, "data": DataConfig, "eval": EvalSettings, "pool": PoolConfig,
+            "wandb": WandbConfig, "prompt": PromptConfig, "reward": RewardConfig, "algorithm": AlgorithmConfig,
+            "loop": LoopConfig, "validation": ValidationConfig}
+
+
+def config_type_problems(cfg: Any) -> list[str]:
+    """One line per value of a wrong type in the composed config's typed groups (see type_problems)."""
+    problems = []
+    for group, cls in _group_types().items():
+        if group in cfg:
+            problems += type_problems(cls, _container(cfg, group), group)
+    policy = _container(cfg, "policy") if "policy" in cfg else None
+    if isinstance(policy, Mapping) and isinstance(policy.get("learner"), Mapping):
+        from rl.learner.config import PolicyConfig
+
+        problems += type_problems(PolicyConfig, policy["learner"], "policy.learner")
+    for key in ("cache_path", "resume"):
+        if cfg.get(key) is not None and not isinstance(cfg.get(key), str):
+            problems.append(f"{key} must be a path (str) or null, not {cfg.get(key)!r}")
+    return problems
+
+
 def _hosted(cfg: Any, build) -> Any:
     if cfg.get("hosted") is None:
         return None
@@ -263,22 +308,95 @@ def _hosted(cfg: Any, build) -> Any:
     return build("hosted", HostedConfig.from_mapping)
 
 
-_PLAIN_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "None": (type(None),)}
+def type_problems(cls: type, m: Mapping[str, Any] | None, what: str) -> list[str]:
+    """Every value of `m` whose type does not fit the field of `cls` it sets, as one line each
+    (`rollout.temperature must be float, not 'abc'`), nested records included. Unknown keys are left to
+    reject_unknown; annotations this does not know (Any, classes) pass."""
+    if not isinstance(m, Mapping):
+        return [] if m is None else [f"{what} must be a mapping, not {m!r}"]
+    hints = _hints(cls)
+    return [p for key, value in m.items() if key in hints for p in _value_problems(hints[key], value, f"{what}.{key}")]
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # an annotation that does not resolve: nothing to check against
+        return {}
+
+
+def _value_problems(tp: Any, value: Any, key: str) -> list[str]:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        arms = [arm for arm in typing.get_args(tp) if _fits(arm, value)]
+        found = [_value_problems(arm, value, key) for arm in arms]
+        if not arms:
+            return [f"{key} must be {_describe(tp)}, not {value!r}"]
+        return [] if not all(found) else found[0]  # the first arm of the right shape says what is wrong inside
+    if _fits(tp, value):
+        if dataclasses.is_dataclass(tp) and isinstance(value, Mapping):
+            return type_problems(tp, value, key)
+        for arm in _collection_items(tp, value):
+            return [p for i, v in enumerate(value) for p in _value_problems(arm, v, f"{key}[{i}]")]
+        return []
+    return [f"{key} must be {_describe(tp)}, not {value!r}"]
+
+
+def _collection_items(tp: Any, value: Any) -> list[Any]:
+    """The element type of a list/tuple field (tuple[str, ...], list[int]) when `value` is a list."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (tuple, list) and isinstance(value, (list, tuple)) and args and (origin is list or args[-1] is ...):
+        return [args[0]]
+    return []
+
+
+def _fits(tp: Any, value: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(arm, value) for arm in typing.get_args(tp))
+    if origin is typing.Literal:
+        return value in typing.get_args(tp)
+    if tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    if origin in (tuple, list) or tp in (tuple, list):
+        return value is None or isinstance(value, (list, tuple))  # null: the record's empty default
+    if origin in (dict, Mapping, typing.Mapping) or tp in (dict, Mapping):
+        return value is None or isinstance(value, Mapping)
+    if dataclasses.is_dataclass(tp):
+        return value is None or isinstance(value, (Mapping, tp))
+    return True
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(arm) for arm in typing.get_args(tp))
+    if origin is typing.Literal:
+        return "one of " + ", ".join(str(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "None"
+    if origin in (tuple, list):
+        return "a list"
+    if origin in (dict, Mapping) or dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return getattr(tp, "__name__", str(tp))
 
 
 def _typed(cls: type, m: Mapping[str, Any] | None, what: str):
-    """`m` as `cls`; a value of the wrong plain type (loop.steps=abc) is an error naming the key, not the
-    comparison that would trip over it in __post_init__. Fields of other types are left to the record."""
+    """`m` as `cls`; a value of the wrong type (loop.steps=abc) is an error naming the key, not the
+    comparison that would trip over it in __post_init__."""
     m = dict(m or {})
     reject_unknown(cls, m, what)
-    for field in dataclasses.fields(cls):
-        parts = [p.strip() for p in str(field.type).split("|")]
-        if field.name not in m or not all(p in _PLAIN_TYPES for p in parts):
-            continue
-        value = m[field.name]
-        allowed = tuple(t for p in parts for t in _PLAIN_TYPES[p])
-        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-            raise ConfigError(f"{what}.{field.name} must be {' or '.join(parts)}, not {value!r}")
+    problems = type_problems(cls, m, what)
+    if problems:
+        raise ConfigError(*problems)
     return cls(**m)
 
 

@@ -22,6 +22,7 @@ with vLLM or transformers engines, Ray or local learners, and tests can give it 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -30,6 +31,7 @@ import math
 import os
 import random
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -105,18 +107,28 @@ class Trainer:
         # the loop owns the engine from here
         self.engine, self.components.engine = self.components.engine or self.components.make_engine(), None
         self._gpu = GpuMonitor()
+        bar = None
         try:
             if self.policy_version > 0:  # a resumed run: the engine must serve the checkpoint's weights
                 await self.sync_weights()
             self.learner_version = self.policy_version
             if self.step == 0 and self.cfg.validation.at_start:
                 self.log_row(0, await self.validate())
-            while self.step < self.cfg.loop.steps:
-                await self.train_step()
+            bar = step_progress(self.cfg.loop.steps, self.step, self.cfg.loop.progress_bar)
+            with _redirect_logging(bar):
+                while self.step < self.cfg.loop.steps:
+                    await self.train_step()
+                    if bar is not None:
+                        last = self.history[-1] if self.history else {}
+                        bar.set_postfix(reward=f"{last.get('train/reward_mean', math.nan):.3f}",
+                                        correct=f"{last.get('train/correct_rate', math.nan):.2f}", refresh=False)
+                        bar.update(self.step - bar.n)
             if self.components.learner is not None:
                 self.checkpoint()
                 self.export_final()
         finally:
+            if bar is not None:
+                bar.close()
             if self._inflight is not None:
                 self._inflight.cancel()
                 self._inflight = None
@@ -457,3 +469,25 @@ class Trainer:
 
 async def _maybe_await(value: Any) -> Any:
     return await value if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future) else value
+
+
+def step_progress(total: int, initial: int, enabled: bool, stream: Any = None) -> Any:
+    """A tqdm bar over the training steps on stderr (loop.progress_bar); None when turned off, when stderr is
+    not a terminal (a log file or CI keeps clean lines) or without tqdm."""
+    stream = stream if stream is not None else sys.stderr
+    if not enabled or not getattr(stream, "isatty", lambda: False)():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, initial=initial, desc="steps", unit="step", file=stream, dynamic_ncols=True)
+
+
+def _redirect_logging(bar: Any) -> Any:
+    """Log lines printed through the bar (tqdm.write) so they do not break it; nothing without a bar."""
+    if bar is None:
+        return contextlib.nullcontext()
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    return logging_redirect_tqdm(tqdm_class=type(bar))

@@ -6,6 +6,8 @@ Specs:
     random:<preset>         a randomly initialized model of a real architecture with SmolLM2's tokenizer
                             (tests: `random:tiny-llama`; GPU throughput: `random:llama-0.5b`, `random:qwen-1.5b`)
     /path/to/hf/dir         an existing HF model directory (validated, used in place)
+    org/name[@revision]     a Hugging Face Hub id, served from the local HF cache (HF_HUB_CACHE, HF_HOME/hub or
+                            ~/.cache/huggingface/hub) when downloaded there before; never fetched at run time
 
 Nothing here touches the network: HF_HUB_OFFLINE is set before transformers is imported. Cached models are
 built in a temporary directory beside their final place and renamed into it, under a file lock, so that two
@@ -19,6 +21,7 @@ import dataclasses
 import fcntl
 import importlib.util
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -79,7 +82,8 @@ def check_model_dir(path: str | os.PathLike[str]) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
         raise ModelSpecError(f"model path {str(p)!r} does not exist (expected {SMOLLM2!r}, 'random:<preset>' "
-                             f"with preset in {sorted(RANDOM_PRESETS)}, or an HF model directory)")
+                             f"with preset in {sorted(RANDOM_PRESETS)}, an HF model directory, or a Hub id "
+                             "org/name in the local HF cache)")
     if not p.is_dir():
         raise ModelSpecError(f"model path {str(p)!r} is not a directory")
     if not (p / "config.json").is_file():
@@ -146,6 +150,44 @@ def resolve_model_reference(ref: str, what: str = "base model") -> Path:
                          f"(KERNELRL_MODEL_CACHE): {hint}")
 
 
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
+
+
+def _hf_cache_dir() -> str | None:
+    """Where huggingface_hub keeps downloads, read now (its own constant is fixed at import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    if os.environ.get("HF_HOME"):
+        return str(Path(os.environ["HF_HOME"]) / "hub")
+    return None  # huggingface_hub's default, ~/.cache/huggingface/hub
+
+
+def hub_snapshot(spec: str) -> Path:
+    """The local HF cache's snapshot directory of a Hub id (`org/name` or `org/name@revision`), checked like
+    any model directory. Nothing is downloaded: a model that is not cached is a ModelSpecError saying how to
+    get it there."""
+    repo_id, _, revision = spec.partition("@")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise ModelSpecError(f"policy model {spec!r} looks like a Hugging Face Hub id, but huggingface_hub is not "
+                             "installed") from None
+    try:
+        path = snapshot_download(repo_id, revision=revision or None, cache_dir=_hf_cache_dir(), local_files_only=True)
+    except (OSError, ValueError) as e:  # LocalEntryNotFoundError is an OSError; a malformed id a ValueError
+        where = _hf_cache_dir() or "~/.cache/huggingface/hub"
+        raise ModelSpecError(f"model {spec!r}: neither a local directory nor a Hugging Face Hub id cached in {where} "
+                             f"({type(e).__name__}); runs never download: fetch it first with "
+                             f"`huggingface-cli download {repo_id}` (or `hf download {repo_id}`), or pass a model "
+                             "directory") from None
+    return check_model_dir(path)
+
+
+def is_hub_id(spec: str) -> bool:
+    """`org/name[@revision]` that is not an existing path (a relative directory wins over a Hub id)."""
+    return bool(_HUB_ID.match(spec)) and not Path(spec).expanduser().exists()
+
+
 def validate_model_spec(spec: str) -> None:
     """Cheap checks only (no conversion): what a config refuses before the run starts."""
     if spec == SMOLLM2:
@@ -154,6 +196,8 @@ def validate_model_spec(spec: str) -> None:
         _random_preset(spec)
         if not (cache_root() / "smollm2-tokenizer" / "tokenizer_config.json").is_file():
             smollm2_gguf_path()  # the tokenizer comes from there
+    elif is_hub_id(spec):
+        hub_snapshot(spec)
     else:
         check_model_dir(spec)
 
@@ -168,6 +212,8 @@ def resolve_model(spec: str) -> Path:
         name, preset = _random_preset(spec)
         tokenizer_dir = smollm2_tokenizer()  # the vocabulary and chat template every preset uses
         return cached_model(f"random-{name}", lambda out: _build_random(out, preset, tokenizer_dir))
+    if is_hub_id(spec):
+        return hub_snapshot(spec)
     return check_model_dir(spec)
 
 

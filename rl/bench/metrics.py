@@ -145,6 +145,7 @@ def _summary(results: list[ProblemResult], baseline: str) -> dict[str, Any]:
     out["fast_p"] = {f"{p:g}": fast(p, baseline, finals) for p in FAST_P}
     out["fast_p_at_1"] = {f"{p:g}": fast(p, baseline, firsts) for p in FAST_P}
     out["fast_p_eager"] = {f"{p:g}": fast(p, "eager", finals) for p in FAST_P}
+    out["fast_p_inductor"] = {f"{p:g}": fast(p, "inductor", finals) for p in FAST_P}
     out["faster_than_inductor"] = fast(1.0, "inductor", finals)
     out["faster_than_eager"] = fast(1.0, "eager", finals)
     geo: dict[str, Any] = {}
@@ -181,7 +182,27 @@ def summarize(results: Iterable[ProblemResult], baseline: str = "inductor") -> d
     levels = sorted({r.level for r in results}, key=lambda x: (x is None, x))
     out["per_level"] = {("none" if lv is None else str(lv)): _summary([r for r in results if r.level == lv], baseline)
                         for lv in levels}
+    # KernelBench's own levels (1 single operators, 2 fusions, 3 architectures, 4 HF models) for its problems,
+    # apart from the built-in set's L0-L5 scale, so a mixed run still reports per KernelBench level
+    kb = [r for r in results if kernelbench_level(r.problem_id) is not None]
+    if kb:
+        kb_levels = sorted({kernelbench_level(r.problem_id) for r in kb})
+        out["per_kernelbench_level"] = {str(lv): _summary([r for r in kb if kernelbench_level(r.problem_id) == lv],
+                                                          baseline) for lv in kb_levels}
+    out["level_scale"] = ("kernelbench" if kb and len(kb) == len(results) else "mixed" if kb else "kernelrl")
     return out
+
+
+KERNELBENCH_LEVELS = {1: "single-kernel operators", 2: "simple fusions", 3: "full architectures",
+                      4: "Hugging Face models"}
+
+
+def kernelbench_level(problem_id: str) -> int | None:
+    """N of a KernelBench problem id (`kernelbench/level<N>/<number>`, envs.problems.load_kernelbench), else None."""
+    parts = problem_id.split("/")
+    if len(parts) == 3 and parts[0] == "kernelbench" and parts[1].startswith("level") and parts[1][5:].isdigit():
+        return int(parts[1][5:])
+    return None
 
 
 def flatten(summary: Mapping[str, Any], prefix: str) -> dict[str, float]:
@@ -199,6 +220,8 @@ def flatten(summary: Mapping[str, Any], prefix: str) -> dict[str, float]:
         put(key, summary.get(key))
     for p, v in summary.get("fast_p", {}).items():
         put(f"fast_{p}", v)
+    for p, v in summary.get("fast_p_eager", {}).items():
+        put(f"fast_{p}_eager", v)
     for k, v in summary.get("pass_at_k", {}).items():
         put(f"pass_at_{k}", v)
     geo = summary.get("geomean_speedup", {})
@@ -207,6 +230,10 @@ def flatten(summary: Mapping[str, Any], prefix: str) -> dict[str, float]:
     for level, s in summary.get("per_level", {}).items():
         put(f"level{level}/correct_at_1", s.get("correct_at_1"))
         put(f"level{level}/fast_1", s.get("fast_p", {}).get("1"))
+    for level, s in summary.get("per_kernelbench_level", {}).items():
+        put(f"kernelbench_level{level}/correct_at_1", s.get("correct_at_1"))
+        put(f"kernelbench_level{level}/fast_1", s.get("fast_p", {}).get("1"))
+        put(f"kernelbench_level{level}/fast_1_eager", s.get("fast_p_eager", {}).get("1"))
     return out
 
 

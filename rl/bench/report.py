@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable
 
-from rl.bench.metrics import FAST_P, BASELINES, ProblemResult, speedup_vs, summarize
+from rl.bench.metrics import FAST_P, BASELINES, KERNELBENCH_LEVELS, ProblemResult, speedup_vs, summarize
 
 __all__ = ["build_report", "per_problem_rows", "write_markdown", "write_plots", "compare", "load_report"]
 
@@ -75,10 +75,32 @@ def _metric_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     rows += [(f"pass@{k}", _f(v, True)) for k, v in s["pass_at_k"].items()]
     rows += [("faster than TorchInductor", _f(s["faster_than_inductor"], True)),
              ("faster than eager", _f(s["faster_than_eager"], True))]
-    rows += [(f"fast_{p} (vs {s['baseline']})", _f(v, True)) for p, v in s["fast_p"].items()]
+    for base, label in (("inductor", "TorchInductor"), ("eager", "eager, KernelBench's baseline")):
+        rows += [(f"fast_{p} (vs {label})", _f(v, True)) for p, v in fast_p_vs(s, base).items()]
     rows += [(f"geomean speedup over correct (vs {s['baseline']})", _f(geo["correct"])),
              (f"geomean speedup over all, failures = 1.0 (vs {s['baseline']})", _f(geo["all"]))]
     return rows
+
+
+def fast_p_vs(s: dict[str, Any], base: str) -> dict[str, Any]:
+    """fast_p against `base` (inductor or eager); reports written before fast_p_inductor existed have it as
+    fast_p when their baseline was inductor."""
+    if f"fast_p_{base}" in s:
+        return s[f"fast_p_{base}"]
+    return s["fast_p"] if s.get("baseline") == base else {p: None for p in s["fast_p"]}
+
+
+def _level_table(levels: dict[str, Any], title: str, names: dict[int, str] | None = None) -> list[str]:
+    header = ["level", "problems", "correct@1", "within attempts", "fast_1 (inductor)", "fast_1 (eager)",
+              "geomean (correct)", "geomean (all)"]
+    lines = ["", f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for lv, s in levels.items():
+        name = f"{lv} ({names[int(lv)]})" if names and lv.isdigit() and int(lv) in names else lv
+        lines.append(f"| {name} | {s['problems']} | {_f(s['correct_at_1'], True)} | "
+                     f"{_f(s['correct_within_attempts'], True)} | {_f(fast_p_vs(s, 'inductor').get('1'), True)} | "
+                     f"{_f(fast_p_vs(s, 'eager').get('1'), True)} | {_f(s['geomean_speedup']['correct'])} | "
+                     f"{_f(s['geomean_speedup']['all'])} |")
+    return lines
 
 
 def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] | None = None) -> None:
@@ -90,16 +112,12 @@ def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] | 
              f"(generate {run.get('generate_seconds', 0):.1f} s, evaluate {run.get('evaluate_seconds', 0):.1f} s). "
              "Metric definitions: docs/benchmark.md.", "", "| metric | overall |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in _metric_rows(report)]
-    levels = report["per_level"]
-    if levels:
-        header = ["level", "problems", "correct@1", "within attempts", "fast_1", "faster than inductor",
-                  "geomean (correct)", "geomean (all)"]
-        lines += ["", "## Per level", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for lv, s in levels.items():
-            lines.append(f"| {lv} | {s['problems']} | {_f(s['correct_at_1'], True)} | "
-                         f"{_f(s['correct_within_attempts'], True)} | {_f(s['fast_p']['1'], True)} | "
-                         f"{_f(s['faster_than_inductor'], True)} | {_f(s['geomean_speedup']['correct'])} | "
-                         f"{_f(s['geomean_speedup']['all'])} |")
+    scale = report.get("level_scale")
+    if report["per_level"] and scale != "kernelbench":
+        lines += _level_table(report["per_level"], "Per level" if scale == "kernelrl" or scale is None else
+                              "Per level (mixed scales: the built-in L0-L5 and KernelBench's 1-4 share numbers)")
+    if report.get("per_kernelbench_level"):
+        lines += _level_table(report["per_kernelbench_level"], "Per KernelBench level", KERNELBENCH_LEVELS)
     mix = ", ".join(f"{k} {v}" for k, v in report["status_mix"].items() if v)
     hacks = ", ".join(f"{k} {v}" for k, v in report["hack_mix"].items()) or "none"
     tok, cost = report["tokens"], report["cost_usd"]
@@ -206,19 +224,23 @@ def write_plots(report: dict[str, Any], directory: str | Path) -> list[str]:
     paths.append(_save(fig, directory / "per_level.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    if speedups or not report["speedups_measured"]:
-        n = report["problems"] or 1
-        ps = [i / 100 for i in range(0, 301)]
-        if report["speedups_measured"]:
-            ys = [sum(s > p for s in speedups) / n for p in ps]
-            ax.plot(ps, ys, color="tab:green")
-            ax.scatter(list(FAST_P), [sum(s > p for s in speedups) / n for p in FAST_P], color="black", zorder=3)
-        else:
-            ax.text(0.5, 0.5, "no speedups measured (CPU)", ha="center", va="center", transform=ax.transAxes)
-        ax.set_xlabel("p (speedup threshold)")
-        ax.set_ylabel("fast_p")
-        ax.set_ylim(0, 1.05)
-    ax.set_title(f"fast_p vs {base}")
+    n = report["problems"] or 1
+    ps = [i / 100 for i in range(0, 301)]
+    if report["speedups_measured"]:
+        for b, color, label in (("inductor", "tab:green", "vs TorchInductor"), ("eager", "tab:purple",
+                                                                              "vs eager (KernelBench)")):
+            best = [row.get(f"best_speedup_{b}") for row in report["per_problem"]]
+            best = [x for x in best if x is not None]
+            ax.plot(ps, [sum(x > p for x in best) / n for p in ps], color=color, label=label)
+            ax.scatter(list(FAST_P), [sum(x > p for x in best) / n for p in FAST_P], color=color, edgecolor="black",
+                       zorder=3)
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "no speedups measured (CPU)", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("p (speedup threshold)")
+    ax.set_ylabel("fast_p")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("fast_p against both baselines")
     paths.append(_save(fig, directory / "fast_p.png"))
     return paths
 
@@ -248,4 +270,14 @@ def compare(reports: list[tuple[str, dict[str, Any]]]) -> str:
         cells = [_f(r["per_level"][lv]["correct_at_1"], True) if lv in r.get("per_level", {}) else "-"
                  for _, r in reports]
         lines.append(f"| correct@1, level {lv} | " + " | ".join(cells) + " |")
+    kb_levels = sorted({lv for _, r in reports for lv in r.get("per_kernelbench_level", {})})
+    for lv in kb_levels:
+        for key, label in (("correct_at_1", "correct@1"), ("inductor", "fast_1 vs TorchInductor"),
+                           ("eager", "fast_1 vs eager")):
+            cells = []
+            for _, r in reports:
+                s = r.get("per_kernelbench_level", {}).get(lv)
+                value = None if s is None else s[key] if key == "correct_at_1" else fast_p_vs(s, key).get("1")
+                cells.append(_f(value, True) if s is not None else "-")
+            lines.append(f"| {label}, KernelBench level {lv} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -1,14 +1,17 @@
 """Typed settings of the learner: the algorithm (advantages + loss) and the policy (model, LoRA, optimizer).
 
 Both are built from Hydra mappings (`conf/algorithm/*.yaml`, `conf/policy/*.yaml`) with `from_mapping`,
-which refuses unknown keys. `AlgorithmConfig.from_mapping` starts from the preset its `name` selects
-(`ALGORITHM_PRESETS`), so a YAML only has to say what differs from the published recipe; every option,
-its formula and its source is in docs/algorithms.md.
+which refuses unknown keys. The published recipes' values live in conf/algorithm/<name>.yaml alone (so
+`train.py --cfg job` shows them); Python keeps the field defaults and the checks. A mapping that leaves
+fields out (`from_mapping({"name": "dapo"})` from Python) gets them from the YAML preset its `name` names
+(`preset`). Every option, its formula and its source is in docs/algorithms.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from pathlib import Path
 from typing import Any, Literal
 
 from envs.settings import reject_unknown
@@ -103,28 +106,57 @@ class AlgorithmConfig:
 
     @classmethod
     def from_mapping(cls, m: dict[str, Any]) -> AlgorithmConfig:
+        """`m` over the preset `m["name"]` names (conf/algorithm/<name>.yaml): a composed Hydra group lists
+        every field already; a partial mapping from Python gets the rest from the YAML."""
         m = dict(m)
         reject_unknown(cls, m, "algorithm")
+        name = m.get("name", "grpo")
+        if name not in PRESET_NAMES:
+            raise ValueError(f"unknown algorithm {name!r}; known: {sorted(PRESET_NAMES)}")
+        if not _FIELDS <= set(m):  # the YAML is read only for what the mapping leaves out
+            preset = preset_mapping(name)
+            if isinstance(m.get("ppo"), dict):
+                m["ppo"] = {**preset.get("ppo", {}), **m["ppo"]}
+            m = {**preset, **m}
         if isinstance(m.get("ppo"), dict):
             ppo = dict(m["ppo"])
             reject_unknown(PPOSettings, ppo, "algorithm.ppo")
             m["ppo"] = PPOSettings(**ppo)
-        name = m.get("name", "grpo")
-        if name not in ALGORITHM_PRESETS:
-            raise ValueError(f"unknown algorithm {name!r}; known: {sorted(ALGORITHM_PRESETS)}")
-        return dataclasses.replace(ALGORITHM_PRESETS[name], **m)
+        return cls(**m)
 
 
-# The published recipes (sources in docs/algorithms.md). Values not listed keep the defaults above.
-ALGORITHM_PRESETS: dict[str, AlgorithmConfig] = {
-    "grpo": AlgorithmConfig(name="grpo", advantage="grpo", loss_aggregation="seq_mean_token_mean"),
-    "dr_grpo": AlgorithmConfig(name="dr_grpo", advantage="dr_grpo", loss_aggregation="seq_mean_token_sum_norm"),
-    "dapo": AlgorithmConfig(name="dapo", advantage="grpo", loss_aggregation="token_mean",
-                            clip_eps_low=0.2, clip_eps_high=0.28, dynamic_sampling=True),
-    "rloo": AlgorithmConfig(name="rloo", advantage="rloo", loss_aggregation="seq_mean_token_mean"),
-    # PPO with a learned value baseline and GAE (Schulman et al. 2017, 2016); token-mean as verl's PPO default
-    "ppo": AlgorithmConfig(name="ppo", advantage="gae", loss_aggregation="token_mean"),
-}
+# The published recipes (values and sources: conf/algorithm/<name>.yaml, docs/algorithms.md)
+PRESET_DIR = Path(__file__).resolve().parents[2] / "conf" / "algorithm"
+PRESET_NAMES = ("grpo", "dr_grpo", "dapo", "rloo", "ppo")
+_FIELDS = {f.name for f in dataclasses.fields(AlgorithmConfig)}
+
+
+@functools.lru_cache(maxsize=None)
+def _load_preset(name: str) -> dict[str, Any]:
+    import yaml
+
+    path = PRESET_DIR / f"{name}.yaml"
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"algorithm preset {name!r}: {path} is missing") from None
+    if not isinstance(data, dict) or data.get("name") != name or "defaults" in data:
+        raise ValueError(f"{path}: a preset file is a plain mapping whose name is {name!r}")
+    reject_unknown(AlgorithmConfig, dict(data), f"algorithm ({path.name})")
+    return data
+
+
+def preset_mapping(name: str) -> dict[str, Any]:
+    """The values of conf/algorithm/<name>.yaml (a copy), for a known preset name."""
+    if name not in PRESET_NAMES:
+        raise ValueError(f"unknown algorithm {name!r}; known: {sorted(PRESET_NAMES)}")
+    data = _load_preset(name)
+    return {**data, "ppo": dict(data.get("ppo") or {})}
+
+
+def preset(name: str, **overrides: Any) -> AlgorithmConfig:
+    """A published recipe as conf/algorithm/<name>.yaml gives it, with `overrides` on top."""
+    return AlgorithmConfig.from_mapping({"name": name, **overrides})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,7 @@ import pytest
 from envs.verdict import Status, Verdict
 from rl.learner.advantages import (build_train_batch, compute_advantages, dr_grpo_advantages, grpo_advantages,
                                    has_zero_variance, rloo_advantages, split_by_variance)
-from rl.learner.config import ALGORITHM_PRESETS, AlgorithmConfig
+from rl.learner.config import AlgorithmConfig, preset
 from rl.types import Group, Sample, ScoredSample
 
 
@@ -58,9 +58,9 @@ def test_compute_advantages_follows_the_config():
     groups = [_group([1.0, 2.0, 3.0]), _group([0.0, 1.0], "r1")]
     rloo = compute_advantages(groups, AlgorithmConfig.from_mapping({"name": "rloo"}))
     assert rloo[0] == pytest.approx([-1.5, 0.0, 1.5]) and rloo[1] == pytest.approx([-1.0, 1.0])
-    dr = compute_advantages(groups, ALGORITHM_PRESETS["dr_grpo"])
+    dr = compute_advantages(groups, preset("dr_grpo"))
     assert dr[1] == pytest.approx([-0.5, 0.5])
-    grpo = compute_advantages(groups, ALGORITHM_PRESETS["grpo"])
+    grpo = compute_advantages(groups, preset("grpo"))
     assert grpo[1] == pytest.approx([-0.5 / (math.sqrt(0.5) + 1e-6), 0.5 / (math.sqrt(0.5) + 1e-6)])
 
 
@@ -73,7 +73,7 @@ def test_dynamic_sampling_drops_zero_variance_groups():
 
 def test_build_train_batch_flattens_groups():
     groups = [_group([1.0, 0.0], "a", completions=[[5], [6, 7]]), _group([0.0, 1.0, 2.0], "b")]
-    batch = build_train_batch(groups, ALGORITHM_PRESETS["dr_grpo"], policy_version=3)
+    batch = build_train_batch(groups, preset("dr_grpo"), policy_version=3)
     assert batch.input_ids[0] == [1, 2, 3, 5] and batch.input_ids[1] == [1, 2, 3, 6, 7]
     assert batch.prompt_lengths == [3] * 5
     assert batch.advantages == pytest.approx([0.5, -0.5, -1.0, 0.0, 1.0])
@@ -84,9 +84,9 @@ def test_build_train_batch_flattens_groups():
 def test_build_train_batch_refuses_mismatched_logprobs_and_drops_empty_completions():
     with pytest.raises(ValueError, match="2 logprobs for 1 completion tokens"):
         build_train_batch([_group([1.0, 0.0], completions=[[5], [6]], logprobs=[[-1, -1], [-1]])],
-                          ALGORITHM_PRESETS["grpo"], 0)
+                          preset("grpo"), 0)
     batch = build_train_batch([_group([1.0, 0.0], completions=[[], [6]], logprobs=[[], [-1]])],
-                              ALGORITHM_PRESETS["dr_grpo"], 0)
+                              preset("dr_grpo"), 0)
     assert batch.input_ids == [[1, 2, 3, 6]] and batch.advantages == pytest.approx([-0.5])
 
 

@@ -50,9 +50,9 @@ def test_sweep_values_reach_the_reward():
     (["loop.problems_per_step=0"], "problems_per_step"),
     (["+experiment=gpt5_triton"], "OPENAI_API_KEY"),
     (["+bogus=1"], "unknown top-level"),
-    (["loop.mode=async"], "loop.mode must be sync or one_step_off"),
-    (["loop.mode=one_step_off", "+algorithm.tis_cap=null"], "needs the importance correction"),
-    (["loop.sync=nccl"], "loop.sync merged, lora or broadcast"),
+    (["loop.mode=async"], "loop.mode must be one of sync, one_step_off, not 'async'"),
+    (["loop.mode=one_step_off", "algorithm.tis_cap=null"], "needs the importance correction"),
+    (["loop.sync=nccl"], "loop.sync must be one of merged, lora, broadcast, not 'nccl'"),
     (["+policy.learner.world_size=0"], "world_size"),
     # Before: a ValueError traceback from float("abc"); NaN passed and stopped the run after Ray and W&B started;
     # loop.steps=abc said "'<' not supported between instances of 'str' and 'int'".
@@ -62,10 +62,30 @@ def test_sweep_values_reach_the_reward():
     (["loop.steps=1.5"], "loop.steps must be int, not 1.5"),
     (["validation.at_start=maybe"], "validation.at_start must be bool"),
     (["validation.max_tokens=many"], "validation.max_tokens must be int or None"),
+    # Before: "rollout: '<' not supported between instances of 'str' and 'int'" (issue 35)
+    (["rollout.temperature=abc"], "rollout.temperature must be float, not 'abc'"),
+    (["algorithm.kl_coef=lots"], "algorithm.kl_coef must be float, not 'lots'"),
+    (["algorithm.ppo.lam=x"], r"algorithm.ppo.lam must be float, not 'x'"),
+    (["eval.workers=two"], "eval.workers must be int, not 'two'"),
+    (["data.levels=[0,a]"], r"data.levels\[1\] must be int, not 'a'"),
+    (["wandb.mode=loud"], "wandb.mode must be one of offline, online, disabled, not 'loud'"),
+    (["policy.learner.finetune=half"], "policy.learner.finetune must be one of lora, full, not 'half'"),
 ])
 def test_bad_configs_are_clear_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):
         RunConfig.from_hydra(_compose(*overrides))
+
+
+def test_every_problem_is_reported_one_line_each():
+    """The issue's command: loop.steps=-1 and rollout.temperature=abc were one raw TypeError; now both are named."""
+    with pytest.raises(ConfigError) as e:
+        RunConfig.from_hydra(_compose("loop.steps=-1", "rollout.temperature=abc", "eval.workers=two",
+                                      "validation.n=0"))
+    assert e.value.problems == [
+        "rollout.temperature must be float, not 'abc'", "eval.workers must be int, not 'two'",
+        "loop: loop.steps must be >= 0 and loop.problems_per_step >= 1",
+        "validation: validation.every >= 0, validation.n >= 1 and validation.temperature >= 0"]
+    assert str(e.value).splitlines() == e.value.problems
 
 
 def _state(step, run_dir="r"):
