@@ -25,7 +25,7 @@ from envs.data.problem_set import read_manifest  # noqa: E402
 from envs.data.records import CandidateProblem, Origin  # noqa: E402
 from envs.data.runtime import RuntimeConfig, filter_runtime  # noqa: E402
 from envs.settings import EvalSettings  # noqa: E402
-from envs.worker.pool import WorkerPool  # noqa: E402
+from envs.worker.worker_set import WorkerSet  # noqa: E402
 
 
 def _quantiles(values: list[float]) -> dict[str, float] | None:
@@ -57,7 +57,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    pool = WorkerPool(EvalSettings(device="cuda", workers=args.workers))
+    pool = WorkerSet(EvalSettings(device="cuda", workers=args.workers))
     try:
         result = filter_runtime(candidates, pool, RuntimeConfig(args.min_ms, args.max_ms))
     finally:

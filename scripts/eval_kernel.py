@@ -29,7 +29,7 @@ from envs import EvalSettings, Evaluator, ProblemError, resolve_problem  # noqa:
 from envs.cache import CacheError, SqliteCache  # noqa: E402
 from envs.evaluator import EvaluatorError  # noqa: E402
 from envs.small_sizes import size_large_problems  # noqa: E402
-from envs.worker.pool import resolve_device  # noqa: E402
+from envs.worker.worker_set import resolve_device  # noqa: E402
 from rewards import DEFAULT_DELTA, reward_for_verdict  # noqa: E402
 from rewards.kernel_reward import check_delta  # noqa: E402
 

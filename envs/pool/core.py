@@ -1,6 +1,6 @@
 """The driver side of the evaluation pool, independent of how actors are started.
 
-    submit -> admission (backpressure) -> CPU stage (Preparer, driver threads) -> cache hit? answer
+    submit -> admission (backpressure) -> CPU stage (CpuStage, driver threads) -> cache hit? answer
            -> dedup (attach to an identical in-flight job) or queue (priority, FIFO)
            -> dispatcher: a free actor slot -> backend.execute -> finish (cache, judge) -> answer all
 
@@ -25,7 +25,7 @@ import threading
 from typing import Any
 
 from envs.cache import SqliteCache
-from envs.evaluator import Preparer, profile_target
+from envs.evaluator import CpuStage, profile_target
 from envs.pool.backend import Backend
 from envs.pool.config import PoolConfig
 from envs.pool.dispatch import DispatchStage
@@ -35,7 +35,7 @@ from envs.pool.submission import SubmissionStage
 from envs.pool.supervision import _Actor, ActorSupervisor
 from envs.problems import Problem
 from envs.settings import EvalSettings
-from envs.worker.pool import EvaluatorError
+from envs.worker.worker_set import EvaluatorError
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class EvaluationPool(SubmissionStage, DispatchStage, ActorSupervisor):
                     from failures[0]
             raise EvaluatorError(f"the evaluation actors run on different devices {kinds}; one pool needs one "
                                  "device kind (pin actors with pool.actor_resources)")
-        self.preparer = Preparer(self.settings, kinds[0], cache)
+        self.cpu_stage = CpuStage(self.settings, kinds[0], cache)
         self._cpu = concurrent.futures.ThreadPoolExecutor(config.cpu_stage_threads, thread_name_prefix="pool-cpu")
         self._finisher = concurrent.futures.ThreadPoolExecutor(config.finish_threads,
                                                                thread_name_prefix="pool-finish")
@@ -112,11 +112,11 @@ class EvaluationPool(SubmissionStage, DispatchStage, ActorSupervisor):
 
     @property
     def device_kind(self) -> str:
-        return self.preparer.device_kind
+        return self.cpu_stage.device_kind
 
     @property
     def device_name(self) -> str:
-        return self.preparer.device_name
+        return self.cpu_stage.device_name
 
     @property
     def size(self) -> int:
@@ -139,7 +139,7 @@ class EvaluationPool(SubmissionStage, DispatchStage, ActorSupervisor):
         contract): {"profile": facts} or {"error": why}. Not queued by priority: it takes a worker slot of the
         least busy actor at once (the dispatcher sees that slot taken until it ends). The actor's worker pool
         answers {"error": "profile needs a GPU"} on CPU actors."""
-        solution = profile_target(self.preparer, problem, answer)
+        solution = profile_target(self.cpu_stage, problem, answer)
         if isinstance(solution, str):
             return {"error": solution}
         with self._lock:

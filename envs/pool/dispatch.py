@@ -2,7 +2,7 @@
 
 The dispatcher thread pops the next job (priority, FIFO; on CUDA only once its baselines are known) for the
 least busy live actor, kills actors whose requests overrun `execution_timeout`, and hands each finished
-execution to the finisher threads: the cache and the judge (`Preparer.finish`), or a retry on another actor
+execution to the finisher threads: the cache and the judge (`CpuStage.finish`), or a retry on another actor
 when the actor died (once; then a `crash` verdict). `_answer` is where every request is answered, exactly
 once: only by the thread that moved its job to DONE.
 
@@ -34,7 +34,7 @@ class DispatchStage:
     def _baselines(self, job: Job) -> dict | None:
         known = self._known_baselines.get(job.baseline_key)
         if known is None:
-            known = self.preparer.baselines(job.candidate)
+            known = self.cpu_stage.baselines(job.candidate)
             if known:
                 self._known_baselines[job.baseline_key] = known
         return known or None
@@ -158,7 +158,7 @@ class DispatchStage:
 
     def _finish(self, job: Job, verdict: Verdict | None, measured: dict | None, error: BaseException | None) -> None:
         if error is None:
-            verdict = self.preparer.finish(job.candidate, verdict, measured, job.created)
+            verdict = self.cpu_stage.finish(job.candidate, verdict, measured, job.created)
         with self._lock:
             requests = list(job.requests)
             self._queue.finish(job)

@@ -17,7 +17,7 @@ from envs.pool.core import Backend, EvaluationPool
 from envs.pool.metrics import RayExporter
 from envs.problems import Problem
 from envs.settings import EvalSettings
-from envs.worker.pool import EvaluatorError
+from envs.worker.worker_set import EvaluatorError
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from envs.worker.pool import EvaluatorError
+from envs.worker.worker_set import EvaluatorError
 
 # Lower runs first.
 PRIORITIES = {"validation": 0, "train": 1}

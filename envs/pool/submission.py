@@ -1,7 +1,7 @@
 """Submission: admission (backpressure), the CPU stage and the queue.
 
 `submit` and the `evaluate*` methods admit a request (blocking while `max_pending` are unanswered), run the
-CPU stage (`Preparer.prepare`: extraction, static analysis, cache) on a driver thread, answer cache hits at
+CPU stage (`CpuStage.prepare`: extraction, static analysis, cache) on a driver thread, answer cache hits at
 once, and attach the rest to an identical job in flight or queue a new one for the dispatcher
 (envs/pool/dispatch.py).
 
@@ -123,8 +123,8 @@ class SubmissionStage:
             if request.future.cancelled():
                 return
             started = time.monotonic()
-            try:  # the Preparer answers for the candidate; an exception here is the environment's
-                prepared = self.preparer.prepare(request.problem, request.answer)
+            try:  # the CpuStage answers for the candidate; an exception here is the environment's
+                prepared = self.cpu_stage.prepare(request.problem, request.answer)
             except Exception as e:
                 self._answer([request], error=e)
                 return

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from envs.worker.pool import EvaluatorError
+from envs.worker.worker_set import EvaluatorError
 
 log = logging.getLogger(__name__)
 

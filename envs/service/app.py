@@ -51,7 +51,7 @@ from envs.service.api import (EvaluateRequest, Health, ProblemDetail, ProblemInf
                               VerdictResponse, _errors, _finite, apply_overrides, verdict_response)
 from envs.service.guard import GuardMiddleware, TokenBucketLimiter
 from envs.verdict import Verdict
-from envs.worker.pool import EvaluatorError
+from envs.worker.worker_set import EvaluatorError
 
 __all__ = ["BackendUnavailable", "EvaluationBackend", "RewardFunction", "ServiceSettings", "create_app", "make_backend"]
 

@@ -15,7 +15,7 @@ from envs import EvalSettings, Status, Verdict, resolve_problem
 from envs.pool import EvaluationPool, PoolClosedError, PoolConfig, PoolFullError
 from envs.pool.core import Backend
 from envs.pool.scheduler import Admission, Job, JobQueue, JobState, Request
-from envs.worker.pool import EvaluatorError
+from envs.worker.worker_set import EvaluatorError
 from rewards.kernel_reward import reward_for_verdict
 
 RELU = resolve_problem("L0_02_relu")

@@ -1,12 +1,12 @@
-"""Warm worker processes on one machine: the execution stage of the evaluator.
+"""The set of warm worker processes of one machine or one actor: the execution stage of the evaluator.
 
 Slots hold one worker each (`workers` per GPU on CUDA, `workers` in all on CPU). A worker that
 crashed, timed out, broke its CUDA context, reached its evaluation budget, or ran a failing
 candidate under the CPU interpreter (where an out-of-bounds write can corrupt the process) is
 killed and a replacement starts in the background, so the next request rarely waits for a start.
 
-Workers die with the process that owns the pool (envs/worker/lifeline.py). They are started only from
-the pool's spawner threads, which live until the pool is closed: a worker's parent-death signal fires
+Workers die with the process that owns the set (envs/worker/lifeline.py). They are started only from
+the set's spawner threads, which live until the set is closed: a worker's parent-death signal fires
 when the thread that started it exits, so a short-lived thread must never start one. A per-process
 reaper (envs/worker/reaper.py) kills what candidates started once the owner is gone.
 """
@@ -61,7 +61,7 @@ class _Slot:
         self.gpu, self.future = gpu, future
 
 
-class WorkerPool:
+class WorkerSet:
     def __init__(self, settings: EvalSettings, gpu_ids: list[int | str] | None = None, reap: bool = True):
         self.settings = settings
         self.device = resolve_device(settings.device)
