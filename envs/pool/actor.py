@@ -35,7 +35,8 @@ def _visible_gpu() -> int | str:
 
 
 class DeviceEvaluator:
-    """Plain-Python body of the actor (also usable without Ray)."""
+    """One device's evaluations: its WorkerSet and how busy it keeps the device. The actor's plain-Python
+    body (also usable without Ray)."""
 
     def __init__(self, settings: EvalSettings, reaper: bool = True):
         gpu_ids = [_visible_gpu()] if settings.device == "cuda" else None

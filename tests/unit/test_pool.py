@@ -291,7 +291,7 @@ def test_dead_actor_is_replaced_and_its_request_retried():
         backend.gate.clear()
         futures = [pool.submit(RELU, code("block", t)) for t in (0, 1)]
         wait_for(lambda: len(backend.log) == 2)
-        victim = next(a for a in pool._actors.values() if a.id == 0)
+        victim = next(a for a in pool.actors.live() if a.id == 0)
         backend.kill(victim.handle)
         wait_for(lambda: pool.metrics()["pool/actor_restarts"] == 1)
         backend.gate.set()
