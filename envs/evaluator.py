@@ -30,7 +30,7 @@ __all__ = ["Candidate", "CpuStage", "Evaluator", "EvaluatorError"]
 
 
 class Evaluator:
-    """Both stages on this machine: what the CLI, the main job and the tests use."""
+    """Both stages on this machine: what the CLI, the main job and the tests use; a KernelEvaluator."""
 
     def __init__(self, settings: EvalSettings | None = None, cache: SqliteCache | None = None,
                  gpu_ids: list[int] | None = None, judge: LLMJudge | None = None):
@@ -64,6 +64,14 @@ class Evaluator:
             baselines = self.cpu_stage.baselines(prepared)
             verdict, measured = self.pool.execute(prepared.problem, prepared.solution, baselines)
         return self.cpu_stage.finish(prepared, verdict, measured, started)
+
+    async def evaluate_async(self, problem: Problem, answer: str, priority: str = "train") -> Verdict:
+        """`evaluate` on a thread, for callers on an event loop; `priority` has no queue to order here."""
+        return await asyncio.to_thread(self.evaluate, problem, answer)
+
+    def metrics(self) -> dict[str, Any]:
+        """Nothing: this evaluator keeps no queue, actors or history to report (the Ray pool does)."""
+        return {}
 
     def profile(self, problem: Problem, answer: str, calls: int = 10) -> dict:
         """Per-kernel device time of an answer that passes the CPU stage (the `profile` tool). Returns
