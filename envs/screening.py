@@ -41,7 +41,7 @@ def fit_problems(problems: list[Problem], settings: EvalSettings, cache: Any = N
     """`problems` ready for an evaluator with `settings`, and the reason per problem left out. Runs the
     references in isolated workers (untrusted code, like candidates): one on this machine's device."""
     from envs import Evaluator
-    from envs.worker.pool import resolve_device
+    from envs.worker.worker_set import resolve_device
 
     skipped: dict[str, str] = {}
     if settings.resolved_size(resolve_device(settings.device)) == "small":

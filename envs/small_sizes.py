@@ -251,9 +251,9 @@ def _outcome(error: str) -> str:
 
 
 def derive_small_sizes(problem: Problem, pool: Any, search: SizeSearch = SizeSearch()) -> DerivedSizes:
-    """Small sizes for `problem`, verified on `pool` (an envs.worker.pool.WorkerPool on the CPU).
+    """Small sizes for `problem`, verified on `pool` (an envs.worker.worker_set.WorkerSet on the CPU).
     Raises SizeError when no size satisfies the bounds within `max_trials` runs."""
-    from envs.worker.pool import EvaluatorError
+    from envs.worker.worker_set import EvaluatorError
 
     scalable = scalable_constants(problem.source, search.min_scaled)
     if not scalable:
@@ -343,7 +343,7 @@ def apply_small_sizes(problems: list[Problem], search: SizeSearch = SizeSearch()
     got none per id; those are left out of the returned list). Results are cached per problem and search."""
     from envs.cache import cache_key
     from envs.settings import EvalSettings, PhaseTimeouts
-    from envs.worker.pool import WorkerPool
+    from envs.worker.worker_set import WorkerSet
 
     todo = [p for p in problems if not p.small_sizes]
     derived: dict[str, DerivedSizes] = {}
@@ -364,7 +364,7 @@ def apply_small_sizes(problems: list[Problem], search: SizeSearch = SizeSearch()
                                 timeouts=PhaseTimeouts(load=limit, correctness=limit), correctness_trials=3)
         import concurrent.futures
 
-        pool = WorkerPool(settings)
+        pool = WorkerSet(settings)
         try:
             pool.worker_pids(wait=True)  # started: the first check's time must not include the worker's start
             def one(p: Problem) -> tuple[Problem, DerivedSizes | str]:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rl.config import RunConfig
 from rl.data import ProblemData
 from rl.loop import Components
+
+if TYPE_CHECKING:
+    from envs.pool.ray_backend import RayEvaluationPool
 
 __all__ = ["build_components", "build_prompts", "close_components", "training_gpus"]
 
@@ -34,7 +37,7 @@ def build_prompts(config: RunConfig, data: ProblemData) -> Any:
     return PromptBuilder(config.prompt, index)
 
 
-def build_pool(config: RunConfig) -> Any:
+def build_pool(config: RunConfig) -> RayEvaluationPool:
     """The pool starts first (it starts Ray), so on GPUs it sizes itself around what the learner and the rollout
     engines will ask for once they start: with pool.num_actors null it takes only the GPUs they leave."""
     from envs.cache import SqliteCache

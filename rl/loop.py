@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from envs.kernel_evaluator import KernelEvaluator
 from rl.loop_checkpoints import LoopState, find_checkpoint, prune_checkpoints, save_checkpoint
 from rl.config import RunConfig
 from rl.data import ProblemData, ProblemSampler
@@ -58,7 +59,7 @@ class RunError(RuntimeError):
 
 @dataclasses.dataclass
 class Components:
-    pool: Any  # envs.pool.RayEvaluationPool (or anything with evaluate_async and metrics)
+    pool: KernelEvaluator  # envs.pool.RayEvaluationPool in a run: evaluate_async, metrics
     make_engine: Callable[[], Any]  # builds (and rebuilds after a death) the rollout engine
     learner: Any | None  # rl.types.Learner; None: rollouts and validation only (an API policy)
     prompts: Any  # rl.prompts.PromptBuilder

@@ -17,6 +17,7 @@ import dataclasses
 import time
 from typing import Any, Mapping
 
+from envs.kernel_evaluator import KernelEvaluator
 from envs.problems import Problem
 from rewards.shaping import RewardConfig, shaped_reward
 from rl.types import Group, RolloutRequest, Sample, ScoredSample
@@ -43,7 +44,7 @@ class RolloutResult:
         return self.completion_tokens / self.generate_s if self.generate_s > 0 else 0.0
 
 
-async def _score(sample: Sample, problem: Problem, pool: Any, reward: RewardConfig, max_tokens: int,
+async def _score(sample: Sample, problem: Problem, pool: KernelEvaluator, reward: RewardConfig, max_tokens: int,
                  priority: str) -> tuple[ScoredSample, float]:
     verdict = await pool.evaluate_async(problem, sample.text, priority=priority)
     value, parts = shaped_reward(verdict, sample.text, len(sample.completion_ids), max_tokens, reward)
@@ -51,7 +52,7 @@ async def _score(sample: Sample, problem: Problem, pool: Any, reward: RewardConf
 
 
 async def generate_and_score(engine: Any, requests: list[RolloutRequest], problems: Mapping[str, Problem],
-                             pool: Any, reward: RewardConfig, priority: str = "train") -> RolloutResult:
+                             pool: KernelEvaluator, reward: RewardConfig, priority: str = "train") -> RolloutResult:
     start = time.perf_counter()
     pending: list[asyncio.Task] = []
     first_submit: float | None = None

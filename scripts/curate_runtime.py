@@ -22,7 +22,7 @@ from envs.data.problem_set import read_manifest
 from envs.data.records import CandidateProblem, Origin
 from envs.data.runtime import RuntimeConfig, filter_runtime
 from envs.settings import EvalSettings
-from envs.worker.pool import WorkerPool
+from envs.worker.worker_set import WorkerSet
 
 
 def _quantiles(values: list[float]) -> dict[str, float] | None:
@@ -54,7 +54,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    pool = WorkerPool(EvalSettings(device="cuda", workers=args.workers))
+    pool = WorkerSet(EvalSettings(device="cuda", workers=args.workers))
     try:
         result = filter_runtime(candidates, pool, RuntimeConfig(args.min_ms, args.max_ms))
     finally:

@@ -27,7 +27,7 @@ from envs import EvalSettings, Evaluator, ProblemError, resolve_problem
 from envs.cache import CacheError, SqliteCache
 from envs.evaluator import EvaluatorError
 from envs.small_sizes import size_large_problems
-from envs.worker.pool import resolve_device
+from envs.worker.worker_set import resolve_device
 from rewards import DEFAULT_DELTA, reward_for_verdict
 from rewards.kernel_reward import check_delta
 

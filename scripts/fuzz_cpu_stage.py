@@ -2,7 +2,7 @@
 """Fuzz the driver-side CPU stage of evaluation (extraction, canonicalization, static analysis, cache key)
 with mutated reference and red-team solutions (tests/fuzz/mutations.py), and report what it does with them.
 
-Every case goes through `Preparer.prepare`, which must return a Candidate or a Verdict; a case it does not
+Every case goes through `CpuStage.prepare`, which must return a Candidate or a Verdict; a case it does not
 (an exception escaped, `internal_error`, `rejected`, a timeout, a dead child) also goes through the stages one
 by one to find the site that fails. Each case runs in a forked child under a time limit. Exits 1 when a
 crash site (or a timeout, or a dead child) was found, else 0.

@@ -223,7 +223,7 @@ def fit_to_evaluator(run: RunConfig, data: ProblemData) -> ProblemData:
     degenerate problems are left out (envs/screening.py, cached per problem), before Ray or a model starts.
     A GPU run's driver may have no GPU to check them on, so there the set is used as loaded."""
     from envs.cache import SqliteCache
-    from envs.worker.pool import resolve_device
+    from envs.worker.worker_set import resolve_device
 
     if resolve_device(run.eval.device) != "cpu":
         return data

@@ -119,7 +119,7 @@ def _evaluation_set(specs: tuple[str, ...]) -> list[Problem]:
 
 
 def run_pipeline(config: CurateConfig) -> PipelineReport:
-    from envs.worker.pool import WorkerPool
+    from envs.worker.worker_set import WorkerSet
 
     out = prepare_output(config.output, config.overwrite)
     seconds: dict[str, float] = {}
@@ -161,7 +161,7 @@ def run_pipeline(config: CurateConfig) -> PipelineReport:
     cache = SqliteCache(Path(config.cache).expanduser()) if config.cache else None
     settings = EvalSettings(device=config.device, size="small" if config.device == "cpu" else None,
                             workers=config.workers, correctness_trials=3)
-    pool = WorkerPool(settings.hiding(cache.path if cache is not None else None))  # workers never see the cache
+    pool = WorkerSet(settings.hiding(cache.path if cache is not None else None))  # workers never see the cache
     try:
         kept = run("normalize", normalize, candidates)
         # The similarity stages read sources only: they run before the expensive one that runs every problem.

@@ -11,7 +11,7 @@ import dataclasses
 
 from envs.data.records import CandidateProblem, StageResult
 from envs.problems import parse_problem
-from envs.worker.pool import EvaluatorError, WorkerPool
+from envs.worker.worker_set import EvaluatorError, WorkerSet
 
 __all__ = ["RuntimeConfig", "filter_runtime", "judge_baselines"]
 
@@ -30,7 +30,7 @@ def _median(stats: dict | None) -> float | None:
 def judge_baselines(c: CandidateProblem, measured: dict, config: RuntimeConfig, result: StageResult,
                     device_kind: str) -> None:
     """Keep or reject one problem by its measured baselines ({"eager": TimingStats dict, "inductor": ... or
-    None}, what WorkerPool.measure_baselines returns)."""
+    None}, what WorkerSet.measure_baselines returns)."""
     eager, inductor = _median(measured.get("eager")), _median(measured.get("inductor"))
     scored = c.with_facts(baselines={"eager_ms": eager, "inductor_ms": inductor, "device": device_kind})
     if eager is None:
@@ -44,7 +44,7 @@ def judge_baselines(c: CandidateProblem, measured: dict, config: RuntimeConfig, 
                             f"{'n/a' if inductor is None else f'{inductor:.3f} ms'}", eager)
 
 
-def filter_runtime(candidates: list[CandidateProblem], pool: WorkerPool | None,
+def filter_runtime(candidates: list[CandidateProblem], pool: WorkerSet | None,
                    config: RuntimeConfig = RuntimeConfig()) -> StageResult:
     result = StageResult("runtime")
     if pool is None or pool.device != "cuda":

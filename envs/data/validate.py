@@ -20,7 +20,7 @@ from envs.cache import SqliteCache, cache_key
 from envs.data.records import CandidateProblem, StageResult
 from envs.problems import ProblemError, parse_problem
 from envs.small_sizes import SizeError, SizeSearch, derive_small_sizes
-from envs.worker.pool import EvaluatorError, WorkerPool
+from envs.worker.worker_set import EvaluatorError, WorkerSet
 
 __all__ = ["normalize", "validate"]
 
@@ -57,7 +57,7 @@ def _with_small_sizes(source: str, sizes: dict) -> str:
                               f"SMALL_SIZES = {sizes!r}\n"
 
 
-def _check(pool: WorkerPool, c: CandidateProblem, source: str, search: SizeSearch) -> tuple[str | None, str]:
+def _check(pool: WorkerSet, c: CandidateProblem, source: str, search: SizeSearch) -> tuple[str | None, str]:
     """(None, the source to keep) when the problem runs and is usable, else (why not, source)."""
     problem = parse_problem(source, c.id)
     try:
@@ -72,7 +72,7 @@ def _check(pool: WorkerPool, c: CandidateProblem, source: str, search: SizeSearc
     return (f"degenerate: {reason}" if reason else None), source
 
 
-def _cached_check(pool: WorkerPool, c: CandidateProblem, source: str, search: SizeSearch,
+def _cached_check(pool: WorkerSet, c: CandidateProblem, source: str, search: SizeSearch,
                   cache: SqliteCache | None) -> tuple[str | None, str]:
     """_check, remembered per (source, device, settings) in the verdict cache: a re-run of the pipeline over a
     grown crawl runs only what is new."""
@@ -87,7 +87,7 @@ def _cached_check(pool: WorkerPool, c: CandidateProblem, source: str, search: Si
     return why, kept
 
 
-def validate(candidates: list[CandidateProblem], pool: WorkerPool, search: SizeSearch = SizeSearch(),
+def validate(candidates: list[CandidateProblem], pool: WorkerSet, search: SizeSearch = SizeSearch(),
              cache: SqliteCache | None = None) -> StageResult:
     result = StageResult("validate")
 

@@ -4,7 +4,8 @@
     with RayEvaluationPool(EvalSettings(), PoolConfig(num_actors=None), cache) as pool:
         verdicts = pool.evaluate_many(items)
 
-`envs.pool.core` and `envs.pool.scheduler` do not import Ray; `RayEvaluationPool` is loaded on first use.
+`envs.pool.core` and its components do not import Ray; `RayEvaluationPool` is loaded on first use. How the
+components are wired, and in which thread or process each runs: envs/pool/README.md.
 """
 
 from envs.pool.config import PoolConfig

@@ -1,8 +1,8 @@
 """The Ray actor of the evaluation pool: one GPU (or one CPU running the Triton interpreter) and a
-`WorkerPool` of warm worker processes on it.
+`WorkerSet` of warm worker processes on it.
 
 The actor is threaded (max_concurrency = its workers), so its workers evaluate concurrently while
-the WorkerPool's DeviceLock keeps timing exclusive on the GPU. Control calls (ready, stats,
+the WorkerSet's DeviceLock keeps timing exclusive on the GPU. Control calls (ready, stats,
 shutdown) run in their own concurrency group, so they answer while every worker is busy.
 """
 
@@ -18,7 +18,7 @@ from envs.problems import Problem
 from envs.settings import EvalSettings
 from envs.source import CanonicalSolution
 from envs.verdict import Verdict
-from envs.worker.pool import EvaluatorError, WorkerPool
+from envs.worker.worker_set import EvaluatorError, WorkerSet
 
 
 def _visible_gpu() -> int | str:
@@ -34,14 +34,15 @@ def _visible_gpu() -> int | str:
     return int(visible[0]) if visible[0].isdigit() else visible[0]
 
 
-class EvalActorBody:
-    """Plain-Python body of the actor (also usable without Ray)."""
+class DeviceEvaluator:
+    """One device's evaluations: its WorkerSet and how busy it keeps the device. The actor's plain-Python
+    body (also usable without Ray)."""
 
     def __init__(self, settings: EvalSettings, reaper: bool = True):
         gpu_ids = [_visible_gpu()] if settings.device == "cuda" else None
         # Its workers die with this actor (envs/worker/lifeline.py); the pool's reaper kills what their
         # candidates started once the actor is gone.
-        self.pool = WorkerPool(settings, gpu_ids, reap=reaper)
+        self.pool = WorkerSet(settings, gpu_ids, reap=reaper)
         self.reaper_pid = self.pool.reaper_pid
         self._lock = threading.Lock()
         self._active = 0
@@ -83,7 +84,7 @@ class EvalActorBody:
         return verdict, measured, self.stats()
 
     def profile(self, problem: Problem, solution: CanonicalSolution, calls: int = 10) -> dict:
-        """The `profile` tool's facts from one of this actor's workers (envs.worker.pool.WorkerPool.profile)."""
+        """The `profile` tool's facts from one of this actor's workers (envs.worker.worker_set.WorkerSet.profile)."""
         return self.pool.profile(problem, solution, calls)
 
     def stats(self) -> dict:
@@ -104,7 +105,7 @@ class EvalActorBody:
 
 
 @ray.remote(concurrency_groups={"control": 2})
-class EvalActor(EvalActorBody):
+class EvalActor(DeviceEvaluator):
     @ray.method(concurrency_group="control")
     def ready(self) -> dict:
         return super().ready()

@@ -1,49 +1,49 @@
 """The driver side of the evaluation pool, independent of how actors are started.
 
-    submit -> admission (backpressure) -> CPU stage (Preparer, driver threads) -> cache hit? answer
-           -> dedup (attach to an identical in-flight job) or queue (priority, FIFO)
-           -> dispatcher: a free actor slot -> backend.execute -> finish (cache, judge) -> answer all
+    submit -> Admission (backpressure) -> Intake: CpuStage on a driver thread -> cache hit? answer
+           -> Dispatcher: dedup (attach to an identical in-flight job) or queue (priority, FIFO)
+           -> a free slot of an actor (ActorSupervisor) -> backend.execute -> finish (cache, judge) -> Replies
 
-A `Backend` (envs/pool/backend.py) starts actors and runs candidates on them; `RayBackend`
-(envs.pool.ray_backend) is the real one, tests also use an in-process fake. Fault tolerance: a
-request whose actor dies is retried once on another actor and then answered with a `crash` verdict;
-the dead actor is replaced in the background. Every request is answered exactly once: a Job's
-requests are answered only by the thread that moves it to DONE, under the pool lock.
-
-This module holds the pool's state, its start, `profile`, `metrics` and `close`; the stages are mixins of
-their own: submission and the CPU stage (envs/pool/submission.py), dispatch and answering
-(envs/pool/dispatch.py), actor failure and replacement (envs/pool/supervision.py).
+`EvaluationPool` builds these components and wires them; each owns its state (envs/pool/README.md says who calls
+whom, in which thread or process). A request whose actor dies is retried once on another actor and then answered
+with a `crash` verdict; the dead actor is replaced in the background. Every request is answered exactly once: a
+Job's requests are answered only by the thread that moves it to DONE, under the pool lock.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import dataclasses
-import itertools
+import functools
 import logging
 import threading
-from typing import Any
+import time
+from typing import Any, Iterable, Iterator
 
 from envs.cache import SqliteCache
-from envs.evaluator import Preparer, profile_target
+from envs.cpu_stage import CpuStage, profile_target
 from envs.pool.backend import Backend
 from envs.pool.config import PoolConfig
-from envs.pool.dispatch import DispatchStage
+from envs.pool.dispatch import Dispatcher
+from envs.pool.intake import Intake
 from envs.pool.metrics import PoolMetrics
-from envs.pool.scheduler import Admission, JobQueue, JobState, PoolClosedError, PoolFullError
-from envs.pool.submission import SubmissionStage
-from envs.pool.supervision import _Actor, ActorSupervisor
+from envs.pool.replies import Replies
+from envs.pool.scheduler import Admission, JobQueue, Lifecycle, PoolClosedError, PoolFullError, priority_rank
+from envs.pool.supervision import ActorSupervisor
 from envs.problems import Problem
 from envs.settings import EvalSettings
-from envs.worker.pool import EvaluatorError
+from envs.verdict import Verdict
+from envs.worker.worker_set import EvaluatorError
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Backend", "EvaluationPool", "PoolClosedError", "PoolFullError"]
 
 
-class EvaluationPool(SubmissionStage, DispatchStage, ActorSupervisor):
-    """Evaluate candidates on a pool of actors; a drop-in for `envs.evaluator.Evaluator`."""
+class EvaluationPool:
+    """Evaluate candidates on a pool of actors; a drop-in for `envs.evaluator.Evaluator` and a
+    `envs.kernel_evaluator.KernelEvaluator`."""
 
     def __init__(self, backend: Backend, settings: EvalSettings | None = None, config: PoolConfig | None = None,
                  cache: SqliteCache | None = None):
@@ -53,48 +53,28 @@ class EvaluationPool(SubmissionStage, DispatchStage, ActorSupervisor):
         self.settings = dataclasses.replace(settings, device=backend.device,
                                             workers=config.workers_per_actor or settings.workers)
         self.cache = cache
+        # One lock for the queue and the actor table: the dispatcher's decision (next job, free slot) spans both.
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._queue = JobQueue()
-        self._admission = Admission(config.max_pending)
-        self._seq = itertools.count()
-        self._actor_ids = itertools.count()
-        self._actors: dict[int, _Actor] = {}
-        self._retired: list[_Actor] = []
-        self._replacers: list[threading.Thread] = []
-        self._launching = 0
-        self._restarts_left = config.max_actor_restarts
-        self._preparing = 0
-        self._known_baselines: dict[str, dict] = {}
-        self._closing = self._cancelled = self._stopped = False
+        self._lifecycle = Lifecycle()
         self._close_lock = threading.Lock()
         self._closed = False
         self.execution_timeout = config.execution_timeout or self._derived_execution_timeout()
         exporter = backend.exporter(config.name) if config.ray_metrics else None
         self._metrics = PoolMetrics(config.latency_window, exporter)
-
+        self._replies = Replies(self._metrics)
+        self.admission = Admission(config.max_pending)
+        queue = JobQueue()
+        self.actors = ActorSupervisor(backend, self.settings, config, self._wake, self._lifecycle, self._metrics,
+                                      self._replies, take_queued=queue.take_all)
         n = config.num_actors if config.num_actors is not None else backend.default_num_actors()
-        with concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="pool-launch") as starter:
-            launches = [starter.submit(backend.launch, self.settings) for _ in range(n)]
-        failures = [f.exception() for f in launches if f.exception() is not None]
-        for f in launches:
-            if f.exception() is None:
-                self._add_actor(*f.result())
-        kinds = sorted({a.info["device_kind"] for a in self._actors.values()})
-        if failures or len(kinds) != 1:
-            backend.shutdown([a.handle for a in self._actors.values()], graceful=True)
-            backend.close([a.info for a in self._actors.values()])
-            if failures:
-                raise EvaluatorError(f"{len(failures)} of {n} evaluation actors failed to start: {failures[0]}") \
-                    from failures[0]
-            raise EvaluatorError(f"the evaluation actors run on different devices {kinds}; one pool needs one "
-                                 "device kind (pin actors with pool.actor_resources)")
-        self.preparer = Preparer(self.settings, kinds[0], cache)
-        self._cpu = concurrent.futures.ThreadPoolExecutor(config.cpu_stage_threads, thread_name_prefix="pool-cpu")
-        self._finisher = concurrent.futures.ThreadPoolExecutor(config.finish_threads,
-                                                               thread_name_prefix="pool-finish")
-        self._dispatcher = threading.Thread(target=self._dispatch_loop, name="pool-dispatch", daemon=True)
-        self._dispatcher.start()
+        device_kind = self.actors.start(n)
+        self.cpu_stage = CpuStage(self.settings, device_kind, cache)
+        self.dispatcher = Dispatcher(backend, self.cpu_stage, self.actors, self._wake, self._lifecycle, self._metrics,
+                                     self._replies, queue, self.execution_timeout, config.finish_threads)
+        self.intake = Intake(self.cpu_stage, self.admission, self.dispatcher, self.actors, self._wake,
+                             self._lifecycle, self._metrics, self._replies, config.cpu_stage_threads,
+                             cache_enabled=cache is not None)
 
     def _derived_execution_timeout(self) -> float:
         """Longest one request can legitimately take on an actor: two runs (a suspicious timing is
@@ -112,43 +92,117 @@ class EvaluationPool(SubmissionStage, DispatchStage, ActorSupervisor):
 
     @property
     def device_kind(self) -> str:
-        return self.preparer.device_kind
+        return self.cpu_stage.device_kind
 
     @property
     def device_name(self) -> str:
-        return self.preparer.device_name
+        return self.cpu_stage.device_name
 
     @property
     def size(self) -> int:
         """Candidates that can execute at once."""
         with self._lock:
-            return sum(a.capacity for a in self._actors.values() if a.alive)
+            return sum(a.capacity for a in self.actors.live())
 
     def actor_infos(self, include_retired: bool = False) -> list[dict]:
         """What each live actor reported when it started (device, pid, node, reaper pid, ...); with
         include_retired, also the actors that died, were replaced, or were stopped by close()."""
         with self._lock:
-            actors = [a for a in self._actors.values() if a.alive]
-            if include_retired:
-                actors += [a for a in self._retired if a.info]
-            return [dict(a.info, id=a.id, alive=a.alive) for a in actors]
+            return self.actors.infos(include_retired)
+
+    # --- submission -------------------------------------------------------------------------------
+    def submit(self, problem: Problem, answer: str, priority: str = "train", block: bool = True,
+               timeout: float | None = None) -> concurrent.futures.Future:
+        """Queue one evaluation; a Future of its Verdict. Blocks while `max_pending` requests are
+        unanswered (block=False: raise PoolFullError at once; timeout: after that many seconds)."""
+        rank = priority_rank(priority)
+        if self._lifecycle.closing:
+            raise PoolClosedError("the evaluation pool is closed")
+        self.admission.acquire(1, block, timeout)
+        return self.intake.accept(problem, answer, rank)
+
+    def submit_batch(self, items: Iterable[tuple[Problem, str]], priority: str = "train", block: bool = True,
+                     timeout: float | None = None) -> list[concurrent.futures.Future]:
+        """Queue several evaluations in order. block=False admits all or none."""
+        items = list(items)
+        rank = priority_rank(priority)
+        if self._lifecycle.closing:
+            raise PoolClosedError("the evaluation pool is closed")
+        if not block:
+            if items:
+                self.admission.acquire(len(items), block=False)
+            futures = []
+            for i, (p, a) in enumerate(items):
+                try:
+                    futures.append(self.intake.accept(p, a, rank))
+                except BaseException:
+                    self.admission.release(len(items) - i - 1)  # accept released its own
+                    raise
+            return futures
+        futures = []
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for p, a in items:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self.admission.acquire(1, True, remaining)
+            futures.append(self.intake.accept(p, a, rank))
+        return futures
+
+    async def evaluate_async(self, problem: Problem, answer: str, priority: str = "train") -> Verdict:
+        """Awaitable evaluation; waits for room without blocking the event loop."""
+        try:
+            future = self.submit(problem, answer, priority, block=False)
+        except PoolFullError:
+            loop = asyncio.get_running_loop()
+            future = await loop.run_in_executor(None, functools.partial(self.submit, problem, answer, priority))
+        return await asyncio.wrap_future(future)
+
+    def evaluate(self, problem: Problem, answer: str, priority: str = "train", block: bool = True,
+                 timeout: float | None = None) -> Verdict:
+        """Evaluate one answer and wait for its Verdict (like Evaluator.evaluate). `block`/`timeout`
+        apply to admission only (see submit): a full pool raises PoolFullError when block=False."""
+        return self.submit(problem, answer, priority, block, timeout).result()
+
+    def iter_evaluate(self, items: Iterable[tuple[Problem, str]], progress: bool = False,
+                      desc: str = "evaluating", priority: str = "train") -> Iterator[Verdict]:
+        """Evaluate concurrently on every actor; yield verdicts in input order as they are ready."""
+        items = list(items)
+        bar = None
+        if progress:
+            from tqdm import tqdm
+            bar = tqdm(total=len(items), desc=desc, unit="eval", dynamic_ncols=True)
+        futures: list[concurrent.futures.Future] = []
+        try:
+            for p, a in items:
+                futures.append(self.submit(p, a, priority))
+                if bar is not None:
+                    futures[-1].add_done_callback(lambda _: bar.update())
+            for f in futures:
+                yield f.result()
+        finally:
+            for f in futures:
+                f.cancel()  # only requests that have not started yet
+            if bar is not None:
+                bar.close()
+
+    def evaluate_many(self, items: Iterable[tuple[Problem, str]], progress: bool = False,
+                      desc: str = "evaluating", priority: str = "train") -> list[Verdict]:
+        return list(self.iter_evaluate(items, progress, desc, priority))
 
     # --- profile (the `profile` tool) -------------------------------------------------------------
     def profile(self, problem: Problem, answer: str, calls: int = 10) -> dict:
         """Per-kernel device time of an answer on one of the actors (the `profile` tool; envs.Evaluator.profile's
         contract): {"profile": facts} or {"error": why}. Not queued by priority: it takes a worker slot of the
-        least busy actor at once (the dispatcher sees that slot taken until it ends). The actor's worker pool
+        least busy actor at once (the dispatcher sees that slot taken until it ends). The actor's worker set
         answers {"error": "profile needs a GPU"} on CPU actors."""
-        solution = profile_target(self.preparer, problem, answer)
+        solution = profile_target(self.cpu_stage, problem, answer)
         if isinstance(solution, str):
             return {"error": solution}
         with self._lock:
-            if self._closing:
+            if self._lifecycle.closing:
                 raise PoolClosedError("the evaluation pool is closed")
-            alive = [a for a in self._actors.values() if a.alive and a.killing is None]
-            if not alive:
+            actor = self.actors.least_busy()
+            if actor is None:
                 raise EvaluatorError("no live evaluation actor to profile on")
-            actor = min(alive, key=lambda a: (a.busy / a.capacity, a.id))
             actor.busy += 1
         try:
             return self.backend.profile(actor.handle, problem, solution, calls).result(timeout=self.execution_timeout)
@@ -162,26 +216,21 @@ class EvaluationPool(SubmissionStage, DispatchStage, ActorSupervisor):
             with self._lock:
                 actor.busy -= 1
                 self._wake.notify_all()
+
     # --- metrics ----------------------------------------------------------------------------------
     def metrics(self) -> dict[str, Any]:
         """Flat dict of the pool's state and history (for W&B); also refreshes exported Ray gauges."""
         with self._lock:
-            handles = {a.id: a.handle for a in self._actors.values() if a.alive}
+            handles = {a.id: a.handle for a in self.actors.live()}
         fresh = self.backend.stats(handles, self.config.stats_timeout) if handles else {}
         with self._lock:
-            for actor_id, stats in fresh.items():
-                if actor_id in self._actors:
-                    self._actors[actor_id].stats = stats
-            busy = {f"actor_{a.id}": float(a.stats.get("busy_fraction", 0.0)) for a in self._actors.values()}
-            utilization = [a.stats.get("worker_utilization", 0.0) for a in self._actors.values()]
-            depth = self._queue.counts()
-            depth = {"pending": self._admission.pending, "preparing": self._preparing,
-                     "queued": depth["queued"], "parked": depth["parked"], "in_flight": depth["running"],
-                     "finishing": depth["finishing"]}
-            extra = {"actors_alive": len(self._actors), "actors_starting": self._launching,
-                     "capacity": sum(a.capacity for a in self._actors.values()),
-                     "worker_utilization": sum(utilization) / len(utilization) if utilization else 0.0}
-        return self._metrics.snapshot(depth, busy, extra)
+            actors = self.actors.refresh_stats(fresh)
+            counts = self.dispatcher.counts()
+            depth = {"pending": self.admission.pending, "preparing": self.intake.preparing,
+                     "queued": counts["queued"], "parked": counts["parked"], "in_flight": counts["running"],
+                     "finishing": counts["finishing"]}
+        busy = actors.pop("busy")
+        return self._metrics.snapshot(depth, busy, actors)
 
     # --- shutdown ---------------------------------------------------------------------------------
     def close(self, drain: bool = True, timeout: float | None = None) -> None:
@@ -192,31 +241,23 @@ class EvaluationPool(SubmissionStage, DispatchStage, ActorSupervisor):
             if self._closed:
                 return
             with self._lock:
-                self._closing = True
-            self._admission.close()
-            if drain and not self._admission.wait_idle(timeout):
+                self._lifecycle.closing = True
+            self.admission.close()
+            if drain and not self.admission.wait_idle(timeout):
                 log.warning("evaluation pool did not drain within %s s; cancelling the rest", timeout)
                 drain = False
             if not drain:
                 self._cancel_all()
             with self._lock:
-                self._stopped = True
+                self._lifecycle.stopped = True
                 self._wake.notify_all()
-            self._dispatcher.join()
-            self._cpu.shutdown(wait=True)
-            for thread in list(self._replacers):
-                thread.join()
-            with self._lock:
-                handles = [a.handle for a in self._actors.values()]
-                for actor in self._actors.values():
-                    actor.alive = False
-                    self._retired.append(actor)
-                self._actors.clear()
-                infos = [a.info for a in self._retired if a.info]
+            self.dispatcher.join()
+            self.intake.shutdown()
+            handles, infos = self.actors.retire_all()
             self.backend.shutdown(handles, graceful=True)
-            self._finisher.shutdown(wait=True)
-            if not self._admission.wait_idle(timeout=5):
-                log.error("%d requests were still unanswered after close", self._admission.pending)
+            self.dispatcher.shutdown_finisher()
+            if not self.admission.wait_idle(timeout=5):
+                log.error("%d requests were still unanswered after close", self.admission.pending)
             self.backend.close(infos)
             self._closed = True
 
@@ -224,17 +265,11 @@ class EvaluationPool(SubmissionStage, DispatchStage, ActorSupervisor):
 
     def _cancel_all(self) -> None:
         with self._lock:
-            self._cancelled = True
-            jobs = self._queue.take_all()
-            for actor in self._actors.values():
-                for job in actor.jobs:
-                    if job.state is JobState.RUNNING:
-                        job.state = JobState.DONE
-                        self._queue.finish(job)
-                        jobs.append(job)
+            self._lifecycle.cancelled = True
+            jobs = self.dispatcher.take_unfinished()
         error = PoolClosedError("the evaluation pool was closed (drain=False) before this request was answered")
         for job in jobs:
-            self._answer(job.requests, error=error)
+            self._replies.send(job.requests, error=error)
 
     def __enter__(self) -> EvaluationPool:
         return self

@@ -17,7 +17,7 @@ from envs.pool.core import Backend, EvaluationPool
 from envs.pool.metrics import RayExporter
 from envs.problems import Problem
 from envs.settings import EvalSettings
-from envs.worker.pool import EvaluatorError
+from envs.worker.worker_set import EvaluatorError
 
 log = logging.getLogger(__name__)
 
@@ -197,14 +197,14 @@ class RayEvaluationPool(EvaluationPool):
         """Worker (harness) process ids per live actor, with `wrappers` also the sandbox's processes around
         them (diagnostics and tests)."""
         with self._lock:
-            handles = {a.id: a.handle for a in self._actors.values() if a.alive}
+            handles = {a.id: a.handle for a in self.actors.live()}
         return {i: ray.get(h.worker_pids.remote(wrappers), timeout=30) for i, h in handles.items()}
 
     def kill_actor(self, actor_id: int | None = None) -> int:
         """Kill one actor abruptly, as a node failure would (tests, chaos drills); its id."""
         with self._lock:
-            alive = sorted(a.id for a in self._actors.values() if a.alive)
+            alive = sorted(a.id for a in self.actors.live())
             actor_id = alive[0] if actor_id is None else actor_id
-            handle = self._actors[actor_id].handle
+            handle = self.actors.handle(actor_id)
         ray.kill(handle, no_restart=True)
         return actor_id

@@ -1,5 +1,6 @@
 """Bookkeeping of the evaluation pool that needs neither Ray nor workers: admission (backpressure),
-the priority queue, deduplication of identical in-flight candidates, and once-per-problem baselines.
+the priority queue, deduplication of identical in-flight candidates, once-per-problem baselines, and the
+pool's lifecycle flags.
 
 A `Request` is one caller's submission; a `Job` is one execution, shared by every request whose
 candidate has the same verdict key while the job is in flight. `JobQueue` is not thread-safe: the
@@ -17,7 +18,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from envs.worker.pool import EvaluatorError
+from envs.worker.worker_set import EvaluatorError
 
 # Lower runs first.
 PRIORITIES = {"validation": 0, "train": 1}
@@ -83,6 +84,20 @@ class Admission:
     def wait_idle(self, timeout: float | None = None) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: self.pending == 0, timeout)
+
+
+class Lifecycle:
+    """How far the pool is in closing; read by every component, written by `EvaluationPool.close` (pool lock held)."""
+
+    def __init__(self) -> None:
+        self.closing = False  # no new submissions
+        self.cancelled = False  # close(drain=False): unfinished requests are answered with PoolClosedError
+        self.stopped = False  # the dispatcher stops; actors are being stopped
+
+    @property
+    def ending(self) -> bool:
+        """Nothing more will run: dead actors are not replaced."""
+        return self.stopped or self.cancelled
 
 
 class JobState(enum.Enum):

@@ -4,10 +4,9 @@ its caller passes to `create_app` (built from rewards/), never from an import he
 
 from envs.service.api import (EvalOverrides, EvaluateRequest, RewardResponse, VerdictResponse, apply_overrides,
                               verdict_response)
-from envs.service.app import (BackendUnavailable, EvaluationBackend, RewardFunction, ServiceSettings, create_app,
-                              make_backend)
+from envs.service.app import BackendUnavailable, RewardFunction, ServiceSettings, create_app, make_backend
 from envs.service.guard import OPEN_PATHS, GuardMiddleware, TokenBucketLimiter
 
-__all__ = ["BackendUnavailable", "EvalOverrides", "EvaluateRequest", "EvaluationBackend", "GuardMiddleware",
+__all__ = ["BackendUnavailable", "EvalOverrides", "EvaluateRequest", "GuardMiddleware",
            "OPEN_PATHS", "RewardFunction", "RewardResponse", "ServiceSettings", "TokenBucketLimiter",
            "VerdictResponse", "apply_overrides", "create_app", "make_backend", "verdict_response"]

@@ -19,7 +19,7 @@ Evaluation is blocking (it waits on worker processes), so it runs in a dedicated
 `max_concurrent_evaluations` threads; at most `max_queued_evaluations` more wait, beyond which the
 service answers 503 + Retry-After instead of queueing without bound.
 
-The backend is anything with `evaluate(problem, answer) -> Verdict` (`EvaluationBackend`): the local
+The backend is a `envs.kernel_evaluator.KernelEvaluator`, of which the service needs `evaluate`: the local
 `envs.evaluator.Evaluator`, or the Ray pool (`envs.pool.RayEvaluationPool`, imported only when
 `make_backend("ray", ...)` asks for it).
 
@@ -37,7 +37,7 @@ import dataclasses
 import hashlib
 import logging
 import time
-from typing import Any, Callable, Iterable, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Literal
 
 from fastapi import FastAPI, HTTPException, Request, Security
 from fastapi.encoders import jsonable_encoder
@@ -46,25 +46,19 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
+from envs.kernel_evaluator import KernelEvaluator
 from envs.problems import Problem, ProblemError, parse_problem
 from envs.service.api import (EvaluateRequest, Health, ProblemDetail, ProblemInfo, ProblemList, RewardResponse,
                               VerdictResponse, _errors, _finite, apply_overrides, verdict_response)
 from envs.service.guard import GuardMiddleware, TokenBucketLimiter
 from envs.verdict import Verdict
-from envs.worker.pool import EvaluatorError
+from envs.worker.worker_set import EvaluatorError
 
-__all__ = ["BackendUnavailable", "EvaluationBackend", "RewardFunction", "ServiceSettings", "create_app", "make_backend"]
+__all__ = ["BackendUnavailable", "RewardFunction", "ServiceSettings", "create_app", "make_backend"]
 
 log = logging.getLogger("kernelrl.service")
 
 SOURCE_ID_PREFIX = "source/"  # problem id given to a problem sent as problem_source
-
-
-@runtime_checkable
-class EvaluationBackend(Protocol):
-    """What the service needs from an evaluator: the local Evaluator and the Ray pool both fit."""
-
-    def evaluate(self, problem: Problem, answer: str) -> Verdict: ...
 
 
 # reward(verdict, delta) -> the verdict's reward; delta None: the service's own (a request's override otherwise)
@@ -174,9 +168,9 @@ def _echo_safe(obj: Any) -> Any:
     return obj
 
 
-def create_app(backend: EvaluationBackend, problems: Iterable[Problem], settings: ServiceSettings,
+def create_app(backend: KernelEvaluator, problems: Iterable[Problem], settings: ServiceSettings,
                reward_fn: RewardFunction) -> FastAPI:
-    if not isinstance(backend, EvaluationBackend):
+    if not callable(getattr(backend, "evaluate", None)):  # all the service calls
         raise TypeError(f"{type(backend).__name__} has no evaluate(problem, answer) method")
     by_id: dict[str, Problem] = {}
     for p in problems:

@@ -8,16 +8,11 @@ the model as the tool's output. Only the environment's own failures (a dead pool
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable
 
+from envs.kernel_evaluator import KernelEvaluator
 from envs.problems import Problem
 from envs.verdict import Verdict
-
-
-class EvaluationBackend(Protocol):
-    """The evaluation pool (envs.pool.RayEvaluationPool) or anything with its async interface."""
-
-    async def evaluate_async(self, problem: Problem, answer: str, priority: str = "train") -> Verdict: ...
 
 
 @dataclasses.dataclass
@@ -25,8 +20,8 @@ class ToolContext:
     """What a tool may use while serving one trajectory. Built by the trajectory runner per trajectory."""
 
     problem: Problem
-    evaluator: EvaluationBackend | None = None  # kernel_evaluator
-    profiler: Any = None  # profile: an object with `profile(problem, answer) -> dict` (envs.Evaluator)
+    evaluator: KernelEvaluator | None = None  # kernel_evaluator
+    profiler: KernelEvaluator | None = None  # profile (its `device` and `profile`)
     solutions: Any = None  # kernel_search: a envs.retrieval.KernelIndex already free of held-out problems
     docs: Any = None  # docs_search: envs.tools.triton_docs.DocsIndex
     priority: str = "train"  # the pool priority of this trajectory's evaluations

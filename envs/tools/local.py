@@ -1,12 +1,11 @@
-"""An `envs.Evaluator` (one machine, no Ray) as the tools' evaluation backend: evaluate_async and profile.
+"""An `envs.Evaluator` (one machine, no Ray) behind the tools, the agent and the benchmark, as a `KernelEvaluator`.
 
-The Ray pool (envs.pool.RayEvaluationPool) already has `evaluate_async`; this adapter gives the local
-Evaluator the same interface, so the benchmark, the agent, tests and a single GPU run tools without Ray.
+`Evaluator` itself is one; this wrapper stays for callers that hand it out while closing the evaluator themselves.
 """
 
 from __future__ import annotations
 
-import asyncio
+from typing import Any
 
 from envs.evaluator import Evaluator
 from envs.problems import Problem
@@ -21,8 +20,14 @@ class LocalEvaluation:
     def device(self) -> str:
         return self.evaluator.device
 
-    async def evaluate_async(self, problem: Problem, answer: str, priority: str = "train") -> Verdict:
-        return await asyncio.to_thread(self.evaluator.evaluate, problem, answer)
+    def evaluate(self, problem: Problem, answer: str) -> Verdict:
+        return self.evaluator.evaluate(problem, answer)
 
-    def profile(self, problem: Problem, answer: str) -> dict:
-        return self.evaluator.profile(problem, answer)
+    async def evaluate_async(self, problem: Problem, answer: str, priority: str = "train") -> Verdict:
+        return await self.evaluator.evaluate_async(problem, answer, priority)
+
+    def profile(self, problem: Problem, answer: str, calls: int = 10) -> dict:
+        return self.evaluator.profile(problem, answer, calls)
+
+    def metrics(self) -> dict[str, Any]:
+        return self.evaluator.metrics()

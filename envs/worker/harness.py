@@ -33,6 +33,7 @@ from envs.worker.cpu_backstop import apply_lifetime_limit
 from envs.worker.evaluation import Evaluation
 from envs.worker.harness_state import BASELINE_IDENTITIES, LAUNCHES
 from envs.worker.lifeline import bind_to_owner
+from envs.worker.messages import MalformedMessage, WorkerRequest
 from envs.worker.parent_link import ParentLink
 from envs.worker.progress import ProgressBoard, install_launch_flag
 from envs.worker.protocol import read_frame, write_frame
@@ -91,8 +92,16 @@ def serve(req_fd: int, res_fd: int, root: str, device: str, board_fd: int, prepa
         if request.get("type") == "confirm":  # the parent checks that a result really came from here
             write_frame(res_fd, {"type": "confirmed", "nonce": request.get("nonce")})
             continue
-        link.nonce = request["nonce"]
-        evaluation = Evaluation(link, request, root)
+        try:
+            checked = WorkerRequest.from_message(request)
+        except MalformedMessage as e:  # answered, not crashed on: the parent turns it into an internal_error
+            if isinstance(request.get("nonce"), str):
+                write_frame(res_fd, {"type": "result", "nonce": request["nonce"], "status": "internal_error",
+                                     "error": str(e), "healthy": True})
+                continue
+            return  # no nonce to answer with: the parent sees the worker end
+        link.nonce = checked.nonce
+        evaluation = Evaluation(link, checked.to_message(), root)
         result = evaluation.run()
         evaluation.cleanup()
         link.send(result)

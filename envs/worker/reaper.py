@@ -1,7 +1,7 @@
 """Sidecar that kills an owner's worker processes, and what they started, once the owner is gone.
 
 Every process that owns workers (the CLI, the trainer, the service, a Ray pool actor: whoever builds a
-`WorkerPool`) starts one of these, detached (double fork, new session), watching its pid. Workers die
+`WorkerSet`) starts one of these, detached (double fork, new session), watching its pid. Workers die
 with their owner by themselves (envs/worker/lifeline.py); what the candidate started does not: a
 process forked by candidate code keeps running when the worker is SIGKILLed, and one that left the
 worker's process group or session cannot be reached through it. While the owner lives, the reaper

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from envs.kernel_evaluator import KernelEvaluator
 from envs.problems import Problem
 from envs.settings import EvalSettings
 from rewards.kernel_reward import reward_for_verdict
@@ -63,8 +64,8 @@ def _policy(entry: Mapping[str, Any], problems: list[Problem], sampling: Samplin
     return Policy(f"{name} ({engine_cfg.get('kind')})", engine, sampling)
 
 
-def _pool(cfg: Mapping[str, Any], settings: EvalSettings, cache: Any) -> tuple[Any, Any]:
-    """(the object with evaluate_async the search uses, the thing to close)."""
+def _pool(cfg: Mapping[str, Any], settings: EvalSettings, cache: Any) -> tuple[KernelEvaluator, Any]:
+    """(the evaluator the search uses, the thing to close)."""
     if cfg["backend"] == "local":
         from envs import Evaluator
         from envs.tools.local import LocalEvaluation

@@ -16,8 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
-
+from envs.kernel_evaluator import KernelEvaluator
 from envs.problems import Problem
 from rl.agent.records import CandidateRecord
 from rl.agent.store import PopulationStore
@@ -31,7 +30,7 @@ CPU_NOTE = ("profile feedback skipped: the pool evaluates on the CPU (Triton int
 
 
 class ParentProfiler:
-    def __init__(self, pool: Any, store: PopulationStore, enabled: bool = True):
+    def __init__(self, pool: KernelEvaluator, store: PopulationStore, enabled: bool = True):
         self.pool, self.store = pool, store
         device = getattr(pool, "device", "cpu")
         self.active = enabled and device == "cuda"

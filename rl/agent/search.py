@@ -25,6 +25,7 @@ import random
 import time
 from typing import Any, Callable, Mapping
 
+from envs.kernel_evaluator import KernelEvaluator
 from envs.problems import Problem
 from envs.retrieval import KernelIndex
 from envs.settings import reject_unknown
@@ -144,7 +145,7 @@ class _ProblemState:
 class Search:
     """One search over problems with a shared pool, store, policies and bandit."""
 
-    def __init__(self, config: SearchConfig, store: PopulationStore, pool: Any, policies: list[Policy],
+    def __init__(self, config: SearchConfig, store: PopulationStore, pool: KernelEvaluator, policies: list[Policy],
                  prompts: PromptBuilder, index: KernelIndex | None = None,
                  reward: Callable[[Verdict], float] = reward_for_verdict):
         """`reward`: a verdict's kernel reward at the run's delta (rewards/kernel_reward.py), kept on its record."""

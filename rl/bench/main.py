@@ -175,7 +175,7 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     cache = SqliteCache(cfg["cache_path"]) if cfg.get("cache_path") else None
     judge_cfg = cfg.get("judge") or {}
     judge = LLMJudge.from_mapping(judge_cfg) if judge_cfg.get("enabled") else None
-    from envs.worker.pool import resolve_device
+    from envs.worker.worker_set import resolve_device
 
     device = resolve_device(settings.device)
     size = settings.resolved_size(device)

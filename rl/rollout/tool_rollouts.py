@@ -21,6 +21,7 @@ import logging
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from envs.kernel_evaluator import KernelEvaluator
 from envs.problems import Problem
 from rewards.shaping import RewardConfig
 from envs.retrieval import KernelIndex, builtin_solutions
@@ -63,7 +64,7 @@ def kernel_search_index(store: Any, held_out: Iterable[Problem]) -> KernelIndex:
 
 
 class ToolRollouts:
-    def __init__(self, config: Any, data: Any, pool: Any, run_dir: str | Path):
+    def __init__(self, config: Any, data: Any, pool: KernelEvaluator, run_dir: str | Path):
         """`config`: the rl.config.RunConfig (its `trajectory` set); `data`: the run's rl.data.ProblemData."""
         self.config = config.trajectory
         self.delta = config.reward.delta  # the kernel reward's, for the first -> final reward gain

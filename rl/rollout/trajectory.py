@@ -23,6 +23,7 @@ import logging
 import time
 from typing import Any, Literal, Mapping
 
+from envs.kernel_evaluator import KernelEvaluator
 from envs.problems import Problem
 from envs.settings import reject_unknown
 from envs.source import extract_code
@@ -115,7 +116,7 @@ class _State:
 
 
 class TrajectoryRunner:
-    def __init__(self, engine: Any, pool: Any, config: TrajectoryConfig, *, reward: RewardConfig | None = None,
+    def __init__(self, engine: Any, pool: KernelEvaluator, config: TrajectoryConfig, *, reward: RewardConfig | None = None,
                  solutions: Any = None, profiler: Any = None, docs: Any = None, store: Any = None,
                  store_split: str = "train"):
         """`pool`: evaluates final answers and serves kernel_evaluator (evaluate_async); `solutions`: the

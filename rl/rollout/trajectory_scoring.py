@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from envs.kernel_evaluator import KernelEvaluator
 from envs.problems import Problem
 from rewards.shaping import RewardConfig
 from rl.rollout.trajectory import TrajectoryConfig, TrajectoryRunner
@@ -50,7 +51,7 @@ def trajectory_groups(requests: list[RolloutRequest], trajectories: list[Traject
 
 
 async def generate_trajectories_and_score(engine: Any, requests: list[RolloutRequest],
-                                          problems: Mapping[str, Problem], pool: Any, reward: RewardConfig,
+                                          problems: Mapping[str, Problem], pool: KernelEvaluator, reward: RewardConfig,
                                           config: TrajectoryConfig, priority: str = "train",
                                           **runner_kwargs: Any) -> RolloutResult:
     """Run the trajectories of `requests` and turn them into the loop's groups. Stage times: generate_s is

@@ -1,6 +1,6 @@
 """Running fuzz cases through the CPU stage of evaluation.
 
-`run_boundary` calls `Preparer.prepare`, the boundary that must return a Candidate or a Verdict whatever the
+`run_boundary` calls `CpuStage.prepare`, the boundary that must return a Candidate or a Verdict whatever the
 text; `run_stages` calls the stages it is made of one by one, to say where a crash comes from. Both run in
 forked child processes (`Fleet`), so that a slow case costs only its time limit and one that kills its
 process (C stack overflow, memory) is an outcome rather than the end of the run.
@@ -80,7 +80,7 @@ def _is_limit(e: Exception) -> bool:
 
 
 def run_boundary(preparer, problem, text: str) -> dict[str, Any]:
-    """What `Preparer.prepare` made of `text`: outcome "candidate", "verdict:<status>" or "escaped" (with the
+    """What `CpuStage.prepare` made of `text`: outcome "candidate", "verdict:<status>" or "escaped" (with the
     crash site), and the CPU stage's wall and CPU seconds."""
     from envs.verdict import Verdict
     wall, cpu = time.perf_counter(), time.process_time()
@@ -219,7 +219,7 @@ class Worker:
 
     def call(self, request: tuple, timeout: float) -> dict:
         if self.proc is None:
-            fork = multiprocessing.get_context("fork")  # the child inherits the imported code and the Preparer
+            fork = multiprocessing.get_context("fork")  # the child inherits the imported code and the CpuStage
             self.conn, child = fork.Pipe()
             self.proc = fork.Process(target=_serve, args=(child, *self.args), daemon=True)
             self.proc.start()
@@ -273,10 +273,10 @@ class Fleet:
 
 
 def make_preparer():
-    """A Preparer as envs/evaluator.py builds one for a CPU device, without cache."""
-    from envs.evaluator import Preparer
+    """A CpuStage as envs/evaluator.py builds one for a CPU device, without cache."""
+    from envs.evaluator import CpuStage
     from envs.settings import EvalSettings
-    return Preparer(EvalSettings(device="cpu"), "cpu")
+    return CpuStage(EvalSettings(device="cpu"), "cpu")
 
 
 def builtin_problems() -> dict:

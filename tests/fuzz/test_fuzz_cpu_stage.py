@@ -1,4 +1,4 @@
-"""The driver's CPU stage (`Preparer.prepare`: extraction, canonicalization, static analysis, cache key)
+"""The driver's CPU stage (`CpuStage.prepare`: extraction, canonicalization, static analysis, cache key)
 returns a Candidate or a Verdict for any answer, never raises and never fails on its own bug (issue 30);
 and honest code written with the patterns that once crashed it still passes.
 

@@ -1,5 +1,5 @@
 """Property: grammar-generated Python (hypothesmith), alone or spliced into a correct reference, never makes
-`Preparer.prepare` raise or fail internally. Derandomized, so CI draws the same 100 programs every run;
+`CpuStage.prepare` raise or fail internally. Derandomized, so CI draws the same 100 programs every run;
 skipped where the dev extras (hypothesis, hypothesmith) are not installed."""
 
 from __future__ import annotations

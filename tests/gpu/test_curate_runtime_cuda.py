@@ -16,12 +16,12 @@ def test_runtime_stage_times_and_filters():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
-    from envs.worker.pool import WorkerPool
+    from envs.worker.worker_set import WorkerSet
 
     matmul = resolve_problem("L3_01_matmul")  # ~ms at full size on an H100-class GPU
     relu = resolve_problem("L0_02_relu")
     cands = [CandidateProblem(p.id, p.source, Origin("kernelbench", p.id)) for p in (matmul, relu)]
-    pool = WorkerPool(EvalSettings(device="cuda"))
+    pool = WorkerSet(EvalSettings(device="cuda"))
     try:
         wide = filter_runtime(cands, pool, RuntimeConfig(min_ms=0.0, max_ms=10_000.0))
         assert [c.id for c in wide.kept] == ["L3_01_matmul", "L0_02_relu"]

@@ -39,7 +39,7 @@ def _problem(expr: str, init: str = "", n: int = 16, small: str = "SMALL_SIZES =
 
 
 def test_validate_keeps_runs_and_rejects_with_reasons():
-    from envs.worker.pool import WorkerPool
+    from envs.worker.worker_set import WorkerSet
 
     cands = [
         CandidateProblem("good", _problem("torch.tanh(x) * 2"), Origin("synthetic", "t:good")),
@@ -52,7 +52,7 @@ def test_validate_keeps_runs_and_rejects_with_reasons():
         CandidateProblem("sizes", _problem("torch.relu(x)", n=4096, small="", width=4096),
                          Origin("kernelbench", "t:sizes")),
     ]
-    pool = WorkerPool(EvalSettings(device="cpu", size="small", workers=1, correctness_trials=3))
+    pool = WorkerSet(EvalSettings(device="cpu", size="small", workers=1, correctness_trials=3))
     try:
         result = validate(cands, pool)
     finally:

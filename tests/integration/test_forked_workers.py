@@ -180,7 +180,7 @@ def test_a_zygote_stopped_by_a_child_is_replaced_not_waited_for(ev):
 def test_max_forks_per_zygote_bounds_a_zygote_life(caplog):
     settings = EvalSettings(device="cpu", workers=1, fork_workers="on", max_forks_per_zygote=2)
     failing = solution("raise ValueError('boom')")
-    with caplog.at_level(logging.INFO, logger="envs.worker.pool"), Evaluator(settings) as ev:
+    with caplog.at_level(logging.INFO, logger="envs.worker.worker_set"), Evaluator(settings) as ev:
         zygotes = [worker(ev).zygote_pid]
         for _ in range(3):
             assert run(ev, failing).status is Status.RUNTIME_ERROR

@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from envs.pool.config import PoolConfig
 from envs.pool.ray_backend import RayBackend
 from envs.settings import EvalSettings
-from envs.worker.pool import EvaluatorError
+from envs.worker.worker_set import EvaluatorError
 from rl.components import training_gpus
 from rl.config import RunConfig
 from rl.placement import placed_group

@@ -199,7 +199,7 @@ def _actor_running(pool, future) -> int:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with pool._lock:
-            for actor in pool._actors.values():
+            for actor in pool.actors.live():
                 if any(future in [r.future for r in job.requests] for job in actor.jobs):
                     return actor.id
         time.sleep(0.05)
@@ -213,7 +213,7 @@ def test_profile_goes_through_the_cpu_stage_to_an_actor(pool):
     assert pool.profile(RELU, hack)["error"].startswith("hack: ")
     assert pool.profile(RELU, "def broken(:")["error"].startswith("compile_error: ")
     assert pool.profile(RELU, relu_candidate(tag=42)) == {"error": "profile needs a GPU"}
-    assert all(a.busy == 0 for a in pool._actors.values())  # the slot it took is free again
+    assert all(a.busy == 0 for a in pool.actors.live())  # the slot it took is free again
 
 
 def test_killed_actor_is_replaced_and_its_requests_retried_once_then_crash(pool, ray_local):

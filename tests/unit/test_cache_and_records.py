@@ -91,13 +91,13 @@ def test_hydra_config_composes_into_settings():
 
 
 def test_a_verdict_obtained_without_a_guaranteed_sandbox_is_not_served_to_a_caller_requiring_it(tmp_path):
-    from envs.evaluator import Candidate, Preparer
+    from envs.evaluator import Candidate, CpuStage
     from envs.problems import resolve_problem
     problem = resolve_problem("L0_02_relu")
     answer = open(problem.reference_solution).read()
     cache = SqliteCache(tmp_path / "verdicts.sqlite")
-    auto = Preparer(EvalSettings(device="cpu"), "cpu", cache)
-    required = Preparer(EvalSettings(device="cpu", sandbox="required"), "cpu", cache)
+    auto = CpuStage(EvalSettings(device="cpu"), "cpu", cache)
+    required = CpuStage(EvalSettings(device="cpu", sandbox="required"), "cpu", cache)
     first = auto.prepare(problem, answer)
     assert isinstance(first, Candidate)
     cache.put_verdict(first.verdict_key, problem.id, Verdict(Status.CORRECT, problem.id, "cpu").to_dict())
@@ -109,6 +109,6 @@ def test_a_verdict_obtained_without_a_guaranteed_sandbox_is_not_served_to_a_call
     cache.close()
     cache = SqliteCache(tmp_path / "other.sqlite")  # only a sandboxed verdict: callers not requiring it use it
     cache.put_verdict(pending.verdict_key, problem.id, Verdict(Status.INCORRECT, problem.id, "cpu").to_dict())
-    hit = Preparer(EvalSettings(device="cpu", sandbox="off"), "cpu", cache).prepare(problem, answer)
+    hit = CpuStage(EvalSettings(device="cpu", sandbox="off"), "cpu", cache).prepare(problem, answer)
     assert isinstance(hit, Verdict) and hit.cached and hit.status is Status.INCORRECT
     cache.close()

@@ -143,7 +143,7 @@ def test_runtime_stage_on_cpu_keeps_and_notes():
 
 
 def test_runtime_stage_judges_the_workers_timing_records():
-    # The records WorkerPool.measure_baselines returns: envs.verdict.TimingStats as dicts (median_ms, ...).
+    # The records WorkerSet.measure_baselines returns: envs.verdict.TimingStats as dicts (median_ms, ...).
     c = CandidateProblem("p", load_builtin()[0].source, Origin("kernelbench", "x"))
     stats = lambda ms: dataclasses.asdict(TimingStats.from_samples([ms * 0.98, ms, ms * 1.03]))  # noqa: E731
     result = StageResult("runtime")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from envs import EvalSettings, Status, Verdict, resolve_problem
-from envs.evaluator import Candidate, Preparer
+from envs.evaluator import Candidate, CpuStage
 from envs.guard import Budget, LimitExceeded, guarded
 from envs.settings import CpuStageLimits
 from envs.source import check_tree_size, parse, prepare_solution
@@ -29,8 +29,8 @@ def with_forward_prefix(lines: str, extra_module_code: str = "") -> str:
 
 
 @pytest.fixture(scope="module")
-def preparer() -> Preparer:
-    return Preparer(EvalSettings(device="cpu"), "cpu")
+def preparer() -> CpuStage:
+    return CpuStage(EvalSettings(device="cpu"), "cpu")
 
 
 # --- guarded ------------------------------------------------------------------------------------------
@@ -154,12 +154,12 @@ def test_pathological_code_is_rejected_with_its_bound(preparer, text, expected):
 
 
 def test_a_failing_analysis_is_the_candidates_internal_error(preparer, monkeypatch):
-    import envs.evaluator
+    import envs.cpu_stage
 
     def broken(*args):
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(envs.evaluator.static_analysis, "analyze", broken)
+    monkeypatch.setattr(envs.cpu_stage.static_analysis, "analyze", broken)
     verdict = preparer.prepare(RELU, REFERENCE)
     assert verdict.status is Status.INTERNAL_ERROR and verdict.error.startswith("static: RecursionError")
     assert "in broken" in verdict.traceback and verdict.phase_seconds["static"] >= 0
@@ -169,7 +169,7 @@ def test_verdicts_of_the_cpu_stage_are_not_cached(tmp_path):
     from envs.cache import SqliteCache
 
     cache = SqliteCache(tmp_path / "verdicts.sqlite")
-    preparer = Preparer(EvalSettings(device="cpu"), "cpu", cache)
+    preparer = CpuStage(EvalSettings(device="cpu"), "cpu", cache)
     text = with_forward_prefix("return alias300(x)", "\nalias0 = torch.relu\n" +
                                "".join(f"alias{i + 1} = alias{i}\n" for i in range(300)))
     assert preparer.prepare(RELU, text).status is Status.REJECTED

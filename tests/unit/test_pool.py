@@ -15,7 +15,7 @@ from envs import EvalSettings, Status, Verdict, resolve_problem
 from envs.pool import EvaluationPool, PoolClosedError, PoolConfig, PoolFullError
 from envs.pool.core import Backend
 from envs.pool.scheduler import Admission, Job, JobQueue, JobState, Request
-from envs.worker.pool import EvaluatorError
+from envs.worker.worker_set import EvaluatorError
 from rewards.kernel_reward import reward_for_verdict
 
 RELU = resolve_problem("L0_02_relu")
@@ -291,7 +291,7 @@ def test_dead_actor_is_replaced_and_its_request_retried():
         backend.gate.clear()
         futures = [pool.submit(RELU, code("block", t)) for t in (0, 1)]
         wait_for(lambda: len(backend.log) == 2)
-        victim = next(a for a in pool._actors.values() if a.id == 0)
+        victim = next(a for a in pool.actors.live() if a.id == 0)
         backend.kill(victim.handle)
         wait_for(lambda: pool.metrics()["pool/actor_restarts"] == 1)
         backend.gate.set()

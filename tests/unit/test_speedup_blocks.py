@@ -105,7 +105,7 @@ def test_verdicts_cached_before_blocks_were_reported_still_load():
 
 
 def test_pool_reads_block_ids_only_when_there_is_one_per_sample():
-    from envs.worker.pool import _samples
+    from envs.worker.messages import _samples
 
     result = {"kernel_samples": [0.5, float("inf"), 0.6, "x"], "kernel_blocks": [0, 0, 1, 1],
               "anchor_samples": [1.0, 1.1], "anchor_blocks": [0]}

@@ -1,12 +1,12 @@
-"""Warm worker processes on one machine: the execution stage of the evaluator.
+"""The set of warm worker processes of one machine or one actor: the execution stage of the evaluator.
 
 Slots hold one worker each (`workers` per GPU on CUDA, `workers` in all on CPU). A worker that
 crashed, timed out, broke its CUDA context, reached its evaluation budget, or ran a failing
 candidate under the CPU interpreter (where an out-of-bounds write can corrupt the process) is
 killed and a replacement starts in the background, so the next request rarely waits for a start.
 
-Workers die with the process that owns the pool (envs/worker/lifeline.py). They are started only from
-the pool's spawner threads, which live until the pool is closed: a worker's parent-death signal fires
+Workers die with the process that owns the set (envs/worker/lifeline.py). They are started only from
+the set's spawner threads, which live until the set is closed: a worker's parent-death signal fires
 when the thread that started it exits, so a short-lived thread must never start one. A per-process
 reaper (envs/worker/reaper.py) kills what candidates started once the owner is gone.
 """
@@ -27,10 +27,11 @@ from envs.problems import Problem
 from envs.settings import EvalSettings
 from envs.source import CanonicalSolution
 from envs.speedup import estimate_speedup
-from envs.verdict import Accuracy, HackFinding, Status, Timings, TimingStats, Verdict
+from envs.verdict import HackFinding, Status, Timings, TimingStats, Verdict
 from envs.worker import reaper
 from envs.worker.cpu_backstop import CpuBudget
 from envs.worker.forked import ForkedWorker, ForkRefused
+from envs.worker.messages import MalformedMessage, WorkerRequest, WorkerResult
 from envs.worker.process import WorkerFailure, WorkerProcess
 from envs.worker.sandbox import resolve_sandbox
 
@@ -48,20 +49,12 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _accuracy(reported: Any) -> Accuracy | None:
-    """The worker's accuracy record, or None when it is missing or malformed (it is a report, not a gate)."""
-    try:
-        return Accuracy.from_dict(reported) if isinstance(reported, dict) else None
-    except (TypeError, ValueError):
-        return None
-
-
 class _Slot:
     def __init__(self, gpu: int | str | None, future: concurrent.futures.Future):
         self.gpu, self.future = gpu, future
 
 
-class WorkerPool:
+class WorkerSet:
     def __init__(self, settings: EvalSettings, gpu_ids: list[int | str] | None = None, reap: bool = True):
         self.settings = settings
         self.device = resolve_device(settings.device)
@@ -175,25 +168,25 @@ class WorkerPool:
             draw = [self.settings.seed + i for i in range(n + 2)]
         return {"init_seed": draw[0], "timing_seed": draw[1], "seeds": draw[2:]}
 
-    def _request(self, problem: Problem, solution: CanonicalSolution, measure_baselines: bool) -> dict:
+    def _request(self, problem: Problem, solution: CanonicalSolution, measure_baselines: bool) -> WorkerRequest:
         small = self.settings.resolved_size(self.device) == "small"
-        return {
-            "type": "evaluate", "nonce": uuid.uuid4().hex, "device": self.device,
-            "problem": {"id": problem.id, "source": problem.source, "tolerance": problem.tolerance,
-                        "sizes": problem.small_sizes if small else {}},
-            "solution": solution.source,
-            "timing": {"runs": self.settings.timed_runs, "warmup_ms": self.settings.warmup_ms,
-                       "anchor_runs": min(self.settings.anchor_runs, self.settings.timed_runs)
-                       if self.settings.reanchor else 0,
-                       "placements": min(self.settings.placements, self.settings.timed_runs)}
+        return WorkerRequest(
+            nonce=uuid.uuid4().hex, device=self.device,
+            problem={"id": problem.id, "source": problem.source, "tolerance": problem.tolerance,
+                     "sizes": problem.small_sizes if small else {}},
+            solution=solution.source,
+            timing={"runs": self.settings.timed_runs, "warmup_ms": self.settings.warmup_ms,
+                    "anchor_runs": min(self.settings.anchor_runs, self.settings.timed_runs)
+                    if self.settings.reanchor else 0,
+                    "placements": min(self.settings.placements, self.settings.timed_runs)}
             if self.device == "cuda" else None,
-            "max_torch_share": self.settings.max_torch_share,
-            "baselines": ["eager", "inductor"] if measure_baselines else [],
-            "cpu_rechecks": self.settings.cpu_rechecks, "floor_fraction": self.settings.floor_fraction,
-            "correctness": {"families": list(self.settings.input_families), "probe": self.settings.sensitivity_probe,
-                            "truth": self.settings.fp64_truth},
+            max_torch_share=self.settings.max_torch_share,
+            baselines=["eager", "inductor"] if measure_baselines else [],
+            cpu_rechecks=self.settings.cpu_rechecks, floor_fraction=self.settings.floor_fraction,
+            correctness={"families": list(self.settings.input_families), "probe": self.settings.sensitivity_probe,
+                         "truth": self.settings.fp64_truth},
             **self._seeds(),
-        }
+        )
 
     def execute(self, problem: Problem, solution: CanonicalSolution,
                 baselines: dict | None) -> tuple[Verdict, dict | None]:
@@ -221,10 +214,11 @@ class WorkerPool:
             return f"speedup {verdict.speedup:.1f}x exceeds the plausible bound {self.settings.max_speedup:g}x"
         return verdict.suspicious
 
-    def _run(self, request: dict, fresh_worker: bool = False,
-             recycle: bool = False) -> tuple[dict, dict[str, float], float]:
+    def _run(self, request: WorkerRequest, fresh_worker: bool = False,
+             recycle: bool = False) -> tuple[WorkerResult, dict[str, float], float]:
         """One request on an idle worker: (result, wall seconds per phase, seconds waited for the worker).
-        The worker is recycled afterwards when it must be. Raises WorkerFailure."""
+        The worker is recycled afterwards when it must be. Raises WorkerFailure, or MalformedMessage for a
+        result without the agreed shape (its worker is recycled)."""
         waited = time.monotonic()
         slot = self._idle.get()
         worker = result = None
@@ -234,9 +228,9 @@ class WorkerPool:
                 self._recycle(slot, worker)
                 worker = self._worker(slot)
             waited = time.monotonic() - waited
-            result, phases = worker.evaluate(request, self.settings.timeouts.as_dict(),
-                                             self.settings.deadlines.for_device(self.device))
-            result = self._check_strays(worker, result, request.get("solution") is not None)
+            message, phases = worker.evaluate(request.to_message(), self.settings.timeouts.as_dict(),
+                                              self.settings.deadlines.for_device(self.device))
+            result = self._check_strays(worker, WorkerResult.from_message(message), request.solution is not None)
             return result, phases, waited
         finally:
             if worker is not None and (recycle or self._should_recycle(worker, result)):
@@ -244,18 +238,17 @@ class WorkerPool:
             self._idle.put(slot)
 
     @staticmethod
-    def _check_strays(worker: WorkerProcess, result: dict, candidate: bool) -> dict:
+    def _check_strays(worker: WorkerProcess, result: WorkerResult, candidate: bool) -> WorkerResult:
         """A process the candidate started that outlived its evaluation (a daemon) could tamper with the next
         one: the worker is replaced, and a verdict that was correct becomes a hack."""
         strays = worker.stray_processes()
         if not strays:
             return result
         reason = f"{len(strays)} process(es) it started were still running after its evaluation"
-        result = {**result, "healthy": False}
-        if result.get("status") == "correct" and candidate:
-            result.update(status="hack", error=f"concurrency: {reason}",
-                          hack={"category": "concurrency", "reason": reason})
-        return result
+        if result.status is Status.CORRECT and candidate:
+            return dataclasses.replace(result, healthy=False, status=Status.HACK, error=f"concurrency: {reason}",
+                                       hack=HackFinding("concurrency", reason))
+        return dataclasses.replace(result, healthy=False)
 
     def _execute_once(self, problem: Problem, solution: CanonicalSolution, baselines: dict | None,
                       fresh_worker: bool = False) -> tuple[Verdict, dict | None]:
@@ -265,7 +258,9 @@ class WorkerPool:
         except WorkerFailure as failure:
             return Verdict(Status(failure.status), problem.id, self.device_name, error=failure.message,
                            phase_seconds=failure.phase_seconds), None
-        measured = result.get("baselines") or None
+        except MalformedMessage as e:  # the environment's fault (or a forgery): no verdict on the candidate
+            return Verdict(Status.INTERNAL_ERROR, problem.id, self.device_name, error=str(e)), None
+        measured = result.baselines
         if not measure or not (measured and measured.get("eager")):
             measured = None  # store complete measurements only
         verdict = self._verdict(problem, result, {"queue": waited, **phases}, measured or baselines or {})
@@ -273,26 +268,28 @@ class WorkerPool:
 
     def check_problem(self, problem: Problem) -> str | None:
         """Run the problem's reference on a few input sets; why it is degenerate, or None."""
-        request = {**self._request(problem, CanonicalSolution("", ""), False), "mode": "check_problem",
-                   "solution": None, "timing": None}
-        return self._run_reference(problem, request, "checking the problem").get("degenerate")
+        request = dataclasses.replace(self._request(problem, CanonicalSolution("", ""), False), mode="check_problem",
+                                      solution=None, timing=None)
+        return self._run_reference(problem, request, "checking the problem").degenerate
 
     def measure_baselines(self, problem: Problem) -> dict:
         """Time the problem's eager and TorchInductor baselines on a worker, no candidate involved (the curation
         pipeline's runtime filter): {"eager": stats, "inductor": stats or None}, ms. CUDA only."""
         if self.device != "cuda":
             raise EvaluatorError("baselines are measured on a GPU (the CPU interpreter's times mean nothing)")
-        request = {**self._request(problem, CanonicalSolution("", ""), True), "solution": None}
-        return self._run_reference(problem, request, "measuring baselines").get("baselines") or {}
+        request = dataclasses.replace(self._request(problem, CanonicalSolution("", ""), True), solution=None)
+        return self._run_reference(problem, request, "measuring baselines").baselines or {}
 
-    def _run_reference(self, problem: Problem, request: dict, what: str) -> dict:
+    def _run_reference(self, problem: Problem, request: WorkerRequest, what: str) -> WorkerResult:
         """A request without candidate code; EvaluatorError when the worker or the reference fails."""
         try:
             result, _, _ = self._run(request)
         except WorkerFailure as failure:
             raise EvaluatorError(f"{problem.id}: {what} failed: {failure.message}") from None
-        if result.get("status") != "correct":
-            raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.get('error')}")
+        except MalformedMessage as e:
+            raise EvaluatorError(f"{problem.id}: {what} failed: {e}") from None
+        if result.status is not Status.CORRECT:
+            raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.error}")
         return result
 
     def profile(self, problem: Problem, solution: CanonicalSolution, calls: int = 10) -> dict:
@@ -300,70 +297,57 @@ class WorkerPool:
         The worker is always replaced afterwards: the candidate ran without the evaluation's checks."""
         if self.device != "cuda":
             return {"error": "profile needs a GPU"}
-        request = {**self._request(problem, solution, False), "mode": "profile", "profile_calls": calls}
+        request = dataclasses.replace(self._request(problem, solution, False), mode="profile", profile_calls=calls)
         try:
             result, _, _ = self._run(request, recycle=True)
         except WorkerFailure as failure:
             return {"error": f"{failure.status}: {failure.message}"}
-        if result.get("status") != "correct":
-            return {"error": f"{result.get('status')}: {result.get('error')}"}
-        return {"profile": result.get("profile")}
+        except MalformedMessage as e:
+            return {"error": f"internal_error: {e}"}
+        if result.status is not Status.CORRECT:
+            return {"error": f"{result.status.value}: {result.error}"}
+        return {"profile": result.profile}
 
-    def _should_recycle(self, worker: WorkerProcess, result: dict | None) -> bool:
-        if result is None or not result.get("healthy", False) or not worker.alive():
+    def _should_recycle(self, worker: WorkerProcess, result: WorkerResult | None) -> bool:
+        if result is None or not result.healthy or not worker.alive():
             return True
         if worker.evaluations >= self.settings.max_evals_per_worker:
             return True
         headroom = worker.lifetime_cpu_headroom()
         if headroom is not None and headroom < self._cpu_budget.evaluation_seconds():
             return True  # another evaluation could run into the harness's RLIMIT_CPU: start afresh
-        status = result.get("status")
-        if status in ("runtime_error", "timeout", "crash", "hack"):
+        if result.status in (Status.RUNTIME_ERROR, Status.TIMEOUT, Status.CRASH, Status.HACK):
             return True
         # Under the interpreter a failing kernel may have written out of bounds into the process.
-        return self.device == "cpu" and status != "correct"
+        return self.device == "cpu" and result.status is not Status.CORRECT
 
-    def _verdict(self, problem: Problem, result: dict, phases: dict[str, float], baselines: dict) -> Verdict:
-        try:
-            status = Status(result.get("status"))
-        except ValueError:
-            status = Status.CRASH
-        notes = [str(n)[:500] for n in result.get("notes") or []][:10]
+    def _verdict(self, problem: Problem, result: WorkerResult, phases: dict[str, float], baselines: dict) -> Verdict:
+        """The verdict of a checked worker result; timing and speedup on CUDA, against `baselines`."""
+        status, notes = result.status, list(result.notes)
         timings = speedup = baseline_name = interval = None
         if self.device == "cuda" and status is Status.CORRECT:
-            kernel, anchor = result.get("kernel"), result.get("anchor")
             eager = TimingStats(**baselines["eager"]) if baselines.get("eager") else None
             inductor = TimingStats(**baselines["inductor"]) if baselines.get("inductor") else None
-            timings = Timings(kernel=TimingStats(**kernel) if kernel else None, eager=eager, inductor=inductor,
-                              anchor=TimingStats(**anchor) if anchor else None)
-            samples, blocks = _samples(result, "kernel")
-            if not samples and kernel:
-                samples = [timings.kernel.median_ms]
-            anchor_samples, anchor_blocks = _samples(result, "anchor")
-            estimate = estimate_speedup(samples, eager, inductor, self.settings.baseline, anchor_samples or None,
-                                        kernel_blocks=blocks, anchor_blocks=anchor_blocks)
+            timings = Timings(kernel=result.kernel, eager=eager, inductor=inductor, anchor=result.anchor)
+            samples = result.kernel_samples
+            if not samples and result.kernel:
+                samples = [result.kernel.median_ms]
+            estimate = estimate_speedup(samples, eager, inductor, self.settings.baseline,
+                                        result.anchor_samples or None, kernel_blocks=result.kernel_blocks,
+                                        anchor_blocks=result.anchor_blocks)
             if estimate is not None:
                 speedup, baseline_name, interval = estimate.speedup, estimate.baseline, estimate.interval
                 notes.extend(estimate.notes)
-            if isinstance(result.get("anchor_seconds"), (int, float)):  # part of the timing phase
-                phases = {**phases, "anchor": float(result["anchor_seconds"])}
+            if result.anchor_seconds is not None:  # part of the timing phase
+                phases = {**phases, "anchor": result.anchor_seconds}
         elif self.device == "cpu" and status is Status.CORRECT:
             notes.append("evaluated on CPU with the Triton interpreter: correctness only, no speedup measured")
-        error = result.get("error")
-        hack = result.get("hack") if status is Status.HACK else None
-        if status is Status.HACK and not (isinstance(hack, dict) and set(hack) == {"category", "reason"}):
-            status, hack = Status.CRASH, None  # a malformed report is not a verdict
-        share, torch_share, floor = result.get("own_kernel_share"), result.get("torch_share"), result.get("floor_ms")
-        return Verdict(status, problem.id, self.device_name, error=str(error)[:8000] if error else None,
-                       hack=HackFinding(str(hack["category"]), str(hack["reason"])[:2000]) if hack else None,
+        return Verdict(status, problem.id, self.device_name, error=result.error, hack=result.hack,
                        timings=timings, speedup=speedup, baseline=baseline_name, phase_seconds=phases,
-                       notes=notes, mismatch=result.get("mismatch") if status is Status.INCORRECT else None,
-                       own_kernel_share=float(share) if isinstance(share, (int, float)) else None,
-                       speedup_interval=interval,
-                       torch_share=float(torch_share) if isinstance(torch_share, (int, float)) else None,
-                       suspicious=str(result["suspicious"])[:500] if result.get("suspicious") else None,
-                       accuracy=_accuracy(result.get("accuracy")),
-                       floor_ms=float(floor) if isinstance(floor, (int, float)) and 0 < floor < float("inf") else None)
+                       notes=notes, mismatch=result.mismatch if status is Status.INCORRECT else None,
+                       own_kernel_share=result.own_kernel_share, speedup_interval=interval,
+                       torch_share=result.torch_share, suspicious=result.suspicious, accuracy=result.accuracy,
+                       floor_ms=result.floor_ms)
 
     def close(self) -> None:
         if self._closed:
@@ -379,15 +363,3 @@ class WorkerPool:
             if slot.future.done() and slot.future.exception() is None:
                 slot.future.result().kill()
 
-
-def _samples(result: dict, name: str) -> tuple[list[float], list[Any] | None]:
-    """One callable's timing samples from a worker's result, positive finite numbers only ([] if
-    malformed), and the placement block of each kept sample (None when not reported, as by workers
-    before blocks were, or not one per sample; envs.speedup.group_runs checks the ids themselves)."""
-    values, blocks = result.get(f"{name}_samples"), result.get(f"{name}_blocks")
-    if not isinstance(values, list):
-        return [], None
-    if not isinstance(blocks, list) or len(blocks) != len(values):
-        blocks = None
-    good = [i for i, v in enumerate(values) if isinstance(v, (int, float)) and 0 < v < float("inf")]
-    return [float(values[i]) for i in good], None if blocks is None else [blocks[i] for i in good]

@@ -1,0 +1,97 @@
+"""The typed messages between a WorkerSet and a worker: what each side accepts, and what a malformed one becomes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from envs import EvalSettings, Status, resolve_problem
+from envs.source import CanonicalSolution
+from envs.verdict import HackFinding, TimingStats
+from envs.worker.messages import MalformedMessage, WorkerRequest, WorkerResult
+from envs.worker.worker_set import WorkerSet
+
+STATS = dataclasses.asdict(TimingStats.from_samples([1.0, 2.0, 3.0]))
+
+
+def request(**changes) -> WorkerRequest:
+    base = WorkerRequest(nonce="n" * 32, device="cpu", problem={"id": "p", "source": "x", "tolerance": None,
+                                                                 "sizes": {}},
+                         solution="code", timing=None, max_torch_share=0.25, baselines=[], cpu_rechecks=3,
+                         floor_fraction=0.9, correctness={"families": ["outliers"], "probe": True, "truth": "off"},
+                         init_seed=1, timing_seed=2, seeds=[3, 4])
+    return dataclasses.replace(base, **changes)
+
+
+def test_an_evaluation_request_is_the_json_object_the_harness_reads():
+    message = request().to_message()
+    assert message["type"] == "evaluate" and "mode" not in message and "profile_calls" not in message
+    assert WorkerRequest.from_message(message) == request()
+    profile = request(mode="profile", profile_calls=5).to_message()
+    assert profile["mode"] == "profile" and WorkerRequest.from_message(profile).profile_calls == 5
+
+
+@pytest.mark.parametrize("change", [
+    {"type": "shutdown"}, {"nonce": None}, {"problem": "p"}, {"problem": {"id": "p"}}, {"seeds": []},
+    {"seeds": [1, "2"]}, {"init_seed": True}, {"timing": {"runs": 3}}, {"mode": "exec"}, {"baselines": [1]},
+    {"correctness": {}}, {"solution": 7},
+])
+def test_a_malformed_request_names_what_is_wrong(change):
+    with pytest.raises(MalformedMessage, match="worker request"):
+        WorkerRequest.from_message({**request().to_message(), **change})
+
+
+def test_the_worker_sets_requests_pass_their_own_check():
+    """What WorkerSet builds for each mode is what the harness accepts (no worker is started)."""
+    worker_set = object.__new__(WorkerSet)  # _request needs only settings and device
+    worker_set.settings, worker_set.device = EvalSettings(device="cpu"), "cpu"
+    built = worker_set._request(resolve_problem("L0_02_relu"), CanonicalSolution("code", "sha"), False)
+    assert WorkerRequest.from_message(built.to_message()) == built
+
+
+def test_a_result_keeps_what_the_verdict_needs():
+    result = WorkerResult.from_message({
+        "type": "result", "status": "correct", "healthy": True, "notes": ["x" * 900] * 12, "kernel": STATS,
+        "kernel_samples": [1.0, -1, float("inf"), "2", 2.0], "kernel_blocks": [0, 1, 2, 3, 4],
+        "torch_share": 0.1, "floor_ms": 0.0, "suspicious": "fast", "baselines": {"eager": STATS, "inductor": None}})
+    assert result.status is Status.CORRECT and result.healthy and result.kernel == TimingStats(**STATS)
+    assert len(result.notes) == 10 and all(len(n) == 500 for n in result.notes)
+    assert result.kernel_samples == [1.0, 2.0] and result.kernel_blocks == [0, 4]
+    assert result.torch_share == 0.1 and result.floor_ms is None and result.suspicious == "fast"
+
+
+def test_an_unknown_status_or_a_malformed_hack_report_is_a_crash():
+    assert WorkerResult.from_message({"status": "great"}).status is Status.CRASH
+    assert WorkerResult.from_message({"status": "hack", "hack": {"category": "x"}}).status is Status.CRASH
+    hack = WorkerResult.from_message({"status": "hack", "hack": {"category": "timing", "reason": "r" * 3000}})
+    assert hack.hack == HackFinding("timing", "r" * 2000)
+
+
+def test_reports_that_are_malformed_are_dropped_not_fatal():
+    result = WorkerResult.from_message({"status": "correct", "accuracy": {"bogus": 1}, "own_kernel_share": "1",
+                                        "kernel_samples": "many", "anchor_seconds": None})
+    assert result.accuracy is None and result.own_kernel_share is None and result.kernel_samples == []
+
+
+@pytest.mark.parametrize("message", [
+    {"status": "correct", "kernel": {"median_ms": 1.0}}, {"status": "correct", "kernel": [1, 2]},
+    {"status": "correct", "baselines": ["eager"]}, {"status": "correct", "baselines": {"eager": {"x": 1}}},
+    {"status": "correct", "notes": "not a list"},
+])
+def test_a_result_a_verdict_cannot_stand_on_is_malformed(message):
+    with pytest.raises(MalformedMessage, match="worker result"):
+        WorkerResult.from_message(message)
+
+
+def test_a_malformed_result_becomes_an_internal_error_verdict_and_the_worker_is_recycled(monkeypatch):
+    """No exception leaves WorkerSet.execute for a malformed result: the candidate gets internal_error."""
+    worker_set = object.__new__(WorkerSet)
+    worker_set.settings, worker_set.device, worker_set._device_kind = EvalSettings(device="cpu"), "cpu", "cpu|t|t"
+
+    def run(request, fresh_worker=False, recycle=False):
+        return WorkerResult.from_message({"status": "correct", "kernel": "fast"}), {}, 0.0
+
+    monkeypatch.setattr(worker_set, "_run", run)
+    verdict, measured = worker_set.execute(resolve_problem("L0_02_relu"), CanonicalSolution("code", "sha"), None)
+    assert verdict.status is Status.INTERNAL_ERROR and "kernel" in verdict.error and measured is None
