@@ -381,7 +381,8 @@ class KernelRLClient(_Base):
     def evaluate_many(self, requests: Iterable[ScoreRequest], concurrency: int = 8,
                       return_exceptions: bool = False) -> list[EvaluationResult | Exception]:
         """Every request evaluated, `concurrency` at a time, results in input order. With return_exceptions a
-        failed request's place holds its exception (a ServiceError for anything the service did); otherwise the first failure is raised (the rest are
+        failed request's place holds its exception (a ServiceError for anything the service did); otherwise the
+        first failure is raised (the rest are
         still awaited so that no request is left running)."""
         requests = list(requests)
         if concurrency < 1:

@@ -98,7 +98,8 @@ class WorkerRequest:
                    max_torch_share=_need(message, "max_torch_share", (int, float), what), baselines=baselines,
                    cpu_rechecks=_need(message, "cpu_rechecks", int, what),
                    floor_fraction=_need(message, "floor_fraction", (int, float), what), correctness=correctness,
-                   init_seed=_need(message, "init_seed", int, what), timing_seed=_need(message, "timing_seed", int, what),
+                   init_seed=_need(message, "init_seed", int, what),
+                   timing_seed=_need(message, "timing_seed", int, what),
                    seeds=seeds, mode=mode, profile_calls=_need(message, "profile_calls", int, what, optional=True))
 
 
@@ -192,7 +193,8 @@ class WorkerResult:
             status=status, healthy=bool(message.get("healthy", False)),
             error=str(error)[:8000] if error else None, notes=[str(n)[:500] for n in notes][:10],
             hack=HackFinding(str(hack["category"]), str(hack["reason"])[:2000]) if hack else None,
-            kernel=_stats(message.get("kernel") or None, "kernel"), anchor=_stats(message.get("anchor") or None, "anchor"),
+            kernel=_stats(message.get("kernel") or None, "kernel"),
+            anchor=_stats(message.get("anchor") or None, "anchor"),
             kernel_samples=kernel_samples, kernel_blocks=kernel_blocks, anchor_samples=anchor_samples,
             anchor_blocks=anchor_blocks, anchor_seconds=_finite_number(message.get("anchor_seconds")),
             mismatch=message.get("mismatch"), own_kernel_share=_finite_number(message.get("own_kernel_share")),

@@ -1,6 +1,7 @@
 """How a checkpoint directory becomes visible atomically: written beside its link, fsynced, then the link swapped;
 and what its meta.json says about the model. Shared by the single-process checkpoint (checkpoint.py), the sharded
-one (sharded_checkpoint.py) and the loop's own state (rl/loop_checkpoints.py), so none of them imports another for it."""
+one (sharded_checkpoint.py) and the loop's own state (rl/loop_checkpoints.py), so none of them imports another
+for it."""
 
 from __future__ import annotations
 

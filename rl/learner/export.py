@@ -90,7 +90,8 @@ def write_adapter(model: torch.nn.Module, path: str, base_model: str) -> None:
     from safetensors.torch import save_file
 
     os.makedirs(path, exist_ok=True)
-    state = {k: v.detach().to("cpu").contiguous() for k, v in get_peft_model_state_dict(model, save_embedding_layers=False).items()}
+    adapter = get_peft_model_state_dict(model, save_embedding_layers=False)
+    state = {k: v.detach().to("cpu").contiguous() for k, v in adapter.items()}
     save_file(state, os.path.join(path, ADAPTER_WEIGHTS), metadata={"format": "pt"})
     config = copy.deepcopy(model.peft_config[model.active_adapter])
     config.base_model_name_or_path = base_model

@@ -95,7 +95,8 @@ class ToolRollouts:
             return {}
         write_jsonl(self.path, trajectories, extra={"step": step, "split": split})
         if logger is not None and (logger.wants_table(step) or step == 0):
-            logger.table(step, f"{split}/trajectories_table", trajectory_rows(trajectories, step, logger.config.table_rows))
+            rows = trajectory_rows(trajectories, step, logger.config.table_rows)
+            logger.table(step, f"{split}/trajectories_table", rows)
         row = trajectory_metrics(trajectories, split, self.delta)
         # wall seconds of the turns' tool calls (time/evaluate also counts the final answers' evaluation)
         row["time/tool_calls" if split == "train" else f"time/{split}_tool_calls"] = sum(

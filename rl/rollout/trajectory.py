@@ -116,9 +116,9 @@ class _State:
 
 
 class TrajectoryRunner:
-    def __init__(self, engine: Any, pool: KernelEvaluator, config: TrajectoryConfig, *, reward: RewardConfig | None = None,
-                 solutions: Any = None, profiler: Any = None, docs: Any = None, store: Any = None,
-                 store_split: str = "train"):
+    def __init__(self, engine: Any, pool: KernelEvaluator, config: TrajectoryConfig, *,
+                 reward: RewardConfig | None = None, solutions: Any = None, profiler: Any = None,
+                 docs: Any = None, store: Any = None, store_split: str = "train"):
         """`pool`: evaluates final answers and serves kernel_evaluator (evaluate_async); `solutions`: the
         envs.retrieval.KernelIndex kernel_search uses (held-out problems already excluded); `profiler`: an
         envs.Evaluator for profile; `store`: an envs.solutions.SolutionStore that every correct answer is

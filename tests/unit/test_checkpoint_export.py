@@ -208,7 +208,8 @@ def test_a_full_fine_tune_exports_merged_only(cache, tmp_path):
 def test_base_model_references():
     from rl.models import ModelSpecError, cache_root, model_reference, resolve_model_reference
 
-    assert model_reference(cache_root() / "smollm2-135m-instruct-warmstart-abc") == "smollm2-135m-instruct-warmstart-abc"
+    name = "smollm2-135m-instruct-warmstart-abc"
+    assert model_reference(cache_root() / name) == name
     assert model_reference("/hf/hub/models--Qwen--Qwen2.5-Coder-7B-Instruct/snapshots/0123abc") == \
         "Qwen/Qwen2.5-Coder-7B-Instruct"
     assert model_reference("/models/mine") == "/models/mine"

@@ -41,7 +41,8 @@ def test_hf_home_is_honoured(tmp_path, monkeypatch):
 
 def test_an_uncached_hub_id_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
-    with pytest.raises(ModelSpecError, match=r"'org/absent'.*cached in .*fetch it first with `huggingface-cli download"):
+    message = r"'org/absent'.*cached in .*fetch it first with `huggingface-cli download"
+    with pytest.raises(ModelSpecError, match=message):
         validate_model_spec("org/absent")
     _cache(tmp_path, "org/no-weights", weights=False)
     with pytest.raises(ModelSpecError, match="has no weights"):

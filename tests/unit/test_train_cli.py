@@ -23,7 +23,7 @@ def test_help_is_short_and_lists_what_conf_holds():
     out = _train("--help")
     assert out.returncode == 0 and len(out.stdout.splitlines()) < 50  # Hydra's --help printed 236 lines
     for group in ("policy", "algorithm", "data", "rollout", "prompt", "+experiment"):
-        line = next(l for l in out.stdout.splitlines() if l.strip().startswith(group + "="))
+        line = next(row for row in out.stdout.splitlines() if row.strip().startswith(group + "="))
         options = sorted(p.stem for p in (ROOT / "conf" / group.lstrip("+")).glob("*.yaml"))
         assert [o.rstrip("*") for o in line.strip()[len(group) + 2:-1].split(", ")] == options
     assert "algorithm={dapo, dr_grpo, grpo, grpo_cpu*, ppo, rloo}" in out.stdout  # * marks the base config's choice
