@@ -32,10 +32,11 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
-    """A solution that passed the CPU stage and must run on a worker."""
+    """A solution that passed the CPU stage and must run on a worker; with `solution` None, a job that only
+    measures its problem's baselines (`CpuStage.baseline_job`)."""
 
     problem: Problem
-    solution: CanonicalSolution
+    solution: CanonicalSolution | None
     verdict_key: str
     baseline_key: str
     static_seconds: float
@@ -73,14 +74,28 @@ class CpuStage:
             elapsed = time.monotonic() - started
             return dataclasses.replace(checked, phase_seconds={"static": elapsed, "total": elapsed})
         solution = checked
-        sizes = problem.small_sizes if self.size == "small" else {}
-        base = dict(problem=problem.sha256, sizes=sizes, device=self.device_kind)
+        base = self._problem_key(problem)
         verdict_key = cache_key(**base, solution=solution.sha256, settings=self.settings.cache_fields(self.device))
         hit = self._cached(problem, solution, base, verdict_key)
         if hit is not None:
             return self._judged(dataclasses.replace(hit, cached=True), problem, solution)
-        baseline_key = cache_key(**base, runs=self.settings.timed_runs, warmup_ms=self.settings.warmup_ms)
-        return Candidate(problem, solution, verdict_key, baseline_key, time.monotonic() - started)
+        return Candidate(problem, solution, verdict_key, self._baseline_key(base), time.monotonic() - started)
+
+    def _problem_key(self, problem: Problem) -> dict:
+        sizes = problem.small_sizes if self.size == "small" else {}
+        return dict(problem=problem.sha256, sizes=sizes, device=self.device_kind)
+
+    def _baseline_key(self, base: dict) -> str:
+        return cache_key(**base, runs=self.settings.timed_runs, warmup_ms=self.settings.warmup_ms)
+
+    def baseline_job(self, problem: Problem) -> Candidate | None:
+        """A job that measures `problem`'s baselines ahead of its candidates, or None when they are known or
+        this device needs none (only CUDA times them)."""
+        if self.device != "cuda":
+            return None
+        key = self._baseline_key(self._problem_key(problem))
+        job = Candidate(problem, None, f"baselines:{key}", key, 0.0)
+        return None if self.baselines(job) else job
 
     def _stage(self, stage: str, problem: Problem, fn, *args, **verdict_fields):
         """fn(*args), or the verdict of its failure on this candidate (envs/guard.py)."""
@@ -139,6 +154,8 @@ class CpuStage:
         phases = {"static": candidate.static_seconds, **verdict.phase_seconds,
                   "total": time.monotonic() - started + candidate.static_seconds}
         verdict = dataclasses.replace(verdict, phase_seconds=phases)
+        if candidate.solution is None:  # a baselines-only job: nothing to cache or judge
+            return verdict
         if self.cache is not None and verdict.status not in _TRANSIENT:
             self.cache.put_verdict(candidate.verdict_key, candidate.problem.id, verdict.to_dict())
         return self._judged(verdict, candidate.problem, candidate.solution)

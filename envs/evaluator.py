@@ -69,6 +69,23 @@ class Evaluator:
         """`evaluate` on a thread, for callers on an event loop; `priority` has no queue to order here."""
         return await asyncio.to_thread(self.evaluate, problem, answer)
 
+    def prepare_baselines(self, problems: Iterable[Problem], priority: str = "validation"
+                          ) -> list[concurrent.futures.Future]:
+        """Measure the problems' baselines now, on every worker at once (CUDA; known ones are skipped), so
+        their first candidates do not wait for them. Futures of Verdicts, done: `correct` when the reference
+        ran (like the Ray pool's)."""
+        jobs = [job for p in problems if (job := self.cpu_stage.baseline_job(p)) is not None]
+
+        def measure(job) -> Verdict:
+            started = time.monotonic()
+            with self.cpu_stage.baseline_lock(job):
+                verdict, measured = self.pool.execute(job.problem, None, self.cpu_stage.baselines(job))
+            return self.cpu_stage.finish(job, verdict, measured, started)
+
+        with concurrent.futures.ThreadPoolExecutor(max(1, self.pool.size)) as threads:
+            futures = [threads.submit(measure, job) for job in jobs]
+        return futures
+
     def metrics(self) -> dict[str, Any]:
         """Nothing: this evaluator keeps no queue, actors or history to report (the Ray pool does)."""
         return {}

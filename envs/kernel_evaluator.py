@@ -6,7 +6,8 @@ tools, the service), so they depend on what an evaluator does, not on the Ray po
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import concurrent.futures
+from typing import Any, Iterable, Protocol
 
 from envs.problems import Problem
 from envs.verdict import Verdict
@@ -24,6 +25,12 @@ class KernelEvaluator(Protocol):
 
     async def evaluate_async(self, problem: Problem, answer: str, priority: str = "train") -> Verdict:
         """The same without blocking the event loop; `priority` (envs.pool.PRIORITIES) orders a queue, if any."""
+        ...
+
+    def prepare_baselines(self, problems: Iterable[Problem], priority: str = "validation"
+                          ) -> list[concurrent.futures.Future]:
+        """Measure the problems' baselines ahead of their candidates (CUDA; a no-op elsewhere). Futures of
+        Verdicts: `correct` when the reference ran, else why it did not."""
         ...
 
     def profile(self, problem: Problem, answer: str, calls: int = 10) -> dict:

@@ -33,6 +33,7 @@ import random
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -108,6 +109,7 @@ class Trainer:
         # the loop owns the engine from here
         self.engine, self.components.engine = self.components.engine or self.components.make_engine(), None
         self._gpu = GpuMonitor()
+        self._prepare_baselines()
         bar = None
         try:
             if self.policy_version > 0:  # a resumed run: the engine must serve the checkpoint's weights
@@ -138,6 +140,27 @@ class Trainer:
         summary = self.summary(time.perf_counter() - started)
         self.logger.summary(summary)
         return summary
+
+    def _prepare_baselines(self) -> None:
+        """Queue every problem's baseline measurement ahead of the first candidates (a GPU pool times them
+        once per problem), so no step waits on a problem's first evaluation; logged when all have ended."""
+        futures = self.components.pool.prepare_baselines([*self.data.train, *self.data.validation])
+        if not futures:
+            return
+        started, pending, failed = time.perf_counter(), [len(futures)], []
+        lock = threading.Lock()
+
+        def ended(future) -> None:
+            with lock:
+                if future.cancelled() or future.exception() is not None or not future.result().correct:
+                    failed.append(future)
+                pending[0] -= 1
+                if pending[0] == 0:
+                    log.info("baselines of %d problem(s) measured in %.1f s (%d failed)", len(futures),
+                             time.perf_counter() - started, len(failed))
+
+        for future in futures:
+            future.add_done_callback(ended)
 
     async def train_step(self) -> None:
         step = self.step + 1

@@ -147,6 +147,20 @@ class EvaluationPool:
             futures.append(self.intake.accept(p, a, rank))
         return futures
 
+    def prepare_baselines(self, problems: Iterable[Problem], priority: str = "validation"
+                          ) -> list[concurrent.futures.Future]:
+        """Queue the measurement of each problem's baselines ahead of its candidates (CUDA; known ones are
+        skipped), one job per problem spread over the actors. A candidate of a problem whose job has not ended
+        waits for it instead of measuring again. Futures of Verdicts: `correct` when the reference ran."""
+        rank = priority_rank(priority)
+        futures = []
+        for problem in problems:
+            job = self.cpu_stage.baseline_job(problem)
+            if job is not None:
+                self.admission.acquire(1, True, None)
+                futures.append(self.intake.accept_job(job, rank))
+        return futures
+
     async def evaluate_async(self, problem: Problem, answer: str, priority: str = "train") -> Verdict:
         """Awaitable evaluation; waits for room without blocking the event loop."""
         try:

@@ -13,7 +13,7 @@ import itertools
 import threading
 import time
 
-from envs.cpu_stage import CpuStage
+from envs.cpu_stage import Candidate, CpuStage
 from envs.pool.dispatch import Dispatcher
 from envs.pool.metrics import PoolMetrics
 from envs.pool.replies import Replies
@@ -45,6 +45,22 @@ class Intake:
             request.future.add_done_callback(functools.partial(self._done, request))
             self._threads.submit(self._prepare, request)
         self._metrics.count("submitted")
+        return request.future
+
+    def accept_job(self, candidate: Candidate, rank: int) -> concurrent.futures.Future:
+        """Admission is held; queue a job that needs no CPU stage (a baselines-only job)."""
+        request = Request(candidate.problem, "", rank, next(self._seq))
+        request.future.add_done_callback(functools.partial(self._done, request))
+        with self._wake:
+            if self._lifecycle.closing:
+                error = PoolClosedError("the evaluation pool is closed")
+            elif self._actors.none_left():
+                error = self._actors.starved_error()
+            else:
+                error = None
+                self._dispatcher.enqueue(request, candidate)
+        if error is not None:
+            self._replies.send([request], error=error)
         return request.future
 
     def _prepare(self, request: Request) -> None:

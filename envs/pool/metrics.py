@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 STAGES = ("cpu_stage", "queue_wait", "execution", "total")
 COUNTERS = ("submitted", "answered", "errors", "cancelled", "cache_hits", "cache_misses", "dedup_hits",
             "executions", "retries", "crashes_after_retry", "actor_failures", "actor_restarts",
-            "actor_start_failures")
+            "actor_start_failures", "baseline_jobs")
 _BOUNDARIES = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
                1800.0]
 

@@ -35,9 +35,12 @@ class Replies:
             if job is not None:
                 phases = {**verdict.phase_seconds, "pool_queue": job.queue_wait, "total": now - request.submitted}
                 answer = dataclasses.replace(verdict, phase_seconds=phases)
-            self._metrics.observe("total", now - request.submitted)
-            self._metrics.verdict(answer.status)
-            self._metrics.count("answered")
+            if job is not None and job.candidate.solution is None:  # baselines ahead of candidates: no verdict
+                self._metrics.count("baseline_jobs")
+            else:
+                self._metrics.observe("total", now - request.submitted)
+                self._metrics.verdict(answer.status)
+                self._metrics.count("answered")
             try:
                 request.future.set_result(answer)
             except concurrent.futures.InvalidStateError:

@@ -188,13 +188,16 @@ class WorkerSet:
             **self._seeds(),
         )
 
-    def execute(self, problem: Problem, solution: CanonicalSolution,
+    def execute(self, problem: Problem, solution: CanonicalSolution | None,
                 baselines: dict | None) -> tuple[Verdict, dict | None]:
         """Run one candidate on a worker. On CUDA, `baselines=None` makes the worker measure them first;
-        returns (the worker's verdict, baselines measured now or None).
+        returns (the worker's verdict, baselines measured now or None). `solution` None measures the
+        baselines alone (unless known): the verdict is `correct` when the reference ran, else `internal_error`.
 
         A timing that is physically implausible (below the floor of the problem's bytes and FLOPs, or a
         speedup above `max_speedup`) is measured again in a fresh worker; if it persists it is a hack."""
+        if solution is None:
+            return self._baselines_only(problem, baselines)
         verdict, measured = self._execute_once(problem, solution, baselines)
         suspicion = self._suspicion(verdict)
         if suspicion is None:
@@ -206,6 +209,16 @@ class WorkerSet:
                 error=f"timing_anomaly: {suspicion}"), measured
         return dataclasses.replace(again, notes=[*again.notes, f"re-measured in a fresh worker: {suspicion}"]), \
             measured or measured_again
+
+    def _baselines_only(self, problem: Problem, baselines: dict | None) -> tuple[Verdict, dict | None]:
+        started = time.monotonic()
+        try:
+            measured = None if baselines else self.measure_baselines(problem)
+        except EvaluatorError as e:
+            return Verdict(Status.INTERNAL_ERROR, problem.id, self.device_name, error=str(e)), None
+        seconds = {"baseline": time.monotonic() - started}
+        return Verdict(Status.CORRECT, problem.id, self.device_name, phase_seconds=seconds,
+                       notes=["baselines only"]), measured or None
 
     def _suspicion(self, verdict: Verdict) -> str | None:
         if verdict.status is not Status.CORRECT:

@@ -78,3 +78,28 @@ def test_one_actor_per_gpu_with_shared_baselines():
     assert not ray.is_initialized()  # the pool started Ray, so it shut it down
     assert all(v.status is Status.CORRECT for v in verdicts), [v.error for v in verdicts]
     assert all(v.speedup and v.timings.kernel.runs == 100 for v in verdicts)
+
+
+def test_prepare_baselines_ahead_of_candidates():
+    """Baselines measured up front, one job per problem on the workers at once; the candidates that follow
+    have no baseline phase of their own and share those measurements."""
+    from envs.pool import RayEvaluationPool
+
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    config = PoolConfig(workers_per_actor=4, init_kwargs={"include_dashboard": False}, shutdown_timeout=20)
+    pool = RayEvaluationPool(EvalSettings(device="cuda"), config)
+    try:
+        pairs = [builtin(pid) for pid in ("L0_02_relu", "L0_04_sigmoid", "L2_01_softmax")]
+        started = time.monotonic()
+        jobs = pool.prepare_baselines([p for p, _ in pairs])
+        done = [f.result(300) for f in jobs]
+        print(f"\nbaselines of {len(jobs)} problems in {time.monotonic() - started:.1f} s")
+        assert len(jobs) == 3 and all(v.correct for v in done), [v.error for v in done]
+        assert pool.prepare_baselines([p for p, _ in pairs]) == []  # known now
+        verdicts = pool.evaluate_many([(p, ref + "\nVARIANT = 'after'\n") for p, ref in pairs])
+        for v in verdicts:
+            print(v.problem_id, v.status.value, v.speedup, {k: round(s, 2) for k, s in v.phase_seconds.items()})
+            assert v.correct and v.speedup and "baseline" not in v.phase_seconds
+        assert pool.metrics()["pool/baseline_jobs"] == 3
+    finally:
+        pool.close()

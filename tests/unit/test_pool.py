@@ -85,6 +85,11 @@ class FakeBackend(Backend):
         return self._exec.submit(self._run, handle, problem, solution, baselines)
 
     def _run(self, actor, problem, solution, baselines):
+        if solution is None:  # a baselines-only job (EvaluationPool.prepare_baselines)
+            with self._lock:
+                self.log.append((actor.id, "baselines", -1, problem.id, baselines is None))
+            measured = {"eager": TIMING, "inductor": TIMING} if baselines is None else None
+            return Verdict(Status.CORRECT, problem.id, "fake"), measured, {}
         mode = re.search(r"MODE = '(\w+)'", solution.source).group(1)
         tag = int(re.search(r"TAG = (\d+)", solution.source).group(1))
         with self._lock:
@@ -378,6 +383,31 @@ def test_cuda_baselines_measured_once_per_problem():
     # so exactly one later job measures them.
     assert sorted(measured) == [("L0_01_vector_add", "correct"), ("L0_01_vector_add", "nobaseline"),
                                 ("L0_02_relu", "block")]
+
+
+def test_prepare_baselines_measures_each_problem_once_ahead_of_its_candidates():
+    backend = FakeBackend(device="cuda", actors=2)
+    pool, _ = make_pool(backend, workers=1)
+    with pool:
+        jobs = pool.prepare_baselines([RELU, ADD, RELU])  # the repeated problem joins the job in flight
+        candidates = [pool.submit(p, code("correct", t)) for t in range(3) for p in (RELU, ADD)]
+        assert all(f.result(5).correct for f in jobs + candidates)
+        assert pool.prepare_baselines([RELU, ADD]) == []  # known now: nothing queued
+        m = pool.metrics()
+    measured = sorted((problem, mode) for _, mode, _, problem, measure in backend.log if measure)
+    assert measured == [("L0_01_vector_add", "baselines"), ("L0_02_relu", "baselines")]
+    for problem in (RELU.id, ADD.id):  # each problem's baselines ran before any of its candidates
+        modes = [mode for _, mode, _, p, _ in backend.log if p == problem]
+        assert modes[0] == "baselines" and modes.count("baselines") == 1
+    # baseline jobs are not verdicts: the pool's verdict counts hold the six candidates only
+    assert m["pool/baseline_jobs"] == 3 and m["pool/verdicts/correct"] == 6 and m["pool/answered"] == 6
+
+
+def test_prepare_baselines_is_a_no_op_where_nothing_is_timed():
+    pool, backend = make_pool(actors=1)
+    with pool:
+        assert pool.prepare_baselines([RELU, ADD]) == []
+    assert backend.log == []
 
 
 def test_evaluate_async_and_cache_hits(tmp_cache):
