@@ -283,6 +283,17 @@ def make_evaluator(args, settings: EvalSettings, cache: SqliteCache, actors: int
     return RayEvaluationPool(settings, config, cache=cache)
 
 
+def prepare_baselines(evaluator, problems) -> dict:
+    """Every loaded problem's baselines measured up front (what a training run does when it starts), timed."""
+    started = time.monotonic()
+    verdicts = [f.result() for f in evaluator.prepare_baselines(problems)]
+    out = {"problems": len(verdicts), "wall_s": time.monotonic() - started,
+           "failed": [f"{v.problem_id}: {v.error}" for v in verdicts if not v.correct]}
+    print(f"\nbaselines of {out['problems']} problems up front in {out['wall_s']:.1f} s "
+          f"({len(out['failed'])} failed)")
+    return out
+
+
 def single(args, settings, problems, items, cache) -> dict:
     """One evaluator: cold pass, warm passes, optionally the fresh-process harness on the same candidates."""
     t0 = time.monotonic()
@@ -290,6 +301,7 @@ def single(args, settings, problems, items, cache) -> dict:
         device_kind = evaluator.device_kind  # waits for the first worker: startup is reported apart
         startup = time.monotonic() - t0
         devices = len(evaluator.actor_infos()) if hasattr(evaluator, "actor_infos") else 1
+        prepared = prepare_baselines(evaluator, problems) if args.prepare_baselines else None
         cold = run_pass(evaluator, tagged(items, "cold"), "cold pass", devices)
         if not args.candidates:  # a table of one row per problem: the references' view
             print(verdict_table(problems, cold["verdicts"], reward_for_verdict))
@@ -327,7 +339,8 @@ def single(args, settings, problems, items, cache) -> dict:
         fresh["speedup"] = warm["evals_per_min"] / fresh["evals_per_min"]
         print(f"\n{args.backend} warm vs fresh process ({len(picked)} of the warm candidates): "
               f"{fresh['speedup']:.2f}x evaluations/min; verdicts agree {fresh['agreement']}")
-    return {"device": device_kind, "startup_s": startup, "cold": cold, "warm": warm, "fresh_process": fresh,
+    return {"device": device_kind, "startup_s": startup, "prepare_baselines": prepared, "cold": cold, "warm": warm,
+            "fresh_process": fresh,
             "metrics": metrics}
 
 
@@ -398,6 +411,8 @@ def main() -> None:
                     "computed (default: the settings' default, on_mismatch)")
     ap.add_argument("--candidates", type=Path, help="measure these candidates instead of the references: a run's "
                     "samples.jsonl (train split) or a JSONL manifest of {\"problem\", \"solution\"}")
+    ap.add_argument("--prepare-baselines", action="store_true", help="measure every loaded problem's baselines up "
+                    "front, as a training run does, before the cold pass (timed apart)")
     ap.add_argument("--limit", type=int, help="only the first N candidates")
     ap.add_argument("--markdown", action="store_true", help="also print the per-problem table as markdown")
     ap.add_argument("--out", type=Path, help="write results as JSON here")
