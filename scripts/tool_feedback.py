@@ -21,7 +21,6 @@ from pathlib import Path
 
 from envs import EvalSettings, Evaluator, resolve_problem
 from envs.tools import TOOLS, ToolContext
-from envs.tools.local import LocalEvaluation
 from rewards import reward_for_verdict
 
 
@@ -35,7 +34,7 @@ def backend(settings: EvalSettings, pool: str):
             yield p
     else:
         with Evaluator(settings) as evaluator:
-            yield LocalEvaluation(evaluator)
+            yield evaluator
 
 
 def main() -> int:

@@ -68,10 +68,9 @@ def _pool(cfg: Mapping[str, Any], settings: EvalSettings, cache: Any) -> tuple[K
     """(the evaluator the search uses, the thing to close)."""
     if cfg["backend"] == "local":
         from envs import Evaluator
-        from envs.tools.local import LocalEvaluation
 
         evaluator = Evaluator(settings, cache=cache)
-        return LocalEvaluation(evaluator), evaluator
+        return evaluator, evaluator
     if cfg["backend"] == "ray":
         from envs.pool import PoolConfig, RayEvaluationPool
 

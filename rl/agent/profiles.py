@@ -1,7 +1,7 @@
 """GPU profiles of parents: where a correct parent's device time goes, shown in its mutation or crossover prompt.
 
 The facts are the `profile` tool's (envs/worker/profiling.py, through the pool's `profile(problem, answer)`:
-`envs.tools.local.LocalEvaluation` or `envs.pool.RayEvaluationPool`): device time per kernel and per forward,
+`envs.Evaluator` or `envs.pool.RayEvaluationPool`): device time per kernel and per forward,
 achieved DRAM bandwidth and FLOP/s against the GPU's peak, the physical floor. The prompt renders them with the
 tool's own formatter (envs/tools/profile.py format_profile), so the agent and a tool-using policy read the same
 text. Each kernel is profiled at most once: the result (a failure too) is kept in the population store, also

@@ -265,16 +265,14 @@ def _run_trajectories(cfg: dict[str, Any], problems: list[Problem], benchmarked:
                       first: Any, evaluator: Any, trajectory: Any, run: RunSettings, sizes: dict) -> tuple:
     """The tools mode's rounds: the trajectories, with kernel_search over the solution store less every
     benchmarked problem (the leakage rule of training, rl.rollout.tool_rollouts.kernel_search_index)."""
-    from envs.tools.local import LocalEvaluation
     from rewards.shaping import RewardConfig
     from rl.bench.trajectories import run_trajectory_benchmark
     from rl.rollout.tool_rollouts import kernel_search_index, open_solution_store
 
-    backend = LocalEvaluation(evaluator) if cfg["backend"] == "local" else evaluator
     store = open_solution_store(cfg.get("cache_path"))
     try:
         return asyncio.run(run_trajectory_benchmark(
-            problems, engine, first, backend, trajectory, run, solutions=kernel_search_index(store, benchmarked),
+            problems, engine, first, evaluator, trajectory, run, solutions=kernel_search_index(store, benchmarked),
             store=store, reward=RewardConfig(delta=cfg["delta"]), sizes=sizes))
     finally:
         if store is not None:

@@ -55,7 +55,7 @@ async def run_trajectory_benchmark(problems: Iterable[Problem], engine: Any,
                                    sizes: dict[str, dict] | None = None
                                    ) -> tuple[list[ProblemResult], list[Trajectory], RunStats]:
     """`settings.samples` trajectories per problem, all turns batched through `engine`; `backend` serves
-    kernel_evaluator, profile and the final answers (evaluate_async: envs.tools.local.LocalEvaluation or the Ray
+    kernel_evaluator, profile and the final answers (evaluate_async: envs.Evaluator or the Ray
     pool). Results in problem order, one AttemptRecord per trajectory."""
     problems = list(problems)
     by_id = {p.id: p for p in problems}

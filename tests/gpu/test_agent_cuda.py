@@ -12,7 +12,6 @@ import pytest
 from envs import EvalSettings, Evaluator
 from envs.cache import SqliteCache
 from envs.problems import resolve_problem
-from envs.tools.local import LocalEvaluation
 from rl.agent.archive import SelectionConfig
 from rl.agent.budget import Budget, BudgetConfig
 from rl.agent.policies import Policy, ReplayEngine
@@ -37,7 +36,7 @@ def test_tuner_measures_variants_and_the_winner_is_reverified(tmp_path):
     store = PopulationStore(tmp_path / "pop.sqlite")
     with Evaluator(settings) as evaluator:
         policy = Policy("references", ReplayEngine(ROOT / "envs/builtin/solutions", problems), SamplingConfig(n=1))
-        outcomes = asyncio.run(Search(config, store, LocalEvaluation(evaluator), [policy],
+        outcomes = asyncio.run(Search(config, store, evaluator, [policy],
                                       PromptBuilder(PromptConfig(one_shot=False))).run(problems))
     verified = verify_winners(outcomes, settings, VerifyConfig(candidates=1, timed_runs=100, anchor_runs=50), 1.8)
     for o, v in zip(outcomes, verified):
@@ -58,7 +57,7 @@ def test_floor_reaches_the_verdict_profiles_feed_mutation_and_the_floor_stops_a_
     mutate_only = {"fresh": 0.0, "mutate": 1.0, "crossover": 0.0, "retrieval": 0.0, "tune": 0.0}
     cache = SqliteCache(tmp_path / "verdicts.sqlite")
     with Evaluator(EvalSettings(device="cuda", workers=1), cache=cache) as evaluator:
-        pool = LocalEvaluation(evaluator)
+        pool = evaluator
         engine = ScriptedEngine([reference, reference])  # the mutation repeats it: a duplicate, not evaluated
         config = SearchConfig(proposers=1, initial_fresh=1, operator_weights=mutate_only,
                               selection=SelectionConfig(islands=1, exploit=1.0),

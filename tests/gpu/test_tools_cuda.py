@@ -9,7 +9,6 @@ import pytest
 
 from envs import EvalSettings, Evaluator
 from envs.tools import TOOLS, ToolContext
-from envs.tools.local import LocalEvaluation
 from tests.conftest import builtin
 
 pytestmark = pytest.mark.gpu
@@ -18,7 +17,7 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture(scope="module")
 def backend():
     with Evaluator(EvalSettings(device="cuda", workers=1)) as ev:
-        yield LocalEvaluation(ev)
+        yield ev
 
 
 def call(tool, code, problem, backend):

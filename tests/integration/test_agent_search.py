@@ -18,7 +18,6 @@ from envs.cache import SqliteCache
 from envs.problems import resolve_problem
 from envs.retrieval import KernelIndex
 from envs.solutions import SolutionStore
-from envs.tools.local import LocalEvaluation
 from rl.agent.budget import Budget, BudgetConfig
 from rl.agent.policies import Policy, ReplayEngine
 from rl.agent.search import Search, SearchConfig
@@ -47,7 +46,7 @@ def search(store_path, cache, evaluations, seed=0):
     store = PopulationStore(store_path)
     with Evaluator(EvalSettings(device="cpu", workers=2), cache=cache) as evaluator:
         policy = Policy("files", ReplayEngine(ANSWERS, problems), SamplingConfig(n=1))
-        s = Search(config, store, LocalEvaluation(evaluator), [policy],
+        s = Search(config, store, evaluator, [policy],
                    PromptBuilder(PromptConfig(one_shot=False)), KernelIndex([]))
         outcomes = asyncio.run(s.run(problems))
     store.close()

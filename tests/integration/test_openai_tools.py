@@ -10,7 +10,6 @@ import json
 import pytest
 
 from envs import EvalSettings, Evaluator
-from envs.tools.local import LocalEvaluation
 from envs.retrieval import KernelIndex, builtin_solutions
 from rl.rollout.openai_engine import OpenAIEngine, OpenAIEngineConfig
 from rl.rollout.trajectory import TrajectoryConfig, TrajectoryRunner
@@ -43,7 +42,7 @@ def test_an_api_model_calls_tools_natively_through_a_trajectory():
         engine = OpenAIEngine(OpenAIEngineConfig(model="test-model", base_url=server.base_url, api_key_env=None,
                                                  prices={"test-model": {"input": 1.0, "output": 1.0}}))
         config = TrajectoryConfig(tools=("kernel_search", "kernel_evaluator"), tool_format="native")
-        runner = TrajectoryRunner(engine, LocalEvaluation(evaluator), config,
+        runner = TrajectoryRunner(engine, evaluator, config,
                                   solutions=KernelIndex(builtin_solutions([0, 1])))
         request = RolloutRequest("step1/p0", RELU.id, [{"role": "system", "content": "Write Triton."},
                                                        {"role": "user", "content": RELU.source}],

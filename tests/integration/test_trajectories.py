@@ -14,7 +14,6 @@ import pytest
 from envs import EvalSettings, Evaluator
 from envs.retrieval import KernelIndex, builtin_solutions
 from envs.solutions import SolutionStore
-from envs.tools.local import LocalEvaluation
 from rl.prompts import PromptBuilder, PromptConfig
 from rl.rollout.trajectory import TrajectoryConfig, TrajectoryRunner
 from rl.rollout.trajectory_metrics import trajectory_metrics
@@ -35,7 +34,7 @@ PYTORCH_ONLY = ("import torch\nimport triton\nclass ModelNew(torch.nn.Module):\n
 @pytest.fixture(scope="module")
 def evaluation():
     with Evaluator(EvalSettings(device="cpu", workers=1)) as ev:
-        yield LocalEvaluation(ev)
+        yield ev
 
 
 def tool_call(name, **arguments):
