@@ -18,14 +18,17 @@ from envs.antihack.runtime import RuntimeHack
 from envs.compare import ReferenceNotFinite, as_output_list, compare_outputs, format_mismatch, output_rms
 from envs.truth import AccuracyLog, Float64Reference, judge_outputs
 from envs.worker.outcome import Outcome
+from envs.worker.messages import WorkerRequest
 from envs.worker.outcome import clone_args as _clone
 
 _PROBE_SALT = 0x5EED  # the probe's positions come from another stream than the last trial's family
 
 
 class CorrectnessPhase:
-    def _init_correctness(self, request: dict) -> None:
-        self.fidelity = request.get("correctness") or {}  # input families, probe, fp64 truth mode
+    request: WorkerRequest  # set by Evaluation
+
+    def _init_correctness(self, request: WorkerRequest) -> None:
+        self.fidelity = request.correctness  # input families, probe, fp64 truth mode
         self.accuracy = AccuracyLog(list(self.fidelity.get("families") or []),
                                     "not run" if self.fidelity.get("probe") else "off")
         self.truth = Float64Reference(self._float64_model)
@@ -34,7 +37,7 @@ class CorrectnessPhase:
     def _float64_model(self) -> torch.nn.Module:
         """A second reference model in float64 with the reference's parameters (built aside the RNG stream)."""
         with torch.random.fork_rng(devices=[self.device.index or 0] if self.device.type == "cuda" else []):
-            model = self._build(self.problem.Model, self.req["init_seed"])
+            model = self._build(self.problem.Model, self.request.init_seed)
         model.load_state_dict(self.model.state_dict())
         return model.double()
 
@@ -43,7 +46,7 @@ class CorrectnessPhase:
         """Judge `got` (envs/truth.py: the plain tolerance, else the float64 truth on these `inputs`).
         `atol_scales` is given for inputs the evaluator derived (families, the probe)."""
         try:
-            judgement = judge_outputs(expected, got, self.req["problem"].get("tolerance"),
+            judgement = judge_outputs(expected, got, self.request.problem.get("tolerance"),
                                       lambda: self.truth(inputs), self.fidelity.get("truth", "off"), atol_scales)
         except ReferenceNotFinite as e:
             raise Outcome("runtime_error", f"problem error: {e}") from None
@@ -56,7 +59,7 @@ class CorrectnessPhase:
 
     def check_correctness(self) -> None:
         self.link.phase("correctness")
-        seeds = self.req["seeds"]
+        seeds = self.request.seeds
         plan = families.trial_plan(len(seeds), self.accuracy.families)
         self.template = None
         with torch.no_grad(), self._gpu("shared"):
@@ -110,7 +113,7 @@ class CorrectnessPhase:
         tolerance; the candidate's output must then match the reference's again, so it must have moved with
         it (its change within twice the tolerance of the reference's): a kernel that skips input elements
         (subsampling, skipped tiles, fixed indices) misses the moved ones' share."""
-        tolerance = self.req["problem"].get("tolerance")
+        tolerance = self.request.problem.get("tolerance")
         g = families.generator(seed ^ _PROBE_SALT, self.device)
         for times in families.PROBE_SIZES:
             perturbed, where = families.perturb(inputs, times, g)
@@ -146,7 +149,7 @@ class CorrectnessPhase:
             got = self._run_candidate(lambda: self.candidate(*_clone(inputs)), "ModelNew.forward")
         except Outcome:
             return
-        if compare_outputs(expected, got, self.req["problem"].get("tolerance")) is None:
+        if compare_outputs(expected, got, self.request.problem.get("tolerance")) is None:
             raise RuntimeHack("stale_memory", "the output was wrong while freed memory held the evaluator's "
                                               "poison and right once freed memory held the expected result: "
                                               "it returns memory it never computed")

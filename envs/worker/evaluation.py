@@ -30,6 +30,7 @@ from envs.compare import as_output_list, compare_outputs
 from envs.worker import harness_state
 from envs.worker.correctness import CorrectnessPhase
 from envs.worker.harness_state import BASELINE_IDENTITIES, LAUNCHES
+from envs.worker.messages import WorkerRequest
 from envs.worker.outcome import Outcome, load_module
 from envs.worker.outcome import clone_args as _clone
 from envs.worker.parent_link import ParentLink
@@ -46,9 +47,9 @@ class Evaluation(CorrectnessPhase, TimingPhase):
     """One request, run inside the worker (its correctness phase: envs/worker/correctness.py; its timing
     phase: envs/worker/timing_phase.py)."""
 
-    def __init__(self, link: ParentLink, request: dict, root: str):
-        self.link, self.req, self.root = link, request, root
-        self.device = torch.device(request["device"])
+    def __init__(self, link: ParentLink, request: WorkerRequest, root: str):
+        self.link, self.request, self.root = link, request, root
+        self.device = torch.device(request.device)
         self.workdir = tempfile.mkdtemp(prefix="eval-", dir=root)
         self.solution_path: str | None = None
         self.modules: list[str] = []
@@ -102,21 +103,21 @@ class Evaluation(CorrectnessPhase, TimingPhase):
     # --- phases -----------------------------------------------------------------------------------
     def load_problem(self) -> None:
         self.link.phase("load")
-        spec = self.req["problem"]
-        tag = self.req["nonce"][:12]
+        spec = self.request.problem
+        tag = self.request.nonce[:12]
         name = f"kernelrl_problem_{tag}"
         self.problem = load_module(name, self._write("problem.py", spec["source"]))
         self.modules.append(name)
         for key, value in (spec.get("sizes") or {}).items():
             setattr(self.problem, key, value)
-        torch.manual_seed(self.req["init_seed"])
+        torch.manual_seed(self.request.init_seed)
         self.init_inputs = self.problem.get_init_inputs()
-        self.model = self._build(self.problem.Model, self.req["init_seed"])
+        self.model = self._build(self.problem.Model, self.request.init_seed)
 
     def report_reference(self) -> None:
         """The reference's seconds per call (the better of two), measured before any candidate code exists:
         the parent derives the deadlines of the candidate's steps from it (envs/worker/progress.py)."""
-        inputs = self._inputs(self.req["timing_seed"])
+        inputs = self._inputs(self.request.timing_seed)
         seconds = []
         with torch.no_grad():
             for _ in range(2):
@@ -128,9 +129,9 @@ class Evaluation(CorrectnessPhase, TimingPhase):
     def load_candidate(self) -> None:
         self.link.phase("compile")
         self.threads_before_candidate = {t.ident for t in threading.enumerate()}
-        tag = self.req["nonce"][:12]
+        tag = self.request.nonce[:12]
         name = f"kernelrl_solution_{tag}"
-        self.solution_path = self._write("solution.py", self.req["solution"])
+        self.solution_path = self._write("solution.py", self.request.solution)
         self.solution_module = name
         self.identities = guard.identity_snapshot()
         try:
@@ -144,7 +145,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
             raise Outcome("compile_error", "the solution defines no class ModelNew")
         guard.check_identities(self.identities, "while the solution was imported")
         self.candidate = self._run_candidate(
-            lambda: self._build(module.ModelNew, self.req["init_seed"]), "ModelNew(*get_init_inputs())")
+            lambda: self._build(module.ModelNew, self.request.init_seed), "ModelNew(*get_init_inputs())")
         guard.check_identities(self.identities, "while ModelNew was built")
 
     def _reference(self, inputs: list[Any]) -> Any:
@@ -173,7 +174,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         share = self.compute.share(reference_cost)
         if share is not None:  # the largest share any checked call spent in PyTorch, flagged or not
             self.facts["torch_share"] = max(self.facts.get("torch_share", 0.0), share.share)
-        guard.check_torch_share(share, what, self.req.get("max_torch_share", 0.25))
+        guard.check_torch_share(share, what, self.request.max_torch_share)
         guard.check_concurrency(before_threads)
         guard.check_inputs_unchanged(pristine, inputs)
         guard.check_outputs(as_output_list(out), inputs, self.candidate)
@@ -196,21 +197,21 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         self.link.phase("correctness")
         outputs, derived = [], []
         with torch.no_grad():
-            for seed in self.req["seeds"][:3]:
+            for seed in self.request.seeds[:3]:
                 outputs.append(self._reference(self._inputs(seed)))
             # The same inputs again, from another RNG state: a reference that answers differently (dropout, random
             # sampling) cannot be matched by any candidate, so the problem is as unusable as a constant one.
-            same = self._inputs(self.req["seeds"][0])
-            torch.manual_seed(self.req["seeds"][1])
+            same = self._inputs(self.request.seeds[0])
+            torch.manual_seed(self.request.seeds[1])
             again = self._reference(same)
             # The input families are input sets the evaluation uses too: an output that only stays put on
             # iid get_inputs() (a mean over 10^8 randn values, say) still depends on its inputs.
-            seed = self.req["seeds"][0]
+            seed = self.request.seeds[0]
             for family in self.fidelity.get("families") or []:
                 out = self._reference(families.derive(self._inputs(seed), family, families.generator(seed, self.device)))
                 if families.is_finite(out):
                     derived.append(out)
-        tolerance = self.req["problem"].get("tolerance")
+        tolerance = self.request.problem.get("tolerance")
         for out in outputs:
             for i, t in enumerate(as_output_list(out)):
                 if not isinstance(t, torch.Tensor) or not t.is_floating_point():
@@ -233,17 +234,18 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         os.chdir(self.workdir)
         try:
             self.load_problem()
-            if self.req.get("mode") == "check_problem":
+            if self.request.mode == "check_problem":
                 result["degenerate"] = self.check_problem()
                 return result
-            if self.req.get("solution") is not None:
+            if self.request.solution is not None:
                 self.report_reference()
             result["baselines"] = self.time_baselines()
-            if self.req.get("mode") == "profile":  # the profile tool: a report, no verdict (profiling.py)
+            if self.request.mode == "profile":  # the profile tool: a report, no verdict (profiling.py)
                 self.load_candidate()
-                result["profile"] = profile_candidate(self, LAUNCHES, self.req.get("profile_calls", 10))
+                calls = 10 if self.request.profile_calls is None else self.request.profile_calls
+                result["profile"] = profile_candidate(self, LAUNCHES, calls)
                 return result
-            if self.req.get("solution") is not None:
+            if self.request.solution is not None:
                 self.load_candidate()
                 self.check_correctness()
                 result["kernel"] = self.exercise_candidate()
@@ -268,7 +270,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
             changed = guard.broad_changes(BASELINE_IDENTITIES) if BASELINE_IDENTITIES else []
             if changed:  # never let a patched torch or triton serve the next candidate
                 result["healthy"] = False
-                if result["status"] == "correct" and self.req.get("solution") is not None:
+                if result["status"] == "correct" and self.request.solution is not None:
                     reason = f"replaced {', '.join(changed[:5])}"
                     result.update(status="hack", error=f"monkeypatch: {reason}",
                                   hack={"category": "monkeypatch", "reason": reason})

@@ -101,7 +101,7 @@ def serve(req_fd: int, res_fd: int, root: str, device: str, board_fd: int, prepa
                 continue
             return  # no nonce to answer with: the parent sees the worker end
         link.nonce = checked.nonce
-        evaluation = Evaluation(link, checked.to_message(), root)
+        evaluation = Evaluation(link, checked, root)
         result = evaluation.run()
         evaluation.cleanup()
         link.send(result)

@@ -60,7 +60,7 @@ class WorkerRequest:
     profile_calls: int | None = None
 
     def to_message(self) -> dict[str, Any]:
-        """The JSON object sent on the pipe (what envs/worker/evaluation.py reads)."""
+        """The JSON object sent on the pipe (the harness reads it back with `from_message`)."""
         message = {"type": "evaluate", **dataclasses.asdict(self)}
         if self.mode == "evaluate":
             del message["mode"]  # the harness reads a missing mode as an evaluation

@@ -44,7 +44,7 @@ def profile_candidate(evaluation: Any, launches: guard.LaunchRecorder, calls: in
     if evaluation.device.type != "cuda":
         return {"error": "profile needs a GPU"}
     evaluation.link.phase("timing")
-    inputs = evaluation._inputs(evaluation.req["timing_seed"])
+    inputs = evaluation._inputs(evaluation.request.timing_seed)
     with torch.no_grad(), evaluation._gpu("exclusive"):
         out = evaluation._run_candidate(lambda: evaluation.candidate(*inputs), "ModelNew.forward (warm-up)")
         own_names = set(launches.names.get(evaluation.solution_module, set()))

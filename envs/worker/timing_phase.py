@@ -21,11 +21,14 @@ from envs.compare import as_output_list
 from envs.timing import ALLOCATING_NOTE, ANCHOR, KERNEL, host_tail_ms, placement_blocks, time_in_placements
 from envs.verdict import TimingStats
 from envs.worker.harness_state import LAUNCHES
+from envs.worker.messages import WorkerRequest
 from envs.worker.outcome import clone_args as _clone
 from envs.worker.outcome import allocating_in_placement, move_to_fresh_placement
 
 
 class TimingPhase:
+    request: WorkerRequest  # set by Evaluation
+
     def _time(self, fn: Callable[[], Any], keep: tuple[int, ...] = (),
               anchor: Callable[[], Any] | None = None, replace_inputs: Callable[[], None] | None = None,
               ) -> tuple[dict, dict[int, Any]]:
@@ -33,7 +36,7 @@ class TimingPhase:
         same window, its runs interleaved with fn's, and the raw samples of both are reported for the
         speedup and its interval (envs/speedup.py). With `replace_inputs` the runs are split into
         `timing["placements"]` blocks, the inputs copied to fresh addresses before each block after the first."""
-        timing = self.req["timing"]
+        timing = self.request.timing
         anchor_runs = timing.get("anchor_runs", 0) if anchor is not None else 0
         fns = {KERNEL: fn, **({ANCHOR: anchor} if anchor_runs else {})}
         placements = timing.get("placements", 1) if replace_inputs is not None else 1
@@ -55,12 +58,12 @@ class TimingPhase:
         return TimingStats.from_samples(samples[KERNEL]).__dict__, kept
 
     def time_baselines(self) -> dict[str, Any]:
-        wanted = self.req.get("baselines") or []
+        wanted = self.request.baselines
         results: dict[str, Any] = {}
         if not wanted:
             return results
         self.link.phase("baseline")
-        inputs = self._inputs(self.req["timing_seed"])
+        inputs = self._inputs(self.request.timing_seed)
         with torch.no_grad():
             if "eager" in wanted:
                 results["eager"] = self._time(lambda: self.model(*inputs))[0]
@@ -83,11 +86,11 @@ class TimingPhase:
         """Time the candidate (GPU) or call it repeatedly (CPU), then re-check what those calls returned:
         a kernel that counts calls, detects the timing phase or caches outputs by pointer fails here."""
         self.link.phase("timing")
-        inputs = self._inputs(self.req["timing_seed"] + 1)  # inputs the correctness phase never showed
+        inputs = self._inputs(self.request.timing_seed + 1)  # inputs the correctness phase never showed
         placed = {"inputs": inputs}  # the copy the timed runs use (envs.settings `placements`)
-        timing = self.req.get("timing")
-        runs = timing["runs"] if timing else self.req.get("cpu_rechecks", 3)
-        probe = self.req["timing_seed"] % runs  # a run the candidate cannot predict
+        timing = self.request.timing
+        runs = timing["runs"] if timing else self.request.cpu_rechecks
+        probe = self.request.timing_seed % runs  # a run the candidate cannot predict
         idle_calls: list[int] = []
 
         def call() -> Any:
@@ -104,7 +107,7 @@ class TimingPhase:
                 # The re-anchoring baseline: the trusted reference on its own copy of the same inputs.
                 placed["anchor"] = _clone(inputs)
 
-                spacers = random.Random(self.req["timing_seed"])  # seeded: the same request, the same shifts
+                spacers = random.Random(self.request.timing_seed)  # seeded: the same request, the same shifts
 
                 def replace_inputs() -> None:
                     move_to_fresh_placement(placed, inputs, spacer_bytes=spacers.randint(1, 32) << 21)
@@ -164,7 +167,7 @@ class TimingPhase:
         moved = guard.tensor_bytes(inputs) + guard.tensor_bytes(as_output_list(expected))
         floor = guard.floor_ms(moved, flops, torch.cuda.get_device_name())
         self.facts["floor_ms"] = floor
-        if kernel < self.req.get("floor_fraction", 0.9) * floor:
+        if kernel < self.request.floor_fraction * floor:
             self.facts["suspicious"] = (f"median {kernel:.4f} ms is below the physical floor {floor:.4f} ms "
                                         f"({moved / 1e9:.2f} GB moved, {flops / 1e9:.1f} GFLOP at peak rates)")
         names = LAUNCHES.names.get(self.solution_module, set())
