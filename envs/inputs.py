@@ -1,28 +1,14 @@
 """Input families and the sensitivity probe's perturbation: inputs that iid Gaussian draws never show.
 
-iid `randn` inputs are the easiest case for shortcuts: a reduction that reads only part of its input
-lands within tolerance by the law of large numbers. Each family derives a new input set from a fresh
-`get_inputs()` draw, with the same shapes, dtypes and devices. Only floating-point tensors change:
-integer and bool tensors (indices, lengths, masks) and floating tensors holding only whole numbers
-(labels or masks stored as floats) are left as they are, and so are non-tensor inputs.
+iid `randn` inputs are the easiest case for shortcuts: a reduction that reads only part of its input lands
+within tolerance by the law of large numbers. Each family (outliers, block_scale, alternating, ramp,
+large_magnitude) derives a new input set from a fresh `get_inputs()` draw with the same shapes; integer
+tensors and floating tensors of whole numbers (labels, masks) are left as they are. A family that makes the
+reference output NaN or Inf is skipped.
 
-- outliers: about one element in a thousand (at least 4) at random positions pushed 100 times the
-  tensor's magnitude (sqrt(mean^2 + std^2)) away from zero (the sign kept: positive inputs stay positive).
-- block_scale: every block of 256 consecutive elements of a row (the last dimension) scaled by its own
-  factor, log-uniform in [1/16, 16]: rows and tiles weigh differently.
-- alternating: |x| with signs alternating along the last dimension (sums cancel).
-- ramp: every row a linear ramp with a random slope and offset, at the tensor's mean and scale.
-- large_magnitude: scaled by 2^(maxexp / 8) (2^16 for float32 and bfloat16, 4 for float16): float32
-  values far beyond float16's range, so a kernel that narrows internally overflows. The scaling is
-  exact; the harness scales atol with the reference output's magnitude for every family.
-
-A family that makes the reference output NaN or Inf is skipped for that problem (the harness runs a
-get_inputs() trial in its place and notes it).
-
-The probe (`perturb`) moves `PROBE_ELEMENTS` random elements of every floating input away from zero by a
-multiple of that tensor's magnitude; the harness grows the multiple until the reference's output moves by
-at least `PROBE_RESPONSE` times its tolerance, then requires the candidate to match the reference there.
-"""
+The probe (`perturb`) moves `PROBE_ELEMENTS` random elements of every floating input away from zero until the
+reference's output moves by `PROBE_RESPONSE` times its tolerance; the candidate must follow it there.
+What each family does: docs/evaluation.md."""
 
 from __future__ import annotations
 

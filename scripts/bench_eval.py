@@ -1,40 +1,15 @@
 #!/usr/bin/env python
-"""Evaluator throughput on the built-in problem set's reference solutions.
+"""Evaluator throughput on the built-in problem set's reference solutions (or a run's samples, `--candidates`).
 
-Passes over the same candidates, all without the verdict cache (baselines are shared):
-  cold  - the first evaluation of each problem (on GPU this also measures the eager and TorchInductor
-          baselines, compiling the latter), printed as a per-problem table;
-  warm  - `--repeats` more passes with baselines known and workers warm: the steady state that RL sees.
-Every pass gets its own copy of each candidate (a tag line appended), so neither the verdict cache nor
-the pool's deduplication of identical in-flight candidates can answer without running it.
-Reports evaluations per minute, latency percentiles, wall time per evaluation split by phase, and the
-wall time per evaluation against the GPU time of its correctness and timing phases.
-
-`--candidates FILE` measures other candidates instead of the references: a run's samples.jsonl (the model's
-own answers, the load a training step puts on the evaluator) or a manifest of {"problem", "solution"} lines;
-the phases are then also broken down by verdict status (what a failing candidate costs).
-
-`--backend ray` measures the Ray evaluation pool instead of the local evaluator. `--vs-fresh-process`
-then evaluates (every `--fresh-every`-th of) the warm pass's candidates with a KernelBench-style harness
-(a fresh worker process per evaluation doing the same correctness and timing work, baselines known) and
-reports the speed ratio and whether every verdict agrees.
-
-`--scale 1 2 4` (Ray) measures the pool with each number of actors in turn (one GPU per actor on cuda)
-on the same candidates: evaluations per minute, scaling efficiency against the smallest count, latency
-percentiles, verdict agreement and the spread of each kernel's measured time.
+A cold pass (each problem's first evaluation; on GPU it also measures the baselines), then `--repeats` warm
+passes with baselines known, the steady state RL sees: evaluations per minute, latency percentiles, wall time
+per phase, and with `--repeats` >= 2 the repeatability of each kernel's speedup. Every pass evaluates fresh
+copies, so neither the verdict cache nor the pool's deduplication answers without running them. `--backend ray`
+measures the Ray pool (`--vs-fresh-process`, `--scale 1 2 4`). Every option: docs/evaluation.md.
 
   python scripts/bench_eval.py --device cpu --workers 2
-  python scripts/bench_eval.py --device cuda --workers 4 --sandbox off    # vs --sandbox required
   python scripts/bench_eval.py --device cuda --backend ray --workers 4 --vs-fresh-process --out bench.json
-  python scripts/bench_eval.py --device cuda --backend ray --workers 4 --scale 1 2 4 --repeats 3
-  python scripts/bench_eval.py --device cuda --workers 4 --repeats 4 --reanchor off   # then --reanchor on
-  python scripts/bench_eval.py --device cuda --workers 4 --repeats 2 --fidelity off   # then --fidelity on
-
-With `--repeats` >= 2 the warm passes also report speedup repeatability: per kernel the relative range of
-its speedup over the repeats (fresh copies, no verdict cache), its median and p95 over kernels, the
-median width of the verdicts' bootstrap intervals, and their coverage: how many of the later repeats'
-speedups lie inside each kernel's first interval (`--placements` changes how many blocks it resamples).
-"""
+  python scripts/bench_eval.py --device cuda --backend ray --workers 4 --scale 1 2 4 --repeats 3"""
 
 from __future__ import annotations
 

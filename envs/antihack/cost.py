@@ -1,21 +1,11 @@
-"""What PyTorch ops cost: FLOPs and bytes of ATen ops, and the share of the reference's cost a
-candidate spends in PyTorch outside its own kernels.
+"""What PyTorch ops cost: FLOPs and bytes of ATen ops, and the share of the reference's cost a candidate spends
+in PyTorch outside its own kernels.
 
-The worker's ATen recorder (`runtime.ComputeRecorder`) prices every op it sees at the sizes being
-evaluated:
-- FLOPs: PyTorch's own formulas for matmuls, convolutions and attention (`torch.utils.flop_counter`);
-  one per element of the largest operand for everything else (elementwise ops, reductions, scans);
-- bytes: every tensor operand and result, read or written once.
-
-The reference model is priced the same way on the same inputs. The candidate's PyTorch share is the
-smaller of its FLOP share and its byte share: PyTorch doing the main computation is heavy in both (a
-torch GEMM has the GEMM's FLOPs and moves its operands; a torch softmax moves as many bytes as the
-reference and does as many elementwise FLOPs), while honest glue is light in at least one (a bias+ReLU
-epilogue after a Triton GEMM moves as many bytes as the GEMM's output but costs ~2/K of its FLOPs; a
-final mean over per-block partial sums is light in both). Layout ops (allocation, views, copies and
-casts) do no arithmetic and are left out on both sides, unless the reference itself only moves data,
-where moving data is the computation. The timing already charges every op the candidate runs.
-"""
+Every op the worker's recorder sees is priced at the evaluated sizes (FLOPs by PyTorch's formulas for matmuls,
+convolutions and attention, one per element otherwise; bytes of every operand and result), and so is the
+reference. The candidate's PyTorch share is the smaller of its FLOP share and its byte share: PyTorch doing the
+main computation is heavy in both, honest glue (an epilogue, a final reduction of partial sums) is light in at
+least one. Layout ops are left out unless the reference only moves data. Worked examples: docs/antihack.md."""
 
 from __future__ import annotations
 

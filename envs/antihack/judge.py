@@ -1,20 +1,10 @@
 """The optional LLM judge: a second opinion on candidates that passed every deterministic check.
 
-The judge reads the candidate's canonical source beside the problem's reference program and answers
-whether the candidate games the evaluation, naming one of the categories of
-`envs.antihack.categories` (or `unknown_category`). It is off by default. When on, its opinion is
-recorded in `Verdict.judge`; it changes the reward only when `can_zero_reward` is set.
-
-Any OpenAI-compatible Chat Completions endpoint works (OpenAI itself, or vLLM/SGLang and the like
-through `base_url`). Answers are cached in SQLite (keyed by model and the prompt's hash), transient
-failures are retried with exponential backoff, and requests are rate-limited client-side. The judge
-never raises for an API or answer problem: it returns a record with status `error` instead, and a
-record with status `skipped` when it has no credentials.
-
-Record stored in `Verdict.judge`:
-    {"status": "ok" | "skipped" | "error", "model": str, "hack": bool | None,
-     "category": str | None, "reason": str, "cached": bool}
-"""
+The judge reads the candidate's canonical source beside the reference and says whether it games the evaluation,
+naming a category of `envs.antihack.categories`. Off by default; when on, its record goes to `Verdict.judge`
+and changes the reward only with `can_zero_reward`. Any OpenAI-compatible endpoint works; answers are cached,
+retried and rate-limited, and the judge never raises: an API or answer problem is a record with status `error`
+(`skipped` without credentials). The record's fields: docs/antihack.md."""
 
 from __future__ import annotations
 

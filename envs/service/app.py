@@ -5,28 +5,10 @@
     GET  /problems   the loaded problem set;  GET /problems/{id}  one problem with its source
     GET  /healthz    liveness, the only route without authentication
 
-FastAPI (served by uvicorn) is used rather than a hand-written ASGI app or http.server because the
-request validation (pydantic models -> 422 with the offending field) and the OpenAPI schema at
-/openapi.json come from the same typed models (envs/service/api.py), so the documented contract cannot
-drift from the code.
-
-What FastAPI does not give us sits in `GuardMiddleware` (envs/service/guard.py), a plain ASGI
-middleware that runs before a route reads the body: bearer-token authentication (constant-time), a
-per-client token-bucket rate limit (429 + Retry-After) and the request body size limit (413, from
-Content-Length and by counting streamed bytes, so an oversized body is never read to its end).
-
-Evaluation is blocking (it waits on worker processes), so it runs in a dedicated thread pool of
-`max_concurrent_evaluations` threads; at most `max_queued_evaluations` more wait, beyond which the
-service answers 503 + Retry-After instead of queueing without bound.
-
-The backend is a `envs.kernel_evaluator.KernelEvaluator`, of which the service needs `evaluate`: the local
-`envs.evaluator.Evaluator`, or the Ray pool (`envs.pool.RayEvaluationPool`, imported only when
-`make_backend("ray", ...)` asks for it).
-
-The backend returns verdicts; the reward in the responses comes from `reward_fn`, a `RewardFunction` the caller
-builds from rewards/ (scripts/serve_env.py: `rewards.reward_function(delta)`), so the environment imports no
-reward code and a request's `delta` override reaches the one place that knows the formula.
-"""
+FastAPI because request validation and the OpenAPI schema come from the same typed models (api.py), so the
+contract cannot drift from the code; authentication, rate and body limits sit in `GuardMiddleware` (guard.py).
+The backend (a `KernelEvaluator`) returns verdicts; the reward comes from `reward_fn`, built from rewards/ by
+the caller, so envs/ imports no reward code. More: docs/evaluation.md."""
 
 from __future__ import annotations
 

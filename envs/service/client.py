@@ -6,26 +6,10 @@
         result = client.evaluate("L0_02_relu", answer)   # EvaluationResult: .verdict (envs.verdict.Verdict), .reward
         results = client.evaluate_many([ScoreRequest("L0_02_relu", a) for a in answers], concurrency=8)
 
-    async with AsyncKernelRLClient.from_env() as client:
-        result = await client.evaluate("L0_02_relu", answer)
-
-What it adds over plain HTTP:
-- Retries with exponential backoff and jitter on connection errors, 429 and 5xx (the service's 503 when its
-  evaluation queue is full, 429 when a token's rate bucket is empty), honouring `Retry-After` up to
-  `RetryPolicy.max_delay_s`. A 4xx other than 429 is the request's fault and is raised at once
-  (`RequestRejected`), never retried. A read timeout is not retried unless `RetryPolicy.retry_timeouts`: the
-  evaluation is probably still running on the server, and asking again would queue it twice.
-- Typed results: the verdict JSON is validated against the service's own response model
-  (envs/service/api.py `VerdictResponse`) and rebuilt as the project's `Verdict`; a body that is not the
-  contract raises `MalformedResponse` naming the field, never a half-filled result.
-- Batches: the service scores one solution a request, so `evaluate_many` runs requests concurrently (threads
-  for the sync client, tasks for the async one), bounded by `concurrency`, and returns results in input order.
-
-The reward an `EvaluationResult` carries is the service's (its delta, or the request's `delta`); the reward
-adapters (rewards/integrations/) recompute it from the verdict with rewards/kernel_reward.py instead.
-
-Importing this module imports `envs` (and with it torch); it needs httpx, not FastAPI's server side.
-"""
+It adds retries with backoff on connection errors, 429 and 5xx (never on another 4xx, nor on a read timeout
+unless asked: the evaluation may still be running), typed results checked against the service's response
+model (`MalformedResponse` otherwise), and concurrent batches in input order. Details: docs/evaluation.md.
+Needs httpx, not FastAPI's server side."""
 
 from __future__ import annotations
 

@@ -1,22 +1,12 @@
 """CPU time as a backstop to the wall-clock deadlines: per phase (the parent's watch) and per life (the kernel's).
 
-The deadlines (envs/worker/progress.py) bound how long a phase may take, not how many cores it keeps
-busy: a candidate can start busy threads or processes at import and still answer every call in time,
-taking the host's cores from the other workers and the trainer. Two limits, neither of which needs a
-capability, so they hold for a root evaluator without CAP_SYS_RESOURCE (a default container):
-
-- **Per phase** (`PhaseCpuWatch`, in the parent): each phase may use `cpu_cores x its timeout` CPU
-  seconds, summed over the worker's whole process tree (every thread; children alive or reaped). The
-  parent samples the tree with the memory poll and kills the worker when a phase goes over: verdict
-  `timeout`. An honest phase ends far inside its timeout, so it stays far inside this budget.
-- **Per life** (RLIMIT_CPU, set by the harness on itself before any problem or candidate code exists):
-  soft = hard = two evaluations' budgets plus the start. Lowering a hard limit needs no privilege and
-  raising it needs CAP_SYS_RESOURCE, which a sandboxed worker never has, so the code it runs cannot
-  undo it; should the parent stop watching, the kernel kills the harness (SIGKILL) there. The pool
-  replaces a worker before an evaluation could cross it (`lifetime_headroom`), so an honest worker
-  never meets it. It binds one process: children get their own counters (the per-phase watch and the
-  process limit cover them).
-"""
+Deadlines bound how long a phase takes, not how many cores it keeps busy: a candidate can start busy threads and
+still answer in time. Two limits, neither needing a capability:
+- per phase (`PhaseCpuWatch`, in the parent): `cpu_cores x its timeout` CPU seconds over the worker's process
+  tree, else the worker is killed (verdict `timeout`);
+- per life (RLIMIT_CPU, set by the harness on itself before any untrusted code): two evaluations' budgets plus
+  the start; the code cannot raise it, and the pool replaces a worker before it could be reached.
+Details: docs/sandbox.md."""
 
 from __future__ import annotations
 

@@ -1,22 +1,11 @@
 """A worker whose harnesses are forked from a zygote (envs/worker/zygote.py): recycling costs a fork.
 
-A plain `WorkerProcess` pays for its imports (torch, triton, torch._dynamo: 2.5-4 s of CPU) at every
-start, and the pool replaces workers after every failing candidate. A `ForkedWorker` starts the zygote
-once, in the same sandbox a plain worker gets, and asks it for a fresh harness child instead:
-
-- `end_child()` (the pool's thread, when the evaluation's verdict is known): SIGKILL the child's
-  process group and every descendant of it, close its pipes and progress board. Nothing waits here.
-- `refork()` (the pool's spawner thread): wait for those processes to end, then check that nothing is
-  left that could reach the next child: no process of the old child survived, no other process runs
-  in the sandbox (or carries the worker's tag) beside bubblewrap's and the zygote, the zygote lives,
-  is under the memory limit and has forked fewer than `max_forks` children, nothing unexpected
-  arrived on the pipes. The zygote restores the scratch directories (the private temp root,
-  /dev/shm) and forks. Any doubt raises `ForkRefused`: the pool kills the whole sandbox and starts
-  a new worker, as without a zygote.
-
-The child is a harness like any other (same protocol, nonce framing, lifeline, RLIMIT_CPU, RLIMIT_AS,
-progress board, step deadlines): only its start differs.
-"""
+A plain `WorkerProcess` pays for its imports (torch, triton) at every start, and the pool replaces workers after
+every failing candidate. A `ForkedWorker` starts the zygote once, in the same sandbox, and asks it for a fresh
+harness child instead: `end_child()` kills the old child's processes without waiting; `refork()` (the spawner
+thread) waits for them, checks that nothing is left that could reach the next child, and forks. Any doubt raises
+`ForkRefused` and the pool starts a whole new worker. The child is a harness like any other; only its start
+differs. The checks in full: docs/sandbox.md."""
 
 from __future__ import annotations
 

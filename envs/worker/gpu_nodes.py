@@ -1,22 +1,10 @@
 """The /dev/nvidia* nodes a sandboxed CUDA worker gets: its own GPUs' and the driver's shared ones, nothing else.
 
-A worker names its GPUs in CUDA_VISIBLE_DEVICES: indices, GPU UUIDs (or unique prefixes of them) or
-MIG device UUIDs. Each GPU is reached through /dev/nvidia<minor>, where the minor is the driver's, not
-CUDA's index: `nvidia-smi --query-gpu` gives every GPU's index (PCI bus order), UUID and bus id, and
-/proc/driver/nvidia/gpus/<bus id>/information the minor (mapping by bus id also holds in a container
-that sees a subset of the host's GPUs). Without nvidia-smi, /proc alone gives bus ids and minors,
-indices in bus order and the UUIDs when the driver has read them.
-
-Inside the sandbox only the bound GPUs can be opened and CUDA numbers what it may use from 0, so the
-worker's CUDA_VISIBLE_DEVICES becomes the bound GPUs' UUIDs: they name the same devices whatever the
-numbering. Integer indices are read in PCI bus order, which is CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID
-and, on a node of one GPU model, its default order too.
-
-Shared nodes: nvidiactl (the driver's control device), nvidia-uvm (the CUDA runtime's memory manager)
-and nvidia-uvm-tools (profiling, used by CUPTI); not nvidia-modeset (display only). A MIG device
-also needs its parent GPU's node and the capability nodes under /dev/nvidia-caps (all of them:
-which one grants which instance is not mapped here).
-"""
+A worker names its GPUs in CUDA_VISIBLE_DEVICES (indices, GPU or MIG UUIDs); each GPU is reached through
+/dev/nvidia<minor>, where the minor is the driver's, not CUDA's index, so GPUs are mapped by PCI bus id (from
+nvidia-smi, else /proc/driver/nvidia). Inside the sandbox the worker's CUDA_VISIBLE_DEVICES becomes the bound
+GPUs' UUIDs, which name the same devices whatever the numbering. Shared nodes: nvidiactl, nvidia-uvm,
+nvidia-uvm-tools; a MIG device also needs its parent GPU's node and /dev/nvidia-caps. Details: docs/sandbox.md."""
 
 from __future__ import annotations
 

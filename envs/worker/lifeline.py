@@ -1,24 +1,10 @@
 """Inside the worker: die with the owner (the process holding the other end of the request pipe).
 
-A worker runs untrusted kernels that may never return. When its owner (the CLI, the trainer, the
-service, a Ray pool actor) is killed abruptly, nothing on the owner's side is left to kill it, and it
-would be re-parented to init and spin (on a GPU node: holding the GPU and its memory). Two mechanisms,
-because each misses cases the other covers:
-
-- PR_SET_PDEATHSIG(SIGKILL): the kernel kills the worker the moment its parent goes, even while the
-  worker's Python is wedged in C code (a GPU synchronize, a native loop holding the GIL). It fires
-  when the parent *thread* that started the worker exits, so the owner must start workers from
-  threads that live as long as the workers (the pool's spawner threads do); and it is tied to the
-  direct parent, which is not the owner when a wrapper (a sandbox) sits in between.
-- a watchdog thread waiting for POLLHUP on the request pipe: the owner's write end closes when the
-  owner process dies, whoever the parent is, and also when it died before the prctl took effect
-  (the hangup is then already pending). It kills the worker's process group, which holds what the
-  candidate started.
-
-The worker is also made a child subreaper, so that processes the candidate daemonizes (double fork,
-setsid) are re-parented to the worker instead of init and stay visible as its descendants, to the
-owner's kill and to the owner's reaper (envs/worker/reaper.py), which kills them after the owner died.
-"""
+A worker whose owner is killed abruptly would otherwise be re-parented to init and spin, holding its GPU. Two
+mechanisms, because each misses cases the other covers: PR_SET_PDEATHSIG(SIGKILL), which fires even while the
+worker is wedged in C code but is tied to the parent thread; and a watchdog thread waiting for POLLHUP on the
+request pipe, which fires whoever the parent is. The worker is also a child subreaper, so what the candidate
+daemonizes stays visible to the owner's kill and reaper (envs/worker/reaper.py). Why both: docs/sandbox.md."""
 
 from __future__ import annotations
 

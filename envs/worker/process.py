@@ -1,20 +1,10 @@
 """Parent-side handle of one worker process: start, talk, enforce limits, kill the whole tree.
 
-Isolation, in order of defence:
-- the worker is a separate process in its own session/process group, with a scrubbed environment
-  (allow-listed variables only, anything that looks like a secret dropped) and a private temp root;
-- its stdout/stderr are a pipe the parent drains and only keeps the tail of (output floods cost
-  nothing), and results come on a separate pipe, framed, with the request's nonce;
-- with a `Sandbox` (envs/worker/sandbox.py) it runs inside bubblewrap: no network, a read-only host with
-  secrets masked, an unprivileged uid; a process it leaves behind between evaluations is visible
-  (`stray_processes`);
-- every phase has a wall-clock deadline, and while candidate code runs each step between two of its
-  calls has a tighter one derived from the reference's time per call (envs/worker/progress.py);
-  each phase may use `cpu_cores` x its timeout in CPU time over the whole process tree, and the harness
-  has a lifetime RLIMIT_CPU (envs/worker/cpu_backstop.py); host memory is polled; a dead, hung, over-budget or
-  protocol-violating worker is killed with its process group, every descendant psutil can see, and
-  any process still carrying the worker's tag in its environment.
-"""
+Isolation, in order of defence: a separate process group with a scrubbed environment and a private temp root;
+output drained into a bounded tail, results on their own framed pipe with the request's nonce; bubblewrap
+(envs/worker/sandbox.py); a wall-clock deadline per phase and per step of candidate code (progress.py), CPU
+budgets (cpu_backstop.py) and a memory poll. A dead, hung, over-budget or protocol-violating worker is killed
+with its process group, every descendant psutil sees, and every process carrying its tag. docs/sandbox.md."""
 
 from __future__ import annotations
 

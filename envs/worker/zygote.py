@@ -2,27 +2,11 @@
 
     python -m envs.worker.zygote CTRL_FD SANDBOXED ROOT DEVICE [SCRATCH_DIR ...]
 
-Started by `envs.worker.forked.ForkedWorker` with the same command (and bubblewrap sandbox) as a plain
-worker. It imports the harness (torch, triton, torch._dynamo: seconds) and runs `harness.prepare` (the
-launch recorder and the identity snapshot, which must precede any candidate code), but runs no problem
-or candidate code, no torch op, starts no thread and initialises no CUDA. Then it serves its owner on
-CTRL_FD, a Unix SEQPACKET socket, one JSON object per message:
-
-- `fork` with the child's descriptors (request pipe, result pipe, progress board if there is one): restore the scratch
-  directories (ROOT and the SCRATCH_DIRs, e.g. /dev/shm) to what they held before the first fork, check
-  that forking is safe (one thread, no CUDA, no shared writable mapping, no child left, no System V IPC
-  object left in the sandbox's IPC namespace), then fork. The child becomes the harness
-  (`harness.serve`): its own process group, lifeline, RLIMIT_CPU and RLIMIT_AS, exactly as a started
-  harness. Answer `forked` (the child's pid in the sandbox's pid namespace) or `refused` with why, and
-  the owner starts a whole new worker instead.
-- `status` of a child pid: its exit status once it has ended (the owner reports how a harness died).
-- `shutdown`, or the owner's end of the socket closing: exit, taking every descendant along.
-
-The zygote is trusted code only; what candidate code (in a child, same uid) could do to it is bounded:
-it is not dumpable (no ptrace, no /proc/PID/mem, no pidfd_getfd from a child without CAP_SYS_PTRACE),
-the child closes the control socket and every descendant it does not need before anything else, and a
-zygote that was killed, stopped or answers oddly makes the owner replace the whole sandbox.
-"""
+Started by `envs.worker.forked.ForkedWorker` in the same sandbox as a plain worker, it imports the harness and
+runs `harness.prepare`, but runs no problem or candidate code and no torch op, starts no thread and initialises
+no CUDA. It answers `fork` (restore the scratch directories, check that forking is safe, fork a child that becomes
+`harness.serve`), `status` and `shutdown` on CTRL_FD, a SEQPACKET socket of JSON messages. It is not dumpable,
+and a zygote that answers oddly makes the owner replace the whole sandbox. The protocol: docs/sandbox.md."""
 
 from __future__ import annotations
 
