@@ -1,20 +1,9 @@
 """Retrieval of solved kernels: the most similar solved problem, by BM25 over identifier tokens.
 
-The prompt's one-shot example (rl.prompts) and the `kernel_search` tool (envs.tools) search the same
-store: a list of `SolvedKernel` records (problem source, verified solution, measured speedup,
-provenance). The built-in reference solutions are the first such store (`builtin_solutions`).
-
-Leakage rules, enforced here rather than by callers:
-- held-out problems (validation/benchmark ids or source hashes, given at construction) are never in
-  the index, so no query can return them;
-- a search for a problem never returns a solution of that problem (by id and by source hash, so a
-  copy under another id is caught too).
-
-Why BM25 written out here rather than a library: it is twenty lines over a few hundred documents;
-neither `rank-bm25` (last release 0.2.2, 2022) nor `bm25s` (sparse matrices, built for millions of
-documents, pulls in scipy) is installed, and we need a deterministic tie order and exclusion rules
-that neither gives us.
-"""
+The prompt's one-shot example (rl.prompts) and the `kernel_search` tool search the same store of `SolvedKernel`
+records. Leakage rules are enforced here, not by callers: held-out problems are never indexed, and a search for
+a problem never returns a solution of that problem (by id or source hash). BM25 is written out (twenty lines)
+because we need a deterministic tie order and these exclusions, which neither rank-bm25 nor bm25s gives."""
 
 from __future__ import annotations
 

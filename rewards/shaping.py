@@ -2,19 +2,10 @@
 
     reward = kernel_reward(verdict; delta) + overlong + format          (each part kept in reward_parts)
 
-- `kernel_reward` (rewards/kernel_reward.py): 0 unless correct, else sigmoid(1 + max(0, speedup) - delta).
-- `overlong`: DAPO's soft overlong punishment (Yu et al. 2025, "DAPO", section 3.4): with
-  L = max_tokens and buffer B, a completion of n tokens gets 0 for n <= L - B, a linear ramp
-  ((L - B) - n) / B * penalty inside the buffer, and -penalty when it was cut off at L (or beyond).
-  Off with `overlong_buffer: null`.
-- `format`: -format_penalty unless the answer is a well-formed honest attempt: code that parses and
-  defines `ModelNew`, and no detected hack. A cold-starting small model mostly fails here; the penalty
-  separates "wrote a candidate" from "wrote prose" inside a group, so groups are not all zeros (0
-  turns it off, the paper's setting).
-
-A detected hack earns what prose earns (kernel reward 0 and the format penalty): below any honest wrong
-kernel, so shaping never teaches a small model that a PyTorch-only ModelNew beats an attempt.
-"""
+`overlong` is DAPO's soft overlong punishment (Yu et al. 2025, section 3.4; off with `overlong_buffer: null`);
+`format` subtracts `format_penalty` unless the answer is an honest attempt (code that parses and defines
+ModelNew, no detected hack), so a cold-starting model's groups are not all zeros. A detected hack earns what
+prose earns: below any honest wrong kernel. Formulas: docs/algorithms.md."""
 
 from __future__ import annotations
 

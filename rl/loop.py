@@ -2,22 +2,15 @@
 
     for step in 1..loop.steps:
         problems  = sampler.next_batch(step, loop.problems_per_step)        rl.data
-        requests  = prompts.request(problem, ...)                           rl.prompts
         groups    = generate, each finished sample evaluated at once        rl.scoring (engine + pool + rewards)
                     (dynamic sampling: drop zero-variance groups, refill)
         batch     = build_train_batch(groups)                               rl.learner.advantages
-        metrics   = learner.train_step(batch)                               rl.learner
-        update    = learner.export_weights(); engine.update_weights(update)
+        metrics   = learner.train_step(batch); engine.update_weights(learner.export_weights())
         log, checkpoint every N, validate every N                           rl.metrics, rl.tracking, rl.loop_checkpoints
 
-loop.mode=one_step_off overlaps the two halves: while step k trains, step k+1 generates and is scored with the
-weights of step k-1 (`_one_step_off_rollouts`); the weights are synced when step k+1 begins, the learner's
-truncated importance sampling (algorithm.tis_cap) corrects for the one-version lag, and samples more than
-loop.max_staleness versions behind are dropped. Staleness is logged (`async/*`).
-
-Components arrive built (scripts/train.py and rl.components build them), so the loop runs the same
-with vLLM or transformers engines, Ray or local learners, and tests can give it small ones.
-"""
+loop.mode=one_step_off overlaps generation of step k+1 with training of step k (`_one_step_off_rollouts`).
+Components arrive built (rl.components), so the loop runs the same with any engine or learner, and tests can
+give it small ones. The step file by file: docs/architecture.md; one_step_off in full: docs/training.md."""
 
 from __future__ import annotations
 

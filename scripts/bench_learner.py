@@ -1,36 +1,12 @@
-"""Learner throughput: tokens/s and MFU of a GRPO or PPO train_step (forward, backward, AdamW) on random tokens,
-and the seconds of a full-weight sync (gather, merged export, broadcast into an hf engine process).
+"""Learner throughput: tokens/s and MFU of a GRPO or PPO train_step on random tokens, and the seconds of a
+full-weight sync into an hf engine. One JSON line per configuration (what each field means: docs/learner.md).
 
-    # one H200, random-init ~0.5B Llama (rl.models preset llama-0.5b), bf16, LoRA and full fine-tuning
     python scripts/bench_learner.py --preset llama-0.5b --finetune lora full --dtype bfloat16 --batch 8 --seq-len 2048
-    # CPU, SmolLM2-135M from a local HF directory, fp32 vs bf16 (the default CPU run's learner)
     python scripts/bench_learner.py --model DIR --device cpu --dtype float32 bfloat16 --batch 8 --seq-len 512 --steps 1
-
-    # CPU, tiny random Llama with a byte-sized vocabulary: the PPO:GRPO ratio of per-step overheads in seconds
-    python scripts/bench_learner.py --preset tiny-llama --vocab-size 259 --device cpu --finetune full --dtype float32 \
-        --algorithm grpo ppo --batch 8 --seq-len 512 --steps 5
-
-    # FSDP2 (rl.learner.sharded) at world size 1 on one GPU, GRPO and PPO, then the weight sync into an hf engine
     python scripts/bench_learner.py --preset llama-0.5b --fsdp --finetune full --algorithm grpo ppo --sync
-    # the anchor beside ours: the plain transformers + torch step on the same model and batch (--plain)
-    python scripts/bench_learner.py --preset llama-0.5b --finetune full --dtype bfloat16 --plain
-    # policy.compile (torch.compile of the decoder layers and the chunked log-softmax) against the plain anchor
-    python scripts/bench_learner.py --preset qwen-1.5b --device cuda --dtype bfloat16 --finetune full --compile --plain
-    # FSDP2 over 2 GPUs (no Ray needed): torchrun starts the ranks; rank 0 prints
     torchrun --nproc-per-node 2 scripts/bench_learner.py --preset llama-0.5b --fsdp --finetune full
 
-One JSON line per configuration: seconds per step (median of --steps after --warmup), first_step_s (the first
-call's seconds: with --compile, the compile), tokens/s,
-cpu_seconds_per_step (process CPU time: comparable between runs on a busy shared machine),
-MFU = 6 * params * tokens/s / peak (989e12: the H200's dense bf16 peak; 6 * params per token is the
-forward + backward of a full fine-tune, so LoRA's MFU by this formula counts work it skips: the
-weight gradients of frozen layers; PPO's extra scoring pass for the values is not counted either), peak GPU
-memory. `--sync` adds one line per sync path: the full weights gathered from the (sharded) learner, a merged
-export to /dev/shm loaded by an hf engine, and a broadcast (rl.rollout.broadcast) into an hf engine in a second
-process (`--sync-backend`: gloo, the one that works between two processes on one GPU, staging through the
-host; nccl needs the engine on a second GPU, cuda:1). Needs torch, transformers, peft, safetensors; no Ray,
-Hydra or vLLM (FSDP2 joins a torch.distributed group of its own, or torchrun's).
-"""
+Needs torch, transformers, peft, safetensors; no Ray, Hydra or vLLM."""
 
 from __future__ import annotations
 

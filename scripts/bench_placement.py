@@ -1,32 +1,15 @@
 #!/usr/bin/env python
-"""Does where a kernel's tensors lie in device memory move its time? One process, one built-in reference
-solution at a time: `--windows` timing windows of `--runs` kernel runs interleaved with half as many eager
-runs (envs.timing.time_interleaved, as the evaluator times), the tensors placed differently before each
-window after the first, by mode:
+"""Does where a kernel's tensors lie in device memory move its time? Timing windows of one built-in reference
+solution, the tensors placed differently before each window by `--modes` (same, clone, realloc, outputs,
+evaluator, evaluator_kept_spacer), as the evaluator times (envs.timing.time_interleaved).
 
-  same        nothing moves
-  clone       inputs cloned while the old copies live (the copies may be carved from cached segments)
-  realloc     inputs freed, the allocator's cache emptied, a random spacer, inputs allocated again
-  outputs     the block earlier outputs used is held by a plug, so this window's outputs land elsewhere
-  evaluator   envs.worker.outcome.move_to_fresh_placement and allocating_in_placement, as the worker's
-              placement blocks call them (inputs, outputs and scratch in a new private pool per window)
-  evaluator_kept_spacer
-              the same, the random spacer held through the window instead of freed (keep_spacer): every
-              window's pool then starts without a hole of the spacer's size that outputs may take
-
-Per mode: the kernel's CV over the windows' medians, the relative range of the eager/kernel ratio, the
-first timed run of each window against the window's median (after the evaluator's short warm-up of a
-placement block in that mode: a driver allocation inside a timed run shows there) and the count of timed
-runs that took memory from the driver. `--trace-memory` adds, per window, the spacer's size and every call
-(warm-up or timed) during which `torch.cuda.memory_reserved()` grew, by how much (the reads sit inside the timed
-window: a few microseconds of host time). `--runs 2` gives the windows the evaluator's default share (two
-kernel runs, one anchor run: 100 and 50 runs over 48 blocks). A mode
-whose range is near `same`'s does not sample placements; the evaluator's should be near `realloc`'s, since
-evaluations in fresh processes get fresh memory (docs/gpu-notes.md, sessions 4 and 7).
+Per mode: the kernel's CV over the windows' medians, the range of the eager/kernel ratio, each window's first run
+against its median, and the runs that took memory from the driver (`--trace-memory`: every growth). A mode whose
+range is near `same`'s does not sample placements. What each mode does and what was measured: docs/gpu-notes.md.
 
     python scripts/bench_placement.py L1_02_swish L0_07_elementwise_mul_add --out placement.jsonl   # ~30 s each
-CUDA only.
-"""
+
+CUDA only."""
 
 from __future__ import annotations
 

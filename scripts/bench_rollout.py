@@ -1,28 +1,12 @@
-"""Rollout throughput through our engine (vLLM's AsyncLLM in a Ray actor, samples streamed out one by one)
-against plain vLLM (`LLM.generate`) with the same sampling on the same machine, and weight-sync seconds.
+"""Rollout throughput through our engine (vLLM's AsyncLLM in a Ray actor, samples streamed out) against plain
+vLLM with the same sampling on the same machine, the hf engine's decode paths, and weight-sync seconds.
 
-Both sides get the same requests: one vLLM request per sample with the same per-sample seed, so they
-generate the same tokens and tokens/s compare directly. Each mode runs in a fresh process (one engine in
-memory at a time); each measures `--repeats` timed passes after one warm-up pass and reports the median.
+Both sides get the same requests and seeds, so they generate the same tokens and tokens/s compare directly; each
+mode runs in a fresh process and reports the median of `--repeats` passes after a warm-up. The modes: docs/rollout.md.
 
     python scripts/bench_rollout.py                          # SmolLM2 on CPU: plain, ours, ours with LoRA, sync
     python scripts/bench_rollout.py --modes plain ours --prompts 32 --n 8 --max-tokens 256 --out bench.json
-    python scripts/bench_rollout.py --model random:qwen-1.5b --device cuda --prompts 64 --n 8   # on a GPU
-
-Modes: plain, plain_lora (plain vLLM with enable_lora and the adapter active), ours, ours_lora (after the timed
-passes: merged-reload seconds, and with LoRA also adapter hot-load seconds, `--sync-repeats` times each). The
-warm-up pass is one short request (it only pays first-call costs).
-
-The hf modes run our transformers engine in the worker process (no Ray or vLLM needed), one decode path each:
-hf_generate (transformers generate, the plain reference), hf_static (own loop over a StaticCache), hf_compiled
-(that loop's step under torch.compile, CUDA graphs on cuda), hf (the engine's default, auto). Their first pass is
-a full one, timed as first_call_s (compilation and graph recording included); then tokens/s over --repeats
-passes, peak GPU memory (torch's allocator), and merged-update seconds. `--random-weights` replaces the model's
-weights with random ones (seed 0): its architecture and tokenizer, where the weights are not at hand.
-
-    python scripts/bench_rollout.py --modes hf_generate hf_compiled --device cuda --model smollm2-135m-instruct \
-        --random-weights --prompts 8 --n 8 --max-tokens 1024 --repeats 2
-"""
+    python scripts/bench_rollout.py --model random:qwen-1.5b --device cuda --prompts 64 --n 8   # on a GPU"""
 
 from __future__ import annotations
 

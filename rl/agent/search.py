@@ -1,20 +1,10 @@
 """The search loop: parallel proposers per problem apply operators, the pool judges, the store remembers.
 
-    for every problem, `proposers` asyncio tasks, all problems at once (the pool is kept busy):
-        choose an operator   first `initial_fresh` LLM steps are fresh proposals (strategies cycled), then a
-                             seeded weighted draw among the operators applicable now
-        choose a policy      PolicyBandit (UCB1 over rewards) among the policies still available (a replayed
-                             files directory ignores prompts, so it only answers fresh proposals)
-        propose              build the operator's prompt, sample one answer (or: the tuner's variants); on a GPU
-                             pool a correct mutation parent's profile joins its feedback (rl.agent.profiles)
-        evaluate             pool.evaluate_async; a kernel already in the store is not evaluated again
-        record               store row, archive (MAP-Elites cells per island), bandit, migration
-    until a budget cap, the target speedup, a correct kernel near the physical floor (GPU), or nothing is
-    applicable (and nothing is in flight).
-
-With one proposer per problem and a replay policy the run is deterministic under a fixed seed (the operator
-draws come from a per-problem generator); with several, the order in which evaluations finish decides ties.
-"""
+Every problem gets `proposers` asyncio tasks, all problems at once so the pool stays busy. Each step chooses an
+operator (fresh proposals first, then a seeded weighted draw), a policy (PolicyBandit), proposes, evaluates
+(`evaluate_async`; a kernel already in the store is not evaluated again) and records (store, archive, bandit,
+migration), until a budget, the target speedup or the physical floor stops the problem. With one proposer and a
+replay policy a run is deterministic under a fixed seed. The loop step by step: docs/agent.md."""
 
 from __future__ import annotations
 

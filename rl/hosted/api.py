@@ -1,21 +1,9 @@
 """The OpenAI calls a hosted run makes, through the pinned SDK (openai 3.57, `client.fine_tuning`, `client.files`).
 
-What we rely on, read from the SDK's source (resources/fine_tuning/jobs/jobs.py and the types it names):
-  files.create(file=, purpose="fine-tune")          POST /files (multipart)           -> FileObject.id
-  files.delete(id)                                  DELETE /files/{id}
-  models.retrieve(model)                            GET /models/{model}               (404: not for this key)
-  fine_tuning.jobs.list(limit=1)                    GET /fine_tuning/jobs             (403: no fine-tuning)
-  fine_tuning.alpha.graders.validate(grader=)       POST /fine_tuning/alpha/graders/validate
-  fine_tuning.jobs.create(model=, training_file=, validation_file=, suffix=, seed=, metadata=,
-        method={"type": "reinforcement", "reinforcement": {"grader": ..., "hyperparameters": ...}})
-                                                    POST /fine_tuning/jobs            -> FineTuningJob
-  fine_tuning.jobs.retrieve(id) / cancel(id)        GET /fine_tuning/jobs/{id}, POST .../cancel
-  fine_tuning.jobs.list_events(id, limit=)          GET .../events   newest first, cursor `after`, `has_more`
-  fine_tuning.jobs.checkpoints.list(id)             GET .../checkpoints
-`method` is a TypedDict whose grader union (string_check, text_similarity, python, score_model, multi) has no
-endpoint member; the SDK's transform passes a dict of another shape through unchanged (tested against the
-local server, which records the body it receives).
-"""
+Only these calls, read from the SDK's source: files.create/delete, models.retrieve, fine_tuning.jobs
+create/retrieve/cancel/list/list_events, checkpoints.list and alpha.graders.validate. The SDK's `method`
+TypedDict has no endpoint-grader member; its transform passes our dict through unchanged (tested against the
+local server, which records the body it receives). Each call with its REST route: docs/hosted.md."""
 
 from __future__ import annotations
 

@@ -1,20 +1,9 @@
 """Atomic learner checkpoints: trainable weights, optimizer, scheduler, counters, RNG, and an opaque `extra`.
 
-Layout: `path` is a symbolic link to a sibling directory `.<name>.<id>` that holds
-
-    trainable.safetensors   the trainable parameters (the LoRA adapter, or all weights), by parameter name
-    trainer_state.pt        optimizer and scheduler state dicts, torch (and CUDA) RNG states
-    adapter_model.safetensors, adapter_config.json
-                            LoRA only: the adapter in peft's format (`PeftModel.from_pretrained(base, path)`, a
-                            vLLM LoRA); the adapter config names the base model portably (below)
-    meta.json               format, version, optimizer steps, Python RNG state, extra, finetune, the LoRA
-                            settings, dtype, and `model`: the base model by a name that travels between machines
-                            (rl.models.model_reference: its model-cache name, a Hub id, else its path); written last
-
-A save writes a new directory, fsyncs every file and the directory, then swaps the link with
-os.replace (atomic on POSIX) and only then deletes the previous directory. A crash at any point
-leaves `path` pointing at a complete checkpoint: the old one or the new one.
-"""
+`path` is a symbolic link to a sibling directory that holds trainable.safetensors, trainer_state.pt, for LoRA
+the adapter in peft's format, and meta.json (written last; it names the base model portably). A save writes a
+new directory, fsyncs it, swaps the link with os.replace and only then deletes the previous one, so a crash
+leaves `path` at a complete checkpoint, old or new. The layout file by file: docs/learner.md."""
 
 from __future__ import annotations
 

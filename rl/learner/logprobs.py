@@ -1,20 +1,10 @@
 """Token logprobs of completions: micro-batches by token budget, packed or padded, chunked lm_head.
 
-Two layouts of a micro-batch, both exact (no sequence sees another):
-- packed: the rows are concatenated into one row with position ids restarting at 0 per sequence;
-  transformers (>= 4.53) turns that into varlen attention for flash-attention / flex-attention. No
-  token is padding. With sdpa or eager attention the same input becomes a dense block-diagonal mask
-  over the whole pack, whose cost grows with the square of the pack's length, so there:
-- padded: rows of similar length (the planner sorts by length) right-padded to the longest in the
-  micro-batch; the budget counts the padding, and a micro-batch whose rows are all as long as each
-  other gets no mask at all (plain causal attention, the fastest sdpa path).
-`layout_for(attn_implementation)` picks packed for varlen-capable attention, padded otherwise.
-
-Chunking: only the hidden states of positions that predict a completion token go through lm_head, a
-chunk of `chunk_tokens` positions at a time, and under activation checkpointing, so the float32
-[tokens, vocab] logits exist for one chunk at a time in the forward and again in the backward, never
-for the whole batch.
-"""
+Two exact layouts of a micro-batch: packed (rows concatenated, position ids restarting per sequence: varlen
+attention with flash- or flex-attention, no padding) and padded (rows of similar length right-padded; with sdpa
+or eager attention a pack would need a dense block-diagonal mask). `layout_for(attn_implementation)` picks.
+Only positions that predict a completion token go through lm_head, `chunk_tokens` at a time under activation
+checkpointing, so float32 [tokens, vocab] logits never exist for the whole batch. Details: docs/learner.md."""
 
 from __future__ import annotations
 

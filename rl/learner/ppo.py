@@ -1,21 +1,11 @@
 """PPO with a learned value baseline (`algorithm=ppo`, advantage `gae`): GAE, the clipped value loss, and the
 per-token advantages the policy-gradient loss (rl.learner.losses) consumes.
 
-The critic is a value head (one linear layer) on the policy's last hidden state (rl.learner.logprobs.PolicyNet),
-trained by its own AdamW; its loss also reaches the shared backbone, weighted by `ppo.vf_coef` (Schulman et
-al. 2017, eq. 9). The reward is the outcome reward on the last completion token, 0 elsewhere. Values, returns
-and advantages are per completion token, in the flat layout of rl.learner.losses. Formulas and sources:
-docs/algorithms.md (PPO).
-
-Multi-turn rows (a loss mask: tool outputs inside the completion are not the policy's tokens): "completion
-token" above means policy token. The learner reads values only at positions that predict a policy token
-(rl.learner.logprobs.pack_rows), so GAE here runs over the policy tokens in order: the last token of a turn
-bootstraps from the value of the next turn's first token, the state after the tool output; tool-output tokens
-are no time steps (no discount, no TD error), get no value, no advantage, no value or policy loss, and are not
-counted by whitening or aggregation. The same rule as verl's compute_gae_advantage_return with its
-response_mask (a masked token carries the running advantage and the next value through); the tool output
-still shapes the values after it as context. tests/unit/test_ppo_masks.py checks it by hand.
-"""
+The critic is a value head on the policy's last hidden state (rl.learner.logprobs.PolicyNet), its loss weighted
+by `ppo.vf_coef` into the shared backbone. The reward is the outcome reward on the last completion token. With a
+loss mask (multi-turn rows) GAE runs over the policy tokens only: tool-output tokens are no time steps and get
+no value, advantage or loss, as in verl's compute_gae_advantage_return. Formulas and sources: docs/algorithms.md;
+the masking rule in full: docs/learner.md."""
 
 from __future__ import annotations
 

@@ -1,22 +1,12 @@
 """transformers models as a rollout engine: the reference engine (tests, logprob cross-checks) and the one for
 GPUs without vLLM.
 
-Three decode paths (`engine.hf_decode`; auto: compiled on cuda, static on cpu), chosen by the config alone:
-- generate: transformers `generate` with `output_scores`, the plain reference; a batch's samples leave together
-  when its longest row ends.
-- static: our own loop over a transformers StaticCache (rl/rollout/hf_decode.py): logprobs of the sampled tokens
-  only, and each row's sample leaves as soon as the row ends.
-- compiled: static with the one-token step under torch.compile (CUDA graphs on cuda); the first batch of each
-  new shape pays the compilation.
-
-Samples are generated in batches of up to `max_num_seqs` rows (left-padded; rows of one batch share sampling
-settings; rows sorted by prompt length, so that a batch pads little). Logprobs are those of the sampled tokens
-under the processed distribution (after temperature and top-p), like vLLM's `processed_logprobs`; completions end
-with their first EOS, included. Each batch has one random stream, not one per sample: it is seeded from
-SamplingConfig.seed and its first row, so a step is reproducible for the same requests and batch size; the own
-loop draws as torch.multinomial does, so every path gives the same tokens up to float rounding, but samples
-differ from vLLM's. Weights are loaded in place, so compiled graphs serve the new ones.
-"""
+Three decode paths (`engine.hf_decode`; auto: compiled on cuda, static on cpu): transformers `generate`, the
+plain reference; static, our own loop over a StaticCache (rl/rollout/hf_decode.py), where each row leaves as
+soon as it ends; compiled, that loop's step under torch.compile. Samples are generated in batches of up to
+`max_num_seqs` rows; logprobs are those of the sampled tokens under the processed distribution, like vLLM's.
+Each batch has one seeded random stream, so a step is reproducible for the same requests and batch size.
+Weights are loaded in place, so compiled graphs serve the new ones. Details: docs/rollout.md."""
 
 from __future__ import annotations
 

@@ -1,27 +1,11 @@
 """The `openai` rollout engine: rl.types.RolloutEngine over any OpenAI-compatible Chat Completions endpoint.
 
-GPT-5 through the OpenAI API, a vLLM server, a gateway: one engine (openai SDK, AsyncOpenAI).
-
-- Start-up (`start()`, also run by the first `generate`): the key must be in the configured
-  environment variable, and the preflight checks (models.list and/or a 1-token completion) must pass,
-  so a refused key, an unknown model or an unreachable endpoint is an EngineError before anything
-  expensive starts.
-- Requests: at most `max_concurrency` in flight; client-side requests/min and tokens/min buckets;
-  retries with exponential backoff and jitter on 408/409/429/5xx, timeouts and connection errors,
-  never shorter than the server's Retry-After (a 429 pauses every request of the engine); 401/403/404
-  and exhausted quota raise EngineError at once. A request that still fails becomes samples with
-  finish_reason "error" (reward 0 downstream); `max_consecutive_failures` in a row raise.
-- Samples (rl.rollout.openai_response): text, finish_reason mapped to rl.types.FinishReason, logprobs
-  when the server returns them, usage per sample (tokens, reasoning tokens, cost from
-  rl.rollout.pricing, retries), native function calls (`RolloutRequest.tools` sent as `tools`; each choice's
-  `message.tool_calls` copied into `Sample.tool_calls`), token ids from the server (vLLM's return_token_ids), else from
-  `tokenizer`, else empty: hosted models are sampled, not trained, here. Not streamed: the n samples
-  of one HTTP request arrive together (use_n=false makes each sample its own request).
-- Keys: read from the environment when a client is made, never stored on the engine, in its pickle,
-  repr or config; error messages are redacted. Candidate code runs in workers whose environment is
-  an allow-list (envs.worker.process.scrubbed_environment), so a key never reaches it.
-- Ray: the engine pickles without its client, locks or tokenizer and makes them again where it runs.
-"""
+GPT-5 through the OpenAI API, a vLLM server, a gateway: one engine (openai SDK, AsyncOpenAI). A refused key, an
+unknown model or an unreachable endpoint fails at `start()` (preflight), before anything expensive starts.
+Requests are bounded (concurrency, requests/min, tokens/min), retried with backoff on transient errors and honour
+Retry-After; a request that still fails becomes samples with finish_reason "error" (reward 0). Keys are read from
+the environment when a client is made and never stored, pickled or logged. Hosted models are sampled, not
+trained, here. Start-up, limits, samples and keys in detail: docs/rollout.md."""
 
 from __future__ import annotations
 

@@ -1,20 +1,10 @@
 """Tool calls out of a policy's turn, and the text that tells a policy how to make them.
 
-Formats (TrajectoryConfig.tool_format):
-- `native`: OpenAI function calling: the request offers the tools' schemas (`RolloutRequest.tools`, sent as the
-  API's `tools`), and the engine returns the API's `tool_calls` in `Sample.tool_calls`
-  (`[{"id", "type": "function", "function": {"name", "arguments": "<json>"}}]`).
-- `hermes`: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` in the text, the format of Qwen2.5's,
-  Hermes' and most open models' chat templates.
-- `fenced`: a fenced block tagged `tool` holding the same JSON, for models with no tool format of their own.
-- `auto`: native calls when the sample has them, else every `<tool_call>` and ```tool block of the text.
-
-Robustness, because policies (small ones especially) write imperfect calls: JSON strings may hold raw
-newlines (code); `arguments` may be an object or a JSON-encoded string; "parameters" is accepted for
-"arguments"; a code-taking tool called without `code` gets the turn's last ```python block. A call that
-still cannot be understood becomes a `ParsedCall` with `error` set: the runner shows the error to the
-policy as the call's observation, never raises.
-"""
+Formats (TrajectoryConfig.tool_format): `native` (OpenAI function calling, `Sample.tool_calls`), `hermes`
+(`<tool_call>{...}</tool_call>` in the text), `fenced` (a ```tool block), `auto` (native when present, else
+both text forms). Parsing is lenient because small policies write imperfect calls; a call that still cannot be
+understood becomes a `ParsedCall` with `error` set, shown to the policy as the call's observation, never
+raised. What is accepted: docs/tools.md."""
 
 from __future__ import annotations
 

@@ -1,21 +1,11 @@
 """The typed record of one multi-turn, tool-augmented trajectory, shared by the learner, W&B tables, the
 benchmark and SFT (saved as JSONL, one trajectory per line).
 
-    Trajectory: the problem, the turns, the final answer and its verdict, the reward (by the run's
-    reward mode) and per-turn returns.
-    Turn: one generation of the policy: its exact prompt and completion token ids and logprobs (as the engine
-    produced them), its text, the tool calls it made with their results, costs and latency, and the answer
-    (code) that turn proposed with its verdict and reward.
-
-Training rows (`Trajectory.training_rows`): the learner trains only on policy tokens.
-- `layout="concat"`: one row, the last turn's prompt followed by its completion; every earlier turn's
-  completion is inside that prompt, at the position where the next turn's prompt repeats it. Loss mask 1 on
-  exactly those completion tokens; the system prompt, the problem and every tool output are 0. This needs
-  the chat template to re-render earlier turns to the same ids (the prefix property); where it does not
-  (retokenization differs), the trajectory falls back to one row per turn, with the same reward.
-- `layout="per_turn"`: one row per turn (Kevin's multi-turn RL: each turn is a sample, its advantage from
-  the turn's discounted return), loss mask on that turn's completion.
-"""
+`Trajectory` holds the problem, its `Turn`s (each generation's exact token ids and logprobs, its tool calls with
+their results, the answer it proposed with its verdict and reward), the final answer and the reward.
+`Trajectory.training_rows` gives the learner policy tokens only: `layout="concat"`, one row whose loss mask
+covers every turn's completion (falling back to one row per turn when the chat template does not re-render
+earlier turns to the same ids), or `layout="per_turn"`, one row per turn. Details: docs/tools.md."""
 
 from __future__ import annotations
 
