@@ -44,7 +44,7 @@ def move_to_fresh_placement(placed: dict[str, Any], inputs: list[Any], spacer_by
     pool did (torch.cuda.empty_cache frees only wholly free segments): there the copies kept the physical
     memory of earlier tensors and sampled little of the spread that placement puts between evaluations; with
     a pool per block the speedup interval's coverage of later evaluations rose from 29% to 57% on the H200
-    (docs/gpu-notes.md, sessions 7 and 9). Peak: the originals plus two copies.
+    (docs/gpu-notes.md). Peak: the originals plus two copies.
     Tensors still holding the old pool's memory (outputs that view an input) stay valid: its segments are
     returned only once nothing uses them.
     `keep_spacer` holds the spacer in `placed["spacer"]` until the next move instead of freeing it at once: a freed
@@ -73,6 +73,6 @@ def allocating_in_placement(placed: dict[str, Any]) -> contextlib.AbstractContex
     inputs: the outputs and scratch tensors of the timed runs move to new memory with each block as the inputs
     do. Kept in the default pool, they took the same cached block in every block of an evaluation: on the H200
     a cross-entropy kernel's time moved 0.558 -> 0.636 ms between evaluations (speedup spread 12.8%; 3.2% with
-    its outputs in the blocks' pools; docs/gpu-notes.md, session 9)."""
+    its outputs in the blocks' pools; docs/gpu-notes.md)."""
     pool = placed.get("pool")
     return torch.cuda.use_mem_pool(pool) if pool is not None else contextlib.nullcontext()

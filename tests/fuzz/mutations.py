@@ -117,7 +117,7 @@ def before_model(tree: ast.Module, template: str) -> None:
 
 @mutation("ast")
 def self_rebind_list(tree, rng):
-    """A list rebuilt from its own elements (issue 30's RecursionError)."""
+    """A list rebuilt from its own elements (it once made the static analysis recurse without end)."""
     into_forward(tree, rng.choice(["_xs = [$p, $p]\n_xs = [_xs[0], _xs[-1]]\n$p = _xs[0]",
                                    "_xs = ($p,)\n_xs = (_xs[0],) + _xs\n$p = _xs[-1]",
                                    "_xs = {'a': $p}\n_xs = {'a': _xs['a'], 'b': _xs['a']}\n$p = _xs['b']"]))

@@ -1,5 +1,5 @@
 """The driver's CPU stage (`CpuStage.prepare`: extraction, canonicalization, static analysis, cache key)
-returns a Candidate or a Verdict for any answer, never raises and never fails on its own bug (issue 30);
+returns a Candidate or a Verdict for any answer, never raises and never fails on its own bug;
 and honest code written with the patterns that once crashed it still passes.
 
 The fuzz cases run in forked children under a time limit (tests/fuzz/harness.py); the full report,
@@ -52,7 +52,7 @@ def test_no_fuzzed_answer_makes_the_cpu_stage_raise_or_fail_internally_long(flee
     assert not failures, "\n".join(failures)
 
 
-# --- honest code with the patterns of issue 30 --------------------------------------------------------
+# --- honest code with the patterns that once crashed the stage -----------------------------------------
 # (module-level code, code at the start of forward with $p its first input)
 PATTERNS = {
     "self_rebinding_list": ("", "xs = [$p, $p]\nxs = [xs[0], xs[1]]\n$p = xs[0]"),

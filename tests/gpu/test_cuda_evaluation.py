@@ -145,7 +145,7 @@ def test_a_placement_block_gets_new_device_memory_not_a_shared_cached_segment():
 def test_placement_blocks_leave_no_timed_run_a_driver_allocation():
     """Eager max pooling frees int64 indices twice its output's size on return: after one warm-up round in a
     fresh pool the kernel's output sat in their block, and each block's one anchor run took a new block from
-    the driver inside its timed window (session 11: 4.9 against 3.2 ms). The warm-up rounds prevent it."""
+    the driver inside its timed window (docs/gpu-notes.md: 4.9 against 3.2 ms). The warm-up rounds prevent it."""
     import torch
 
     from envs.timing import ANCHOR, KERNEL, placement_blocks, time_in_placements

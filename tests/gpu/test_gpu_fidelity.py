@@ -1,7 +1,7 @@
-"""Issue 9 at full size on a GPU: a correct blocked-scan cumsum over unscaled rows passes by the float64
-truth (PyTorch's fp32 cumsum is not the truth), and partial-input shortcuts that the problem's iid inputs
-let through are caught by the input families and the sensitivity probe. Prints what each configuration
-decided, for docs/gpu-notes.md."""
+"""The float64 truth, input families and probe at full size on a GPU: a correct blocked-scan cumsum over
+unscaled rows passes by the float64 truth (PyTorch's fp32 cumsum is not the truth), and partial-input
+shortcuts that the problem's iid inputs let through are caught by the input families and the sensitivity
+probe. Prints what each configuration decided, for docs/gpu-notes.md."""
 
 from pathlib import Path
 
@@ -40,7 +40,7 @@ def test_blocked_scans_over_unscaled_rows_are_correct_at_full_size():
     for v in _evaluate(items, fp64_truth="always"):
         assert v.status is Status.CORRECT and v.hack is None, v.error
         assert v.accuracy.candidate_vs_truth is not None  # the truth fitted on the GPU
-    _evaluate(items, fp64_truth="off")  # the plain rule alone: what issue 9 saw (expected incorrect)
+    _evaluate(items, fp64_truth="off")  # the plain rule alone: the correct cumsum judged incorrect
 
 
 def test_partial_input_shortcuts_fail_at_full_size_only_with_families_or_probe():

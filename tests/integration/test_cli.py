@@ -159,7 +159,7 @@ def test_check_references_bad_settings_exit_2_not_1(tmp_path):
 
 
 def test_code_that_once_crashed_the_cpu_stage_gets_its_verdict(tmp_path):
-    """A list rebuilt from its own elements recursed without end in the static analysis (issue 30): it is now
+    """A list rebuilt from its own elements recursed without end in the static analysis: it is now
     judged like any honest kernel; code past the stage's bounds is `rejected`, with the bound named."""
     forward = "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
     honest = tmp_path / "honest.py"

@@ -1,5 +1,5 @@
 """The float64-truth rule, the input families and the sensitivity probe through the real Evaluator on CPU
-(Triton interpreter). Two problems written here make the GPU-only situations of issue 9 happen at a
+(Triton interpreter). Two problems written here make situations otherwise seen only at GPU sizes happen at a
 CPU size: a reference with real fp32 rounding error (a cumsum computed as a triangular matmul), and a
 loss whose value a strided subsample estimates within tolerance on the problem's own inputs."""
 

@@ -1,5 +1,5 @@
-"""The benchmark report against both baselines (eager, KernelBench's, and TorchInductor) and per KernelBench level
-(issue 35): benchmark.md, `compare` and the fast_p plot showed only TorchInductor."""
+"""The benchmark report against both baselines (eager, KernelBench's, and TorchInductor) and per KernelBench level:
+benchmark.md, `compare` and the fast_p plot once showed only TorchInductor."""
 
 import json
 

@@ -13,7 +13,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_one_run_per_window_is_refused_with_the_reason():
-    # --runs 1 gives each window runs // 2 = 0 anchor runs: it used to crash on an empty median (session 13)
+    # --runs 1 gives each window runs // 2 = 0 anchor runs: it used to crash on an empty median (docs/gpu-notes.md)
     done = run("--runs", "1")
     assert done.returncode == 2
     assert "--runs must be >= 2" in done.stderr

@@ -1,4 +1,4 @@
-"""policy.model as a Hugging Face Hub id (issue 35): served from the local HF cache, never downloaded. The cache
+"""policy.model as a Hugging Face Hub id: served from the local HF cache, never downloaded. The cache
 here is huggingface_hub's own layout (refs/main -> snapshots/<commit>), read by the real library offline."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Every command README.md shows, so the front door cannot go stale (issue 35). A training run is too long for a
+"""Every command README.md shows, so the front door cannot go stale. A training run is too long for a
 test, so each `scripts/train.py` command is composed (every job of a `-m` sweep) and validated as `--check`
 does; inputs the README names as placeholders (a model directory, a curated set, a KernelBench checkout) are
 built for real in tmp_path. Every script the README runs must exist, and every relative link must resolve."""

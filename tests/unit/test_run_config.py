@@ -62,7 +62,7 @@ def test_sweep_values_reach_the_reward():
     (["loop.steps=1.5"], "loop.steps must be int, not 1.5"),
     (["validation.at_start=maybe"], "validation.at_start must be bool"),
     (["validation.max_tokens=many"], "validation.max_tokens must be int or None"),
-    # Before: "rollout: '<' not supported between instances of 'str' and 'int'" (issue 35)
+    # Before: "rollout: '<' not supported between instances of 'str' and 'int'"
     (["rollout.temperature=abc"], "rollout.temperature must be float, not 'abc'"),
     (["algorithm.kl_coef=lots"], "algorithm.kl_coef must be float, not 'lots'"),
     (["algorithm.ppo.lam=x"], r"algorithm.ppo.lam must be float, not 'x'"),

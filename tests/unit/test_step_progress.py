@@ -1,4 +1,4 @@
-"""The progress bar over training steps (issue 35): on stderr only when it is a terminal, off by loop.progress_bar."""
+"""The progress bar over training steps: on stderr only when it is a terminal, off by loop.progress_bar."""
 
 import io
 

@@ -1,4 +1,4 @@
-"""scripts/train.py's front door (issue 35): the short --help, --check, --cfg job that reports problems, and
+"""scripts/train.py's front door: the short --help, --check, --cfg job that reports problems, and
 `-m ... --cfg job`, all run as the user runs them (a subprocess; nothing starts Ray or loads a model)."""
 
 import importlib.util
