@@ -43,7 +43,7 @@ from rl.loop_checkpoints import LoopState, find_checkpoint, prune_checkpoints, s
 from rl.config import RunConfig
 from rl.data import ProblemData, ProblemSampler
 from rl.gpu_monitor import GpuMonitor
-from rl.metrics import (batch_metrics, learner_metrics, rollout_metrics, sample_rows, stage_metrics,
+from rl.metrics import (batch_metrics, learner_metrics, pool_metrics, rollout_metrics, sample_rows, stage_metrics,
                         throughput_metrics, verl_aliases)
 from rl.rng_state import decode_python_rng, encode_python_rng
 from rl.scoring import EngineFailure, RolloutResult, generate_and_score
@@ -212,7 +212,7 @@ class Trainer:
             row.update(self._gpu.take())
         if "train/tokens" in row:  # a step the learner trained: its tokens over the whole step's seconds
             row.update(throughput_metrics(row["train/tokens"], seconds["step"], row.get("gpu/count")))
-        row.update(self.components.pool.metrics())
+        row.update(pool_metrics(self.components.pool.metrics(), self.cfg.wandb.pool_metrics))
         if hasattr(self.engine, "metrics"):
             row.update({f"rollout/{k}": v for k, v in (await _maybe_await(self.engine.metrics())).items()})
         self._record_samples(generated, step, "train")
