@@ -38,14 +38,15 @@ def parse_line(line: str) -> GpuSample | None:
 
 
 def summarize(samples: list[GpuSample]) -> dict[str, float]:
-    """Mean and max utilisation over every GPU and tick, peak memory in GiB (one GPU's largest)."""
+    """Mean and max utilisation over every GPU and tick, peak memory in GiB (one GPU's largest), and how many
+    GPUs nvidia-smi reported (this node's: the divisor of perf/throughput)."""
     if not samples:
         return {}
     utils = [s.util_pct for s in samples]
     return {"gpu/util_mean": sum(utils) / len(utils), "gpu/util_max": max(utils),
             "gpu/mem_used_gib_max": max(s.mem_used_mib for s in samples) / 1024,
             "gpu/mem_total_gib": max(s.mem_total_mib for s in samples) / 1024,
-            "gpu/samples": float(len(samples))}
+            "gpu/samples": float(len(samples)), "gpu/count": float(len({s.index for s in samples}))}
 
 
 class GpuMonitor:

@@ -36,7 +36,8 @@ from rl.loop_checkpoints import LoopState, find_checkpoint, prune_checkpoints, s
 from rl.config import RunConfig
 from rl.data import ProblemData, ProblemSampler
 from rl.gpu_monitor import GpuMonitor
-from rl.metrics import learner_metrics, rollout_metrics, sample_rows, stage_metrics
+from rl.metrics import (batch_metrics, learner_metrics, pool_metrics, rollout_metrics, sample_rows, stage_metrics,
+                        throughput_metrics, verl_aliases)
 from rl.rng_state import decode_python_rng, encode_python_rng
 from rl.scoring import EngineFailure, RolloutResult, generate_and_score
 from rl.tracking import RunLogger
@@ -188,6 +189,7 @@ class Trainer:
             self.learner_version += 1
             seconds["train"] = time.perf_counter() - t
             row.update(learner_metrics(out))
+            row.update(batch_metrics(batch, self.cfg.algorithm.advantage))
             row["perf/learner_tokens_per_s"] = sum(map(len, batch.input_ids)) / seconds["train"]
             if not one_step_off:  # one_step_off syncs when the next step's generation is collected
                 t = time.perf_counter()
@@ -201,7 +203,9 @@ class Trainer:
         row.update(stage_metrics(seconds))
         if self._gpu is not None:
             row.update(self._gpu.take())
-        row.update(self.components.pool.metrics())
+        if "train/tokens" in row:  # a step the learner trained: its tokens over the whole step's seconds
+            row.update(throughput_metrics(row["train/tokens"], seconds["step"], row.get("gpu/count")))
+        row.update(pool_metrics(self.components.pool.metrics(), self.cfg.wandb.pool_metrics))
         if hasattr(self.engine, "metrics"):
             row.update({f"rollout/{k}": v for k, v in (await _maybe_await(self.engine.metrics())).items()})
         self._record_samples(generated, step, "train")
@@ -462,6 +466,7 @@ class Trainer:
     def log_row(self, step: int, row: dict[str, Any]) -> None:
         if not row:
             return
+        row = {**row, **verl_aliases(row)}  # verl's names beside ours (rl.metrics.VERL_ALIASES)
         self.logger.log(step, row)
         self.history.append({"step": step, **row})
 

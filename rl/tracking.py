@@ -46,10 +46,15 @@ class WandbConfig:
     tags: tuple[str, ...] = ()
     table_every: int = 5  # steps between tables of sampled kernels (0: never)
     table_rows: int = 32
+    # the evaluation pool's keys per step (W&B and metrics.jsonl): summary, a dozen and the verdict shares
+    # (rl.metrics.POOL_SUMMARY_KEYS); full, every pool/* key (per-actor busy fractions, all counters, p99s)
+    pool_metrics: Literal["summary", "full"] = "summary"
 
     def __post_init__(self) -> None:
         if self.mode not in ("offline", "online", "disabled"):
             raise ValueError(f"wandb.mode must be offline, online or disabled, not {self.mode!r}")
+        if self.pool_metrics not in ("summary", "full"):
+            raise ValueError(f"wandb.pool_metrics must be summary or full, not {self.pool_metrics!r}")
         if self.table_every < 0 or self.table_rows < 1:
             raise ValueError("wandb.table_every must be >= 0 and wandb.table_rows >= 1")
 

@@ -93,6 +93,8 @@ def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
         "validate_s": _stats(_values(val, "time/validate")),
         "gpu_util_mean": _stats(_values(train, "gpu/util_mean")),
         "gpu_mem_used_gib_max": _stats(_values(train, "gpu/mem_used_gib_max")),
+        "learner_max_memory_allocated_gb": _stats(_values(train, "train/max_memory_allocated_gb")),  # CUDA only
+        "step_tokens_per_s": _stats(_values(train, "perf/step_tokens_per_s")),
         "accounting": accounting(run_dir, rows),
     }
     for key in ("train/reward_mean", "train/kernel_reward_mean", "train/correct_rate"):

@@ -33,6 +33,7 @@ PANELS: list[tuple[str, list[str]]] = [
     ("loss", ["train/loss", "train/pg_loss"]),
     ("KL (log scale)", ["train/kl_old", "train/kl_ref"]),
     ("entropy", ["train/entropy"]),
+    ("advantage (train batch)", ["train/advantage_max", "train/advantage_mean", "train/advantage_min"]),
     ("seconds per stage", ["time/generate", "time/wait_for_rewards", "time/train", "time/sync", "time/step"]),
 ]
 LOG_PANELS = {"KL (log scale)"}  # KL is ~1e-5 against entropy's ~1e-2: never on one linear axis

@@ -251,6 +251,9 @@ class Policy:
         """ppo_epochs x mini_batches optimizer steps on the batch; returns the step's metrics."""
         start = time.perf_counter()
         _check_batch(batch)
+        cuda = self.device.type == "cuda"
+        if cuda:  # the step's own peak below, not the process's since it started
+            torch.cuda.reset_peak_memory_stats(self.device)
         cfg = self.algorithm
         ids, plens, masks = batch.input_ids, batch.prompt_lengths, batch.loss_masks
         ppo = cfg.uses_critic
@@ -327,6 +330,9 @@ class Policy:
         self.version += 1
         metrics = _step_metrics(stats, ids, plens, start, masks)
         metrics["optimizer_steps"] = float(cfg.updates_per_batch)
+        if cuda:  # this process's peak of the step (rank 0's in a sharded group), in GiB
+            metrics["max_memory_allocated_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
+            metrics["max_memory_reserved_gb"] = torch.cuda.max_memory_reserved(self.device) / 2**30
         return metrics
 
     def sft_step(self, input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> dict[str, float]:

@@ -43,5 +43,7 @@ def test_a_step_and_a_merged_export_on_cuda(finetune, tmp_path):
                     AlgorithmConfig(kl_coef=0.01), model=tiny_llama())
     metrics = policy.train_step(batch)
     assert metrics["grad_norm"] > 0 and torch.isfinite(torch.tensor(metrics["loss"]))
+    # the step's peak on the learner's GPU (verl's perf/max_memory_allocated_gb through rl.metrics.VERL_ALIASES)
+    assert 0 < metrics["max_memory_allocated_gb"] <= metrics["max_memory_reserved_gb"]
     update = policy.export_weights("merged", str(tmp_path / "merged"))
     assert update.seconds > 0 and (tmp_path / "merged" / "model.safetensors").is_file()

@@ -65,8 +65,16 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
                 "train/zero_variance_group_frac", "train/response_len_mean", "train/response_len_max",
                 "train/truncation_rate", "time/generate", "time/evaluate", "time/wait_for_rewards", "time/train",
                 "time/sync", "time/step", "perf/rollout_tokens_per_s", "perf/learner_tokens_per_s",
-                "pool/cache_hit_rate", *(f"train/{k}" for k in LEARNER_KEYS)):
+                "pool/cache_hit_rate", *(f"train/{k}" for k in LEARNER_KEYS), "train/advantage_mean",
+                "train/prompt_len_mean", "perf/step_tokens_per_s",
+                # verl's names beside ours (rl.metrics.VERL_ALIASES)
+                "actor/pg_loss", "actor/grad_norm", "critic/score/mean", "critic/advantages/min",
+                "response_length/clip_ratio", "prompt_length/max", "timing_s/gen", "timing_s/step"):
         assert key in train_row, key
+    assert train_row["critic/score/mean"] == train_row["train/reward_mean"]
+    # the pool's summary only (wandb.pool_metrics=summary): no per-actor or p99 keys
+    assert "pool/latency/total_p90_s" in train_row and "pool/latency/total_p99_s" not in train_row
+    assert not [k for k in train_row if k.startswith("pool/gpu_busy_fraction/")]
     assert "val/reward_mean" in rows[0] and "val/reward_mean" in rows[2]  # at start and at the end
     assert (first / "final_policy" / "config.json").is_file()
     assert list((first / "wandb").glob("offline-run-*"))

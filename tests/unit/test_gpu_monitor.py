@@ -23,6 +23,7 @@ def test_summarize_takes_mean_utilisation_and_peak_memory():
     assert out["gpu/util_mean"] == pytest.approx(50.0)
     assert out["gpu/util_max"] == 80.0
     assert out["gpu/mem_used_gib_max"] == pytest.approx(3.0)
+    assert out["gpu/count"] == 2.0  # GPUs 0 and 1, however many ticks each
     assert summarize([]) == {}
 
 

@@ -90,6 +90,17 @@ def test_the_issue_defects_of_one_run(tmp_path, monkeypatch):
     spans = [p for p in reward.patches if p.get_label().startswith("no update")]
     assert len(spans) == 1 and spans[0].get_x() == 1.5  # step 2, +- half a step
     assert plot_run.no_update_steps(_rows_of_a_run()) == [2]
+    assert "advantage (train batch)" not in axes  # a run from before the key: its panel is left out
+
+
+def test_the_advantage_panel_of_a_run_that_logs_it(tmp_path, monkeypatch):
+    rows = [{**r, "train/advantage_max": 1.0, "train/advantage_mean": -0.1 * r["step"], "train/advantage_min": -1.0}
+            for r in _rows_of_a_run()]
+    saved = _figure(monkeypatch)
+    assert plot_run.main([str(_write(tmp_path / "run", rows))]) == 0
+    axes = {ax.get_title(): ax for ax in saved[0].axes}
+    assert [line.get_label() for line in axes["advantage (train batch)"].get_lines()] == [
+        "train/advantage_max", "train/advantage_mean", "train/advantage_min"]
 
 
 def test_several_runs_overlay_one_line_per_run_labelled_by_overrides(tmp_path, monkeypatch, capsys):

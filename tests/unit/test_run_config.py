@@ -23,6 +23,7 @@ def test_default_config_is_the_local_cpu_recipe():
     assert run.policy.model == "smollm2-135m-instruct" and run.policy.engine_kind == "vllm"
     assert run.algorithm.name == "grpo" and run.wandb.mode == "offline" and run.eval.device == "cpu"
     assert run.reward.delta == base.delta and run.policy.learner["finetune"] == "lora"
+    assert run.wandb.pool_metrics == "summary"  # the pool's few keys per step; full: every pool/* key
 
 
 @pytest.mark.parametrize("experiment", ["gpt5_triton", "qwen7b_cluster"])
@@ -69,6 +70,7 @@ def test_sweep_values_reach_the_reward():
     (["eval.workers=two"], "eval.workers must be int, not 'two'"),
     (["data.levels=[0,a]"], r"data.levels\[1\] must be int, not 'a'"),
     (["wandb.mode=loud"], "wandb.mode must be one of offline, online, disabled, not 'loud'"),
+    (["wandb.pool_metrics=some"], "wandb.pool_metrics must be one of summary, full, not 'some'"),
     (["policy.learner.finetune=half"], "policy.learner.finetune must be one of lora, full, not 'half'"),
 ])
 def test_bad_configs_are_clear_errors(overrides, message):
