@@ -376,7 +376,9 @@ def single(args, settings, problems, items, cache, labels: list[dict]) -> dict:
         device_kind = evaluator.device_kind  # waits for the first worker: startup is reported apart
         startup = time.monotonic() - t0
         devices = len(evaluator.actor_infos()) if hasattr(evaluator, "actor_infos") else 1
-        prepared = prepare_baselines(evaluator, problems) if args.prepare_baselines else None
+        # the loaded problems and those a manifest brought as files (tests/repeatability/problems/)
+        wanted = list({p.id: p for p in [*problems, *(p for p, _ in items)]}.values())
+        prepared = prepare_baselines(evaluator, wanted) if args.prepare_baselines else None
         cold = run_pass(evaluator, tagged(items, "cold"), "cold pass", devices)
         if not args.candidates:  # a table of one row per problem: the references' view
             print(verdict_table(problems, cold["verdicts"], reward_for_verdict))
