@@ -6,6 +6,8 @@ passes with baselines known, the steady state RL sees: evaluations per minute, l
 per phase, and with `--repeats` >= 2 the repeatability of each kernel's speedup. Every pass evaluates fresh
 copies, so neither the verdict cache nor the pool's deduplication answers without running them. `--backend ray`
 measures the Ray pool (`--vs-fresh-process`, `--scale 1 2 4`). Every option: docs/evaluation.md.
+A `--candidates` manifest's optional "class" field groups the repeatability by kernel class, keyed by
+candidate (tests/repeatability/manifest.jsonl).
 
   python scripts/bench_eval.py --device cpu --workers 2
   python scripts/bench_eval.py --device cuda --backend ray --workers 4 --vs-fresh-process --out bench.json
@@ -22,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from envs import EvalSettings, Evaluator, load_problem_set
+from envs import EvalSettings, Evaluator, ProblemError, load_problem_set, resolve_problem
 from envs.cache import SqliteCache
 from envs.pool.metrics import percentile
 from envs.report import markdown_table, verdict_table
@@ -51,6 +53,11 @@ def warm_copies(items, repeats: int):
     return [c for r in range(repeats) for c in tagged(items, f"warm {r}")]
 
 
+def warm_labels(labels: list[dict], repeats: int) -> list[dict]:
+    """The label of each of warm_copies(items, repeats), in its order (candidate by candidate, repeat after repeat)."""
+    return [label for _ in range(repeats) for label in labels]
+
+
 def percentiles(xs: list[float]) -> dict[str, float]:
     s = sorted(xs)
     return {"p50_s": percentile(s, 0.5), "p90_s": percentile(s, 0.9), "p99_s": percentile(s, 0.99)}
@@ -76,28 +83,53 @@ def phases_by_status(verdicts) -> dict[str, dict]:
     return out
 
 
-def load_candidates(path: Path, problems) -> list[tuple]:
-    """(problem, answer) pairs from a run's samples.jsonl (train split) or a {"problem", "solution"} manifest;
-    rows of problems outside the loaded set are skipped with a count."""
+def _manifest_path(manifest: Path, spec: str) -> Path | None:
+    """A manifest's file: beside the manifest first (as scripts/eval_kernel.py reads it), else from the
+    working directory; None when neither exists."""
+    for path in (manifest.parent / spec, Path(spec)):
+        if path.is_file():
+            return path
+    return None
+
+
+def load_candidates(path: Path, problems, wanted=None) -> tuple[list[tuple], list[dict]]:
+    """(problem, answer) pairs from a run's samples.jsonl (train split) or a {"problem", "solution"} manifest,
+    and for each its label: {"key": the candidate (its index, and its file's stem or problem id), "class": the
+    manifest's "class" or None}. A manifest's problem is a loaded problem's id or a problem file (loaded
+    where `wanted(problem)` allows, default always); rows of other problems are skipped with a count."""
     by_id = {p.id: p for p in problems}
-    items, skipped = [], 0
+    items, labels, skipped = [], [], 0
     for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
         row = json.loads(line)
+        name = None
         if "completion" in row:
             if row.get("split", "train") != "train":
                 continue
             pid, answer = row["problem_id"], row["completion"]
         else:
             pid, answer = row["problem"], row["solution"]
-            if Path(answer).is_file():
-                answer = Path(answer).read_text()
+            solution = _manifest_path(path, answer)
+            if solution is not None:
+                answer, name = solution.read_text(), solution.stem
+            problem_file = _manifest_path(path, pid) if pid not in by_id and pid.endswith(".py") else None
+            if problem_file is not None:
+                try:
+                    problem = resolve_problem(str(problem_file))
+                except ProblemError as e:
+                    print(f"bench_eval: {e}")
+                else:
+                    if wanted is None or wanted(problem):
+                        by_id[pid] = problem
         if pid in by_id:
+            labels.append({"key": f"{len(items)}:{name or by_id[pid].id}", "class": row.get("class")})
             items.append((by_id[pid], answer))
         else:
             skipped += 1
     if skipped:
         print(f"bench_eval: skipped {skipped} candidate(s) of problems not in the loaded set")
-    return items
+    return items, labels
 
 
 def summarize(verdicts, wall: float, devices: int = 1) -> dict:
@@ -142,46 +174,77 @@ def agreement(a, b) -> str:
     return f"{same}/{len(b)}"
 
 
-def kernel_times(verdicts) -> dict[str, list[float]]:
-    """Each problem's measured kernel medians (ms), one per evaluation."""
+def _keys(verdicts, keys) -> list[str]:
+    """The kernel each verdict measured: `keys` (one per verdict, e.g. a candidate's index) or its problem."""
+    if keys is None:
+        return [v.problem_id for v in verdicts]
+    if len(keys) != len(verdicts):
+        raise ValueError(f"{len(keys)} keys for {len(verdicts)} verdicts")
+    return list(keys)
+
+
+def kernel_times(verdicts, keys=None) -> dict[str, list[float]]:
+    """Each kernel's measured kernel medians (ms), one per evaluation (kernels keyed as `_keys`)."""
     out: dict[str, list[float]] = {}
-    for v in verdicts:
+    for v, k in zip(verdicts, _keys(verdicts, keys)):
         if v.timings is not None and v.timings.kernel is not None:
-            out.setdefault(v.problem_id, []).append(v.timings.kernel.median_ms)
+            out.setdefault(k, []).append(v.timings.kernel.median_ms)
     return out
 
 
-def timing_spread(verdicts) -> dict[str, float]:
+def timing_spread(verdicts, keys=None) -> dict[str, float]:
     """How much the same kernel's measured time varies between its evaluations (coefficient of variation
-    per problem, then the median and worst over problems)."""
-    cvs = [statistics.pstdev(xs) / statistics.fmean(xs) for xs in kernel_times(verdicts).values() if len(xs) > 1]
+    per kernel, then the median and worst over kernels)."""
+    cvs = [statistics.pstdev(xs) / statistics.fmean(xs) for xs in kernel_times(verdicts, keys).values()
+           if len(xs) > 1]
     return {"median_cv": statistics.median(cvs), "max_cv": max(cvs)} if cvs else {}
 
 
-def speedup_repeatability(verdicts) -> dict[str, float]:
-    """How far the same kernel's speedup moves between its evaluations: per problem the relative range
-    (max - min) / median over the repeats, then the median and p95 over problems; and the median relative
-    width of the verdicts' bootstrap 95% intervals."""
+def spread_stats(spreads: list[float]) -> dict[str, float]:
+    s = sorted(spreads)
+    return {"kernels": len(s), "median_spread": statistics.median(s), "p95_spread": percentile(s, 0.95),
+            "max_spread": s[-1]}
+
+
+def spread_by_class(per_kernel: dict[str, float], classes: dict[str, str | None]) -> dict[str, dict]:
+    """The spread statistics of each kernel class (kernels without a class under "unclassified"), and
+    "overall" over every kernel: whether the target holds on kernels other than those it was tuned on."""
+    groups: dict[str, list[float]] = {}
+    for k, spread in per_kernel.items():
+        groups.setdefault(classes.get(k) or "unclassified", []).append(spread)
+    out = {c: spread_stats(xs) for c, xs in sorted(groups.items())}
+    if per_kernel:
+        out["overall"] = spread_stats(list(per_kernel.values()))
+    return out
+
+
+def speedup_repeatability(verdicts, keys=None, classes: dict[str, str | None] | None = None) -> dict:
+    """How far the same kernel's speedup moves between its evaluations: per kernel the relative range
+    (max - min) / median over the repeats, then the median and p95 over kernels; and the median relative
+    width of the verdicts' bootstrap 95% intervals. A kernel is `keys[i]` for verdicts[i] (a candidate), by
+    default its problem; with `classes` (kernel -> class) also the spread per class ("by_class")."""
+    keys = _keys(verdicts, keys)
     speedups: dict[str, list[float]] = {}
     widths: list[float] = []
-    for v in verdicts:
+    for v, k in zip(verdicts, keys):
         if v.speedup:
-            speedups.setdefault(v.problem_id, []).append(v.speedup)
+            speedups.setdefault(k, []).append(v.speedup)
             if v.speedup_interval is not None:
                 widths.append((v.speedup_interval.high - v.speedup_interval.low) / v.speedup)
     per_kernel = {k: (max(xs) - min(xs)) / statistics.median(xs) for k, xs in speedups.items() if len(xs) > 1}
     spreads = sorted(per_kernel.values())
     if not spreads:
         return {}
-    return {"kernels": len(spreads), "median_spread": statistics.median(spreads),
-            "p95_spread": percentile(spreads, 0.95), "max_spread": spreads[-1],
-            "median_interval_width": statistics.median(widths) if widths else None,
-            # worst first: which kernels drift, to find the mechanism rather than average it away
-            "per_kernel": dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])),
-            "interval_coverage": interval_coverage(verdicts)}
+    out = {**spread_stats(spreads), "median_interval_width": statistics.median(widths) if widths else None,
+           # worst first: which kernels drift, to find the mechanism rather than average it away
+           "per_kernel": dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])),
+           "interval_coverage": interval_coverage(verdicts, keys)}
+    if classes:
+        out["by_class"] = spread_by_class(per_kernel, classes)
+    return out
 
 
-def interval_coverage(verdicts) -> dict:
+def interval_coverage(verdicts, keys=None) -> dict:
     """Does one evaluation's interval hold what later evaluations of the same kernel measure? Per kernel
     the interval of its first repeat and how many of the speedups of repeats 2..k lie inside; then the
     share over all of them. An exact 95% interval of the expected speedup holds a later repeat's speedup
@@ -189,13 +252,13 @@ def interval_coverage(verdicts) -> dict:
     independent (blocks 1) held far fewer (docs/speedup-interval.md)."""
     first: dict = {}
     later: dict[str, list[float]] = {}
-    for v in verdicts:
+    for v, k in zip(verdicts, _keys(verdicts, keys)):
         if not v.speedup:
             continue
-        if v.problem_id in first:
-            later[v.problem_id].append(v.speedup)
+        if k in first:
+            later[k].append(v.speedup)
         else:
-            first[v.problem_id], later[v.problem_id] = v, []
+            first[k], later[k] = v, []
     per_kernel = {}
     for k, v in first.items():
         if v.speedup_interval is None or not later[k]:
@@ -211,11 +274,13 @@ def interval_coverage(verdicts) -> dict:
             "per_kernel": dict(sorted(per_kernel.items(), key=lambda kv: kv[1]["covered"] - len(kv[1]["later"])))}
 
 
-def repeat_record(v) -> dict:
-    """What one warm evaluation measured, enough to see why a kernel's speedup moved between repeats."""
+def repeat_record(v, label: dict | None = None) -> dict:
+    """What one warm evaluation measured, enough to see why a kernel's speedup moved between repeats;
+    `label`: the candidate's {"key", "class"} (which kernel, of which class)."""
     t = v.timings
     med = lambda s: None if s is None else round(s.median_ms, 5)  # noqa: E731
-    return {"problem_id": v.problem_id, "status": v.status.value, "speedup": v.speedup, "baseline": v.baseline,
+    return {"problem_id": v.problem_id, "candidate": label and label["key"], "class": label and label["class"],
+            "status": v.status.value, "speedup": v.speedup, "baseline": v.baseline,
             "interval": None if v.speedup_interval is None else [v.speedup_interval.low, v.speedup_interval.high],
             "interval_blocks": None if v.speedup_interval is None else v.speedup_interval.blocks,
             "kernel_ms": med(t and t.kernel), "kernel_cv": None if not (t and t.kernel) else
@@ -223,9 +288,10 @@ def repeat_record(v) -> dict:
             "inductor_ms": med(t and t.inductor), "anchor_ms": med(t and t.anchor), "notes": v.notes[-3:]}
 
 
-def time_shift(reference, other) -> dict[str, float]:
-    """Relative change of each problem's median kernel time between two runs (median and worst)."""
-    a, b = kernel_times(reference), kernel_times(other)
+def time_shift(reference, other, keys=None) -> dict[str, float]:
+    """Relative change of each kernel's median kernel time between two runs of the same candidates in the same
+    order (median and worst)."""
+    a, b = kernel_times(reference, keys), kernel_times(other, keys)
     shifts = [abs(statistics.median(b[k]) / statistics.median(a[k]) - 1) for k in a if k in b]
     return {"median_shift": statistics.median(shifts), "max_shift": max(shifts)} if shifts else {}
 
@@ -269,14 +335,23 @@ def prepare_baselines(evaluator, problems) -> dict:
     return out
 
 
-def single(args, settings, problems, items, cache) -> dict:
+def print_by_class(by_class: dict[str, dict]) -> None:
+    print(f"  {'class':<20} {'kernels':>7} {'median':>8} {'p95':>8} {'max':>8}")
+    for name, row in by_class.items():
+        print(f"  {name:<20} {row['kernels']:>7} {row['median_spread']:>8.4f} {row['p95_spread']:>8.4f} "
+              f"{row['max_spread']:>8.4f}")
+
+
+def single(args, settings, problems, items, cache, labels: list[dict]) -> dict:
     """One evaluator: cold pass, warm passes, optionally the fresh-process harness on the same candidates."""
     t0 = time.monotonic()
     with make_evaluator(args, settings, cache) as evaluator:
         device_kind = evaluator.device_kind  # waits for the first worker: startup is reported apart
         startup = time.monotonic() - t0
         devices = len(evaluator.actor_infos()) if hasattr(evaluator, "actor_infos") else 1
-        prepared = prepare_baselines(evaluator, problems) if args.prepare_baselines else None
+        # the loaded problems and those a manifest brought as files (tests/repeatability/problems/)
+        wanted = list({p.id: p for p in [*problems, *(p for p, _ in items)]}.values())
+        prepared = prepare_baselines(evaluator, wanted) if args.prepare_baselines else None
         cold = run_pass(evaluator, tagged(items, "cold"), "cold pass", devices)
         if not args.candidates:  # a table of one row per problem: the references' view
             print(verdict_table(problems, cold["verdicts"], reward_for_verdict))
@@ -288,11 +363,14 @@ def single(args, settings, problems, items, cache) -> dict:
         warm = run_pass(evaluator, warm_items, "warm pass", devices) if warm_items else None
         if warm:
             print_summary("warm", warm)
-            spread = timing_spread(warm["verdicts"])
+            keys = [label["key"] for label in warm_labels(labels, args.repeats)]
+            spread = timing_spread(warm["verdicts"], keys)
             if spread:
                 print(f"  kernel time spread between repeats: median CV {spread['median_cv']:.4f}, "
                       f"max {spread['max_cv']:.4f}")
-            warm["speedup_repeatability"] = rep = speedup_repeatability(warm["verdicts"])
+            classes = {label["key"]: label["class"] for label in labels}
+            warm["speedup_repeatability"] = rep = speedup_repeatability(
+                warm["verdicts"], keys, classes if any(classes.values()) else None)
             if rep:
                 width = rep["median_interval_width"]
                 print(f"  speedup spread between repeats ({rep['kernels']} kernels, re-anchoring "
@@ -300,6 +378,9 @@ def single(args, settings, problems, items, cache) -> dict:
                       f"p95 {rep['p95_spread']:.4f}, max {rep['max_spread']:.4f}; median 95% interval width "
                       f"{width if width is None else f'{width:.4f}'} (target: median <= 0.02, p95 <= 0.05)")
                 cov = rep["interval_coverage"]
+                if "by_class" in rep:
+                    print("  speedup spread between repeats by kernel class:")
+                    print_by_class(rep["by_class"])
                 if cov["later_repeats"]:
                     print(f"  interval coverage: the first repeat's 95% interval holds {cov['covered']} of "
                           f"{cov['later_repeats']} later repeats' speedups ({cov['coverage']:.0%}, "
@@ -319,7 +400,7 @@ def single(args, settings, problems, items, cache) -> dict:
             "metrics": metrics}
 
 
-def scaling(args, settings, problems, items, cache) -> dict:
+def scaling(args, settings, problems, items, cache, labels: list[dict]) -> dict:
     """The Ray pool at each actor count in turn, same candidates; baselines measured once and shared."""
     import ray
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -343,6 +424,7 @@ def scaling(args, settings, problems, items, cache) -> dict:
             print_summary(f"{n} actor(s)", run)
     finally:
         ray.shutdown()
+    keys = [label["key"] for label in warm_labels(labels, args.repeats)]
     first = min(runs)  # efficiency and agreement are against the smallest pool
     base = runs[first]
     print(f"\n{'actors':>6} {'evals/min':>10} {'efficiency':>10} {'p50 s':>7} {'p90 s':>7} {'p99 s':>7} "
@@ -350,8 +432,8 @@ def scaling(args, settings, problems, items, cache) -> dict:
     for n, run in runs.items():
         run["efficiency"] = run["evals_per_min"] / (base["evals_per_min"] * n / first)
         run["agreement"] = agreement(base["verdicts"], run["verdicts"])
-        run["spread"] = timing_spread(run["verdicts"])
-        run["shift_vs_first"] = time_shift(base["verdicts"], run["verdicts"])
+        run["spread"] = timing_spread(run["verdicts"], keys)
+        run["shift_vs_first"] = time_shift(base["verdicts"], run["verdicts"], keys)
         lat, sp = run["latency"], run["spread"]
         print(f"{n:>6} {run['evals_per_min']:>10.1f} {run['efficiency']:>10.2f} {lat['p50_s']:>7.2f} "
               f"{lat['p90_s']:>7.2f} {lat['p99_s']:>7.2f} {run['agreement']:>8} {sp.get('median_cv', 0):>10.4f} "
@@ -401,11 +483,16 @@ def main() -> None:
     if not problems:
         ap.error("no problem matches --levels/--problems")
     if args.candidates:
-        items = load_candidates(args.candidates, problems)[:args.limit]
+        # a problem file of the manifest's (e.g. tests/repeatability/problems/) is in unless --levels or
+        # --problems leave it out
+        wanted = lambda p: not args.levels and (not args.problems or p.id in args.problems)  # noqa: E731
+        items, labels = load_candidates(args.candidates, problems, wanted)
+        items, labels = items[:args.limit], labels[:args.limit]
         if not items:
             ap.error(f"{args.candidates}: no candidate of a loaded problem")
     else:
         items = [(p, Path(p.reference_solution).read_text()) for p in problems][:args.limit]
+        labels = [{"key": p.id, "class": None} for p, _ in items]
     fidelity = {} if args.fidelity in (None, "on") else {"input_families": (), "sensitivity_probe": False}
     if args.fp64_truth:
         fidelity["fp64_truth"] = args.fp64_truth
@@ -418,7 +505,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cache = BaselineOnlyCache(Path(tmp) / "baselines.sqlite")
         try:
-            result = (scaling if args.scale else single)(args, settings, problems, items, cache)
+            result = (scaling if args.scale else single)(args, settings, problems, items, cache, labels)
         finally:
             cache.close()
     if args.out:
@@ -430,7 +517,8 @@ def main() -> None:
                   "candidates": str(args.candidates) if args.candidates else "references",
                   "problems": [v.to_dict() for v in result["cold"]["verdicts"]]}
         if isinstance(result.get("warm"), dict) and result["warm"].get("verdicts"):
-            report["warm_repeats"] = [repeat_record(v) for v in result["warm"]["verdicts"]]
+            report["warm_repeats"] = [repeat_record(v, label) for v, label in
+                                      zip(result["warm"]["verdicts"], warm_labels(labels, args.repeats))]
         args.out.write_text(json.dumps(report, indent=1, default=str))
 
 
