@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from envs.antihack.categories import CATEGORIES
+from envs.retry_after import retry_after_seconds
 from envs.cache import cache_key
 from envs.settings import reject_unknown
 from envs.verdict import HackFinding, Status, Verdict
@@ -257,18 +258,7 @@ class _Transient(Exception):
 
 
 def _retry_after(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    try:
-        value = headers.get("retry-after-ms")
-        if value is not None:
-            return max(0.0, float(value) / 1000.0)
-        value = headers.get("retry-after")
-        return max(0.0, float(value)) if value is not None else None
-    except (TypeError, ValueError):
-        return None  # an HTTP date: fall back to our own backoff
+    return retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
 
 
 class LLMJudge:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
-import email.utils
 import json
 import logging
 import os
@@ -28,6 +27,7 @@ from typing import Any, Iterable, Sequence
 import httpx
 import pydantic
 
+from envs.retry_after import retry_after_seconds
 from envs.service.api import ProblemDetail, ProblemInfo, ProblemList, RewardResponse, VerdictResponse
 from envs.verdict import Status, Verdict
 
@@ -200,22 +200,6 @@ def parse_reward(response: httpx.Response) -> RewardResult:
     return RewardResult(float(model.reward), model.status, model.cached)
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    """Retry-After in seconds (delta-seconds or an HTTP date), None if absent or unreadable."""
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
 def _detail(response: httpx.Response) -> Any:
     try:
         body = response.json()
@@ -255,7 +239,7 @@ class _Attempts:
         if self.attempt >= self.policy.attempts:
             raise ServiceUnavailable(f"{self.what}: HTTP {code} after {self.attempt} attempts: {_detail(response)}",
                                      self.attempt, code)
-        wait = self.policy.delay(self.attempt, _retry_after(response))
+        wait = self.policy.delay(self.attempt, retry_after_seconds(response.headers))
         log.warning("%s: HTTP %d; retrying in %.2fs (attempt %d/%d)", self.what, code, wait, self.attempt,
                     self.policy.attempts)
         return wait

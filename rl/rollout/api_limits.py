@@ -7,12 +7,12 @@ requests on one event loop, so waiting must not block the loop.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import random
 import time
-from typing import Awaitable, Callable, Mapping
+from typing import Awaitable, Callable
 
-__all__ = ["AsyncTokenBucket", "backoff_delay", "retry_after_seconds"]
+
+__all__ = ["AsyncTokenBucket", "backoff_delay"]
 
 
 class AsyncTokenBucket:
@@ -70,30 +70,6 @@ class AsyncTokenBucket:
     def __setstate__(self, state):  # monotonic clocks differ between processes: restart the refill clock
         self.__dict__.update(state)
         self._last = self._clock()
-
-
-def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
-    """Seconds a server asked us to wait: `retry-after-ms`, `retry-after` in seconds or as an HTTP date."""
-    if not headers:
-        return None
-    value = headers.get("retry-after-ms")
-    try:
-        if value is not None:
-            return max(0.0, float(value) / 1000.0)
-    except ValueError:
-        pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def backoff_delay(attempt: int, base_s: float, max_s: float, retry_after: float | None = None,

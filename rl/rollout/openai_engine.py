@@ -18,7 +18,8 @@ import re
 import time
 from typing import Any, AsyncIterator
 
-from rl.rollout.api_limits import AsyncTokenBucket, backoff_delay, retry_after_seconds
+from envs.retry_after import retry_after_seconds
+from rl.rollout.api_limits import AsyncTokenBucket, backoff_delay
 from rl.rollout.openai_config import OpenAIEngineConfig
 from rl.rollout.openai_response import MalformedResponse, error_samples, load_tokenizer, response_samples
 from rl.rollout.pricing import PriceTable

@@ -10,7 +10,8 @@ import random
 import pytest
 
 from envs.worker.process import scrubbed_environment
-from rl.rollout.api_limits import AsyncTokenBucket, backoff_delay, retry_after_seconds
+from envs.retry_after import retry_after_seconds
+from rl.rollout.api_limits import AsyncTokenBucket, backoff_delay
 from rl.rollout.openai_config import OpenAIEngineConfig
 from rl.rollout.openai_engine import redact
 from rl.rollout.pricing import DEFAULT_PRICES, PriceTable, RequestUsage
