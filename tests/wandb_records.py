@@ -67,6 +67,7 @@ class OfflineRun:
     name: str
     history: list[dict[str, Any]]  # one dict per logged step, `_step` included
     summary: dict[str, Any]  # the summary's updates, later ones winning
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)  # the run's config (top-level keys)
 
 
 def _records(run_file: str | Path, wait_s: float) -> list[Any]:
@@ -89,16 +90,19 @@ def _records(run_file: str | Path, wait_s: float) -> list[Any]:
 
 def read_offline_run(run_file: str | Path, wait_s: float = 60.0) -> OfflineRun:
     run_id = group = name = ""
-    history, summary = [], {}
+    history, summary, config = [], {}, {}
     for record in _records(run_file, wait_s):
         kind = record.WhichOneof("record_type")
         if kind == "run":
             run_id, group, name = record.run.run_id, record.run.run_group, record.run.display_name
+            config.update(_items(record.run.config.update))
+        elif kind == "config":
+            config.update(_items(record.config.update))
         elif kind == "history":
             history.append(_items(record.history.item))
         elif kind == "summary":
             summary.update(_items(record.summary.update))
-    return OfflineRun(run_id, group, name, history, summary)
+    return OfflineRun(run_id, group, name, history, summary, config)
 
 
 def offline_runs(run_dir: str | Path) -> list[OfflineRun]:
