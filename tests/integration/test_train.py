@@ -34,6 +34,25 @@ def train(run_dir, *overrides, timeout=600):
                           timeout=timeout)
 
 
+def test_a_sweep_is_one_w_and_b_group_with_runs_named_by_their_overrides(tmp_path):
+    """`train.py -m`, two one-step jobs (Ray started and stopped twice in one process): one W&B group, the sweep
+    directory; each run named by the value it sweeps (not by the overrides common to both) and configured by it."""
+    sweep = tmp_path / "multirun"
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), "-m", *TINY, "delta=1.2,1.8",
+                             "loop.steps=1", "loop.checkpoint_every=0", "validation.at_start=false",
+                             "validation.at_end=false", f"hydra.sweep.dir={sweep}"], capture_output=True, text=True,
+                            cwd=ROOT, env=ENV, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = {job: offline_runs(sweep / job) for job in ("0", "1")}
+    assert [len(r) for r in runs.values()] == [1, 1]  # one W&B run per job, in the job's own directory
+    a, b = runs["0"][0], runs["1"][0]
+    assert a.group == b.group == str(sweep)
+    assert (a.name, b.name) == ("delta=1.2", "delta=1.8") and a.run_id != b.run_id
+    assert a.config["delta"] == 1.2 and b.config["delta"] == 1.8 and a.config["loop"]["steps"] == 1
+    for run in (a, b):  # each logged its training step
+        assert any(h.get("_step") == 1 and "train/reward_mean" in h for h in run.history)
+
+
 def _problems_at(run_dir, step):
     rows = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     return sorted((r["problem_id"], r["index"]) for r in rows if r["step"] == step and r["split"] == "train")
