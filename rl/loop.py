@@ -482,11 +482,33 @@ class Trainer:
             if values:
                 out[f"train/{key}_first{k}"] = sum(values[:k]) / len(values[:k])
                 out[f"train/{key}_last{k}"] = sum(values[-k:]) / len(values[-k:])
+        out.update(problem_summary(train, k))
         if val:
-            for key in ("reward_mean", "correct_rate"):
+            for key in ("reward_mean", "correct_rate", "correct_rate_low", "correct_rate_high"):
                 out[f"val/{key}_step{val[0]['step']}"] = val[0].get(f"val/{key}")
                 out[f"val/{key}_step{val[-1]['step']}"] = val[-1].get(f"val/{key}")
         return out
+
+
+def problem_summary(train: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    """Each training problem's correct rate over the first and the last `k` logged steps it was drawn in, and how
+    many problems gained (a run that learns one problem while the rest stay flat says so here)."""
+    prefix, suffix = "train/problem/", "/correct_rate"
+    ids = sorted({key[len(prefix):-len(suffix)] for r in train for key in r
+                  if key.startswith(prefix) and key.endswith(suffix)})
+    out: dict[str, Any] = {}
+    gained = []
+    for problem_id in ids:
+        values = [r[f"{prefix}{problem_id}{suffix}"] for r in train if f"{prefix}{problem_id}{suffix}" in r]
+        first, last = sum(values[:k]) / len(values[:k]), sum(values[-k:]) / len(values[-k:])
+        out[f"{prefix}{problem_id}/correct_rate_first{k}"] = first
+        out[f"{prefix}{problem_id}/correct_rate_last{k}"] = last
+        if last > first:
+            gained.append(problem_id)
+    if ids:
+        out["train/problems_gained"] = len(gained)
+        out["train/problems_gained_ids"] = ",".join(gained)
+    return out
 
 
 async def _maybe_await(value: Any) -> Any:

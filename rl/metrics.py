@@ -9,7 +9,9 @@
 
 Key names (flat, W&B-style `<section>/<name>`; the reward mean's key ends in `mean`):
   <split>/reward_mean|std|max, <split>/kernel_reward_mean (+ one mean per other reward part),
-  <split>/correct_rate, <split>/status/<status> (share of samples), <split>/hack/<category>,
+  <split>/correct_rate, <split>/correct_rate_low|high (its 95% Wilson interval over the samples),
+  <split>/problem/<problem_id>/correct_rate (per problem), <split>/status/<status> (share of samples),
+  <split>/hack/<category>,
   <split>/speedup_geomean|median (over correct samples with a measured speedup; NaN when none),
   <split>/fast_1 (share correct and faster than the baseline), <split>/zero_variance_group_frac,
   <split>/response_len_mean|max|min, <split>/prompt_len_mean|max|min, <split>/truncation_rate,
@@ -28,7 +30,8 @@ from envs.verdict import Status
 from rl.types import Group, ScoredSample, TrainBatch
 
 __all__ = ["LEARNER_KEYS", "POOL_SUMMARY_KEYS", "STAGES", "VERL_ALIASES", "batch_metrics", "learner_metrics",
-           "pool_metrics", "rollout_metrics", "sample_rows", "stage_metrics", "throughput_metrics", "verl_aliases"]
+           "pool_metrics", "rollout_metrics", "sample_rows", "stage_metrics", "throughput_metrics", "verl_aliases",
+           "wilson_interval"]
 
 # What the issue asks every step to show from the learner (rl.learner's train_step names them so).
 # pg_loss: the policy loss; kl_old / kl_ref: to the sampling policy and the frozen reference; ratio_*: the
@@ -116,6 +119,12 @@ def rollout_metrics(groups: Iterable[Group], split: str, max_tokens: int) -> dic
         out[f"{split}/{part}_mean"] = _mean([s.reward_parts.get(part, 0.0) for s in samples])
     correct = [s for s in samples if s.verdict.status is Status.CORRECT]
     out[f"{split}/correct_rate"] = len(correct) / n
+    out[f"{split}/correct_rate_low"], out[f"{split}/correct_rate_high"] = wilson_interval(len(correct), n)
+    for problem_id in sorted({g.problem_id for g in groups}):
+        mine = [s for g in groups if g.problem_id == problem_id for s in g.samples]
+        if mine:
+            out[f"{split}/problem/{problem_id}/correct_rate"] = (
+                sum(s.verdict.status is Status.CORRECT for s in mine) / len(mine))
     for status in Status:
         out[f"{split}/status/{status.value}"] = sum(s.verdict.status is status for s in samples) / n
     for category in sorted({s.verdict.hack.category for s in samples if s.verdict.hack}):
@@ -215,3 +224,21 @@ def sample_rows(groups: Iterable[Group], step: int, limit: int | None = None,
                          "tokens": len(s.sample.completion_ids), "finish": s.sample.finish_reason,
                          "error": (v.error or "")[:500], "completion": s.sample.text})
     return rows
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a rate `successes / n` (95% at z = 1.96); (nan, nan) when n is 0.
+
+    Over the samples of a validation this is the interval of the expected correct rate on those held-out
+    problems at that sampling: the attempt-to-attempt noise. Samples of one problem are not exchangeable with
+    another's, and with differing per-problem rates the binomial variance is an upper bound of that noise, so
+    the interval is conservative for these problems; it says nothing about other problems."""
+    if n <= 0:
+        return math.nan, math.nan
+    if not 0 <= successes <= n:
+        raise ValueError(f"wilson_interval needs 0 <= successes <= n, got {successes} of {n}")
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
