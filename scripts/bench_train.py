@@ -8,7 +8,8 @@
 Reports: wall time of the whole job (process start to exit, model conversion and engine start included)
 and of the loop; per step the time the loop waited for rewards after the last sample left the engine,
 as a share of the step (target <= 10%); adapter/weight sync seconds per step; learner tokens/s; rollout
-tokens/s; training reward over the first and last steps; validation at step 0 and at the end; GPU utilisation
+tokens/s; training reward over the first and last steps and each problem's correct rate per step; validation
+(with its 95% interval, and per problem) at step 0 and at the end; GPU utilisation
 and memory per step where nvidia-smi ran; and the run's accounting (a soak's evidence): every generated sample
 has a row with a verdict in samples.jsonl, the statuses, the crashers kept, the deaths survived.
 """
@@ -103,8 +104,15 @@ def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
             out[f"{key}_first{k}"] = statistics.fmean(xs[:k])
             out[f"{key}_last{k}"] = statistics.fmean(xs[-k:])
             out[f"{key}_per_step"] = xs
-    for key in ("val/reward_mean", "val/correct_rate"):
+    for key in ("val/reward_mean", "val/correct_rate", "val/correct_rate_low", "val/correct_rate_high",
+                "val/samples"):
         out[key] = {r["step"]: r.get(key) for r in val}
+    for split, split_rows in (("train", train), ("val", val)):  # each problem's correct rate per step
+        ids = sorted({k.split("/")[2] for r in split_rows for k in r
+                      if k.startswith(f"{split}/problem/") and k.endswith("/correct_rate")})
+        if ids:
+            out[f"{split}/problem_correct_rate"] = {
+                i: {r["step"]: r.get(f"{split}/problem/{i}/correct_rate") for r in split_rows} for i in ids}
     return out
 
 

@@ -8,8 +8,9 @@ style. Every pair is verified by the evaluator before it is used (rl.warmstart.s
 mistake drops the pair instead of teaching a wrong kernel.
 
 Decontamination: no op here is one of the built-in problems, and none differs from a held-out validation
-problem of the default run (leaky_relu, swish, row_max) by a constant: no leaky/elu/threshold variants,
-no x*sigmoid(a*x), no row min or absmax. `CONTAMINATION_NOTE` says so in the warm start's record.
+problem of the default run (leaky_relu, gelu_tanh, swish, softplus, row_sum, row_max) by a constant: no
+leaky/elu/threshold variants, no x*sigmoid(a*x), no log(1 + exp(a*x)), no tanh-GELU, no plain row sum, row min
+or absmax. `CONTAMINATION_NOTE` says so in the warm start's record.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import random
 __all__ = ["CONTAMINATION_NOTE", "SyntheticSolved", "synthetic_solved"]
 
 CONTAMINATION_NOTE = ("synthetic ops exclude the built-in problems and constant variants of the default "
-                      "validation problems (leaky_relu, swish, row_max)")
+                      "validation problems (leaky_relu, gelu_tanh, swish, softplus, row_sum, row_max)")
 
 
 @dataclasses.dataclass(frozen=True)

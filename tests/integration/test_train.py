@@ -73,6 +73,9 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     assert books["samples_generated"] == books["samples_written"] == 3 * 2 * 2 + 2 * 4  # train, and val at 0 and 3
     assert books["steps_with_missing_rows"] == {} and books["rows_without_status"] == 0
     assert books["deaths_survived"]["engine_restarts"] == 0
+    report = json.loads(bench.stdout)  # validation with its interval, and each training problem per step
+    assert set(report["val/correct_rate_low"]) == set(report["val/correct_rate_high"]) == {"0", "3"}  # JSON keys
+    assert all(len(per_step) == 3 for per_step in report["train/problem_correct_rate"].values())
     result = train(first, "loop.steps=2")
     assert result.returncode == 0, result.stderr[-3000:]
 
@@ -99,6 +102,9 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     assert list((first / "wandb").glob("offline-run-*"))
     summary = json.loads((first / "summary.json").read_text())
     assert summary["steps"] == 2 and "val/reward_mean_step0" in summary
+    low, high = summary["val/correct_rate_low_step2"], summary["val/correct_rate_high_step2"]
+    assert 0.0 <= low <= summary["val/correct_rate_step2"] <= high <= 1.0
+    assert isinstance(summary["train/problems_gained"], int) and "train/problems_gained_ids" in summary
 
     result = train(resumed, "loop.steps=3", f"resume={first}")
     assert result.returncode == 0, result.stderr[-3000:]
