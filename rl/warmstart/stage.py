@@ -27,7 +27,8 @@ from envs.problems import parse_problem
 from envs.settings import reject_unknown
 from rl.warmstart.solved_problems import CONTAMINATION_NOTE, synthetic_solved
 
-__all__ = ["WarmStartConfig", "candidate_examples", "verified_examples", "warm_started_model"]
+__all__ = ["WarmStartConfig", "candidate_examples", "fingerprint", "train_adapter", "verified_examples",
+           "warm_started_model"]
 
 log = logging.getLogger("kernelrl.warmstart")
 RECORD = "warmstart.json"  # beside the merged weights: what was trained on and how it went
@@ -87,29 +88,26 @@ def verified_examples(candidates: list[tuple[Any, Any]], eval_settings: Any) -> 
     return examples, record
 
 
-def _fingerprint(base_dir: Path, examples: list[Any], config: WarmStartConfig) -> str:
+def fingerprint(base_dir: Path, examples: list[Any], config: WarmStartConfig) -> str:
+    """What shapes the warm start, the same on every machine: the base model's name (rl.models.model_reference,
+    not this machine's path) and config, the SFT settings and every rendered example."""
+    from rl.models import model_reference
+
     h = hashlib.sha256()
     base_config = (base_dir / "config.json").read_bytes()
-    h.update(json.dumps({"base": str(base_dir), "base_config": hashlib.sha256(base_config).hexdigest(),
+    h.update(json.dumps({"base": model_reference(base_dir), "base_config": hashlib.sha256(base_config).hexdigest(),
                          "sft": dataclasses.asdict(config),
                          "examples": [dataclasses.asdict(e) for e in examples]}, sort_keys=True).encode())
     return h.hexdigest()[:12]
 
 
-def warm_started_model(config: WarmStartConfig, base_dir: Path, prompts: Any, eval_settings: Any,
-                       learner: Mapping[str, Any] | None = None) -> Path:
-    """The merged warm-start model for `base_dir` (built and cached on first use)."""
+def train_adapter(config: WarmStartConfig, base_dir: Path, candidates: list[tuple[Any, Any]], eval_settings: Any,
+                  learner: Mapping[str, Any] | None, out: Path, export: str) -> dict[str, Any]:
+    """Verify the candidates, SFT on the kept ones and write the result (`export`: merged or lora) to `out`;
+    returns the record (verification, losses, settings)."""
     from rl.learner.config import LoraSettings, OptimizerSettings, PolicyConfig
-    from rl.models import cache_root, cached_model
     from rl.sft import SFTConfig, run_sft
 
-    candidates = candidate_examples(prompts, config.seed)
-    # named by what shapes it before verification, so that a cached model costs no evaluation at start
-    name = f"{base_dir.name}-warmstart-{_fingerprint(base_dir, [e for _, e in candidates], config)}"
-    cached = cache_root() / name
-    if (cached / "config.json").is_file():
-        log.info("warm start: cached model %s", cached)
-        return cached
     learner = dict(learner or {})
     policy = PolicyConfig(model=str(base_dir), finetune="lora", dtype=learner.get("dtype", "float32"),
                           device=learner.get("device", "auto"), seed=config.seed,
@@ -117,17 +115,40 @@ def warm_started_model(config: WarmStartConfig, base_dir: Path, prompts: Any, ev
                           lora=LoraSettings(r=config.lora_r, alpha=config.lora_alpha),
                           optimizer=OptimizerSettings(lr=config.lr))
     sft = SFTConfig(epochs=config.epochs, batch_size=config.batch_size, max_length=config.max_length,
-                    export="merged", seed=config.seed)
+                    export=export, seed=config.seed)
+    examples, record = verified_examples(candidates, eval_settings)
+    if not examples:
+        raise RuntimeError(f"warm start: the evaluator rejected every synthetic pair: {record['rejected']}")
+    log.info("warm start: SFT on %d verified synthetic pairs, %d epochs", len(examples), config.epochs)
+    result = run_sft(policy, examples, str(out), sft)
+    log.info("warm start: loss per epoch %s, %.0f s", [round(e["loss"], 3) for e in result["epochs"]],
+             result["train_seconds"])
+    return {**record, "sft": result, "config": dataclasses.asdict(config)}
+
+
+def warm_started_model(config: WarmStartConfig, base_dir: Path, prompts: Any, eval_settings: Any,
+                       learner: Mapping[str, Any] | None = None) -> Path:
+    """The merged warm-start model for `base_dir`, cached: merged from the shipped adapter when its fingerprint
+    is this recipe's (rl.warmstart.artifact), else built by SFT on first use."""
+    from rl.models import cache_root, cached_model
+    from rl.warmstart import artifact
+
+    candidates = candidate_examples(prompts, config.seed)
+    # named by what shapes it before verification, so that a cached model costs no evaluation at start
+    recipe = fingerprint(base_dir, [e for _, e in candidates], config)
+    name = f"{base_dir.name}-warmstart-{recipe}"
+    cached = cache_root() / name
+    if (cached / "config.json").is_file():
+        log.info("warm start: cached model %s", cached)
+        return cached
+    shipped = artifact.shipped_adapter(recipe)
+    if shipped is not None:
+        log.info("warm start: merging the shipped adapter %s (fingerprint %s) into %s", shipped, recipe, base_dir.name)
+        return cached_model(name, lambda out: artifact.merge_adapter(base_dir, shipped, out))
 
     def build(out: Path) -> None:
-        examples, record = verified_examples(candidates, eval_settings)
-        if not examples:
-            raise RuntimeError(f"warm start: the evaluator rejected every synthetic pair: {record['rejected']}")
-        log.info("warm start: SFT on %d verified synthetic pairs, %d epochs -> %s", len(examples), config.epochs, name)
-        result = run_sft(policy, examples, str(out), sft)
-        (out / RECORD).write_text(json.dumps({**record, "sft": result | {"output": name},
-                                              "config": dataclasses.asdict(config)}, indent=2))
-        log.info("warm start: loss per epoch %s, %.0f s", [round(e["loss"], 3) for e in result["epochs"]],
-                 result["train_seconds"])
+        record = train_adapter(config, base_dir, candidates, eval_settings, learner, out, "merged")
+        record["sft"]["output"] = name
+        (out / RECORD).write_text(json.dumps({**record, "source": "built here", "fingerprint": recipe}, indent=2))
 
     return cached_model(name, build)

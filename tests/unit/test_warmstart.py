@@ -10,7 +10,7 @@ import pytest
 from envs.problems import load_builtin, parse_problem
 from envs.source import canonicalize
 from rl.warmstart.solved_problems import synthetic_solved
-from rl.warmstart.stage import WarmStartConfig, _fingerprint
+from rl.warmstart.stage import WarmStartConfig, fingerprint
 
 
 def test_every_synthetic_pair_is_a_problem_and_a_module_defining_modelnew_with_a_kernel():
@@ -62,9 +62,25 @@ def test_the_cached_model_name_changes_with_anything_that_shapes_it(tmp_path):
 
     (tmp_path / "config.json").write_text("{}")
     ex = [SFTExample(messages=[{"role": "user", "content": "a"}], completion="b")]
-    base = _fingerprint(tmp_path, ex, WarmStartConfig())
-    assert base == _fingerprint(tmp_path, ex, WarmStartConfig())
-    assert base != _fingerprint(tmp_path, ex, WarmStartConfig(epochs=5))
-    assert base != _fingerprint(tmp_path, [SFTExample(ex[0].messages, "c")], WarmStartConfig())
+    base = fingerprint(tmp_path, ex, WarmStartConfig())
+    assert base == fingerprint(tmp_path, ex, WarmStartConfig())
+    assert base != fingerprint(tmp_path, ex, WarmStartConfig(epochs=5))
+    assert base != fingerprint(tmp_path, [SFTExample(ex[0].messages, "c")], WarmStartConfig())
     (tmp_path / "config.json").write_text('{"x": 1}')
-    assert base != _fingerprint(tmp_path, ex, WarmStartConfig())
+    assert base != fingerprint(tmp_path, ex, WarmStartConfig())
+
+
+def test_the_fingerprint_names_the_base_model_not_this_machines_path(tmp_path, monkeypatch):
+    """The shipped adapter's fingerprint must be the one every machine computes: two model caches in different
+    places holding the same base model give the same fingerprint."""
+    from rl.sft import SFTExample
+
+    ex = [SFTExample(messages=[{"role": "user", "content": "a"}], completion="b")]
+    prints = []
+    for cache in ("one", "two"):
+        base = tmp_path / cache / "smollm2-135m-instruct"
+        base.mkdir(parents=True)
+        (base / "config.json").write_text("{}")
+        monkeypatch.setenv("KERNELRL_MODEL_CACHE", str(tmp_path / cache))
+        prints.append(fingerprint(base, ex, WarmStartConfig()))
+    assert prints[0] == prints[1]
