@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 TINY = ["policy=tiny_random", "algorithm=grpo", "rollout.temperature=1.0", "data.levels=[0]",
         "data.validation_ids=[L0_02_relu]", "loop.problems_per_step=2",
         "rollout.n=2", "rollout.max_tokens=24", "loop.checkpoint_every=1", "pool.num_actors=1", "cache_path=null",
-        "eval.device=cpu", "wandb.table_every=1"]
+        "eval.device=cpu", "wandb.table_every=1", "validation.n=4"]
 ENV = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "WANDB_MODE": "offline"}
 
 
