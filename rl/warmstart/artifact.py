@@ -17,11 +17,11 @@ manifest.json recording:
 - the build's verification record and loss per epoch.
 
 Merging it into the converted base model (peft's merge, float32) takes seconds and is cached like a built one.
+The run-time half (the checks and the merge) is rl.warmstart.shipped.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -30,65 +30,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ADAPTER_DIR", "MANIFEST", "build", "check", "merge_adapter", "shipped_adapter"]
+from rl.warmstart.shipped import (ADAPTER_DIR, MANIFEST, REBUILD, WEIGHTS, merge_adapter, read_manifest, sha256,
+                                  shipped_adapter)
 
-log = logging.getLogger("kernelrl.warmstart")
-ADAPTER_DIR = Path(__file__).resolve().parent / "adapter"
-MANIFEST = "manifest.json"
-WEIGHTS = "adapter_model.safetensors"
-REBUILD = "python -m rl.warmstart.artifact build"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def read_manifest(adapter_dir: Path = ADAPTER_DIR) -> dict[str, Any] | None:
-    path = adapter_dir / MANIFEST
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def shipped_adapter(recipe: str, adapter_dir: Path = ADAPTER_DIR) -> Path | None:
-    """The shipped adapter's directory when it was built from recipe fingerprint `recipe` and its weights are the
-    ones the manifest names; None (with a warning saying why and how to rebuild) otherwise."""
-    manifest = read_manifest(adapter_dir)
-    if manifest is None:
-        return None
-    if manifest.get("fingerprint") != recipe:
-        log.warning("warm start: the shipped adapter was built for recipe %s, this run's is %s (prompts, synthetic "
-                    "pairs or settings changed): building it here instead; `%s` rebuilds the shipped one",
-                    manifest.get("fingerprint"), recipe, REBUILD)
-        return None
-    weights = adapter_dir / WEIGHTS
-    if not weights.is_file() or _sha256(weights) != manifest.get("sha256"):
-        log.error("warm start: %s does not match its manifest's sha256; not using it (`%s` rebuilds it)",
-                  weights, REBUILD)
-        return None
-    return adapter_dir
-
-
-def merge_adapter(base_dir: Path, adapter_dir: Path, out: Path) -> None:
-    """base + adapter, merged in float32, saved as a complete HF directory (weights, config, tokenizer, and the
-    manifest as the warm start's record)."""
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from rl.warmstart.stage import RECORD
-
-    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
-    model = PeftModel.from_pretrained(base, adapter_dir, torch_device="cpu")  # float16 adapter -> float32 layers
-    merged = model.merge_and_unload()
-    merged.config.use_cache = True
-    merged.save_pretrained(out)
-    AutoTokenizer.from_pretrained(base_dir).save_pretrained(out)
-    record = {**(read_manifest(adapter_dir) or {}), "source": f"shipped adapter {adapter_dir}"}
-    (out / RECORD).write_text(json.dumps(record, indent=2))
-
+__all__ = ["ADAPTER_DIR", "MANIFEST", "REBUILD", "WEIGHTS", "build", "check", "merge_adapter", "read_manifest",
+           "sha256", "shipped_adapter"]
 
 def _default_run(overrides: list[str]) -> tuple[Any, Path, Any, list[tuple[Any, Any]], str]:
     """The default run's config (conf/config.yaml + overrides), base model, prompts, candidates, fingerprint."""
@@ -130,7 +76,7 @@ def build(overrides: list[str], adapter_dir: Path = ADAPTER_DIR) -> dict[str, An
     save_file(state, adapter_dir / WEIGHTS, metadata={"format": "pt"})
     (adapter_dir / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     record["sft"].pop("output", None)
-    manifest = {"fingerprint": recipe, "sha256": _sha256(adapter_dir / WEIGHTS), "dtype": "float16",
+    manifest = {"fingerprint": recipe, "sha256": sha256(adapter_dir / WEIGHTS), "dtype": "float16",
                 "base": model_reference(base), "warm_start": asdict(warm), "rebuild": REBUILD, **record}
     (adapter_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest

@@ -131,7 +131,7 @@ def warm_started_model(config: WarmStartConfig, base_dir: Path, prompts: Any, ev
     """The merged warm-start model for `base_dir`, cached: merged from the shipped adapter when its fingerprint
     is this recipe's (rl.warmstart.artifact), else built by SFT on first use."""
     from rl.models import cache_root, cached_model
-    from rl.warmstart import artifact
+    from rl.warmstart import shipped as ship
 
     candidates = candidate_examples(prompts, config.seed)
     # named by what shapes it before verification, so that a cached model costs no evaluation at start
@@ -141,10 +141,15 @@ def warm_started_model(config: WarmStartConfig, base_dir: Path, prompts: Any, ev
     if (cached / "config.json").is_file():
         log.info("warm start: cached model %s", cached)
         return cached
-    shipped = artifact.shipped_adapter(recipe)
+    shipped = ship.shipped_adapter(recipe)
     if shipped is not None:
         log.info("warm start: merging the shipped adapter %s (fingerprint %s) into %s", shipped, recipe, base_dir.name)
-        return cached_model(name, lambda out: artifact.merge_adapter(base_dir, shipped, out))
+        def merge(out: Path) -> None:
+            ship.merge_adapter(base_dir, shipped, out)
+            record = {**(ship.read_manifest(shipped) or {}), "source": f"shipped adapter {shipped}"}
+            (out / RECORD).write_text(json.dumps(record, indent=2))
+
+        return cached_model(name, merge)
 
     def build(out: Path) -> None:
         record = train_adapter(config, base_dir, candidates, eval_settings, learner, out, "merged")

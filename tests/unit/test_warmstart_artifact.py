@@ -15,7 +15,7 @@ from rl.warmstart import artifact
 
 def _ship(tmp_path, recipe="abc123", weights=b"weights"):
     (tmp_path / artifact.WEIGHTS).write_bytes(weights)
-    manifest = {"fingerprint": recipe, "sha256": artifact._sha256(tmp_path / artifact.WEIGHTS)}
+    manifest = {"fingerprint": recipe, "sha256": artifact.sha256(tmp_path / artifact.WEIGHTS)}
     (tmp_path / artifact.MANIFEST).write_text(json.dumps(manifest))
     return tmp_path
 
