@@ -5,6 +5,19 @@ from envs.problems import Problem, ProblemError, load_problem_set, resolve_probl
 from envs.settings import EvalSettings, PhaseTimeouts
 from envs.verdict import HackFinding, SpeedupInterval, Status, Timings, TimingStats, Verdict
 
-__all__ = ["Evaluator", "EvaluatorError", "Problem", "ProblemError", "load_problem_set", "resolve_problem",
-           "EvalSettings", "PhaseTimeouts", "HackFinding", "SpeedupInterval", "Status", "Timings", "TimingStats",
-           "Verdict"]
+__all__ = [
+    "Evaluator",
+    "EvaluatorError",
+    "Problem",
+    "ProblemError",
+    "load_problem_set",
+    "resolve_problem",
+    "EvalSettings",
+    "PhaseTimeouts",
+    "HackFinding",
+    "SpeedupInterval",
+    "Status",
+    "Timings",
+    "TimingStats",
+    "Verdict",
+]

@@ -47,7 +47,8 @@ class SqliteCache:
             "CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, problem_id TEXT, "
             "verdict TEXT NOT NULL, created REAL NOT NULL)",
             "CREATE TABLE IF NOT EXISTS baselines (key TEXT PRIMARY KEY, problem_id TEXT, "
-            "timings TEXT NOT NULL, created REAL NOT NULL)")
+            "timings TEXT NOT NULL, created REAL NOT NULL)",
+        )
 
     def _get(self, table: str, column: str, key: str) -> dict | None:
         with self._lock:
@@ -56,8 +57,10 @@ class SqliteCache:
 
     def _put(self, table: str, column: str, key: str, problem_id: str, value: dict) -> None:
         with self._lock, self._db:
-            self._db.execute(f"INSERT OR REPLACE INTO {table} (key, problem_id, {column}, created) "
-                             "VALUES (?, ?, ?, ?)", (key, problem_id, json.dumps(value), time.time()))
+            self._db.execute(
+                f"INSERT OR REPLACE INTO {table} (key, problem_id, {column}, created) VALUES (?, ?, ?, ?)",
+                (key, problem_id, json.dumps(value), time.time()),
+            )
 
     def get_verdict(self, key: str) -> dict | None:
         return self._get("verdicts", "verdict", key)

@@ -58,8 +58,9 @@ def compare_outputs(ref: Any, out: Any, tolerance: dict[str, float] | None = Non
     return first_mismatch(compare_each(ref, out, tolerance))
 
 
-def compare_each(ref: Any, out: Any, tolerance: dict[str, float] | None = None,
-                 atol_scales: list[float] | None = None) -> list[TensorComparison]:
+def compare_each(
+    ref: Any, out: Any, tolerance: dict[str, float] | None = None, atol_scales: list[float] | None = None
+) -> list[TensorComparison]:
     """Every output against its reference (one entry when the outputs' structure already differs).
     `atol_scales[i]` multiplies output i's atol (input families that scale the outputs up scale it)."""
     refs, outs = as_output_list(ref), as_output_list(out)
@@ -81,8 +82,7 @@ def first_mismatch(results: list[TensorComparison]) -> dict[str, Any] | None:
 
 def _describe_structure(ref: Any, out: Any) -> dict[str, Any] | None:
     if not isinstance(ref, torch.Tensor):
-        return None if type(ref) is type(out) and ref == out else {
-            "reason": f"expected {ref!r}, got {_describe(out)}"}
+        return None if type(ref) is type(out) and ref == out else {"reason": f"expected {ref!r}, got {_describe(out)}"}
     if not isinstance(out, torch.Tensor):
         return {"reason": f"expected {_describe(ref)}, got {_describe(out)}"}
     if out.shape != ref.shape:
@@ -104,16 +104,21 @@ def compare_tensor(ref: Any, out: Any, atol: float, rtol: float) -> TensorCompar
     bad_count = 0
     max_abs = max_rel = square_sum = 0.0
     for start in range(0, r_flat.numel(), CHUNK_ELEMENTS):
-        r = r_flat[start:start + CHUNK_ELEMENTS].double()
-        o = o_flat[start:start + CHUNK_ELEMENTS].double()
+        r = r_flat[start : start + CHUNK_ELEMENTS].double()
+        o = o_flat[start : start + CHUNK_ELEMENTS].double()
         if not torch.isfinite(r).all():
             raise ReferenceNotFinite("the reference output holds NaN or Inf at this size")
         finite = torch.isfinite(o)
         if not finite.all():
             idx = start + int((~finite).nonzero()[0])
-            return TensorComparison({"reason": f"output holds {int((~finite).sum())} NaN/Inf value(s)",
-                                     "index": unravel_index(idx, ref.shape), "value": float(o_flat[idx]),
-                                     "expected": float(r_flat[idx])})
+            return TensorComparison(
+                {
+                    "reason": f"output holds {int((~finite).sum())} NaN/Inf value(s)",
+                    "index": unravel_index(idx, ref.shape),
+                    "value": float(o_flat[idx]),
+                    "expected": float(r_flat[idx]),
+                }
+            )
         diff = (o - r).abs()
         rel = diff / r.abs().clamp_min(1e-12)
         max_abs, max_rel = max(max_abs, float(diff.max())), max(max_rel, float(rel.max()))
@@ -125,18 +130,24 @@ def compare_tensor(ref: Any, out: Any, atol: float, rtol: float) -> TensorCompar
             bad_count += n_bad
             j = int(excess.argmax())
             if float(excess[j]) > worst["excess"]:
-                worst = {"excess": float(excess[j]), "index": start + j,
-                         "value": float(o[j]), "expected": float(r[j])}
+                worst = {"excess": float(excess[j]), "index": start + j, "value": float(o[j]), "expected": float(r[j])}
     rms = (square_sum / max(1, r_flat.numel())) ** 0.5
     if bad_count == 0:
         return TensorComparison(None, max_abs, rms)
-    return TensorComparison({
-        "reason": f"{bad_count} of {ref.numel()} element(s) differ beyond atol={atol:g}, rtol={rtol:g}",
-        "max_abs_diff": max_abs, "max_rel_diff": max_rel,
-        "worst_index": unravel_index(worst["index"], ref.shape),
-        "value": worst["value"], "expected": worst["expected"],
-        "mismatched": bad_count, "total": ref.numel(),
-    }, max_abs, rms)
+    return TensorComparison(
+        {
+            "reason": f"{bad_count} of {ref.numel()} element(s) differ beyond atol={atol:g}, rtol={rtol:g}",
+            "max_abs_diff": max_abs,
+            "max_rel_diff": max_rel,
+            "worst_index": unravel_index(worst["index"], ref.shape),
+            "value": worst["value"],
+            "expected": worst["expected"],
+            "mismatched": bad_count,
+            "total": ref.numel(),
+        },
+        max_abs,
+        rms,
+    )
 
 
 def unravel_index(flat: int, shape: torch.Size) -> list[int]:
@@ -152,8 +163,9 @@ def output_rms(x: Any) -> float:
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
         return 0.0
     flat = x.detach().reshape(-1)
-    total = sum(float(flat[s:s + CHUNK_ELEMENTS].double().square().sum())
-                for s in range(0, flat.numel(), CHUNK_ELEMENTS))
+    total = sum(
+        float(flat[s : s + CHUNK_ELEMENTS].double().square().sum()) for s in range(0, flat.numel(), CHUNK_ELEMENTS)
+    )
     return (total / flat.numel()) ** 0.5
 
 
@@ -162,9 +174,11 @@ def format_mismatch(m: dict[str, Any]) -> str:
     if "max_abs_diff" in m:
         text += f"; max abs diff {m['max_abs_diff']:.4g}, max rel diff {m['max_rel_diff']:.4g}"
     if "candidate_vs_truth_rms" in m:
-        text += (f"; against the float64 truth: candidate max {m['candidate_vs_truth_max']:.4g} "
-                 f"(rms {m['candidate_vs_truth_rms']:.3g}), reference max {m['reference_vs_truth_max']:.4g} "
-                 f"(rms {m['reference_vs_truth_rms']:.3g})")
+        text += (
+            f"; against the float64 truth: candidate max {m['candidate_vs_truth_max']:.4g} "
+            f"(rms {m['candidate_vs_truth_rms']:.3g}), reference max {m['reference_vs_truth_max']:.4g} "
+            f"(rms {m['reference_vs_truth_rms']:.3g})"
+        )
     if "worst_index" in m:
         truth = "truth" if "candidate_vs_truth_rms" in m else "expected"
         text += f"; worst at index {m['worst_index']}: got {m['value']:.6g}, {truth} {m['expected']:.6g}"

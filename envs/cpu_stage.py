@@ -45,8 +45,9 @@ class Candidate:
 class CpuStage:
     """The CPU stage and the bookkeeping around execution: keys, cache, baselines."""
 
-    def __init__(self, settings: EvalSettings, device_kind: str, cache: SqliteCache | None = None,
-                 judge: LLMJudge | None = None):
+    def __init__(
+        self, settings: EvalSettings, device_kind: str, cache: SqliteCache | None = None, judge: LLMJudge | None = None
+    ):
         self.settings, self.device_kind, self.cache = settings, device_kind, cache
         self.judge = judge
         self.device = resolve_device(settings.device)
@@ -64,11 +65,17 @@ class CpuStage:
         started = time.monotonic()
         checked = self._stage("extract", problem, self._extract, problem, answer)
         if isinstance(checked, CanonicalSolution):
-            finding = self._stage("static", problem, static_analysis.analyze, checked.source, problem.source,
-                                  self.settings.cpu_stage)
+            finding = self._stage(
+                "static", problem, static_analysis.analyze, checked.source, problem.source, self.settings.cpu_stage
+            )
             if isinstance(finding, HackFinding):
-                finding = Verdict(Status.HACK, problem.id, self.device_name,
-                                  error=f"{finding.category}: {finding.reason}", hack=finding)
+                finding = Verdict(
+                    Status.HACK,
+                    problem.id,
+                    self.device_name,
+                    error=f"{finding.category}: {finding.reason}",
+                    hack=finding,
+                )
             checked = finding or checked
         if isinstance(checked, Verdict):
             elapsed = time.monotonic() - started
@@ -115,16 +122,18 @@ class CpuStage:
         a verdict obtained under it; never the reverse. An unreadable entry is a miss (and is logged)."""
         if self.cache is None:
             return None
-        sandboxed = cache_key(**base, solution=solution.sha256,
-                              settings=self.settings.cache_fields(self.device, sandboxed=True))
+        sandboxed = cache_key(
+            **base, solution=solution.sha256, settings=self.settings.cache_fields(self.device, sandboxed=True)
+        )
         for key in dict.fromkeys([verdict_key, sandboxed]):
             try:
                 hit = self.cache.get_verdict(key)
                 if hit is not None:
                     return Verdict.from_dict(hit)
             except Exception as e:  # the cache's fault, not the candidate's: evaluate it afresh
-                log.warning("verdict cache entry for %s unreadable (%s: %s); evaluating afresh",
-                            problem.id, type(e).__name__, e)
+                log.warning(
+                    "verdict cache entry for %s unreadable (%s: %s); evaluating afresh", problem.id, type(e).__name__, e
+                )
         return None
 
     def baselines(self, candidate: Candidate) -> dict | None:
@@ -137,22 +146,35 @@ class CpuStage:
         """Held while a problem's baselines are measured, so they are measured once."""
         return self._baseline_locks[candidate.baseline_key]
 
-    def finish(self, candidate: Candidate, verdict: Verdict, measured_baselines: dict | None,
-               started: float) -> Verdict:
+    def finish(
+        self, candidate: Candidate, verdict: Verdict, measured_baselines: dict | None, started: float
+    ) -> Verdict:
         """The worker's verdict with its phase times, cached, and reviewed by the judge. Total,
         like `prepare`: a failure here is the candidate's verdict."""
-        return self._stage("finish", candidate.problem, self._finish, candidate, verdict, measured_baselines,
-                           started, phase_seconds=verdict.phase_seconds)
+        return self._stage(
+            "finish",
+            candidate.problem,
+            self._finish,
+            candidate,
+            verdict,
+            measured_baselines,
+            started,
+            phase_seconds=verdict.phase_seconds,
+        )
 
-    def _finish(self, candidate: Candidate, verdict: Verdict, measured_baselines: dict | None,
-                started: float) -> Verdict:
+    def _finish(
+        self, candidate: Candidate, verdict: Verdict, measured_baselines: dict | None, started: float
+    ) -> Verdict:
         if measured_baselines:
             if self.cache is not None:
                 self.cache.put_baselines(candidate.baseline_key, candidate.problem.id, measured_baselines)
             else:
                 self._baselines[candidate.baseline_key] = measured_baselines
-        phases = {"static": candidate.static_seconds, **verdict.phase_seconds,
-                  "total": time.monotonic() - started + candidate.static_seconds}
+        phases = {
+            "static": candidate.static_seconds,
+            **verdict.phase_seconds,
+            "total": time.monotonic() - started + candidate.static_seconds,
+        }
         verdict = dataclasses.replace(verdict, phase_seconds=phases)
         if candidate.solution is None:  # a baselines-only job: nothing to cache or judge
             return verdict
@@ -165,9 +187,14 @@ class CpuStage:
         have their own cache, so the verdict cache keeps the deterministic verdict)."""
         if self.judge is None or not self.judge.config.enabled or not verdict.correct:
             return verdict
-        return self._stage("judge", problem, lambda: apply_judge(
-            verdict, self.judge.judge(solution.source, problem.source), self.judge.config.can_zero_reward),
-            phase_seconds=verdict.phase_seconds)
+        return self._stage(
+            "judge",
+            problem,
+            lambda: apply_judge(
+                verdict, self.judge.judge(solution.source, problem.source), self.judge.config.can_zero_reward
+            ),
+            phase_seconds=verdict.phase_seconds,
+        )
 
 
 def profile_target(cpu_stage: CpuStage, problem: Problem, answer: str) -> CanonicalSolution | str:

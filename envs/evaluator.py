@@ -32,8 +32,13 @@ __all__ = ["Candidate", "CpuStage", "Evaluator", "EvaluatorError"]
 class Evaluator:
     """Both stages on this machine: what the CLI, the main job and the tests use; a KernelEvaluator."""
 
-    def __init__(self, settings: EvalSettings | None = None, cache: SqliteCache | None = None,
-                 gpu_ids: list[int] | None = None, judge: LLMJudge | None = None):
+    def __init__(
+        self,
+        settings: EvalSettings | None = None,
+        cache: SqliteCache | None = None,
+        gpu_ids: list[int] | None = None,
+        judge: LLMJudge | None = None,
+    ):
         self.settings = (settings or EvalSettings()).hiding(cache.path if cache is not None else None)
         self.pool = WorkerSet(self.settings, gpu_ids)
         self.device = self.pool.device
@@ -69,8 +74,9 @@ class Evaluator:
         """`evaluate` on a thread, for callers on an event loop; `priority` has no queue to order here."""
         return await asyncio.to_thread(self.evaluate, problem, answer)
 
-    def prepare_baselines(self, problems: Iterable[Problem], priority: str = "validation"
-                          ) -> list[concurrent.futures.Future]:
+    def prepare_baselines(
+        self, problems: Iterable[Problem], priority: str = "validation"
+    ) -> list[concurrent.futures.Future]:
         """Measure the problems' baselines now, on every worker at once (CUDA; known ones are skipped), so
         their first candidates do not wait for them. Futures of Verdicts, done: `correct` when the reference
         ran (like the Ray pool's)."""
@@ -101,11 +107,18 @@ class Evaluator:
     def validate_problems(self, problems: list[Problem]) -> None:
         """Reject degenerate problems (outputs constant, independent of the inputs, or within tolerance of
         zero), where a trivial answer would pass. Raises ProblemError naming each; results are cached."""
+
         def check(problem: Problem) -> str | None:
             # rule 2: the check also re-runs the same inputs from another random state (nondeterminism), so
             # answers cached by the earlier rule are not reused
-            key = cache_key(problem=problem.sha256, check="degenerate", rule=2, size=self.cpu_stage.size,
-                            device=self.device_kind, families=list(self.settings.input_families))
+            key = cache_key(
+                problem=problem.sha256,
+                check="degenerate",
+                rule=2,
+                size=self.cpu_stage.size,
+                device=self.device_kind,
+                families=list(self.settings.input_families),
+            )
             if self.cache is not None and (hit := self.cache.get_verdict(key)) is not None:
                 return hit.get("degenerate")
             reason = self.pool.check_problem(problem)
@@ -119,13 +132,15 @@ class Evaluator:
         if bad:
             raise ProblemError("degenerate problem(s) rejected:\n  " + "\n  ".join(bad))
 
-    def iter_evaluate(self, items: Iterable[tuple[Problem, str]], progress: bool = False,
-                      desc: str = "evaluating") -> Iterator[Verdict]:
+    def iter_evaluate(
+        self, items: Iterable[tuple[Problem, str]], progress: bool = False, desc: str = "evaluating"
+    ) -> Iterator[Verdict]:
         """Evaluate concurrently on every worker; yield verdicts in input order as they are ready."""
         items = list(items)
         bar = None
         if progress:
             from tqdm import tqdm
+
             bar = tqdm(total=len(items), desc=desc, unit="eval", dynamic_ncols=True)
         with concurrent.futures.ThreadPoolExecutor(self.pool.size, thread_name_prefix="evaluate") as pool:
             futures = [pool.submit(self.evaluate, p, a) for p, a in items]
@@ -141,8 +156,9 @@ class Evaluator:
                 if bar is not None:
                     bar.close()
 
-    def evaluate_many(self, items: Iterable[tuple[Problem, str]], progress: bool = False,
-                      desc: str = "evaluating") -> list[Verdict]:
+    def evaluate_many(
+        self, items: Iterable[tuple[Problem, str]], progress: bool = False, desc: str = "evaluating"
+    ) -> list[Verdict]:
         return list(self.iter_evaluate(items, progress, desc))
 
     def close(self) -> None:

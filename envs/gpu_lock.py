@@ -30,8 +30,9 @@ def host_gpu_ids(count: int) -> list[int | str]:
 
 def _gate_dir() -> Path:
     """Where the gates' lock files live: host-wide (/dev/shm where it exists), so every process sees them."""
-    return Path(os.environ.get("KERNELRL_GPU_GATE_DIR") or ("/dev/shm" if os.path.isdir("/dev/shm")
-                                                             else tempfile.gettempdir()))
+    return Path(
+        os.environ.get("KERNELRL_GPU_GATE_DIR") or ("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir())
+    )
 
 
 class GpuGate:

@@ -109,7 +109,7 @@ def _ramp(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     rows = _rows(x)
     n_rows, length = rows.shape
     line = torch.linspace(-math.sqrt(3.0), math.sqrt(3.0), length, device=x.device, dtype=torch.float64)
-    slope = (torch.rand(n_rows, 1, generator=g, device=x.device, dtype=torch.float64) + 0.5)
+    slope = torch.rand(n_rows, 1, generator=g, device=x.device, dtype=torch.float64) + 0.5
     slope *= torch.where(torch.rand(n_rows, 1, generator=g, device=x.device) < 0.5, -1.0, 1.0).double()
     offset = torch.randn(n_rows, 1, generator=g, device=x.device, dtype=torch.float64) * 0.5
     rows.copy_(mean + std * (slope * line + offset))
@@ -122,7 +122,10 @@ def _large_magnitude(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
 
 
 _FAMILIES: dict[str, Callable[[torch.Tensor, torch.Generator], torch.Tensor]] = {
-    "outliers": _outliers, "block_scale": _block_scale, "alternating": _alternating, "ramp": _ramp,
+    "outliers": _outliers,
+    "block_scale": _block_scale,
+    "alternating": _alternating,
+    "ramp": _ramp,
     "large_magnitude": _large_magnitude,
 }
 assert tuple(_FAMILIES) == INPUT_FAMILIES, "envs.settings.INPUT_FAMILIES names the families implemented here"
@@ -180,12 +183,15 @@ def response_ratio(before: Any, after: Any, tolerance: dict[str, float] | None, 
         atol, rtol = tolerance_for(b.dtype, tolerance)
         fb, fa = b.detach().reshape(-1), a.detach().reshape(-1)
         for start in range(0, fb.numel(), CHUNK_ELEMENTS):
-            x, y = fb[start:start + CHUNK_ELEMENTS].double(), fa[start:start + CHUNK_ELEMENTS].double()
+            x, y = fb[start : start + CHUNK_ELEMENTS].double(), fa[start : start + CHUNK_ELEMENTS].double()
             allowed = atol * s + rtol * torch.maximum(x.abs(), y.abs())
             ratio = max(ratio, float(((y - x).abs() / allowed.clamp_min(1e-300)).max()))
     return ratio
 
 
 def is_finite(outputs: Any) -> bool:
-    return all(bool(torch.isfinite(t).all()) for t in as_output_list(outputs)
-               if isinstance(t, torch.Tensor) and t.is_floating_point())
+    return all(
+        bool(torch.isfinite(t).all())
+        for t in as_output_list(outputs)
+        if isinstance(t, torch.Tensor) and t.is_floating_point()
+    )

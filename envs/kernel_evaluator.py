@@ -27,8 +27,9 @@ class KernelEvaluator(Protocol):
         """The same without blocking the event loop; `priority` (envs.pool.PRIORITIES) orders a queue, if any."""
         ...
 
-    def prepare_baselines(self, problems: Iterable[Problem], priority: str = "validation"
-                          ) -> list[concurrent.futures.Future]:
+    def prepare_baselines(
+        self, problems: Iterable[Problem], priority: str = "validation"
+    ) -> list[concurrent.futures.Future]:
         """Measure the problems' baselines ahead of their candidates (CUDA; a no-op elsewhere). Futures of
         Verdicts: `correct` when the reference ran, else why it did not."""
         ...

@@ -55,8 +55,13 @@ def _literal_dict(node: ast.Assign, name: str, where: str) -> dict:
     return value
 
 
-def parse_problem(source: str, problem_id: str, path: str | None = None, level: int | None = None,
-                  reference_solution: str | None = None) -> Problem:
+def parse_problem(
+    source: str,
+    problem_id: str,
+    path: str | None = None,
+    level: int | None = None,
+    reference_solution: str | None = None,
+) -> Problem:
     """Validate `source` as a problem without executing it."""
     where = path or problem_id
     try:
@@ -73,8 +78,10 @@ def parse_problem(source: str, problem_id: str, path: str | None = None, level: 
                     defined[t.id] = node
     missing = [n for n in _REQUIRED if n not in defined]
     if missing:
-        raise ProblemError(f"{where}: not a problem file (missing {', '.join(missing)}); "
-                           "a problem defines class Model, get_inputs() and get_init_inputs()")
+        raise ProblemError(
+            f"{where}: not a problem file (missing {', '.join(missing)}); "
+            "a problem defines class Model, get_inputs() and get_init_inputs()"
+        )
     if not isinstance(defined["Model"], ast.ClassDef):
         raise ProblemError(f"{where}: Model must be a class")
 
@@ -88,7 +95,8 @@ def parse_problem(source: str, problem_id: str, path: str | None = None, level: 
     if "TOLERANCE" in defined:
         tolerance = _literal_dict(defined["TOLERANCE"], "TOLERANCE", where)
         if not set(tolerance) <= _TOLERANCE_KEYS or not all(
-                isinstance(v, (int, float)) and v >= 0 for v in tolerance.values()):
+            isinstance(v, (int, float)) and v >= 0 for v in tolerance.values()
+        ):
             raise ProblemError(f"{where}: TOLERANCE must map atol/rtol to non-negative numbers")
         tolerance = {k: float(v) for k, v in tolerance.items()}
     return Problem(problem_id, source, path, level, small_sizes, tolerance, reference_solution)
@@ -115,8 +123,13 @@ def load_problem_file(path: str | Path, problem_id: str | None = None) -> Proble
     is_builtin = path.resolve().parent == (BUILTIN_DIR / "problems").resolve()
     if match := _BUILTIN_NAME.match(path.stem):
         level = int(match.group(1))
-    return parse_problem(source, problem_id or path.stem, str(path), level,
-                         str(builtin_solution) if is_builtin and builtin_solution.exists() else None)
+    return parse_problem(
+        source,
+        problem_id or path.stem,
+        str(path),
+        level,
+        str(builtin_solution) if is_builtin and builtin_solution.exists() else None,
+    )
 
 
 def load_problem_dir(directory: str | Path) -> list[Problem]:
@@ -134,8 +147,9 @@ def load_kernelbench(root: str | Path, levels: list[int] | None = None) -> list[
     """Problems of a KernelBench checkout (`root/KernelBench/level1..`), keeping level and problem id."""
     root = Path(root)
     base = root / "KernelBench" if (root / "KernelBench").is_dir() else root
-    level_dirs = sorted((d for d in base.glob("level*") if d.is_dir() and d.name[5:].isdigit()),
-                        key=lambda d: int(d.name[5:]))
+    level_dirs = sorted(
+        (d for d in base.glob("level*") if d.is_dir() and d.name[5:].isdigit()), key=lambda d: int(d.name[5:])
+    )
     if not level_dirs:
         raise ProblemError(f"{root}: not a KernelBench checkout (no KernelBench/level<N> directories)")
     problems = []
@@ -184,8 +198,9 @@ def load_curated(directory: str | Path, levels: list[int] | None = None) -> list
     for p in load_problem_dir(directory):
         entry = manifest.get(p.id)
         if entry is None:
-            raise ProblemError(f"{directory}: {p.id}.py is not in {MANIFEST} (a curated set's files and manifest "
-                               "must agree)")
+            raise ProblemError(
+                f"{directory}: {p.id}.py is not in {MANIFEST} (a curated set's files and manifest must agree)"
+            )
         level = entry.get("level")
         problems.append(dataclasses.replace(p, level=int(level) if level is not None else None))
     return [p for p in problems if levels is None or p.level in levels]
@@ -198,8 +213,9 @@ def load_problem_set(spec: str, levels: list[int] | None = None) -> list[Problem
     path = Path(spec)
     kb_level = _kernelbench_level_dir(path if path.is_dir() else path.parent)
     if kb_level is not None:  # one level of a KernelBench checkout (or a file in it): KernelBench's ids and level
-        problems = load_kernelbench(path.resolve().parent if path.is_dir() else path.resolve().parent.parent,
-                                    [kb_level])
+        problems = load_kernelbench(
+            path.resolve().parent if path.is_dir() else path.resolve().parent.parent, [kb_level]
+        )
         if path.is_file():
             problems = [p for p in problems if Path(p.path).resolve() == path.resolve()]
         if problems or path.is_dir():

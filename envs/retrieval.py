@@ -23,9 +23,27 @@ __all__ = ["Hit", "KernelIndex", "SolvedKernel", "builtin_solutions", "tokenize"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 # Python keywords and the names every problem file has carry no signal about the computation.
-_STOP = frozenset(keyword.kwlist) | {"self", "torch", "nn", "model", "module", "init", "super", "forward",
-                                     "get", "inputs", "get_inputs", "get_init_inputs", "return", "def",
-                                     "import", "tensor", "small_sizes", "sizes", "small"}
+_STOP = frozenset(keyword.kwlist) | {
+    "self",
+    "torch",
+    "nn",
+    "model",
+    "module",
+    "init",
+    "super",
+    "forward",
+    "get",
+    "inputs",
+    "get_inputs",
+    "get_init_inputs",
+    "return",
+    "def",
+    "import",
+    "tensor",
+    "small_sizes",
+    "sizes",
+    "small",
+}
 
 
 def tokenize(text: str) -> list[str]:
@@ -35,7 +53,7 @@ def tokenize(text: str) -> list[str]:
     for ident in _IDENTIFIER.findall(text):
         parts = [p.lower() for piece in ident.split("_") for p in _CAMEL.findall(piece)]
         whole = ident.strip("_").lower()
-        for token in ([whole] if len(parts) <= 1 else [whole, *parts]):
+        for token in [whole] if len(parts) <= 1 else [whole, *parts]:
             if len(token) > 1 and token not in _STOP and not token.isdigit():
                 tokens.append(token)
     return tokens
@@ -66,13 +84,21 @@ class KernelIndex:
     """BM25 (Robertson/Sparck Jones idf with Lucene's +1, k1, b) over the problem sources of solved
     kernels. Immutable after construction, deterministic, cheap (42 records index in milliseconds)."""
 
-    def __init__(self, records: Iterable[SolvedKernel], *, held_out_ids: Collection[str] = (),
-                 held_out_sha256: Collection[str] = (), k1: float = 1.5, b: float = 0.75):
+    def __init__(
+        self,
+        records: Iterable[SolvedKernel],
+        *,
+        held_out_ids: Collection[str] = (),
+        held_out_sha256: Collection[str] = (),
+        k1: float = 1.5,
+        b: float = 0.75,
+    ):
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError("BM25 needs k1 >= 0 and 0 <= b <= 1")
         held_ids, held_sha = set(held_out_ids), set(held_out_sha256)
         self.records: tuple[SolvedKernel, ...] = tuple(
-            r for r in records if r.problem_id not in held_ids and r.problem_sha256 not in held_sha)
+            r for r in records if r.problem_id not in held_ids and r.problem_sha256 not in held_sha
+        )
         self.k1, self.b = k1, b
         self._tf = [Counter(tokenize(r.problem_source)) for r in self.records]
         self._length = [sum(tf.values()) for tf in self._tf]
@@ -93,8 +119,9 @@ class KernelIndex:
                 score += self._idf[term] * f * (self.k1 + 1) / (f + norm)
         return score
 
-    def search(self, query: str, k: int = 5, *, exclude_ids: Collection[str] = (),
-               exclude_sha256: Collection[str] = ()) -> list[Hit]:
+    def search(
+        self, query: str, k: int = 5, *, exclude_ids: Collection[str] = (), exclude_sha256: Collection[str] = ()
+    ) -> list[Hit]:
         """The k best records for `query` (free text or a problem's source), best first; records with
         no query term in common are not returned. Ties: faster solutions first, then by problem id."""
         terms = sorted(set(tokenize(query)))
@@ -105,16 +132,25 @@ class KernelIndex:
             score = self._score(i, terms)
             if score > 0:
                 hits.append(Hit(record, score))
-        hits.sort(key=lambda h: (-h.score, -(h.record.speedup or 0.0), h.record.problem_id,
-                                 h.record.provenance, h.record.solution))
+        hits.sort(
+            key=lambda h: (
+                -h.score,
+                -(h.record.speedup or 0.0),
+                h.record.problem_id,
+                h.record.provenance,
+                h.record.solution,
+            )
+        )
         return hits[:k]
 
-    def most_similar(self, problem: Problem, *,
-                     accept: Callable[[SolvedKernel], bool] | None = None) -> SolvedKernel | None:
+    def most_similar(
+        self, problem: Problem, *, accept: Callable[[SolvedKernel], bool] | None = None
+    ) -> SolvedKernel | None:
         """The solved kernel of ANOTHER problem most similar to `problem` (never `problem` itself,
         under any id), optionally the best one that `accept` admits (e.g. short enough); None if none."""
-        for hit in self.search(problem.source, k=len(self.records), exclude_ids={problem.id},
-                               exclude_sha256={problem.sha256}):
+        for hit in self.search(
+            problem.source, k=len(self.records), exclude_ids={problem.id}, exclude_sha256={problem.sha256}
+        ):
             if accept is None or accept(hit.record):
                 return hit.record
         return None
@@ -126,6 +162,13 @@ def builtin_solutions(levels: list[int] | None = None) -> list[SolvedKernel]:
     for problem in load_builtin(levels):
         if problem.reference_solution is None:
             continue
-        records.append(SolvedKernel(problem.id, problem.source, Path(problem.reference_solution).read_text(),
-                                    speedup=None, provenance="builtin reference solution"))
+        records.append(
+            SolvedKernel(
+                problem.id,
+                problem.source,
+                Path(problem.reference_solution).read_text(),
+                speedup=None,
+                provenance="builtin reference solution",
+            )
+        )
     return records

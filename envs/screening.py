@@ -36,8 +36,9 @@ def drop_degenerate(evaluator: Any, problems: list[Problem]) -> tuple[list[Probl
     return kept, skipped
 
 
-def fit_problems(problems: list[Problem], settings: EvalSettings, cache: Any = None,
-                 search: SizeSearch = SizeSearch()) -> tuple[list[Problem], dict[str, str]]:
+def fit_problems(
+    problems: list[Problem], settings: EvalSettings, cache: Any = None, search: SizeSearch = SizeSearch()
+) -> tuple[list[Problem], dict[str, str]]:
     """`problems` ready for an evaluator with `settings`, and the reason per problem left out. Runs the
     references in isolated workers (untrusted code, like candidates): one on this machine's device."""
     from envs import Evaluator
@@ -46,9 +47,14 @@ def fit_problems(problems: list[Problem], settings: EvalSettings, cache: Any = N
     skipped: dict[str, str] = {}
     if settings.resolved_size(resolve_device(settings.device)) == "small":
         sized, _, failed = size_large_problems(  # already small ones run as written
-            problems, search, cache, settings.workers,
-            announce=lambda n: log.info("deriving small sizes for %d problem(s) without SMALL_SIZES (cached per "
-                                        "problem)", n))
+            problems,
+            search,
+            cache,
+            settings.workers,
+            announce=lambda n: log.info(
+                "deriving small sizes for %d problem(s) without SMALL_SIZES (cached per problem)", n
+            ),
+        )
         skipped.update(failed)
         problems = [sized.get(p.sha256, p) for p in problems if p.id not in failed]
     if problems:

@@ -195,11 +195,18 @@ class EvalSettings:
         `sandbox: required` guarantees it (auto may run without), so only its verdicts carry the mark, and
         every other key is what it was before the mark existed. `sandboxed` overrides the mode's answer
         (True: the keys of guaranteed-sandboxed verdicts, which a caller not requiring it may read too)."""
-        fields = {"size": self.resolved_size(device), "baseline": self.baseline,
-                  "trials": self.correctness_trials, "runs": self.timed_runs,
-                  "anchor_runs": self.anchor_runs if self.reanchor else 0, "max_torch_share": self.max_torch_share,
-                  **({"placements": self.placements} if self.placements != 1 else {}),
-                  "families": list(self.input_families), "probe": self.sensitivity_probe, "truth": self.fp64_truth}
+        fields = {
+            "size": self.resolved_size(device),
+            "baseline": self.baseline,
+            "trials": self.correctness_trials,
+            "runs": self.timed_runs,
+            "anchor_runs": self.anchor_runs if self.reanchor else 0,
+            "max_torch_share": self.max_torch_share,
+            **({"placements": self.placements} if self.placements != 1 else {}),
+            "families": list(self.input_families),
+            "probe": self.sensitivity_probe,
+            "truth": self.fp64_truth,
+        }
         guaranteed = self.sandbox == "required" if sandboxed is None else sandboxed
         if guaranteed:
             fields["sandbox"] = "required"
@@ -213,8 +220,12 @@ class EvalSettings:
         cpu_stage = dict(m.pop("cpu_stage", None) or {})
         reject_unknown(cls, m, "evaluation")
         reject_unknown(CpuStageLimits, cpu_stage, "cpu_stage")
-        return cls(timeouts=PhaseTimeouts(**timeouts), deadlines=StepDeadlines.from_mapping(dict(deadlines)),
-                   cpu_stage=CpuStageLimits(**cpu_stage), **m)
+        return cls(
+            timeouts=PhaseTimeouts(**timeouts),
+            deadlines=StepDeadlines.from_mapping(dict(deadlines)),
+            cpu_stage=CpuStageLimits(**cpu_stage),
+            **m,
+        )
 
 
 def reject_unknown(cls: type, m: dict[str, Any], what: str) -> None:

@@ -24,11 +24,26 @@ from typing import Any
 
 from envs.problems import Problem
 
-__all__ = ["SizeSearch", "DerivedSizes", "SizeError", "derive_small_sizes", "scaled_sizes", "estimate_elements",
-           "scalable_constants", "apply_small_sizes"]
+__all__ = [
+    "SizeSearch",
+    "DerivedSizes",
+    "SizeError",
+    "derive_small_sizes",
+    "scaled_sizes",
+    "estimate_elements",
+    "scalable_constants",
+    "apply_small_sizes",
+]
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-           ast.Div: operator.truediv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.truediv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
 _CREATORS = {"rand", "randn", "randint", "zeros", "ones", "empty", "full", "randperm", "arange"}
 
 
@@ -63,8 +78,11 @@ class _Unknown(Exception):
 
 def _eval(node: ast.AST, env: dict[str, Any]) -> Any:
     """Literal arithmetic over known constants; anything else is unknown (nothing is executed)."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool, str)) or (
-            isinstance(node, ast.Constant) and node.value is None):
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float, bool, str))
+        or (isinstance(node, ast.Constant) and node.value is None)
+    ):
         return node.value
     if isinstance(node, ast.Name) and node.id in env:
         return env[node.id]
@@ -97,9 +115,13 @@ def _assignments(tree: ast.Module) -> list[tuple[list[str], ast.AST]]:
             continue
         if all(isinstance(t, ast.Name) for t in node.targets):
             out.append(([t.id for t in node.targets], node.value))
-        elif (len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple)
-              and len(node.targets[0].elts) == len(node.value.elts)
-              and all(isinstance(t, ast.Name) for t in node.targets[0].elts)):
+        elif (
+            len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Tuple)
+            and isinstance(node.value, ast.Tuple)
+            and len(node.targets[0].elts) == len(node.value.elts)
+            and all(isinstance(t, ast.Name) for t in node.targets[0].elts)
+        ):
             out += [([t.id], v) for t, v in zip(node.targets[0].elts, node.value.elts)]
     return out
 
@@ -156,7 +178,7 @@ def scalable_constants(source: str, min_scaled: int = 16) -> dict[str, int | tup
 
 
 def _halve(value: int, times: int, floor: int) -> int:
-    return max(min(floor, value), math.ceil(value / 2 ** times))
+    return max(min(floor, value), math.ceil(value / 2**times))
 
 
 def _group_divisors(tree: ast.Module, min_scaled: int) -> list[int]:
@@ -165,8 +187,11 @@ def _group_divisors(tree: ast.Module, min_scaled: int) -> list[int]:
     out = []
     for names, value in _assignments(tree):
         literal = _literal_int(value)
-        if literal is not None and 2 <= literal < min_scaled and any(w in n.lower() for n in names
-                                                                     for w in ("group", "head")):
+        if (
+            literal is not None
+            and 2 <= literal < min_scaled
+            and any(w in n.lower() for n in names for w in ("group", "head"))
+        ):
             out.append(literal)
     return out
 
@@ -177,14 +202,17 @@ def scaled_sizes(source: str, halvings: int, min_scaled: int = 16, min_value: in
     tree = ast.parse(source)
     full = _environment(tree, {})
     divisors = _group_divisors(tree, min_scaled)
+
     def scale(v: int) -> int:
         if v < min_scaled:
             return v
         step = math.lcm(1, *[d for d in divisors if v % d == 0])
         return min(v, step * math.ceil(_halve(v, halvings, min_value) / step))
 
-    scaled = {n: tuple(scale(e) for e in v) if isinstance(v, tuple) else scale(v)
-              for n, v in scalable_constants(source, min_scaled).items()}
+    scaled = {
+        n: tuple(scale(e) for e in v) if isinstance(v, tuple) else scale(v)
+        for n, v in scalable_constants(source, min_scaled).items()
+    }
     env = _environment(tree, scaled)
     return {n: env[n] for n in env if n in full and env[n] != full[n]}
 
@@ -200,8 +228,13 @@ def estimate_elements(source: str, sizes: dict[str, Any] | None = None) -> int |
     largest: int | None = None
     unknown = False
     for node in ast.walk(fn):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _CREATORS
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _CREATORS
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "torch"
+        ):
             continue
         try:
             shape = _shape(node, env)
@@ -285,8 +318,9 @@ def derive_small_sizes(problem: Problem, pool: Any, search: SizeSearch = SizeSea
         except EvaluatorError as e:
             seconds, detail = time.monotonic() - t, str(e)[-500:]
             outcome = _outcome(detail)
-        trials.append({"halvings": s, "sizes": sizes, "outcome": outcome, "seconds": round(seconds, 3),
-                       "detail": detail})
+        trials.append(
+            {"halvings": s, "sizes": sizes, "outcome": outcome, "seconds": round(seconds, 3), "detail": detail}
+        )
         tried[s] = outcome
         if outcome == "ok":
             return DerivedSizes(sizes, s, estimates.get(s), trials)
@@ -295,8 +329,10 @@ def derive_small_sizes(problem: Problem, pool: Any, search: SizeSearch = SizeSea
             break
         s = nxt
     summary = "; ".join(f"{t['halvings']} halvings: {t['outcome']} {t['detail'][:160]}" for t in trials)
-    raise SizeError(f"{problem.id}: no small size runs within {search.max_seconds:g} s and "
-                    f"{search.max_elements} elements ({summary})")
+    raise SizeError(
+        f"{problem.id}: no small size runs within {search.max_seconds:g} s and "
+        f"{search.max_elements} elements ({summary})"
+    )
 
 
 def needs_small_sizes(problem: Problem, search: SizeSearch = SizeSearch()) -> bool:
@@ -308,9 +344,13 @@ def needs_small_sizes(problem: Problem, search: SizeSearch = SizeSearch()) -> bo
     return elements is None or elements > search.max_elements
 
 
-def size_large_problems(problems: list[Problem], search: SizeSearch = SizeSearch(), cache: Any = None,
-                        workers: int = 1, announce: Any = None,
-                        ) -> tuple[dict[str, Problem], dict[str, DerivedSizes], dict[str, str]]:
+def size_large_problems(
+    problems: list[Problem],
+    search: SizeSearch = SizeSearch(),
+    cache: Any = None,
+    workers: int = 1,
+    announce: Any = None,
+) -> tuple[dict[str, Problem], dict[str, DerivedSizes], dict[str, str]]:
     """Derived small sizes for the problems that need them (needs_small_sizes): (the sized problem per source
     hash, the derived sizes per problem id, the reason per problem id that no small size fits). Each source is
     sized once; files that share an id but not a source (two `model.py` of a manifest) are sized apart, since
@@ -337,8 +377,9 @@ def size_large_problems(problems: list[Problem], search: SizeSearch = SizeSearch
     return sized, derived, failed
 
 
-def apply_small_sizes(problems: list[Problem], search: SizeSearch = SizeSearch(), cache: Any = None,
-                      workers: int = 1) -> tuple[list[Problem], dict[str, DerivedSizes], dict[str, str]]:
+def apply_small_sizes(
+    problems: list[Problem], search: SizeSearch = SizeSearch(), cache: Any = None, workers: int = 1
+) -> tuple[list[Problem], dict[str, DerivedSizes], dict[str, str]]:
     """Give every problem without SMALL_SIZES derived ones: (problems with sizes, derived per id, why a problem
     got none per id; those are left out of the returned list). Results are cached per problem and search."""
     from envs.cache import cache_key
@@ -360,13 +401,20 @@ def apply_small_sizes(problems: list[Problem], search: SizeSearch = SizeSearch()
             derived[p.id] = DerivedSizes(hit["sizes"], hit["halvings"], hit["estimated_elements"], hit["trials"])
     if pending:
         limit = max(10.0, 4 * search.max_seconds)  # a slow run reports its time; only a runaway one is killed
-        settings = EvalSettings(device="cpu", size="small", workers=workers, memory_limit_gb=search.memory_limit_gb,
-                                timeouts=PhaseTimeouts(load=limit, correctness=limit), correctness_trials=3)
+        settings = EvalSettings(
+            device="cpu",
+            size="small",
+            workers=workers,
+            memory_limit_gb=search.memory_limit_gb,
+            timeouts=PhaseTimeouts(load=limit, correctness=limit),
+            correctness_trials=3,
+        )
         import concurrent.futures
 
         pool = WorkerSet(settings)
         try:
             pool.worker_pids(wait=True)  # started: the first check's time must not include the worker's start
+
             def one(p: Problem) -> tuple[Problem, DerivedSizes | str]:
                 try:
                     return p, derive_small_sizes(p, pool, search)
@@ -375,7 +423,7 @@ def apply_small_sizes(problems: list[Problem], search: SizeSearch = SizeSearch()
 
             with concurrent.futures.ThreadPoolExecutor(workers) as ex:
                 for p, result in ex.map(one, pending):
-                    record = ({"error": result} if isinstance(result, str) else dataclasses.asdict(result))
+                    record = {"error": result} if isinstance(result, str) else dataclasses.asdict(result)
                     if cache is not None:
                         cache.put_verdict(keys[p.id], p.id, record)
                     if isinstance(result, str):
@@ -384,6 +432,9 @@ def apply_small_sizes(problems: list[Problem], search: SizeSearch = SizeSearch()
                         derived[p.id] = result
         finally:
             pool.close()
-    out = [dataclasses.replace(p, small_sizes=derived[p.id].sizes) if p.id in derived else p
-           for p in problems if p.id not in failed]
+    out = [
+        dataclasses.replace(p, small_sizes=derived[p.id].sizes) if p.id in derived else p
+        for p in problems
+        if p.id not in failed
+    ]
     return out, derived, failed

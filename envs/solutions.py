@@ -44,7 +44,8 @@ class SolutionStore:
             "CREATE TABLE IF NOT EXISTS solutions (problem_sha256 TEXT NOT NULL, solution_sha256 TEXT NOT NULL, "
             "problem_id TEXT NOT NULL, problem_source TEXT NOT NULL, solution TEXT NOT NULL, speedup REAL, "
             "device TEXT, split TEXT NOT NULL, provenance TEXT NOT NULL, created REAL NOT NULL, "
-            "PRIMARY KEY (problem_sha256, solution_sha256))")
+            "PRIMARY KEY (problem_sha256, solution_sha256))",
+        )
 
     def add(self, record: SolvedKernel, split: str, device: str = "cpu") -> bool:
         """Store a verified solution; True if it was new. A solution already stored keeps its first
@@ -55,20 +56,37 @@ class SolutionStore:
         with self._lock, self._db:
             cursor = self._db.execute(
                 "INSERT OR IGNORE INTO solutions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*key, record.problem_id, record.problem_source, record.solution, record.speedup, device, split,
-                 record.provenance, time.time()))
+                (
+                    *key,
+                    record.problem_id,
+                    record.problem_source,
+                    record.solution,
+                    record.speedup,
+                    device,
+                    split,
+                    record.provenance,
+                    time.time(),
+                ),
+            )
             if cursor.rowcount == 0 and record.speedup is not None:
-                self._db.execute("UPDATE solutions SET speedup = MAX(COALESCE(speedup, 0), ?) "
-                                 "WHERE problem_sha256 = ? AND solution_sha256 = ?", (record.speedup, *key))
+                self._db.execute(
+                    "UPDATE solutions SET speedup = MAX(COALESCE(speedup, 0), ?) "
+                    "WHERE problem_sha256 = ? AND solution_sha256 = ?",
+                    (record.speedup, *key),
+                )
             return cursor.rowcount == 1
 
-    def add_verified(self, problem: Problem, solution_source: str, verdict: Verdict, split: str,
-                     provenance: str) -> bool:
+    def add_verified(
+        self, problem: Problem, solution_source: str, verdict: Verdict, split: str, provenance: str
+    ) -> bool:
         """Store `solution_source` if `verdict` says it is correct (anything else is refused: False)."""
         if not verdict.correct:
             return False
-        return self.add(SolvedKernel(problem.id, problem.source, solution_source, verdict.speedup, provenance),
-                        split, verdict.device)
+        return self.add(
+            SolvedKernel(problem.id, problem.source, solution_source, verdict.speedup, provenance),
+            split,
+            verdict.device,
+        )
 
     def seed(self, records: Iterable[SolvedKernel]) -> int:
         """Add reference solutions (e.g. envs.retrieval.builtin_solutions()); returns how many were new."""

@@ -57,8 +57,11 @@ def group_runs(samples: list[float], blocks: list[int] | None = None) -> Blocks:
 
 
 def _as_blocks(samples: list[float] | Blocks) -> Blocks:
-    return {b: list(xs) for b, xs in samples.items() if xs} if isinstance(samples, dict) else \
-        ({0: list(samples)} if samples else {})
+    return (
+        {b: list(xs) for b, xs in samples.items() if xs}
+        if isinstance(samples, dict)
+        else ({0: list(samples)} if samples else {})
+    )
 
 
 def _block_picks(blocks: int, resamples: int, generator: torch.Generator) -> torch.Tensor:
@@ -79,16 +82,21 @@ def _resampled_medians(blocks: Blocks, picks: torch.Tensor, generator: torch.Gen
     resamples = picks.shape[0]
     columns = []
     for slot, size in enumerate(sizes.tolist()):
-        chosen = picks[:, slot:slot + 1]
+        chosen = picks[:, slot : slot + 1]
         within = (torch.rand((resamples, size), generator=generator, dtype=torch.float64) * sizes[chosen]).long()
         columns.append(values[offsets[chosen] + within])
     runs = torch.cat(columns, dim=1)
     return runs.kthvalue(int(round(0.5 * (runs.shape[1] - 1))) + 1, dim=1).values
 
 
-def bootstrap_ratio(numerator: list[float] | Blocks, denominator: list[float] | Blocks, scale: float = 1.0,
-                    resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
-                    seed: int = 0) -> tuple[float, float]:
+def bootstrap_ratio(
+    numerator: list[float] | Blocks,
+    denominator: list[float] | Blocks,
+    scale: float = 1.0,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> tuple[float, float]:
     """Percentile bootstrap interval of scale * median(numerator) / median(denominator), each side a list
     of runs (one block) or runs by block id (`group_runs`). Blocks are drawn first, then runs within
     them; when both sides have the same block ids a drawn block brings both sides' runs (they were
@@ -103,17 +111,26 @@ def bootstrap_ratio(numerator: list[float] | Blocks, denominator: list[float] | 
     if paired:
         num = {b: num[b] for b in den}  # the same order: slot j of both sides is block j
     num_picks = den_picks if paired else _block_picks(len(num), resamples, generator)
-    stats = (scale * _resampled_medians(num, num_picks, generator) /
-             _resampled_medians(den, den_picks, generator)).sort().values
+    stats = (
+        (scale * _resampled_medians(num, num_picks, generator) / _resampled_medians(den, den_picks, generator))
+        .sort()
+        .values
+    )
     tail = (1 - confidence) / 2
     low = stats[min(resamples - 1, int(tail * resamples))]
     high = stats[min(resamples - 1, int((1 - tail) * resamples))]
     return float(low), float(high)
 
 
-def estimate_speedup(kernel: list[float], eager: TimingStats | None, inductor: TimingStats | None,
-                     baseline: str, anchor: list[float] | None = None, kernel_blocks: list[int] | None = None,
-                     anchor_blocks: list[int] | None = None) -> SpeedupEstimate | None:
+def estimate_speedup(
+    kernel: list[float],
+    eager: TimingStats | None,
+    inductor: TimingStats | None,
+    baseline: str,
+    anchor: list[float] | None = None,
+    kernel_blocks: list[int] | None = None,
+    anchor_blocks: list[int] | None = None,
+) -> SpeedupEstimate | None:
     """The speedup against `baseline` (inductor or eager; eager when TorchInductor failed), or None when
     there is nothing to divide by. `kernel_blocks` / `anchor_blocks` name the placement block of each run
     (`group_runs`); the interval resamples those blocks."""
@@ -129,8 +146,7 @@ def estimate_speedup(kernel: list[float], eager: TimingStats | None, inductor: T
         return None
     cached = chosen.median_ms / _median(kernel)
 
-    def interval(numerator: list[float] | Blocks, scale: float, anchored: bool,
-                 drift: float | None) -> SpeedupInterval:
+    def interval(numerator: list[float] | Blocks, scale: float, anchored: bool, drift: float | None) -> SpeedupInterval:
         low, high = bootstrap_ratio(numerator, runs, scale)
         return SpeedupInterval(low, high, CONFIDENCE, anchored, drift, RESAMPLES, blocks=len(runs))
 

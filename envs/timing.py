@@ -99,9 +99,16 @@ class TimedRuns:
     settled_after: int = 0  # the last warm-up round that took memory from the driver (0: none did)
 
 
-def time_interleaved(fns: dict[str, Callable[[], Any]], schedule: list[str], clock: Clock | None = None,
-                     warmup_ms: float = 25.0, max_warmup_runs: int = 50, keep: tuple[int, ...] = (),
-                     min_warmup_runs: int = 3, until_settled: bool = True) -> TimedRuns:
+def time_interleaved(
+    fns: dict[str, Callable[[], Any]],
+    schedule: list[str],
+    clock: Clock | None = None,
+    warmup_ms: float = 25.0,
+    max_warmup_runs: int = 50,
+    keep: tuple[int, ...] = (),
+    min_warmup_runs: int = 3,
+    until_settled: bool = True,
+) -> TimedRuns:
     """Warm each callable up, then run `schedule` (names of `fns`), timing every run with `clock`.
 
     The warm-up takes the callables in turn, in the schedule's order, each call's output kept alive until
@@ -139,7 +146,8 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], schedule: list[str], clo
         grew = clock.reserved() > before
         settled_after = rounds if grew else settled_after
         if any(runs[n] < min_warmup_runs for n in order) or (
-                max(runs.values()) < max_warmup_runs and (time.perf_counter() - start) * 1e3 < budget_ms):
+            max(runs.values()) < max_warmup_runs and (time.perf_counter() - start) * 1e3 < budget_ms
+        ):
             continue
         if until_settled and grew and growth_rounds < GROWTH_ROUNDS:
             growth_rounds += 1
@@ -201,9 +209,14 @@ class PlacedRuns(TimedRuns):
     blocks: dict[str, list[int]] = dataclasses.field(default_factory=dict)
 
 
-def time_in_placements(fns: dict[str, Callable[[], Any]], blocks: list[Block],
-                       replace_inputs: Callable[[], None] | None = None, clock: Clock | None = None,
-                       warmup_ms: float = 25.0, keep: tuple[int, ...] = ()) -> PlacedRuns:
+def time_in_placements(
+    fns: dict[str, Callable[[], Any]],
+    blocks: list[Block],
+    replace_inputs: Callable[[], None] | None = None,
+    clock: Clock | None = None,
+    warmup_ms: float = 25.0,
+    keep: tuple[int, ...] = (),
+) -> PlacedRuns:
     """Time the candidate (`fns[KERNEL]`) and, where a block has anchor runs, `fns[ANCHOR]` interleaved
     with it, block after block; `replace_inputs` moves the inputs to fresh addresses before every block
     after the first. Only the first block warms up fully (later ones as `block_warmup` says). `keep` counts
@@ -225,8 +238,11 @@ def time_in_placements(fns: dict[str, Callable[[], Any]], blocks: list[Block],
             replace_inputs()
         timed = time_interleaved(
             {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
-            interleaved_schedule(block.runs, block.anchor_runs), clock=clock, **block_warmup(b, warmup_ms, rounds),
-            keep=tuple(k - offset for k in keep if offset <= k < offset + block.runs))
+            interleaved_schedule(block.runs, block.anchor_runs),
+            clock=clock,
+            **block_warmup(b, warmup_ms, rounds),
+            keep=tuple(k - offset for k in keep if offset <= k < offset + block.runs),
+        )
         if b == 1:
             rounds = timed.settled_after
         for name, xs in timed.samples.items():
@@ -238,11 +254,17 @@ def time_in_placements(fns: dict[str, Callable[[], Any]], blocks: list[Block],
     return PlacedRuns(samples, kept, seconds, allocating, blocks=ids)
 
 
-def time_cuda(fn: Callable[[], Any], runs: int = 100, warmup_ms: float = 25.0, max_warmup_runs: int = 50,
-              keep: tuple[int, ...] = ()) -> tuple[list[float], dict[int, Any]]:
+def time_cuda(
+    fn: Callable[[], Any],
+    runs: int = 100,
+    warmup_ms: float = 25.0,
+    max_warmup_runs: int = 50,
+    keep: tuple[int, ...] = (),
+) -> tuple[list[float], dict[int, Any]]:
     """Per-run times in ms of `fn` alone, and the outputs of the timed runs in `keep`."""
-    timed = time_interleaved({KERNEL: fn}, [KERNEL] * runs, warmup_ms=warmup_ms, max_warmup_runs=max_warmup_runs,
-                             keep=keep)
+    timed = time_interleaved(
+        {KERNEL: fn}, [KERNEL] * runs, warmup_ms=warmup_ms, max_warmup_runs=max_warmup_runs, keep=keep
+    )
     return timed.samples[KERNEL], timed.kept
 
 

@@ -19,8 +19,16 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from envs.compare import (CHUNK_ELEMENTS, ReferenceNotFinite, TensorComparison, as_output_list, compare_each,
-                          first_mismatch, tolerance_for, unravel_index)
+from envs.compare import (
+    CHUNK_ELEMENTS,
+    ReferenceNotFinite,
+    TensorComparison,
+    as_output_list,
+    compare_each,
+    first_mismatch,
+    tolerance_for,
+    unravel_index,
+)
 from envs.verdict import Accuracy, ErrorStats
 
 TRUTH_MULTIPLE = 16.0
@@ -58,11 +66,17 @@ class _TruthCheck:
 def _chunks(*tensors: torch.Tensor) -> Iterator[tuple[int, list[torch.Tensor]]]:
     flats = [t.detach().reshape(-1) for t in tensors]
     for start in range(0, flats[0].numel(), CHUNK_ELEMENTS):
-        yield start, [f[start:start + CHUNK_ELEMENTS].double() for f in flats]
+        yield start, [f[start : start + CHUNK_ELEMENTS].double() for f in flats]
 
 
-def check_against_truth(ref: torch.Tensor, out: torch.Tensor, truth: torch.Tensor, atol: float, rtol: float,
-                        multiple: float = TRUTH_MULTIPLE) -> _TruthCheck:
+def check_against_truth(
+    ref: torch.Tensor,
+    out: torch.Tensor,
+    truth: torch.Tensor,
+    atol: float,
+    rtol: float,
+    multiple: float = TRUTH_MULTIPLE,
+) -> _TruthCheck:
     """Rule 2 of the module docstring for one floating output (shapes already equal, all finite but truth).
     Passing it alone is not the verdict: `judge_outputs` accepts an output by rule 1 or rule 2."""
     n = max(1, ref.numel())
@@ -72,9 +86,13 @@ def check_against_truth(ref: torch.Tensor, out: torch.Tensor, truth: torch.Tenso
     max_er = max_ec = sq_er = sq_ec = sq_tol = 0.0
     for _, (r, o, t) in _chunks(ref, out, truth):
         if not torch.isfinite(t).all():
-            return _TruthCheck(False, None, ErrorStats(float("nan"), float("nan")),
-                               ErrorStats(float("nan"), float("nan")),
-                               note="the float64 reference holds NaN or Inf where the float32 one does not")
+            return _TruthCheck(
+                False,
+                None,
+                ErrorStats(float("nan"), float("nan")),
+                ErrorStats(float("nan"), float("nan")),
+                note="the float64 reference holds NaN or Inf where the float32 one does not",
+            )
         er, ec = (r - t).abs(), (o - t).abs()
         max_er, max_ec = max(max_er, float(er.max())), max(max_ec, float(ec.max()))
         sq_er, sq_ec = sq_er + float(er.square().sum()), sq_ec + float(ec.square().sum())
@@ -82,14 +100,25 @@ def check_against_truth(ref: torch.Tensor, out: torch.Tensor, truth: torch.Tenso
     cand, refe = ErrorStats(max_ec, (sq_ec / n) ** 0.5), ErrorStats(max_er, (sq_er / n) ** 0.5)
     rms_tol = (sq_tol / n) ** 0.5
     if refe.rms > rms_tol:
-        return _TruthCheck(False, None, cand, refe, note=(
-            f"the float32 reference is {refe.rms:.3g} (rms) from its float64 run, more than the tolerance "
-            f"({rms_tol:.3g} rms): the reference behaves differently in float64, so the truth is not used"))
+        return _TruthCheck(
+            False,
+            None,
+            cand,
+            refe,
+            note=(
+                f"the float32 reference is {refe.rms:.3g} (rms) from its float64 run, more than the tolerance "
+                f"({rms_tol:.3g} rms): the reference behaves differently in float64, so the truth is not used"
+            ),
+        )
     slack = multiple * max_er
     normwise_bound = multiple * refe.rms + atol
-    errors: dict[str, Any] = {"candidate_vs_truth_max": cand.max_abs, "candidate_vs_truth_rms": cand.rms,
-                              "reference_vs_truth_max": refe.max_abs, "reference_vs_truth_rms": refe.rms,
-                              "truth_multiple": multiple}
+    errors: dict[str, Any] = {
+        "candidate_vs_truth_max": cand.max_abs,
+        "candidate_vs_truth_rms": cand.rms,
+        "reference_vs_truth_max": refe.max_abs,
+        "reference_vs_truth_rms": refe.rms,
+        "truth_multiple": multiple,
+    }
     if max_ec > atol + slack:  # only then can an element exceed its bound: count them
         bad = 0
         worst = (-1.0, 0, 0.0, 0.0)
@@ -102,31 +131,59 @@ def check_against_truth(ref: torch.Tensor, out: torch.Tensor, truth: torch.Tenso
                 if float(excess[j]) > worst[0]:
                     worst = (float(excess[j]), start + j, float(o[j]), float(t[j]))
         if bad:
-            return _TruthCheck(False, {
-                "reason": (f"{bad} of {ref.numel()} element(s) differ from the float64 truth beyond atol={atol:g}, "
-                           f"rtol={rtol:g} plus {multiple:g}x the reference's own worst error ({max_er:.3g})"),
-                "worst_index": unravel_index(worst[1], ref.shape), "value": worst[2], "expected": worst[3],
-                "mismatched": bad, "total": ref.numel(), **errors}, cand, refe)
+            return _TruthCheck(
+                False,
+                {
+                    "reason": (
+                        f"{bad} of {ref.numel()} element(s) differ from the float64 truth beyond atol={atol:g}, "
+                        f"rtol={rtol:g} plus {multiple:g}x the reference's own worst error ({max_er:.3g})"
+                    ),
+                    "worst_index": unravel_index(worst[1], ref.shape),
+                    "value": worst[2],
+                    "expected": worst[3],
+                    "mismatched": bad,
+                    "total": ref.numel(),
+                    **errors,
+                },
+                cand,
+                refe,
+            )
     if cand.rms > normwise_bound:
-        return _TruthCheck(False, {
-            "reason": (f"rms error against the float64 truth {cand.rms:.4g} exceeds {multiple:g}x the reference's "
-                       f"({refe.rms:.3g}) plus atol={atol:g}: less accurate throughout than the float32 "
-                       "reference"), **errors}, cand, refe)
+        return _TruthCheck(
+            False,
+            {
+                "reason": (
+                    f"rms error against the float64 truth {cand.rms:.4g} exceeds {multiple:g}x the reference's "
+                    f"({refe.rms:.3g}) plus atol={atol:g}: less accurate throughout than the float32 "
+                    "reference"
+                ),
+                **errors,
+            },
+            cand,
+            refe,
+        )
     return _TruthCheck(True, None, cand, refe)
 
 
 TruthSource = Callable[[], "tuple[Any | None, str | None]"]
 
 
-def judge_outputs(ref: Any, out: Any, tolerance: dict[str, float] | None, truth: TruthSource | None,
-                  mode: str = "on_mismatch", atol_scales: list[float] | None = None,
-                  multiple: float = TRUTH_MULTIPLE) -> Judgement:
+def judge_outputs(
+    ref: Any,
+    out: Any,
+    tolerance: dict[str, float] | None,
+    truth: TruthSource | None,
+    mode: str = "on_mismatch",
+    atol_scales: list[float] | None = None,
+    multiple: float = TRUTH_MULTIPLE,
+) -> Judgement:
     """Judge `out` against `ref` by the module's rule. `truth()` gives the float64 outputs, or (None, why)."""
     plain = compare_each(ref, out, tolerance, atol_scales)
     mismatch = first_mismatch(plain)
     stats = _worst([_stats(c) for c in plain])
     structural = len(plain) != len(as_output_list(ref)) or any(
-        c.mismatch is not None and c.max_abs is None for c in plain)
+        c.mismatch is not None and c.max_abs is None for c in plain
+    )
     if mode == "off" or truth is None or structural or (mismatch is None and mode != "always"):
         return Judgement(mismatch is None, "reference", mismatch, stats)
     truth_out, why = truth()
@@ -155,9 +212,14 @@ def judge_outputs(ref: Any, out: Any, tolerance: dict[str, float] | None, truth:
     # Rule 1 failed somewhere; each output passes by rule 1 or, if floating, by rule 2.
     for c, check in zip(plain, checks):
         if c.mismatch is not None and (check is None or not check.passed):
-            return Judgement(False, "fp64_truth" if check is not None else "reference",
-                             check.mismatch if check is not None else c.mismatch, stats, versus_truth,
-                             reference_error)
+            return Judgement(
+                False,
+                "fp64_truth" if check is not None else "reference",
+                check.mismatch if check is not None else c.mismatch,
+                stats,
+                versus_truth,
+                reference_error,
+            )
     return Judgement(True, "fp64_truth", None, stats, versus_truth, reference_error)
 
 
@@ -184,16 +246,23 @@ class Float64Reference:
             if self._model is None:
                 self._model = self._build()
             with _default_dtype(torch.float64):
-                out = self._model(*[x.detach().double() if isinstance(x, torch.Tensor) and x.is_floating_point()
-                                    else x for x in inputs])
+                out = self._model(
+                    *[
+                        x.detach().double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                        for x in inputs
+                    ]
+                )
         except torch.cuda.OutOfMemoryError:
             self._give_up("the float64 reference does not fit in GPU memory")
             return None, self.unavailable
         except Exception as e:  # the problem's code, not the candidate's
             self._give_up(f"the reference does not run in float64: {type(e).__name__}: {e}"[:300])
             return None, self.unavailable
-        narrow = [t.dtype for t in as_output_list(out) if isinstance(t, torch.Tensor) and t.is_floating_point()
-                  and t.dtype != torch.float64]
+        narrow = [
+            t.dtype
+            for t in as_output_list(out)
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64
+        ]
         if narrow:
             self._give_up(f"the reference returns {narrow[0]} when run in float64 (it converts internally)")
             return None, self.unavailable
@@ -243,12 +312,23 @@ class AccuracyLog:
             return None
         failed = [j for j in self._reported if not j.passed]
         judged = failed[-1:] or self._reported
-        return Accuracy(rule=failed[-1].rule if failed else self._rule,
-                        candidate_vs_reference=_worst([j.candidate_vs_reference for j in judged]),
-                        candidate_vs_truth=_worst([j.candidate_vs_truth for j in judged]),
-                        reference_vs_truth=_worst([j.reference_vs_truth for j in judged]),
-                        truth_multiple=TRUTH_MULTIPLE, families=list(self.families), probe=self.probe)
+        return Accuracy(
+            rule=failed[-1].rule if failed else self._rule,
+            candidate_vs_reference=_worst([j.candidate_vs_reference for j in judged]),
+            candidate_vs_truth=_worst([j.candidate_vs_truth for j in judged]),
+            reference_vs_truth=_worst([j.reference_vs_truth for j in judged]),
+            truth_multiple=TRUTH_MULTIPLE,
+            families=list(self.families),
+            probe=self.probe,
+        )
 
 
-__all__ = ["AccuracyLog", "Float64Reference", "Judgement", "ReferenceNotFinite", "TRUTH_MULTIPLE",
-           "check_against_truth", "judge_outputs"]
+__all__ = [
+    "AccuracyLog",
+    "Float64Reference",
+    "Judgement",
+    "ReferenceNotFinite",
+    "TRUTH_MULTIPLE",
+    "check_against_truth",
+    "judge_outputs",
+]

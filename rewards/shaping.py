@@ -57,8 +57,9 @@ def has_candidate(text: str) -> bool:
     return isinstance(guarded("format", prepare_solution, text), CanonicalSolution)
 
 
-def shaped_reward(verdict: Verdict, text: str, n_tokens: int, max_tokens: int,
-                  config: RewardConfig) -> tuple[float, dict[str, float]]:
+def shaped_reward(
+    verdict: Verdict, text: str, n_tokens: int, max_tokens: int, config: RewardConfig
+) -> tuple[float, dict[str, float]]:
     """The reward and its parts for one sample."""
     parts = {"kernel_reward": reward_for_verdict(verdict, config.delta)}
     if config.overlong_buffer is not None:

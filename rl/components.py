@@ -32,8 +32,11 @@ def build_prompts(config: RunConfig, data: ProblemData) -> Any:
 
     index = None
     if config.prompt.one_shot:
-        index = KernelIndex(builtin_solutions(), held_out_ids=[p.id for p in data.validation],
-                            held_out_sha256=[p.sha256 for p in data.validation])
+        index = KernelIndex(
+            builtin_solutions(),
+            held_out_ids=[p.id for p in data.validation],
+            held_out_sha256=[p.sha256 for p in data.validation],
+        )
     return PromptBuilder(config.prompt, index)
 
 
@@ -44,8 +47,7 @@ def build_pool(config: RunConfig) -> RayEvaluationPool:
     from envs.pool import RayEvaluationPool
 
     cache = SqliteCache(config.cache_path) if config.cache_path else None
-    return RayEvaluationPool(config.eval, config.pool, cache,
-                             reserve_gpus=lambda: training_gpus(config))
+    return RayEvaluationPool(config.eval, config.pool, cache, reserve_gpus=lambda: training_gpus(config))
 
 
 def training_gpus(config: RunConfig) -> float:
@@ -109,8 +111,9 @@ def engine_factory(config: RunConfig, model: str | Path | None = None) -> Callab
     spec = str(model) if model is not None else config.policy.model
 
     def make() -> Any:
-        return make_engine(engine, spec, sync=config.loop.sync,
-                           chat_template=config.policy.chat_template, seed=config.loop.seed)
+        return make_engine(
+            engine, spec, sync=config.loop.sync, chat_template=config.policy.chat_template, seed=config.loop.seed
+        )
 
     return make
 
@@ -138,8 +141,9 @@ def build_components(config: RunConfig, data: ProblemData) -> Components:
             learner = build_learner(config, model)
         if engine is None:
             engine = _start(make_engine())
-        return Components(pool=pool, make_engine=lambda: _start(make_engine()), learner=learner,
-                          prompts=prompts, engine=engine)
+        return Components(
+            pool=pool, make_engine=lambda: _start(make_engine()), learner=learner, prompts=prompts, engine=engine
+        )
     except BaseException:
         if engine is not None:
             engine.shutdown()

@@ -88,8 +88,13 @@ class ValidationConfig:
             raise ConfigError("validation.every >= 0, validation.n >= 1 and validation.temperature >= 0")
 
     def sampling(self, rollout: SamplingConfig) -> SamplingConfig:
-        return dataclasses.replace(rollout, n=self.n, temperature=self.temperature, seed=self.seed,
-                                   max_tokens=self.max_tokens or rollout.max_tokens)
+        return dataclasses.replace(
+            rollout,
+            n=self.n,
+            temperature=self.temperature,
+            seed=self.seed,
+            max_tokens=self.max_tokens or rollout.max_tokens,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,8 +144,25 @@ def _container(cfg: Any, key: str) -> Any:
     return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
-_TOP_LEVEL = {"policy", "algorithm", "data", "rollout", "prompt", "reward", "loop", "validation", "wandb", "eval",
-              "pool", "judge", "delta", "cache_path", "resume", "hosted", "hydra"}
+_TOP_LEVEL = {
+    "policy",
+    "algorithm",
+    "data",
+    "rollout",
+    "prompt",
+    "reward",
+    "loop",
+    "validation",
+    "wandb",
+    "eval",
+    "pool",
+    "judge",
+    "delta",
+    "cache_path",
+    "resume",
+    "hosted",
+    "hydra",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,8 +243,9 @@ class RunConfig:
         )
         if problems:
             raise ConfigError(*problems)
-        run = cls(**records, judge=_container(cfg, "judge") or {}, cache_path=cfg.get("cache_path"),
-                  resume=cfg.get("resume"))
+        run = cls(
+            **records, judge=_container(cfg, "judge") or {}, cache_path=cfg.get("cache_path"), resume=cfg.get("resume")
+        )
 
         def build_or_raise(group: str, make):
             value = build(group, make)
@@ -233,10 +256,16 @@ class RunConfig:
         if tools:
             from rl.rollout.config import EngineConfig
 
-            context = None if run.policy.is_api else int(run.policy.engine.get("max_model_len",
-                                                                                EngineConfig.max_model_len))
-            run = dataclasses.replace(run, trajectory=build_or_raise("rollout", lambda _: trajectory_config(
-                tools, trajectory_map, api=run.policy.is_api, context=context)))
+            context = (
+                None if run.policy.is_api else int(run.policy.engine.get("max_model_len", EngineConfig.max_model_len))
+            )
+            run = dataclasses.replace(
+                run,
+                trajectory=build_or_raise(
+                    "rollout",
+                    lambda _: trajectory_config(tools, trajectory_map, api=run.policy.is_api, context=context),
+                ),
+            )
         run.check_policy()
         # the learner's own record (world size, LoRA, optimizer) refuses bad keys now
         if run.policy.learner is not None:
@@ -247,13 +276,17 @@ class RunConfig:
             except (ValueError, TypeError) as e:
                 raise ConfigError(f"policy.learner: {e}") from None
         if run.loop.mode == "one_step_off" and run.algorithm.tis_cap is None:
-            raise ConfigError("loop.mode=one_step_off trains on samples of the previous weights: it needs the "
-                              "importance correction algorithm.tis_cap (not null)")
+            raise ConfigError(
+                "loop.mode=one_step_off trains on samples of the previous weights: it needs the "
+                "importance correction algorithm.tis_cap (not null)"
+            )
         if run.algorithm.temperature != run.rollout.temperature and run.rollout.temperature > 0:
-            raise ConfigError(f"algorithm.temperature ({run.algorithm.temperature}) must equal rollout.temperature "
-                              f"({run.rollout.temperature}): the learner's logprobs must be of the sampled policy; "
-                              f"set rollout.temperature={run.algorithm.temperature} or algorithm.temperature="
-                              f"{run.rollout.temperature}")
+            raise ConfigError(
+                f"algorithm.temperature ({run.algorithm.temperature}) must equal rollout.temperature "
+                f"({run.rollout.temperature}): the learner's logprobs must be of the sampled policy; "
+                f"set rollout.temperature={run.algorithm.temperature} or algorithm.temperature="
+                f"{run.rollout.temperature}"
+            )
         return run
 
     def check_policy(self) -> None:
@@ -261,8 +294,10 @@ class RunConfig:
         if self.policy.is_api:
             key_env = self.policy.engine.get("api_key_env", "OPENAI_API_KEY")
             if key_env and not os.environ.get(key_env):
-                raise ConfigError(f"policy {self.policy.name!r} calls an API: set the environment variable "
-                                  f"{key_env} (or policy.engine.api_key_env=null for a server without keys)")
+                raise ConfigError(
+                    f"policy {self.policy.name!r} calls an API: set the environment variable "
+                    f"{key_env} (or policy.engine.api_key_env=null for a server without keys)"
+                )
             return
         from rl.models import ModelSpecError, validate_model_spec
 
@@ -278,9 +313,18 @@ def _group_types() -> dict[str, type]:
     from rl.learner.config import AlgorithmConfig
     from rl.prompts import PromptConfig
 
-    return {"rollout": SamplingConfig, "data": DataConfig, "eval": EvalSettings, "pool": PoolConfig,
-            "wandb": WandbConfig, "prompt": PromptConfig, "reward": RewardConfig, "algorithm": AlgorithmConfig,
-            "loop": LoopConfig, "validation": ValidationConfig}
+    return {
+        "rollout": SamplingConfig,
+        "data": DataConfig,
+        "eval": EvalSettings,
+        "pool": PoolConfig,
+        "wandb": WandbConfig,
+        "prompt": PromptConfig,
+        "reward": RewardConfig,
+        "algorithm": AlgorithmConfig,
+        "loop": LoopConfig,
+        "validation": ValidationConfig,
+    }
 
 
 def config_type_problems(cfg: Any) -> list[str]:

@@ -101,8 +101,9 @@ class ProblemData:
         for name in ("include_ids", "validation_ids", "exclude_ids"):
             missing = sorted(set(getattr(config, name) or ()) - known)
             if missing:
-                raise DataError(f"data.{name} names problems not in {config.problems!r} "
-                                f"(levels={levels}): {missing[:5]}")
+                raise DataError(
+                    f"data.{name} names problems not in {config.problems!r} (levels={levels}): {missing[:5]}"
+                )
         if config.include_ids is not None:
             wanted = set(config.include_ids) | set(config.validation_ids or ())
             problems = [p for p in problems if p.id in wanted]
@@ -110,30 +111,39 @@ class ProblemData:
         if config.require_reference:
             problems = [p for p in problems if p.reference_solution]
         if not problems:
-            raise DataError(f"no usable problems in {config.problems!r} (levels={levels}, "
-                            f"include_ids={config.include_ids}, require_reference={config.require_reference})")
+            raise DataError(
+                f"no usable problems in {config.problems!r} (levels={levels}, "
+                f"include_ids={config.include_ids}, require_reference={config.require_reference})"
+            )
         if config.validation_ids is not None:
             held_out = set(config.validation_ids)
         else:
-            held_out = {p.id for p in problems
-                        if split_of(p.id, config.validation_fraction, config.split_salt) == "validation"}
+            held_out = {
+                p.id for p in problems if split_of(p.id, config.validation_fraction, config.split_salt) == "validation"
+            }
         train = [p for p in problems if p.id not in held_out]
         validation = [p for p in problems if p.id in held_out]
         if not train:
-            raise DataError(f"every one of the {len(problems)} problems is held out for validation; "
-                            "lower data.validation_fraction or list fewer data.validation_ids")
+            raise DataError(
+                f"every one of the {len(problems)} problems is held out for validation; "
+                "lower data.validation_fraction or list fewer data.validation_ids"
+            )
         weights = None
         if config.sampler == "balanced":
             from envs.data.problem_set import curated_weights, is_curated_set
 
             if not is_curated_set(config.problems):
-                raise DataError(f"data.sampler=balanced needs a curated set (a directory with manifest.jsonl, "
-                                f"written by scripts/curate.py); {config.problems!r} is not one")
+                raise DataError(
+                    f"data.sampler=balanced needs a curated set (a directory with manifest.jsonl, "
+                    f"written by scripts/curate.py); {config.problems!r} is not one"
+                )
             known = curated_weights(config.problems)
             missing = [p.id for p in train if p.id not in known]
             if missing:
-                raise DataError(f"data.sampler=balanced: no weight in the manifest for {missing[:5]} "
-                                "(curate with the cluster stage)")
+                raise DataError(
+                    f"data.sampler=balanced: no weight in the manifest for {missing[:5]} "
+                    "(curate with the cluster stage)"
+                )
             weights = {p.id: known[p.id] for p in train}
         return cls(train, validation, weights)
 
@@ -161,8 +171,13 @@ class ProblemSampler:
     continues the exact sequence.
     """
 
-    def __init__(self, problems: list[Problem], curriculum: CurriculumConfig | None = None, seed: int = 0,
-                 weights: Mapping[str, float] | None = None):
+    def __init__(
+        self,
+        problems: list[Problem],
+        curriculum: CurriculumConfig | None = None,
+        seed: int = 0,
+        weights: Mapping[str, float] | None = None,
+    ):
         if not problems:
             raise DataError("the training sampler needs at least one problem")
         self.problems = sorted(problems, key=lambda p: p.id)  # input order must not change the sequence
@@ -179,7 +194,7 @@ class ProblemSampler:
     def pool(self, step: int) -> list[Problem]:
         if self.curriculum.kind == "none":
             return self.problems
-        allowed = self._levels[:1 + step // self.curriculum.steps_per_level]
+        allowed = self._levels[: 1 + step // self.curriculum.steps_per_level]
         return [p for p in self.problems if (p.level if p.level is not None else 0) in allowed]
 
     def _permutation(self, pool: list[Problem], epoch: int) -> list[Problem]:
@@ -205,6 +220,8 @@ class ProblemSampler:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if list(state["problem_ids"]) != [p.id for p in self.problems] or state["seed"] != self.seed:
-            raise DataError("the checkpoint's training problems or data seed differ from this run's; resuming "
-                            "would not continue the same sequence (use the checkpointed run's data config)")
+            raise DataError(
+                "the checkpoint's training problems or data seed differ from this run's; resuming "
+                "would not continue the same sequence (use the checkpointed run's data config)"
+            )
         self.draws = int(state["draws"])

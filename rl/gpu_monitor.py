@@ -43,10 +43,14 @@ def summarize(samples: list[GpuSample]) -> dict[str, float]:
     if not samples:
         return {}
     utils = [s.util_pct for s in samples]
-    return {"gpu/util_mean": sum(utils) / len(utils), "gpu/util_max": max(utils),
-            "gpu/mem_used_gib_max": max(s.mem_used_mib for s in samples) / 1024,
-            "gpu/mem_total_gib": max(s.mem_total_mib for s in samples) / 1024,
-            "gpu/samples": float(len(samples)), "gpu/count": float(len({s.index for s in samples}))}
+    return {
+        "gpu/util_mean": sum(utils) / len(utils),
+        "gpu/util_max": max(utils),
+        "gpu/mem_used_gib_max": max(s.mem_used_mib for s in samples) / 1024,
+        "gpu/mem_total_gib": max(s.mem_total_mib for s in samples) / 1024,
+        "gpu/samples": float(len(samples)),
+        "gpu/count": float(len({s.index for s in samples})),
+    }
 
 
 class GpuMonitor:
@@ -60,9 +64,12 @@ class GpuMonitor:
         if exe is None:
             return
         try:
-            self._proc = subprocess.Popen([exe, f"--query-gpu={QUERY}", "--format=csv,noheader,nounits",
-                                           f"--loop-ms={interval_ms}"], stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, text=True)
+            self._proc = subprocess.Popen(
+                [exe, f"--query-gpu={QUERY}", "--format=csv,noheader,nounits", f"--loop-ms={interval_ms}"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
         except OSError as e:  # a broken driver install must not stop a run
             log.warning("GPU metrics off: %s", e)
             return

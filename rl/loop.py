@@ -36,8 +36,16 @@ from rl.loop_checkpoints import LoopState, find_checkpoint, prune_checkpoints, s
 from rl.config import RunConfig
 from rl.data import ProblemData, ProblemSampler
 from rl.gpu_monitor import GpuMonitor
-from rl.metrics import (batch_metrics, learner_metrics, pool_metrics, rollout_metrics, sample_rows, stage_metrics,
-                        throughput_metrics, verl_aliases)
+from rl.metrics import (
+    batch_metrics,
+    learner_metrics,
+    pool_metrics,
+    rollout_metrics,
+    sample_rows,
+    stage_metrics,
+    throughput_metrics,
+    verl_aliases,
+)
 from rl.rng_state import decode_python_rng, encode_python_rng
 from rl.scoring import EngineFailure, RolloutResult, generate_and_score
 from rl.tracking import RunLogger
@@ -66,16 +74,16 @@ def _seed(*parts: Any) -> int:
 
 
 class Trainer:
-    def __init__(self, config: RunConfig, run_dir: str | Path, components: Components, data: ProblemData,
-                 logger: RunLogger):
+    def __init__(
+        self, config: RunConfig, run_dir: str | Path, components: Components, data: ProblemData, logger: RunLogger
+    ):
         self.cfg = config
         self.run_dir = Path(run_dir)
         self.components = components
         self.data = data
         self.logger = logger
         self.problems = {p.id: p for p in [*data.train, *data.validation]}
-        self.sampler = ProblemSampler(data.train, config.data.curriculum, seed=config.loop.seed,
-                                      weights=data.weights)
+        self.sampler = ProblemSampler(data.train, config.data.curriculum, seed=config.loop.seed, weights=data.weights)
         self.rng = random.Random(config.loop.seed)
         self.step = 0
         self.policy_version = 0
@@ -117,8 +125,11 @@ class Trainer:
                     await self.train_step()
                     if bar is not None:
                         last = self.history[-1] if self.history else {}
-                        bar.set_postfix(reward=f"{last.get('train/reward_mean', math.nan):.3f}",
-                                        correct=f"{last.get('train/correct_rate', math.nan):.2f}", refresh=False)
+                        bar.set_postfix(
+                            reward=f"{last.get('train/reward_mean', math.nan):.3f}",
+                            correct=f"{last.get('train/correct_rate', math.nan):.2f}",
+                            refresh=False,
+                        )
                         bar.update(self.step - bar.n)
             if self.components.learner is not None:
                 self.checkpoint()
@@ -150,8 +161,12 @@ class Trainer:
                     failed.append(future)
                 pending[0] -= 1
                 if pending[0] == 0:
-                    log.info("baselines of %d problem(s) measured in %.1f s (%d failed)", len(futures),
-                             time.perf_counter() - started, len(failed))
+                    log.info(
+                        "baselines of %d problem(s) measured in %.1f s (%d failed)",
+                        len(futures),
+                        time.perf_counter() - started,
+                        len(failed),
+                    )
 
         for future in futures:
             future.add_done_callback(ended)
@@ -171,8 +186,9 @@ class Trainer:
         row = rollout_metrics(generated, "train", self.cfg.rollout.max_tokens)
         row["train/kept_groups"] = len(kept)
         row["train/refill_rounds"] = len(results) - 1
-        row["perf/rollout_tokens_per_s"] = (sum(r.completion_tokens for r in results) / seconds["generate"]
-                                            if seconds["generate"] > 0 else 0.0)
+        row["perf/rollout_tokens_per_s"] = (
+            sum(r.completion_tokens for r in results) / seconds["generate"] if seconds["generate"] > 0 else 0.0
+        )
         if self.tools is not None:
             row.update(self.tools.record(results, step, "train", self.logger))
 
@@ -221,8 +237,14 @@ class Trainer:
                 self.log_row(step, row)  # a failed validation must not lose the step's training numbers
                 raise
         self.log_row(step, row)
-        log.info("step %d/%d reward %.3f correct %.2f (%.0f s)", step, self.cfg.loop.steps,
-                 row.get("train/reward_mean", math.nan), row.get("train/correct_rate", math.nan), seconds["step"])
+        log.info(
+            "step %d/%d reward %.3f correct %.2f (%.0f s)",
+            step,
+            self.cfg.loop.steps,
+            row.get("train/reward_mean", math.nan),
+            row.get("train/correct_rate", math.nan),
+            seconds["step"],
+        )
 
     # ---------------------------------------------------------------------------------- one_step_off
     async def _one_step_off_rollouts(self, step: int, seconds: dict[str, float]):
@@ -263,20 +285,26 @@ class Trainer:
             keep.append(g)
             lags += lag
         if dropped:
-            log.warning("dropped %d groups more than %d versions behind the learner", dropped,
-                        self.cfg.loop.max_staleness)
-        return keep, {"async/staleness_mean": sum(lags) / len(lags) if lags else math.nan,
-                      "async/staleness_max": float(max(lags)) if lags else math.nan,
-                      "async/dropped_stale_groups": float(dropped)}
+            log.warning(
+                "dropped %d groups more than %d versions behind the learner", dropped, self.cfg.loop.max_staleness
+            )
+        return keep, {
+            "async/staleness_mean": sum(lags) / len(lags) if lags else math.nan,
+            "async/staleness_max": float(max(lags)) if lags else math.nan,
+            "async/dropped_stale_groups": float(dropped),
+        }
 
     # --------------------------------------------------------------------------------------- rollouts
     def _requests(self, problems: list, tag: str, sampling) -> list[RolloutRequest]:
         def seeded(i: int):
-            return dataclasses.replace(sampling, seed=_seed(sampling.seed, tag, i) if self.cfg.loop.seeded_sampling
-                                       else None)
+            return dataclasses.replace(
+                sampling, seed=_seed(sampling.seed, tag, i) if self.cfg.loop.seeded_sampling else None
+            )
 
-        return [self.components.prompts.request(p, f"{tag}/p{i}", seeded(i), self.policy_version)
-                for i, p in enumerate(problems)]
+        return [
+            self.components.prompts.request(p, f"{tag}/p{i}", seeded(i), self.policy_version)
+            for i, p in enumerate(problems)
+        ]
 
     async def collect_groups(self, step: int) -> tuple[list[Group], list[Group], list[RolloutResult]]:
         """(groups to train on, every group generated, one result per generate round). With dynamic
@@ -307,15 +335,22 @@ class Trainer:
             try:
                 if self.tools is not None:
                     return await self.tools.generate(self.engine, requests, self.problems, self.cfg.reward, priority)
-                return await generate_and_score(self.engine, requests, self.problems, self.components.pool,
-                                                self.cfg.reward, priority)
+                return await generate_and_score(
+                    self.engine, requests, self.problems, self.components.pool, self.cfg.reward, priority
+                )
             except EngineFailure as e:
                 if self.engine_restarts >= self.cfg.loop.max_engine_restarts:
-                    raise RunError(f"the rollout engine failed {self.engine_restarts + 1} times, last: {e}; "
-                                   f"stopping (last checkpoint: {self._latest_checkpoint()})") from e
+                    raise RunError(
+                        f"the rollout engine failed {self.engine_restarts + 1} times, last: {e}; "
+                        f"stopping (last checkpoint: {self._latest_checkpoint()})"
+                    ) from e
                 self.engine_restarts += 1
-                log.error("rollout engine failed (%s); rebuilding it (%d/%d)", e, self.engine_restarts,
-                          self.cfg.loop.max_engine_restarts)
+                log.error(
+                    "rollout engine failed (%s); rebuilding it (%d/%d)",
+                    e,
+                    self.engine_restarts,
+                    self.cfg.loop.max_engine_restarts,
+                )
                 self._shutdown_engine()
                 self.engine = self.components.make_engine()
                 if self.policy_version > 0:
@@ -323,7 +358,7 @@ class Trainer:
 
     async def validate(self) -> dict[str, float]:
         """Held-out problems, single attempt, fixed sampling: logged under val/."""
-        problems = self.data.validation[:self.cfg.validation.max_problems]
+        problems = self.data.validation[: self.cfg.validation.max_problems]
         if not problems:
             return {}
         t = time.perf_counter()
@@ -334,8 +369,13 @@ class Trainer:
             row.update(self.tools.record([result], self.step, "val", self.logger))
         row["time/validate"] = time.perf_counter() - t
         self._record_samples(result.groups, self.step, "val")
-        log.info("validation at step %d: reward %.3f correct %.2f on %d problems", self.step,
-                 row.get("val/reward_mean", math.nan), row.get("val/correct_rate", math.nan), len(problems))
+        log.info(
+            "validation at step %d: reward %.3f correct %.2f on %d problems",
+            self.step,
+            row.get("val/reward_mean", math.nan),
+            row.get("val/correct_rate", math.nan),
+            len(problems),
+        )
         return row
 
     def _record_samples(self, groups: list[Group], step: int, split: str) -> None:
@@ -343,8 +383,13 @@ class Trainer:
         now and then (validation's first one always)."""
         self.logger.samples(sample_rows(groups, step, split=split))
         if crashed := self.logger.crashers(groups, step, split):
-            log.warning("step %d: an evaluation stage failed on %d %s sample(s); kept in %s", step, crashed,
-                        split, self.logger.run_dir / "crashers")
+            log.warning(
+                "step %d: an evaluation stage failed on %d %s sample(s); kept in %s",
+                step,
+                crashed,
+                split,
+                self.logger.run_dir / "crashers",
+            )
         if self.logger.wants_table(step) or (split == "val" and step == 0):
             rows = sample_rows(groups, step, self.logger.config.table_rows, split)
             self.logger.table(step, f"{split}/samples_table", rows)  # not {split}/samples: that is the count
@@ -364,16 +409,23 @@ class Trainer:
         try:
             return await asyncio.to_thread(call, *args)
         except Exception as e:
-            raise RunError(f"the learner failed in {what} after step {self.step}: {type(e).__name__}: "
-                           f"{str(e)[:500]}; resume from the last checkpoint: {self._latest_checkpoint()}") from e
+            raise RunError(
+                f"the learner failed in {what} after step {self.step}: {type(e).__name__}: "
+                f"{str(e)[:500]}; resume from the last checkpoint: {self._latest_checkpoint()}"
+            ) from e
 
     async def sync_weights(self) -> float:
         """Export the learner's weights and make the engine serve them; returns the engine's seconds."""
         if self.cfg.loop.sync == "broadcast":
             return await self._broadcast_weights()
         if self._sync_root is None:
-            self._sync_root = Path(self.cfg.loop.sync_dir) if self.cfg.loop.sync_dir else Path(tempfile.mkdtemp(
-                prefix="kernelrl-weights-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+            self._sync_root = (
+                Path(self.cfg.loop.sync_dir)
+                if self.cfg.loop.sync_dir
+                else Path(
+                    tempfile.mkdtemp(prefix="kernelrl-weights-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+                )
+            )
         path = self._sync_root / f"v{self.step:06d}-{len(self._exports)}"
         update = await self._learner("export_weights", self.cfg.loop.sync, str(path))
         seconds = await _maybe_await(self.engine.update_weights(update))
@@ -397,13 +449,23 @@ class Trainer:
             self._broadcast = BroadcastSync(self.components.learner.weight_senders, self.engine, backend)
         out = await self._guarded("broadcast", self._broadcast.sync)
         self.policy_version = int(out["version"])
-        log.info("broadcast v%d: %.1f MB in %.2f s (gather %.2f s, receive %.2f s)", self.policy_version,
-                 out["bytes"] / 1e6, out["sync_s"], out["gather_s"], out["receive_s"])
+        log.info(
+            "broadcast v%d: %.1f MB in %.2f s (gather %.2f s, receive %.2f s)",
+            self.policy_version,
+            out["bytes"] / 1e6,
+            out["sync_s"],
+            out["gather_s"],
+            out["receive_s"],
+        )
         return float(out["sync_s"])
 
     def _fingerprint(self) -> str:
-        keys = {"data": dataclasses.asdict(self.cfg.data), "rollout": dataclasses.asdict(self.cfg.rollout),
-                "algorithm": dataclasses.asdict(self.cfg.algorithm), "seed": self.cfg.loop.seed}
+        keys = {
+            "data": dataclasses.asdict(self.cfg.data),
+            "rollout": dataclasses.asdict(self.cfg.rollout),
+            "algorithm": dataclasses.asdict(self.cfg.algorithm),
+            "seed": self.cfg.loop.seed,
+        }
         if self.cfg.trajectory is not None:  # only with tools, so runs without them keep their fingerprints
             keys["trajectory"] = dataclasses.asdict(self.cfg.trajectory)
         return hashlib.sha256(json.dumps(keys, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -411,10 +473,15 @@ class Trainer:
     def checkpoint(self) -> Path:
         # one_step_off: the next step's problems are already drawn; a resumed run draws them again
         sampler = self._sampler_before_inflight if self._inflight is not None else self.sampler.state_dict()
-        state = LoopState(step=self.step, policy_version=self.learner_version, sampler=sampler,
-                          rng=encode_python_rng(self.rng.getstate()), run_dir=str(self.run_dir),
-                          config_fingerprint=self._fingerprint(),
-                          wandb_run_id=getattr(self.logger, "wandb_run_id", None) or "")
+        state = LoopState(
+            step=self.step,
+            policy_version=self.learner_version,
+            sampler=sampler,
+            rng=encode_python_rng(self.rng.getstate()),
+            run_dir=str(self.run_dir),
+            config_fingerprint=self._fingerprint(),
+            wandb_run_id=getattr(self.logger, "wandb_run_id", None) or "",
+        )
         path = save_checkpoint(self.run_dir / "checkpoints", state, self.components.learner.save_checkpoint)
         prune_checkpoints(self.run_dir / "checkpoints", self.cfg.loop.keep_checkpoints)
         log.info("checkpoint: %s", path)
@@ -494,8 +561,9 @@ def problem_summary(train: list[dict[str, Any]], k: int) -> dict[str, Any]:
     """Each training problem's correct rate over the first and the last `k` logged steps it was drawn in, and how
     many problems gained (a run that learns one problem while the rest stay flat says so here)."""
     prefix, suffix = "train/problem/", "/correct_rate"
-    ids = sorted({key[len(prefix):-len(suffix)] for r in train for key in r
-                  if key.startswith(prefix) and key.endswith(suffix)})
+    ids = sorted(
+        {key[len(prefix) : -len(suffix)] for r in train for key in r if key.startswith(prefix) and key.endswith(suffix)}
+    )
     out: dict[str, Any] = {}
     gained = []
     for problem_id in ids:

@@ -22,8 +22,14 @@ from typing import Any, Callable
 
 from rl.learner.checkpoint_files import fsync_path
 
-__all__ = ["CheckpointError", "LoopState", "find_checkpoint", "previous_run_dir", "save_checkpoint",
-           "prune_checkpoints"]
+__all__ = [
+    "CheckpointError",
+    "LoopState",
+    "find_checkpoint",
+    "previous_run_dir",
+    "save_checkpoint",
+    "prune_checkpoints",
+]
 
 LATEST = "latest"
 STATE_FILE = "loop_state.json"
@@ -100,8 +106,10 @@ def find_checkpoint(path: str | Path) -> tuple[Path, LoopState]:
             break
     state_file = p / STATE_FILE
     if not state_file.is_file() or not (p / LEARNER_DIR).is_dir():
-        raise CheckpointError(f"resume={path}: {p} is not a complete checkpoint (no {STATE_FILE} and {LEARNER_DIR}/); "
-                              "pass a run directory, its checkpoints/ or one checkpoints/step_N")
+        raise CheckpointError(
+            f"resume={path}: {p} is not a complete checkpoint (no {STATE_FILE} and {LEARNER_DIR}/); "
+            "pass a run directory, its checkpoints/ or one checkpoints/step_N"
+        )
     try:
         return p, LoopState.from_json(state_file.read_text())
     except (ValueError, TypeError) as e:

@@ -29,17 +29,47 @@ from typing import Any, Iterable, Mapping
 from envs.verdict import Status
 from rl.types import Group, ScoredSample, TrainBatch
 
-__all__ = ["LEARNER_KEYS", "POOL_SUMMARY_KEYS", "STAGES", "VERL_ALIASES", "batch_metrics", "learner_metrics",
-           "pool_metrics", "rollout_metrics", "sample_rows", "stage_metrics", "throughput_metrics", "verl_aliases",
-           "wilson_interval"]
+__all__ = [
+    "LEARNER_KEYS",
+    "POOL_SUMMARY_KEYS",
+    "STAGES",
+    "VERL_ALIASES",
+    "batch_metrics",
+    "learner_metrics",
+    "pool_metrics",
+    "rollout_metrics",
+    "sample_rows",
+    "stage_metrics",
+    "throughput_metrics",
+    "verl_aliases",
+    "wilson_interval",
+]
 
 # What the issue asks every step to show from the learner (rl.learner's train_step names them so).
 # pg_loss: the policy loss; kl_old / kl_ref: to the sampling policy and the frozen reference; ratio_*: the
 # PPO ratio to the old policy; rollout_logprob_diff_* and tis_*: engine-vs-trainer logprobs and the truncated
 # importance weights built from them (docs/algorithms.md).
-LEARNER_KEYS = ("loss", "pg_loss", "clip_frac_low", "clip_frac_high", "kl_old", "kl_ref", "entropy", "grad_norm",
-                "lr", "rollout_logprob_diff_mean", "rollout_logprob_diff_max", "tis_ratio_mean", "tis_ratio_max",
-                "tis_ratio_min", "tis_clip_frac", "ratio_mean", "ratio_max", "ratio_min", "tokens_per_s")
+LEARNER_KEYS = (
+    "loss",
+    "pg_loss",
+    "clip_frac_low",
+    "clip_frac_high",
+    "kl_old",
+    "kl_ref",
+    "entropy",
+    "grad_norm",
+    "lr",
+    "rollout_logprob_diff_mean",
+    "rollout_logprob_diff_max",
+    "tis_ratio_mean",
+    "tis_ratio_max",
+    "tis_ratio_min",
+    "tis_clip_frac",
+    "ratio_mean",
+    "ratio_max",
+    "ratio_min",
+    "tokens_per_s",
+)
 STAGES = ("generate", "evaluate", "wait_for_rewards", "train", "sync", "step")
 
 # verl's metric names (volcengine/verl: trainer/ppo/metric_utils.py, its actor workers and the PPO trainer's
@@ -91,11 +121,21 @@ VERL_ALIASES: tuple[tuple[str, str], ...] = (
 # The pool's keys a step logs by default (wandb.pool_metrics=summary), plus its pool/verdict_frac/<status>
 # shares; wandb.pool_metrics=full logs every key of the pool's metrics() (per-actor busy fractions, every
 # counter, p99s and means of each stage). Counters are cumulative over the run.
-POOL_SUMMARY_KEYS = ("pool/queue_depth", "pool/in_flight", "pool/cache_hit_rate",
-                     "pool/latency/total_p50_s", "pool/latency/total_p90_s",
-                     "pool/latency/execution_p50_s", "pool/latency/execution_p90_s",
-                     "pool/actors_alive", "pool/actor_failures", "pool/actor_restarts", "pool/retries",
-                     "pool/crashes_after_retry", "pool/gpu_busy_fraction")
+POOL_SUMMARY_KEYS = (
+    "pool/queue_depth",
+    "pool/in_flight",
+    "pool/cache_hit_rate",
+    "pool/latency/total_p50_s",
+    "pool/latency/total_p90_s",
+    "pool/latency/execution_p50_s",
+    "pool/latency/execution_p90_s",
+    "pool/actors_alive",
+    "pool/actor_failures",
+    "pool/actor_restarts",
+    "pool/retries",
+    "pool/crashes_after_retry",
+    "pool/gpu_busy_fraction",
+)
 POOL_SUMMARY_PREFIXES = ("pool/verdict_frac/",)
 
 
@@ -123,13 +163,15 @@ def rollout_metrics(groups: Iterable[Group], split: str, max_tokens: int) -> dic
     for problem_id in sorted({g.problem_id for g in groups}):
         mine = [s for g in groups if g.problem_id == problem_id for s in g.samples]
         if mine:
-            out[f"{split}/problem/{problem_id}/correct_rate"] = (
-                sum(s.verdict.status is Status.CORRECT for s in mine) / len(mine))
+            out[f"{split}/problem/{problem_id}/correct_rate"] = sum(
+                s.verdict.status is Status.CORRECT for s in mine
+            ) / len(mine)
     for status in Status:
         out[f"{split}/status/{status.value}"] = sum(s.verdict.status is status for s in samples) / n
     for category in sorted({s.verdict.hack.category for s in samples if s.verdict.hack}):
-        out[f"{split}/hack/{category}"] = sum(bool(s.verdict.hack and s.verdict.hack.category == category)
-                                              for s in samples) / n
+        out[f"{split}/hack/{category}"] = (
+            sum(bool(s.verdict.hack and s.verdict.hack.category == category) for s in samples) / n
+        )
     speedups = [s.verdict.speedup for s in correct if s.verdict.speedup is not None and s.verdict.speedup > 0]
     out[f"{split}/speedup_geomean"] = math.exp(_mean([math.log(x) for x in speedups])) if speedups else math.nan
     out[f"{split}/speedup_median"] = statistics.median(speedups) if speedups else math.nan
@@ -144,8 +186,9 @@ def rollout_metrics(groups: Iterable[Group], split: str, max_tokens: int) -> dic
     out[f"{split}/prompt_len_mean"] = _mean(prompts)
     out[f"{split}/prompt_len_max"] = max(prompts)
     out[f"{split}/prompt_len_min"] = min(prompts)
-    out[f"{split}/truncation_rate"] = sum(s.sample.finish_reason == "length" or len(s.sample.completion_ids)
-                                          >= max_tokens for s in samples) / n
+    out[f"{split}/truncation_rate"] = (
+        sum(s.sample.finish_reason == "length" or len(s.sample.completion_ids) >= max_tokens for s in samples) / n
+    )
     return out
 
 
@@ -165,13 +208,17 @@ def batch_metrics(batch: TrainBatch, advantage: str) -> dict[str, float]:
     batch carries rewards, and the learner's value head makes the advantages (train/advantages_mean)."""
     if advantage == "gae" or not batch.advantages:
         return {}
-    tokens = [(len(ids) - plen) if batch.loss_masks is None or batch.loss_masks[r] is None
-              else sum(batch.loss_masks[r])
-              for r, (ids, plen) in enumerate(zip(batch.input_ids, batch.prompt_lengths))]
+    tokens = [
+        (len(ids) - plen) if batch.loss_masks is None or batch.loss_masks[r] is None else sum(batch.loss_masks[r])
+        for r, (ids, plen) in enumerate(zip(batch.input_ids, batch.prompt_lengths))
+    ]
     weight = sum(tokens)
     mean = (sum(a * n for a, n in zip(batch.advantages, tokens)) / weight) if weight else _mean(batch.advantages)
-    return {"train/advantage_mean": mean, "train/advantage_max": max(batch.advantages),
-            "train/advantage_min": min(batch.advantages)}
+    return {
+        "train/advantage_mean": mean,
+        "train/advantage_max": max(batch.advantages),
+        "train/advantage_min": min(batch.advantages),
+    }
 
 
 def throughput_metrics(tokens: float, step_s: float, gpus: float | None) -> dict[str, float]:
@@ -209,8 +256,9 @@ def stage_metrics(seconds: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-def sample_rows(groups: Iterable[Group], step: int, limit: int | None = None,
-                split: str = "train") -> list[dict[str, Any]]:
+def sample_rows(
+    groups: Iterable[Group], step: int, limit: int | None = None, split: str = "train"
+) -> list[dict[str, Any]]:
     """One row per sample (the first `limit`) with its verdict: the W&B table and samples.jsonl."""
     rows: list[dict[str, Any]] = []
     for g in groups:
@@ -218,11 +266,22 @@ def sample_rows(groups: Iterable[Group], step: int, limit: int | None = None,
             if limit is not None and len(rows) >= limit:
                 return rows
             v = s.verdict
-            rows.append({"step": step, "split": split, "problem_id": g.problem_id, "index": s.sample.index,
-                         "status": v.status.value, "hack": v.hack.category if v.hack else "",
-                         "speedup": v.speedup if v.speedup is not None else math.nan, "reward": s.reward,
-                         "tokens": len(s.sample.completion_ids), "finish": s.sample.finish_reason,
-                         "error": (v.error or "")[:500], "completion": s.sample.text})
+            rows.append(
+                {
+                    "step": step,
+                    "split": split,
+                    "problem_id": g.problem_id,
+                    "index": s.sample.index,
+                    "status": v.status.value,
+                    "hack": v.hack.category if v.hack else "",
+                    "speedup": v.speedup if v.speedup is not None else math.nan,
+                    "reward": s.reward,
+                    "tokens": len(s.sample.completion_ids),
+                    "finish": s.sample.finish_reason,
+                    "error": (v.error or "")[:500],
+                    "completion": s.sample.text,
+                }
+            )
     return rows
 
 

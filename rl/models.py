@@ -81,9 +81,11 @@ def check_model_dir(path: str | os.PathLike[str]) -> Path:
     """An HF model directory must hold config.json and weights; anything else is a clear error naming the path."""
     p = Path(path).expanduser()
     if not p.exists():
-        raise ModelSpecError(f"model path {str(p)!r} does not exist (expected {SMOLLM2!r}, 'random:<preset>' "
-                             f"with preset in {sorted(RANDOM_PRESETS)}, an HF model directory, or a Hub id "
-                             "org/name in the local HF cache)")
+        raise ModelSpecError(
+            f"model path {str(p)!r} does not exist (expected {SMOLLM2!r}, 'random:<preset>' "
+            f"with preset in {sorted(RANDOM_PRESETS)}, an HF model directory, or a Hub id "
+            "org/name in the local HF cache)"
+        )
     if not p.is_dir():
         raise ModelSpecError(f"model path {str(p)!r} is not a directory")
     if not (p / "config.json").is_file():
@@ -119,10 +121,14 @@ def resolve_model_reference(ref: str, what: str = "base model") -> Path:
     missing); a Hub id in the local Hub cache (no download); a path is used when it exists. Otherwise a
     ModelSpecError says where the model was expected and how to provide it."""
     if not ref:
-        raise ModelSpecError(f"the checkpoint records no {what} (a policy built from an in-memory model); "
-                             "name the base model's directory explicitly")
-    hint = ("copy that directory from the machine that trained it into this machine's model cache, or name the "
-            "base model's directory explicitly")
+        raise ModelSpecError(
+            f"the checkpoint records no {what} (a policy built from an in-memory model); "
+            "name the base model's directory explicitly"
+        )
+    hint = (
+        "copy that directory from the machine that trained it into this machine's model cache, or name the "
+        "base model's directory explicitly"
+    )
     p = Path(ref).expanduser()
     if p.is_absolute():
         if (p / "config.json").is_file():
@@ -144,10 +150,13 @@ def resolve_model_reference(ref: str, what: str = "base model") -> Path:
 
             return check_model_dir(snapshot_download(ref, local_files_only=True))
         except Exception as e:
-            raise ModelSpecError(f"{what} {ref!r} (a Hugging Face Hub id) is not in the local Hub cache ({e}); "
-                                 "download it there (huggingface-cli download) or name its directory") from None
-    raise ModelSpecError(f"{what} {ref!r} is not in this machine's model cache {cache_root()} "
-                         f"(KERNELRL_MODEL_CACHE): {hint}")
+            raise ModelSpecError(
+                f"{what} {ref!r} (a Hugging Face Hub id) is not in the local Hub cache ({e}); "
+                "download it there (huggingface-cli download) or name its directory"
+            ) from None
+    raise ModelSpecError(
+        f"{what} {ref!r} is not in this machine's model cache {cache_root()} (KERNELRL_MODEL_CACHE): {hint}"
+    )
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
@@ -170,16 +179,19 @@ def hub_snapshot(spec: str) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
-        raise ModelSpecError(f"policy model {spec!r} looks like a Hugging Face Hub id, but huggingface_hub is not "
-                             "installed") from None
+        raise ModelSpecError(
+            f"policy model {spec!r} looks like a Hugging Face Hub id, but huggingface_hub is not installed"
+        ) from None
     try:
         path = snapshot_download(repo_id, revision=revision or None, cache_dir=_hf_cache_dir(), local_files_only=True)
     except (OSError, ValueError) as e:  # LocalEntryNotFoundError is an OSError; a malformed id a ValueError
         where = _hf_cache_dir() or "~/.cache/huggingface/hub"
-        raise ModelSpecError(f"model {spec!r}: neither a local directory nor a Hugging Face Hub id cached in {where} "
-                             f"({type(e).__name__}); runs never download: fetch it first with "
-                             f"`huggingface-cli download {repo_id}` (or `hf download {repo_id}`), or pass a model "
-                             "directory") from None
+        raise ModelSpecError(
+            f"model {spec!r}: neither a local directory nor a Hugging Face Hub id cached in {where} "
+            f"({type(e).__name__}); runs never download: fetch it first with "
+            f"`huggingface-cli download {repo_id}` (or `hf download {repo_id}`), or pass a model "
+            "directory"
+        ) from None
     return check_model_dir(path)
 
 
@@ -302,8 +314,13 @@ def _build_random(out: Path, preset: RandomPreset, tokenizer_dir: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     fields = dataclasses.asdict(preset)
     config = AutoConfig.for_model(
-        fields.pop("model_type"), vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **fields)
+        fields.pop("model_type"),
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **fields,
+    )
     config.dtype = "float32"
     torch.manual_seed(0)  # the same preset is the same model everywhere
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)

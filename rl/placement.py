@@ -17,8 +17,9 @@ def resource_bundle(num_cpus: float, num_gpus: float) -> dict[str, float]:
     return {"CPU": num_cpus, **({"GPU": num_gpus} if num_gpus else {})}
 
 
-def placed_group(bundles: list[dict[str, float]], strategy: str, what: str, timeout: float,
-                 warn_after: float = 30.0) -> Any:
+def placed_group(
+    bundles: list[dict[str, float]], strategy: str, what: str, timeout: float, warn_after: float = 30.0
+) -> Any:
     """A ray.util.placement_group of `bundles`, returned once placed; removed again and RuntimeError after
     `timeout` seconds (or when the wait is interrupted). `what` names the request in messages, e.g.
     "a rollout engine ({'CPU': 1.0, 'GPU': 1.0})"."""
@@ -34,15 +35,21 @@ def placed_group(bundles: list[dict[str, float]], strategy: str, what: str, time
         except ray.exceptions.GetTimeoutError:
             pass
         if first < timeout:
-            log.warning("still waiting for room for %s after %g s (free resources: %s); giving up after %g s",
-                        what, first, ray.available_resources(), timeout)
+            log.warning(
+                "still waiting for room for %s after %g s (free resources: %s); giving up after %g s",
+                what,
+                first,
+                ray.available_resources(),
+                timeout,
+            )
             try:
                 ray.get(group.ready(), timeout=timeout - first)
                 return group
             except ray.exceptions.GetTimeoutError:
                 pass
-        raise RuntimeError(f"no room for {what} in the Ray cluster within {timeout:g} s; free resources: "
-                           f"{ray.available_resources()}")
+        raise RuntimeError(
+            f"no room for {what} in the Ray cluster within {timeout:g} s; free resources: {ray.available_resources()}"
+        )
     except BaseException:
         remove_placement_group(group)
         raise

@@ -79,12 +79,15 @@ class PromptBuilder:
     def __init__(self, config: PromptConfig | None = None, index: KernelIndex | None = None):
         self.config = config or PromptConfig()
         if self.config.one_shot and index is None:
-            raise PromptError("prompt.one_shot needs a solution store to retrieve examples from "
-                              "(pass a KernelIndex, or set prompt.one_shot=false)")
+            raise PromptError(
+                "prompt.one_shot needs a solution store to retrieve examples from "
+                "(pass a KernelIndex, or set prompt.one_shot=false)"
+            )
         self.index = index
         directory = Path(self.config.templates) if self.config.templates else DEFAULT_TEMPLATES
-        self._sources = {name: self._read(directory, getattr(self.config, name))
-                         for name in ("system", "user", "example_answer")}
+        self._sources = {
+            name: self._read(directory, getattr(self.config, name)) for name in ("system", "user", "example_answer")
+        }
         self._compiled: dict[str, jinja2.Template] | None = None
         self._templates()  # compile now: a template error is a start-up error
 
@@ -100,8 +103,9 @@ class PromptBuilder:
 
     def _templates(self) -> dict[str, jinja2.Template]:
         if self._compiled is None:
-            env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, trim_blocks=True,
-                                     keep_trailing_newline=False)
+            env = jinja2.Environment(
+                undefined=jinja2.StrictUndefined, autoescape=False, trim_blocks=True, keep_trailing_newline=False
+            )
             try:
                 self._compiled = {name: env.from_string(text) for name, text in self._sources.items()}
             except jinja2.TemplateSyntaxError as e:
@@ -115,8 +119,9 @@ class PromptBuilder:
         try:
             return self._templates()[name].render(**values).strip()
         except jinja2.UndefinedError as e:
-            raise PromptError(f"prompt template {getattr(self.config, name)}: {e.message}; "
-                              f"available: {sorted(values)}") from None
+            raise PromptError(
+                f"prompt template {getattr(self.config, name)}: {e.message}; available: {sorted(values)}"
+            ) from None
 
     def example_for(self, problem: Problem) -> SolvedKernel | None:
         if not self.config.one_shot or self.index is None:
@@ -129,19 +134,30 @@ class PromptBuilder:
 
     def answer(self, problem_id: str, solution: str) -> str:
         """A solution written as an answer in the format the prompts ask for (the one-shot example's)."""
-        return self._render("example_answer", problem_id=problem_id,
-                            solution=_shown(solution, self.config.strip_comments))
+        return self._render(
+            "example_answer", problem_id=problem_id, solution=_shown(solution, self.config.strip_comments)
+        )
 
     def build(self, problem: Problem) -> Prompt:
         strip = self.config.strip_comments
         turns: list[Message] = []
         example = self.example_for(problem)
         if example is not None:
-            turns.append({"role": "user", "content": self._render(
-                "user", problem_id=example.problem_id, source=_shown(example.problem_source, strip))})
+            turns.append(
+                {
+                    "role": "user",
+                    "content": self._render(
+                        "user", problem_id=example.problem_id, source=_shown(example.problem_source, strip)
+                    ),
+                }
+            )
             turns.append({"role": "assistant", "content": self.answer(example.problem_id, example.solution)})
-        turns.append({"role": "user", "content": self._render(
-            "user", problem_id=problem.id, source=_shown(problem.source, strip))})
+        turns.append(
+            {
+                "role": "user",
+                "content": self._render("user", problem_id=problem.id, source=_shown(problem.source, strip)),
+            }
+        )
         system = self._render("system")
         if self.config.system_role:
             messages = [{"role": "system", "content": system}, *turns]
@@ -150,6 +166,7 @@ class PromptBuilder:
             messages = [{"role": "user", "content": f"{system}\n\n{first['content']}"}, *turns[1:]]
         return Prompt(problem.id, messages, example)
 
-    def request(self, problem: Problem, request_id: str, sampling: SamplingConfig,
-                policy_version: int = 0) -> RolloutRequest:
+    def request(
+        self, problem: Problem, request_id: str, sampling: SamplingConfig, policy_version: int = 0
+    ) -> RolloutRequest:
         return RolloutRequest(request_id, problem.id, self.build(problem).messages, sampling, policy_version)

@@ -44,15 +44,22 @@ class RolloutResult:
         return self.completion_tokens / self.generate_s if self.generate_s > 0 else 0.0
 
 
-async def _score(sample: Sample, problem: Problem, pool: KernelEvaluator, reward: RewardConfig, max_tokens: int,
-                 priority: str) -> tuple[ScoredSample, float]:
+async def _score(
+    sample: Sample, problem: Problem, pool: KernelEvaluator, reward: RewardConfig, max_tokens: int, priority: str
+) -> tuple[ScoredSample, float]:
     verdict = await pool.evaluate_async(problem, sample.text, priority=priority)
     value, parts = shaped_reward(verdict, sample.text, len(sample.completion_ids), max_tokens, reward)
     return ScoredSample(sample, verdict, value, parts), time.perf_counter()
 
 
-async def generate_and_score(engine: Any, requests: list[RolloutRequest], problems: Mapping[str, Problem],
-                             pool: KernelEvaluator, reward: RewardConfig, priority: str = "train") -> RolloutResult:
+async def generate_and_score(
+    engine: Any,
+    requests: list[RolloutRequest],
+    problems: Mapping[str, Problem],
+    pool: KernelEvaluator,
+    reward: RewardConfig,
+    priority: str = "train",
+) -> RolloutResult:
     start = time.perf_counter()
     pending: list[asyncio.Task] = []
     first_submit: float | None = None
@@ -61,8 +68,13 @@ async def generate_and_score(engine: Any, requests: list[RolloutRequest], proble
         try:
             async for sample in engine.generate(requests):
                 first_submit = first_submit or time.perf_counter()
-                pending.append(asyncio.create_task(_score(sample, problems[sample.problem_id], pool, reward,
-                                                          max_tokens[sample.request_id], priority)))
+                pending.append(
+                    asyncio.create_task(
+                        _score(
+                            sample, problems[sample.problem_id], pool, reward, max_tokens[sample.request_id], priority
+                        )
+                    )
+                )
         except Exception as e:
             raise EngineFailure(f"{type(e).__name__}: {e}") from e
         generated = time.perf_counter()
@@ -75,14 +87,22 @@ async def generate_and_score(engine: Any, requests: list[RolloutRequest], proble
     by_request: dict[str, list[ScoredSample]] = {r.request_id: [] for r in requests}
     for s, _ in scored:
         by_request[s.sample.request_id].append(s)
-    missing = [rid for rid, samples in by_request.items()
-               if len(samples) != next(r.sampling.n for r in requests if r.request_id == rid)]
+    missing = [
+        rid
+        for rid, samples in by_request.items()
+        if len(samples) != next(r.sampling.n for r in requests if r.request_id == rid)
+    ]
     if missing:
         raise RuntimeError(f"the rollout engine returned the wrong number of samples for {missing[:3]}")
-    groups = [Group(r.request_id, r.problem_id, sorted(by_request[r.request_id], key=lambda s: s.sample.index))
-              for r in requests]
+    groups = [
+        Group(r.request_id, r.problem_id, sorted(by_request[r.request_id], key=lambda s: s.sample.index))
+        for r in requests
+    ]
     last_verdict = max((t for _, t in scored), default=done)
-    return RolloutResult(groups=groups, generate_s=generated - start,
-                         evaluate_s=last_verdict - (first_submit or last_verdict),
-                         wait_for_rewards_s=done - generated,
-                         completion_tokens=sum(len(s.sample.completion_ids) for s, _ in scored))
+    return RolloutResult(
+        groups=groups,
+        generate_s=generated - start,
+        evaluate_s=last_verdict - (first_submit or last_verdict),
+        wait_for_rewards_s=done - generated,
+        completion_tokens=sum(len(s.sample.completion_ids) for s, _ in scored),
+    )

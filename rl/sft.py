@@ -51,20 +51,29 @@ def tokenize_example(tokenizer, example: SFTExample) -> tuple[list[int], int]:
         raise ValueError("an SFT example has an empty completion")
     prompt = tokenizer.apply_chat_template(example.messages, tokenize=False, add_generation_prompt=True)
     full = tokenizer.apply_chat_template(
-        [*example.messages, {"role": "assistant", "content": example.completion}], tokenize=False)
+        [*example.messages, {"role": "assistant", "content": example.completion}], tokenize=False
+    )
     if not full.startswith(prompt):
-        raise ValueError("the chat template does not render the conversation as prompt + answer; "
-                         "cannot tell the completion tokens apart")
+        raise ValueError(
+            "the chat template does not render the conversation as prompt + answer; "
+            "cannot tell the completion tokens apart"
+        )
     # The end-of-turn marker is part of what the model must learn to produce; trailing whitespace after
     # it is never generated (the engine stops at the marker).
-    completion = full[len(prompt):].rstrip()
+    completion = full[len(prompt) :].rstrip()
     prompt_ids = tokenizer(prompt, add_special_tokens=False).input_ids
     completion_ids = tokenizer(completion, add_special_tokens=False).input_ids
     return prompt_ids + completion_ids, len(prompt_ids)
 
 
-def run_sft(policy_config, examples: Sequence[SFTExample], output: str, config: SFTConfig = SFTConfig(),
-            tokenizer=None, model=None) -> dict[str, Any]:
+def run_sft(
+    policy_config,
+    examples: Sequence[SFTExample],
+    output: str,
+    config: SFTConfig = SFTConfig(),
+    tokenizer=None,
+    model=None,
+) -> dict[str, Any]:
     """Train on `examples`, write the result to `output`; returns per-epoch losses and timings.
 
     `policy_config` is a rl.learner.config.PolicyConfig (model dir, LoRA, optimizer, dtype, device).
@@ -101,7 +110,7 @@ def run_sft(policy_config, examples: Sequence[SFTExample], output: str, config: 
         rng.shuffle(order)
         losses, tokens = [], 0
         for i in range(0, len(order), config.batch_size):
-            part = [rows[j] for j in order[i:i + config.batch_size]]
+            part = [rows[j] for j in order[i : i + config.batch_size]]
             metrics = policy.sft_step([ids for ids, _ in part], [p for _, p in part])
             losses.append(metrics["loss"])
             tokens += int(metrics["completion_tokens"])
@@ -113,8 +122,14 @@ def run_sft(policy_config, examples: Sequence[SFTExample], output: str, config: 
     update = policy.export_weights(config.export, output)
     if config.export == "merged":
         tokenizer.save_pretrained(output)  # the merged directory is a complete model for vLLM
-    return {"epochs": epochs, "examples": len(rows), "dropped_too_long": dropped, "output": output,
-            "train_seconds": train_seconds, "export_seconds": update.seconds}
+    return {
+        "epochs": epochs,
+        "examples": len(rows),
+        "dropped_too_long": dropped,
+        "output": output,
+        "train_seconds": train_seconds,
+        "export_seconds": update.seconds,
+    }
 
 
 def read_examples(path: str) -> list[SFTExample]:
@@ -127,10 +142,12 @@ def read_examples(path: str) -> list[SFTExample]:
                 record = json.loads(line)
                 messages, completion = record["messages"], record["completion"]
             except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise ValueError(f"{path}:{n}: expected "
-                                 f"{{\"messages\": [...], \"completion\": \"...\"}} ({e})") from None
-            if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m
-                                                         for m in messages) or not isinstance(completion, str):
+                raise ValueError(f'{path}:{n}: expected {{"messages": [...], "completion": "..."}} ({e})') from None
+            if (
+                not isinstance(messages, list)
+                or not all(isinstance(m, dict) and "role" in m and "content" in m for m in messages)
+                or not isinstance(completion, str)
+            ):
                 raise ValueError(f"{path}:{n}: messages must be a list of {{role, content}} and completion a string")
             examples.append(SFTExample(messages=messages, completion=completion))
     return examples
@@ -157,11 +174,22 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         examples = read_examples(args.data)
-        policy = PolicyConfig(model=args.model, finetune=args.finetune, dtype=args.dtype, device=args.device,
-                              seed=args.seed, lora=LoraSettings(r=args.lora_r, alpha=args.lora_alpha),
-                              optimizer=OptimizerSettings(lr=args.lr))
-        config = SFTConfig(epochs=args.epochs, batch_size=args.batch_size, max_length=args.max_length,
-                           export=args.export, seed=args.seed)
+        policy = PolicyConfig(
+            model=args.model,
+            finetune=args.finetune,
+            dtype=args.dtype,
+            device=args.device,
+            seed=args.seed,
+            lora=LoraSettings(r=args.lora_r, alpha=args.lora_alpha),
+            optimizer=OptimizerSettings(lr=args.lr),
+        )
+        config = SFTConfig(
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            max_length=args.max_length,
+            export=args.export,
+            seed=args.seed,
+        )
         result = run_sft(policy, examples, args.output, config)
     except (ValueError, FileNotFoundError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -142,9 +142,15 @@ def _swept_keys(multirun_yaml: Path) -> set[str] | None:
 
 
 class RunLogger:
-    def __init__(self, run_dir: str | Path, config: WandbConfig, run_config: Mapping[str, Any] | None = None,
-                 resume_from: str | Path | None = None, resume_step: int | None = None,
-                 wandb_run_id: str | None = None):
+    def __init__(
+        self,
+        run_dir: str | Path,
+        config: WandbConfig,
+        run_config: Mapping[str, Any] | None = None,
+        resume_from: str | Path | None = None,
+        resume_step: int | None = None,
+        wandb_run_id: str | None = None,
+    ):
         """`resume_from` (with `resume_step`): the earlier run's directory (or its metrics.jsonl), whose
         metrics.jsonl and samples.jsonl rows up to `resume_step` start this run's. `wandb_run_id`: continue that
         W&B run (a resumed run passes its checkpoint's) instead of starting a new one."""
@@ -164,14 +170,29 @@ class RunLogger:
         self.wandb_run_id: str | None = None
         if config.mode != "disabled":
             import wandb
+
             os.environ.setdefault("WANDB_SILENT", "true")
             resume = {"id": wandb_run_id, "resume": "allow"} if wandb_run_id else {}
-            self._wandb = wandb.init(mode=config.mode, project=config.project, entity=config.entity,
-                                     name=config.name, group=config.group, tags=list(config.tags),
-                                     dir=str(self.run_dir), config=dict(run_config or {}), **resume)
+            self._wandb = wandb.init(
+                mode=config.mode,
+                project=config.project,
+                entity=config.entity,
+                name=config.name,
+                group=config.group,
+                tags=list(config.tags),
+                dir=str(self.run_dir),
+                config=dict(run_config or {}),
+                **resume,
+            )
             self.wandb_run_id = self._wandb.id
-            record = {"id": self._wandb.id, "project": config.project, "entity": config.entity,
-                      "group": config.group, "name": self._wandb.name, "resumed": bool(wandb_run_id)}
+            record = {
+                "id": self._wandb.id,
+                "project": config.project,
+                "entity": config.entity,
+                "group": config.group,
+                "name": self._wandb.name,
+                "resumed": bool(wandb_run_id),
+            }
             (self.run_dir / RUN_ID_FILE).write_text(json.dumps(record, indent=1) + "\n")
             if wandb_run_id:
                 log.info("W&B: continuing run %s", wandb_run_id)
@@ -213,8 +234,14 @@ class RunLogger:
                 digest = hashlib.sha256(s.sample.text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
                 path = self.run_dir / "crashers" / f"{g.problem_id}_{digest}.json"
                 path.parent.mkdir(exist_ok=True)
-                record = {"step": step, "split": split, "problem_id": g.problem_id, "error": s.verdict.error,
-                          "traceback": s.verdict.traceback, "answer": s.sample.text}
+                record = {
+                    "step": step,
+                    "split": split,
+                    "problem_id": g.problem_id,
+                    "error": s.verdict.error,
+                    "traceback": s.verdict.traceback,
+                    "answer": s.sample.text,
+                }
                 path.write_text(json.dumps(record, indent=1, ensure_ascii=True))
                 written += 1
         return written
@@ -230,6 +257,7 @@ class RunLogger:
         if self._wandb is None or not rows:
             return
         import wandb
+
         columns = list(rows[0])
         table = wandb.Table(columns=columns, data=[[r[c] for c in columns] for r in rows])
         self._wandb.log({name: table}, step=step)

@@ -131,8 +131,7 @@ class RolloutEngine(Protocol):
         """Serve the weights of `update` from now on; returns the seconds it took."""
         ...
 
-    def shutdown(self) -> None:
-        ...
+    def shutdown(self) -> None: ...
 
 
 @runtime_checkable
@@ -143,8 +142,7 @@ class Learner(Protocol):
         """One optimizer step on the batch; returns the step's metrics (loss, kl, entropy, grad_norm, ...)."""
         ...
 
-    def export_weights(self, kind: Literal["lora", "merged"], path: str) -> WeightUpdate:
-        ...
+    def export_weights(self, kind: Literal["lora", "merged"], path: str) -> WeightUpdate: ...
 
     def save_checkpoint(self, path: str, extra: dict[str, Any] | None = None) -> None:
         """Atomically save everything needed to resume, plus the caller's JSON-serializable `extra`."""

@@ -68,8 +68,10 @@ def phase_summary(verdicts) -> dict[str, dict[str, float]]:
     for v in verdicts:
         for name, seconds in v.phase_seconds.items():
             phases.setdefault(name, []).append(seconds)
-    return {name: {"mean_s": statistics.fmean(xs), "median_s": statistics.median(xs), "max_s": max(xs)}
-            for name, xs in phases.items()}
+    return {
+        name: {"mean_s": statistics.fmean(xs), "median_s": statistics.median(xs), "max_s": max(xs)}
+        for name, xs in phases.items()
+    }
 
 
 def phases_by_status(verdicts) -> dict[str, dict]:
@@ -78,8 +80,10 @@ def phases_by_status(verdicts) -> dict[str, dict]:
     for status in sorted({v.status.value for v in verdicts}):
         group = [v for v in verdicts if v.status.value == status]
         names = sorted({n for v in group for n in v.phase_seconds})
-        out[status] = {"n": len(group), **{n: statistics.fmean(v.phase_seconds.get(n, 0.0) for v in group)
-                                           for n in names}}
+        out[status] = {
+            "n": len(group),
+            **{n: statistics.fmean(v.phase_seconds.get(n, 0.0) for v in group) for n in names},
+        }
     return out
 
 
@@ -137,14 +141,22 @@ def summarize(verdicts, wall: float, devices: int = 1) -> dict:
     # Wall time one device spends per evaluation (the pool's steady-state cost of an evaluation),
     # against the time the evaluation's correctness and timing phases need on that device.
     per_eval = wall * devices / len(verdicts)
-    return {"verdicts": verdicts, "wall_s": wall, "evals": len(verdicts), "devices": devices,
-            "evals_per_min": 60 * len(verdicts) / wall, "phases": phase_summary(verdicts),
-            "latency": percentiles([v.phase_seconds.get("total", 0.0) for v in verdicts]),
-            "wall_per_eval_s": per_eval, "gpu_phases_s": gpu_s, "wall_over_gpu": per_eval / gpu_s if gpu_s else None,
-            "statuses": {s: sum(v.status.value == s for v in verdicts) for s in {v.status.value for v in verdicts}},
-            "phases_by_status": phases_by_status(verdicts),
-            # evaluations whose anchor runs still paid for driver allocations (0 once the warm-up is right)
-            "anchor_allocating": sum(any(ALLOCATING_NOTE in n for n in v.notes) for v in verdicts)}
+    return {
+        "verdicts": verdicts,
+        "wall_s": wall,
+        "evals": len(verdicts),
+        "devices": devices,
+        "evals_per_min": 60 * len(verdicts) / wall,
+        "phases": phase_summary(verdicts),
+        "latency": percentiles([v.phase_seconds.get("total", 0.0) for v in verdicts]),
+        "wall_per_eval_s": per_eval,
+        "gpu_phases_s": gpu_s,
+        "wall_over_gpu": per_eval / gpu_s if gpu_s else None,
+        "statuses": {s: sum(v.status.value == s for v in verdicts) for s in {v.status.value for v in verdicts}},
+        "phases_by_status": phases_by_status(verdicts),
+        # evaluations whose anchor runs still paid for driver allocations (0 once the warm-up is right)
+        "anchor_allocating": sum(any(ALLOCATING_NOTE in n for n in v.notes) for v in verdicts),
+    }
 
 
 def run_pass(evaluator, items, desc: str, devices: int = 1) -> dict:
@@ -156,6 +168,7 @@ def run_pass(evaluator, items, desc: str, devices: int = 1) -> dict:
 def fresh_process_pass(settings: EvalSettings, items, baselines: SqliteCache) -> dict:
     """KernelBench-style: one new worker process per evaluation, nothing kept warm."""
     from tqdm import tqdm
+
     single = dataclasses.replace(settings, workers=1)
     verdicts = []
     start = time.monotonic()
@@ -164,8 +177,9 @@ def fresh_process_pass(settings: EvalSettings, items, baselines: SqliteCache) ->
         with Evaluator(single, cache=baselines) as evaluator:
             verdict = evaluator.evaluate(problem, answer)
         # The process start is part of what this harness costs per evaluation.
-        verdicts.append(dataclasses.replace(verdict, phase_seconds={**verdict.phase_seconds,
-                                                                    "total": time.monotonic() - t0}))
+        verdicts.append(
+            dataclasses.replace(verdict, phase_seconds={**verdict.phase_seconds, "total": time.monotonic() - t0})
+        )
     return summarize(verdicts, time.monotonic() - start)
 
 
@@ -195,15 +209,18 @@ def kernel_times(verdicts, keys=None) -> dict[str, list[float]]:
 def timing_spread(verdicts, keys=None) -> dict[str, float]:
     """How much the same kernel's measured time varies between its evaluations (coefficient of variation
     per kernel, then the median and worst over kernels)."""
-    cvs = [statistics.pstdev(xs) / statistics.fmean(xs) for xs in kernel_times(verdicts, keys).values()
-           if len(xs) > 1]
+    cvs = [statistics.pstdev(xs) / statistics.fmean(xs) for xs in kernel_times(verdicts, keys).values() if len(xs) > 1]
     return {"median_cv": statistics.median(cvs), "max_cv": max(cvs)} if cvs else {}
 
 
 def spread_stats(spreads: list[float]) -> dict[str, float]:
     s = sorted(spreads)
-    return {"kernels": len(s), "median_spread": statistics.median(s), "p95_spread": percentile(s, 0.95),
-            "max_spread": s[-1]}
+    return {
+        "kernels": len(s),
+        "median_spread": statistics.median(s),
+        "p95_spread": percentile(s, 0.95),
+        "max_spread": s[-1],
+    }
 
 
 def spread_by_class(per_kernel: dict[str, float], classes: dict[str, str | None]) -> dict[str, dict]:
@@ -235,10 +252,13 @@ def speedup_repeatability(verdicts, keys=None, classes: dict[str, str | None] | 
     spreads = sorted(per_kernel.values())
     if not spreads:
         return {}
-    out = {**spread_stats(spreads), "median_interval_width": statistics.median(widths) if widths else None,
-           # worst first: which kernels drift, to find the mechanism rather than average it away
-           "per_kernel": dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])),
-           "interval_coverage": interval_coverage(verdicts, keys)}
+    out = {
+        **spread_stats(spreads),
+        "median_interval_width": statistics.median(widths) if widths else None,
+        # worst first: which kernels drift, to find the mechanism rather than average it away
+        "per_kernel": dict(sorted(per_kernel.items(), key=lambda kv: -kv[1])),
+        "interval_coverage": interval_coverage(verdicts, keys),
+    }
     if classes:
         out["by_class"] = spread_by_class(per_kernel, classes)
     return out
@@ -264,14 +284,22 @@ def interval_coverage(verdicts, keys=None) -> dict:
         if v.speedup_interval is None or not later[k]:
             continue
         low, high = v.speedup_interval.low, v.speedup_interval.high
-        per_kernel[k] = {"interval": [low, high], "blocks": v.speedup_interval.blocks, "later": later[k],
-                         "covered": sum(low <= x <= high for x in later[k])}
+        per_kernel[k] = {
+            "interval": [low, high],
+            "blocks": v.speedup_interval.blocks,
+            "later": later[k],
+            "covered": sum(low <= x <= high for x in later[k]),
+        }
     repeats = sum(len(r["later"]) for r in per_kernel.values())
     covered = sum(r["covered"] for r in per_kernel.values())
-    return {"kernels": len(per_kernel), "later_repeats": repeats, "covered": covered,
-            "coverage": covered / repeats if repeats else None,
-            # uncovered first: the kernels whose interval claims too much
-            "per_kernel": dict(sorted(per_kernel.items(), key=lambda kv: kv[1]["covered"] - len(kv[1]["later"])))}
+    return {
+        "kernels": len(per_kernel),
+        "later_repeats": repeats,
+        "covered": covered,
+        "coverage": covered / repeats if repeats else None,
+        # uncovered first: the kernels whose interval claims too much
+        "per_kernel": dict(sorted(per_kernel.items(), key=lambda kv: kv[1]["covered"] - len(kv[1]["later"]))),
+    }
 
 
 def repeat_record(v, label: dict | None = None) -> dict:
@@ -279,13 +307,22 @@ def repeat_record(v, label: dict | None = None) -> dict:
     `label`: the candidate's {"key", "class"} (which kernel, of which class)."""
     t = v.timings
     med = lambda s: None if s is None else round(s.median_ms, 5)  # noqa: E731
-    return {"problem_id": v.problem_id, "candidate": label and label["key"], "class": label and label["class"],
-            "status": v.status.value, "speedup": v.speedup, "baseline": v.baseline,
-            "interval": None if v.speedup_interval is None else [v.speedup_interval.low, v.speedup_interval.high],
-            "interval_blocks": None if v.speedup_interval is None else v.speedup_interval.blocks,
-            "kernel_ms": med(t and t.kernel), "kernel_cv": None if not (t and t.kernel) else
-            round(t.kernel.std_ms / t.kernel.mean_ms, 4), "eager_ms": med(t and t.eager),
-            "inductor_ms": med(t and t.inductor), "anchor_ms": med(t and t.anchor), "notes": v.notes[-3:]}
+    return {
+        "problem_id": v.problem_id,
+        "candidate": label and label["key"],
+        "class": label and label["class"],
+        "status": v.status.value,
+        "speedup": v.speedup,
+        "baseline": v.baseline,
+        "interval": None if v.speedup_interval is None else [v.speedup_interval.low, v.speedup_interval.high],
+        "interval_blocks": None if v.speedup_interval is None else v.speedup_interval.blocks,
+        "kernel_ms": med(t and t.kernel),
+        "kernel_cv": None if not (t and t.kernel) else round(t.kernel.std_ms / t.kernel.mean_ms, 4),
+        "eager_ms": med(t and t.eager),
+        "inductor_ms": med(t and t.inductor),
+        "anchor_ms": med(t and t.anchor),
+        "notes": v.notes[-3:],
+    }
 
 
 def time_shift(reference, other, keys=None) -> dict[str, float]:
@@ -298,14 +335,18 @@ def time_shift(reference, other, keys=None) -> dict[str, float]:
 
 def print_summary(name: str, result: dict) -> None:
     lat = result["latency"]
-    print(f"\n[{name}] {result['evals']} evaluations in {result['wall_s']:.1f} s = "
-          f"{result['evals_per_min']:.1f} evaluations/min; latency p50 {lat['p50_s']:.2f} s, "
-          f"p90 {lat['p90_s']:.2f} s, p99 {lat['p99_s']:.2f} s; statuses {result['statuses']}")
+    print(
+        f"\n[{name}] {result['evals']} evaluations in {result['wall_s']:.1f} s = "
+        f"{result['evals_per_min']:.1f} evaluations/min; latency p50 {lat['p50_s']:.2f} s, "
+        f"p90 {lat['p90_s']:.2f} s, p99 {lat['p99_s']:.2f} s; statuses {result['statuses']}"
+    )
     if result["anchor_allocating"]:
         print(f"  {result['anchor_allocating']} evaluation(s) whose anchor runs {ALLOCATING_NOTE}")
     if result["wall_over_gpu"] is not None:
-        print(f"  wall per evaluation and device {result['wall_per_eval_s']:.2f} s vs correctness+timing "
-              f"{result['gpu_phases_s']:.2f} s: {result['wall_over_gpu']:.2f}x")
+        print(
+            f"  wall per evaluation and device {result['wall_per_eval_s']:.2f} s vs correctness+timing "
+            f"{result['gpu_phases_s']:.2f} s: {result['wall_over_gpu']:.2f}x"
+        )
     print(f"  {'phase':<12} {'mean s':>8} {'median s':>9} {'max s':>8}")
     for phase, s in result["phases"].items():
         print(f"  {phase:<12} {s['mean_s']:8.3f} {s['median_s']:9.3f} {s['max_s']:8.3f}")
@@ -320,6 +361,7 @@ def make_evaluator(args, settings: EvalSettings, cache: SqliteCache, actors: int
     if args.backend == "local":
         return Evaluator(settings, cache=cache)
     from envs.pool import PoolConfig, RayEvaluationPool
+
     config = PoolConfig(num_actors=actors or args.actors, init_kwargs={"include_dashboard": False})
     return RayEvaluationPool(settings, config, cache=cache)
 
@@ -328,18 +370,22 @@ def prepare_baselines(evaluator, problems) -> dict:
     """Every loaded problem's baselines measured up front (what a training run does when it starts), timed."""
     started = time.monotonic()
     verdicts = [f.result() for f in evaluator.prepare_baselines(problems)]
-    out = {"problems": len(verdicts), "wall_s": time.monotonic() - started,
-           "failed": [f"{v.problem_id}: {v.error}" for v in verdicts if not v.correct]}
-    print(f"\nbaselines of {out['problems']} problems up front in {out['wall_s']:.1f} s "
-          f"({len(out['failed'])} failed)")
+    out = {
+        "problems": len(verdicts),
+        "wall_s": time.monotonic() - started,
+        "failed": [f"{v.problem_id}: {v.error}" for v in verdicts if not v.correct],
+    }
+    print(f"\nbaselines of {out['problems']} problems up front in {out['wall_s']:.1f} s ({len(out['failed'])} failed)")
     return out
 
 
 def print_by_class(by_class: dict[str, dict]) -> None:
     print(f"  {'class':<20} {'kernels':>7} {'median':>8} {'p95':>8} {'max':>8}")
     for name, row in by_class.items():
-        print(f"  {name:<20} {row['kernels']:>7} {row['median_spread']:>8.4f} {row['p95_spread']:>8.4f} "
-              f"{row['max_spread']:>8.4f}")
+        print(
+            f"  {name:<20} {row['kernels']:>7} {row['median_spread']:>8.4f} {row['p95_spread']:>8.4f} "
+            f"{row['max_spread']:>8.4f}"
+        )
 
 
 def single(args, settings, problems, items, cache, labels: list[dict]) -> dict:
@@ -366,25 +412,32 @@ def single(args, settings, problems, items, cache, labels: list[dict]) -> dict:
             keys = [label["key"] for label in warm_labels(labels, args.repeats)]
             spread = timing_spread(warm["verdicts"], keys)
             if spread:
-                print(f"  kernel time spread between repeats: median CV {spread['median_cv']:.4f}, "
-                      f"max {spread['max_cv']:.4f}")
+                print(
+                    f"  kernel time spread between repeats: median CV {spread['median_cv']:.4f}, "
+                    f"max {spread['max_cv']:.4f}"
+                )
             classes = {label["key"]: label["class"] for label in labels}
             warm["speedup_repeatability"] = rep = speedup_repeatability(
-                warm["verdicts"], keys, classes if any(classes.values()) else None)
+                warm["verdicts"], keys, classes if any(classes.values()) else None
+            )
             if rep:
                 width = rep["median_interval_width"]
-                print(f"  speedup spread between repeats ({rep['kernels']} kernels, re-anchoring "
-                      f"{'on' if settings.reanchor else 'off'}): median {rep['median_spread']:.4f}, "
-                      f"p95 {rep['p95_spread']:.4f}, max {rep['max_spread']:.4f}; median 95% interval width "
-                      f"{width if width is None else f'{width:.4f}'} (target: median <= 0.02, p95 <= 0.05)")
+                print(
+                    f"  speedup spread between repeats ({rep['kernels']} kernels, re-anchoring "
+                    f"{'on' if settings.reanchor else 'off'}): median {rep['median_spread']:.4f}, "
+                    f"p95 {rep['p95_spread']:.4f}, max {rep['max_spread']:.4f}; median 95% interval width "
+                    f"{width if width is None else f'{width:.4f}'} (target: median <= 0.02, p95 <= 0.05)"
+                )
                 cov = rep["interval_coverage"]
                 if "by_class" in rep:
                     print("  speedup spread between repeats by kernel class:")
                     print_by_class(rep["by_class"])
                 if cov["later_repeats"]:
-                    print(f"  interval coverage: the first repeat's 95% interval holds {cov['covered']} of "
-                          f"{cov['later_repeats']} later repeats' speedups ({cov['coverage']:.0%}, "
-                          f"{cov['kernels']} kernels; ~83% is what an exact interval gives)")
+                    print(
+                        f"  interval coverage: the first repeat's 95% interval holds {cov['covered']} of "
+                        f"{cov['later_repeats']} later repeats' speedups ({cov['coverage']:.0%}, "
+                        f"{cov['kernels']} kernels; ~83% is what an exact interval gives)"
+                    )
         metrics = evaluator.metrics() if hasattr(evaluator, "metrics") else None
     fresh = None
     if args.vs_fresh_process and warm:
@@ -393,16 +446,25 @@ def single(args, settings, problems, items, cache, labels: list[dict]) -> dict:
         print_summary("fresh process per evaluation", fresh)
         fresh["agreement"] = agreement([warm["verdicts"][i] for i in picked], fresh["verdicts"])
         fresh["speedup"] = warm["evals_per_min"] / fresh["evals_per_min"]
-        print(f"\n{args.backend} warm vs fresh process ({len(picked)} of the warm candidates): "
-              f"{fresh['speedup']:.2f}x evaluations/min; verdicts agree {fresh['agreement']}")
-    return {"device": device_kind, "startup_s": startup, "prepare_baselines": prepared, "cold": cold, "warm": warm,
-            "fresh_process": fresh,
-            "metrics": metrics}
+        print(
+            f"\n{args.backend} warm vs fresh process ({len(picked)} of the warm candidates): "
+            f"{fresh['speedup']:.2f}x evaluations/min; verdicts agree {fresh['agreement']}"
+        )
+    return {
+        "device": device_kind,
+        "startup_s": startup,
+        "prepare_baselines": prepared,
+        "cold": cold,
+        "warm": warm,
+        "fresh_process": fresh,
+        "metrics": metrics,
+    }
 
 
 def scaling(args, settings, problems, items, cache, labels: list[dict]) -> dict:
     """The Ray pool at each actor count in turn, same candidates; baselines measured once and shared."""
     import ray
+
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     ray.init(include_dashboard=False)  # one Ray instance for every pool size
     runs: dict[int, dict] = {}
@@ -427,18 +489,22 @@ def scaling(args, settings, problems, items, cache, labels: list[dict]) -> dict:
     keys = [label["key"] for label in warm_labels(labels, args.repeats)]
     first = min(runs)  # efficiency and agreement are against the smallest pool
     base = runs[first]
-    print(f"\n{'actors':>6} {'evals/min':>10} {'efficiency':>10} {'p50 s':>7} {'p90 s':>7} {'p99 s':>7} "
-          f"{'agree':>8} {'median CV':>10} {'max CV':>8} {'time shift':>10} {'busy':>6}")
+    print(
+        f"\n{'actors':>6} {'evals/min':>10} {'efficiency':>10} {'p50 s':>7} {'p90 s':>7} {'p99 s':>7} "
+        f"{'agree':>8} {'median CV':>10} {'max CV':>8} {'time shift':>10} {'busy':>6}"
+    )
     for n, run in runs.items():
         run["efficiency"] = run["evals_per_min"] / (base["evals_per_min"] * n / first)
         run["agreement"] = agreement(base["verdicts"], run["verdicts"])
         run["spread"] = timing_spread(run["verdicts"], keys)
         run["shift_vs_first"] = time_shift(base["verdicts"], run["verdicts"], keys)
         lat, sp = run["latency"], run["spread"]
-        print(f"{n:>6} {run['evals_per_min']:>10.1f} {run['efficiency']:>10.2f} {lat['p50_s']:>7.2f} "
-              f"{lat['p90_s']:>7.2f} {lat['p99_s']:>7.2f} {run['agreement']:>8} {sp.get('median_cv', 0):>10.4f} "
-              f"{sp.get('max_cv', 0):>8.4f} {run['shift_vs_first'].get('median_shift', 0):>10.4f} "
-              f"{run['metrics'].get('pool/gpu_busy_fraction', 0):>6.2f}")
+        print(
+            f"{n:>6} {run['evals_per_min']:>10.1f} {run['efficiency']:>10.2f} {lat['p50_s']:>7.2f} "
+            f"{lat['p90_s']:>7.2f} {lat['p99_s']:>7.2f} {run['agreement']:>8} {sp.get('median_cv', 0):>10.4f} "
+            f"{sp.get('max_cv', 0):>8.4f} {run['shift_vs_first'].get('median_shift', 0):>10.4f} "
+            f"{run['metrics'].get('pool/gpu_busy_fraction', 0):>6.2f}"
+        )
     return {"device": base["device"], "cold": cold, "scaling": {str(n): r for n, r in runs.items()}}
 
 
@@ -452,24 +518,54 @@ def main() -> None:
     ap.add_argument("--problems", nargs="*", help="only these problem ids")
     ap.add_argument("--repeats", type=int, default=1, help="warm passes")
     ap.add_argument("--size", choices=["full", "small"])
-    ap.add_argument("--sandbox", choices=["auto", "required", "off"], default="auto",
-                    help="run the workers inside the OS sandbox (bubblewrap); compare on and off")
-    ap.add_argument("--vs-fresh-process", action="store_true",
-                    help="also run the warm candidates through a fresh-process-per-evaluation harness")
+    ap.add_argument(
+        "--sandbox",
+        choices=["auto", "required", "off"],
+        default="auto",
+        help="run the workers inside the OS sandbox (bubblewrap); compare on and off",
+    )
+    ap.add_argument(
+        "--vs-fresh-process",
+        action="store_true",
+        help="also run the warm candidates through a fresh-process-per-evaluation harness",
+    )
     ap.add_argument("--fresh-every", type=int, default=1, help="fresh-process harness on every k-th warm candidate")
     ap.add_argument("--scale", type=int, nargs="+", help="Ray pool sizes (actors; one GPU each on cuda) to compare")
-    ap.add_argument("--reanchor", choices=["on", "off"], help="time eager PyTorch beside every kernel (default: "
-                    "the settings' default, on); compare speedup repeatability with --repeats 3 or more")
-    ap.add_argument("--placements", type=int, help="input placement blocks per timing (default: the settings' "
-                    "default); the interval resamples them, compare its coverage with --repeats 3 or more")
-    ap.add_argument("--fidelity", choices=["on", "off"], help="input families and the sensitivity probe (default: "
-                    "the settings' default, on); compare the correctness phase's seconds")
-    ap.add_argument("--fp64-truth", choices=["on_mismatch", "always", "off"], help="when the float64 truth is "
-                    "computed (default: the settings' default, on_mismatch)")
-    ap.add_argument("--candidates", type=Path, help="measure these candidates instead of the references: a run's "
-                    "samples.jsonl (train split) or a JSONL manifest of {\"problem\", \"solution\"}")
-    ap.add_argument("--prepare-baselines", action="store_true", help="measure every loaded problem's baselines up "
-                    "front, as a training run does, before the cold pass (timed apart)")
+    ap.add_argument(
+        "--reanchor",
+        choices=["on", "off"],
+        help="time eager PyTorch beside every kernel (default: "
+        "the settings' default, on); compare speedup repeatability with --repeats 3 or more",
+    )
+    ap.add_argument(
+        "--placements",
+        type=int,
+        help="input placement blocks per timing (default: the settings' "
+        "default); the interval resamples them, compare its coverage with --repeats 3 or more",
+    )
+    ap.add_argument(
+        "--fidelity",
+        choices=["on", "off"],
+        help="input families and the sensitivity probe (default: "
+        "the settings' default, on); compare the correctness phase's seconds",
+    )
+    ap.add_argument(
+        "--fp64-truth",
+        choices=["on_mismatch", "always", "off"],
+        help="when the float64 truth is computed (default: the settings' default, on_mismatch)",
+    )
+    ap.add_argument(
+        "--candidates",
+        type=Path,
+        help="measure these candidates instead of the references: a run's "
+        'samples.jsonl (train split) or a JSONL manifest of {"problem", "solution"}',
+    )
+    ap.add_argument(
+        "--prepare-baselines",
+        action="store_true",
+        help="measure every loaded problem's baselines up "
+        "front, as a training run does, before the cold pass (timed apart)",
+    )
     ap.add_argument("--limit", type=int, help="only the first N candidates")
     ap.add_argument("--markdown", action="store_true", help="also print the per-problem table as markdown")
     ap.add_argument("--out", type=Path, help="write results as JSON here")
@@ -487,11 +583,11 @@ def main() -> None:
         # --problems leave it out
         wanted = lambda p: not args.levels and (not args.problems or p.id in args.problems)  # noqa: E731
         items, labels = load_candidates(args.candidates, problems, wanted)
-        items, labels = items[:args.limit], labels[:args.limit]
+        items, labels = items[: args.limit], labels[: args.limit]
         if not items:
             ap.error(f"{args.candidates}: no candidate of a loaded problem")
     else:
-        items = [(p, Path(p.reference_solution).read_text()) for p in problems][:args.limit]
+        items = [(p, Path(p.reference_solution).read_text()) for p in problems][: args.limit]
         labels = [{"key": p.id, "class": None} for p, _ in items]
     fidelity = {} if args.fidelity in (None, "on") else {"input_families": (), "sensitivity_probe": False}
     if args.fp64_truth:
@@ -500,8 +596,7 @@ def main() -> None:
         fidelity["reanchor"] = args.reanchor == "on"
     if args.placements:
         fidelity["placements"] = args.placements
-    settings = EvalSettings(device=args.device, workers=args.workers, size=args.size, sandbox=args.sandbox,
-                            **fidelity)
+    settings = EvalSettings(device=args.device, workers=args.workers, size=args.size, sandbox=args.sandbox, **fidelity)
     with tempfile.TemporaryDirectory() as tmp:
         cache = BaselineOnlyCache(Path(tmp) / "baselines.sqlite")
         try:
@@ -509,16 +604,25 @@ def main() -> None:
         finally:
             cache.close()
     if args.out:
+
         def strip(r):
             if not isinstance(r, dict):
                 return r
             return {k: strip(v) for k, v in r.items() if k != "verdicts"}
-        report = {"backend": args.backend, "workers": args.workers, "repeats": args.repeats, **strip(result),
-                  "candidates": str(args.candidates) if args.candidates else "references",
-                  "problems": [v.to_dict() for v in result["cold"]["verdicts"]]}
+
+        report = {
+            "backend": args.backend,
+            "workers": args.workers,
+            "repeats": args.repeats,
+            **strip(result),
+            "candidates": str(args.candidates) if args.candidates else "references",
+            "problems": [v.to_dict() for v in result["cold"]["verdicts"]],
+        }
         if isinstance(result.get("warm"), dict) and result["warm"].get("verdicts"):
-            report["warm_repeats"] = [repeat_record(v, label) for v, label in
-                                      zip(result["warm"]["verdicts"], warm_labels(labels, args.repeats))]
+            report["warm_repeats"] = [
+                repeat_record(v, label)
+                for v, label in zip(result["warm"]["verdicts"], warm_labels(labels, args.repeats))
+            ]
         args.out.write_text(json.dumps(report, indent=1, default=str))
 
 

@@ -50,17 +50,20 @@ def main() -> None:
     for trial in range(args.trials):
         kernel, anchor, kernel_ids, anchor_ids = evaluation(rng, args.blocks, args.between, args.within)
         later = [evaluation(rng, args.blocks, args.between, args.within) for _ in range(args.later)]
-        intervals = {"flat": bootstrap_ratio(anchor, kernel, seed=trial),
-                     "two-level": bootstrap_ratio(group_runs(anchor, anchor_ids), group_runs(kernel, kernel_ids),
-                                                  seed=trial)}
+        intervals = {
+            "flat": bootstrap_ratio(anchor, kernel, seed=trial),
+            "two-level": bootstrap_ratio(group_runs(anchor, anchor_ids), group_runs(kernel, kernel_ids), seed=trial),
+        }
         for name, (low, high) in intervals.items():
             totals[name][0] += low <= 2.0 <= high
             totals[name][1] += sum(low <= median(a) / median(k) <= high for k, a, _, _ in later)
             totals[name][2] += (high - low) / 2
     print(f"blocks {args.blocks}, between {args.between}, within {args.within}, {args.trials} trials:")
     for name, (truth, held, half) in totals.items():
-        print(f"  {name:<9} holds the true speedup {truth / args.trials:.0%}, later evaluations' speedups "
-              f"{held / (args.trials * args.later):.0%}; mean half-width {half / args.trials / 2.0:.2%}")
+        print(
+            f"  {name:<9} holds the true speedup {truth / args.trials:.0%}, later evaluations' speedups "
+            f"{held / (args.trials * args.later):.0%}; mean half-width {half / args.trials / 2.0:.2%}"
+        )
 
 
 if __name__ == "__main__":

@@ -31,10 +31,15 @@ H200_BF16_DENSE_FLOPS = 989e12
 def random_batch(vocab: int, batch: int, seq_len: int, prompt_len: int, seed: int = 0) -> TrainBatch:
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab, (batch, seq_len), generator=g).tolist()
-    return TrainBatch(input_ids=ids, prompt_lengths=[prompt_len] * batch,
-                      advantages=[1.0 if i % 2 else -1.0 for i in range(batch)],
-                      rollout_logprobs=[None] * batch, group_ids=[str(i // 4) for i in range(batch)], policy_version=0,
-                      rewards=[float(i % 2) for i in range(batch)])
+    return TrainBatch(
+        input_ids=ids,
+        prompt_lengths=[prompt_len] * batch,
+        advantages=[1.0 if i % 2 else -1.0 for i in range(batch)],
+        rollout_logprobs=[None] * batch,
+        group_ids=[str(i // 4) for i in range(batch)],
+        policy_version=0,
+        rewards=[float(i % 2) for i in range(batch)],
+    )
 
 
 def build_model(args):
@@ -63,19 +68,26 @@ def timed_steps(step, args, cuda: bool) -> tuple[list[float], list[float], float
 
 
 def gpu_facts() -> dict:
-    return {"gpu": torch.cuda.get_device_name(),
-            "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}
+    return {"gpu": torch.cuda.get_device_name(), "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}
 
 
 def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
     torch.manual_seed(0)
     model = build_model(args)
-    policy_cfg = PolicyConfig(model=args.model or "", finetune=finetune, dtype=dtype, device=args.device,
-                              gradient_checkpointing=args.gradient_checkpointing,
-                              micro_batch_tokens=args.micro_batch_tokens, logprob_chunk_tokens=args.chunk_tokens,
-                              lora=LoraSettings(r=args.lora_r, alpha=2 * args.lora_r),
-                              optimizer=OptimizerSettings(lr=1e-6), attn_implementation=args.attn,
-                              cpu_offload=args.cpu_offload, compile=args.compile)
+    policy_cfg = PolicyConfig(
+        model=args.model or "",
+        finetune=finetune,
+        dtype=dtype,
+        device=args.device,
+        gradient_checkpointing=args.gradient_checkpointing,
+        micro_batch_tokens=args.micro_batch_tokens,
+        logprob_chunk_tokens=args.chunk_tokens,
+        lora=LoraSettings(r=args.lora_r, alpha=2 * args.lora_r),
+        optimizer=OptimizerSettings(lr=1e-6),
+        attn_implementation=args.attn,
+        cpu_offload=args.cpu_offload,
+        compile=args.compile,
+    )
     policy_cls = Policy
     if args.fsdp:
         from rl.learner.sharded import ShardedPolicy as policy_cls  # noqa: N813
@@ -93,16 +105,29 @@ def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
     tps = tokens / seconds
     # every rank takes its share of the same --batch rows: tokens / step seconds is the group's throughput
     world = torch.distributed.get_world_size() if args.fsdp else 1
-    result = {"model": args.model or f"random:{args.preset}", "finetune": finetune, "dtype": dtype,
-              "device": str(policy.device),
-              "algorithm": algorithm, "fsdp": args.fsdp, "world_size": world, "compile": args.compile,
-              "params": params, "trainable_params": trainable, "batch": args.batch, "seq_len": args.seq_len,
-              "gradient_checkpointing": args.gradient_checkpointing, "micro_batch_tokens": args.micro_batch_tokens,
-              "seconds_per_step": round(seconds, 4), "first_step_s": round(first, 2), "tokens_per_s": round(tps, 1),
-              "mfu_h200": round(6 * params * tps / (H200_BF16_DENSE_FLOPS * world), 4),
-              "threads": torch.get_num_threads(),
-              # CPU seconds of this process per step: on a shared CPU, less distorted by other load than wall time
-              "cpu_seconds_per_step": round(statistics.median(cpu_times), 2)}
+    result = {
+        "model": args.model or f"random:{args.preset}",
+        "finetune": finetune,
+        "dtype": dtype,
+        "device": str(policy.device),
+        "algorithm": algorithm,
+        "fsdp": args.fsdp,
+        "world_size": world,
+        "compile": args.compile,
+        "params": params,
+        "trainable_params": trainable,
+        "batch": args.batch,
+        "seq_len": args.seq_len,
+        "gradient_checkpointing": args.gradient_checkpointing,
+        "micro_batch_tokens": args.micro_batch_tokens,
+        "seconds_per_step": round(seconds, 4),
+        "first_step_s": round(first, 2),
+        "tokens_per_s": round(tps, 1),
+        "mfu_h200": round(6 * params * tps / (H200_BF16_DENSE_FLOPS * world), 4),
+        "threads": torch.get_num_threads(),
+        # CPU seconds of this process per step: on a shared CPU, less distorted by other load than wall time
+        "cpu_seconds_per_step": round(statistics.median(cpu_times), 2),
+    }
     if cuda:
         result.update(gpu_facts())
     if args.sync and algorithm == args.algorithm[0]:
@@ -143,7 +168,7 @@ def bench_plain(args, dtype: str) -> dict:
     ids = torch.tensor(batch.input_ids, device=device)
     advantages = torch.tensor(batch.advantages, device=device)[:, None]
     completion = torch.zeros_like(ids[:, 1:], dtype=torch.bool)
-    completion[:, args.prompt_len - 1:] = True  # targets after the prompt
+    completion[:, args.prompt_len - 1 :] = True  # targets after the prompt
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -153,10 +178,20 @@ def bench_plain(args, dtype: str) -> dict:
     del step
     params = sum(p.numel() for p in lm.parameters())
     tps = args.batch * args.seq_len / seconds
-    result = {"model": args.model or f"random:{args.preset}", "finetune": "full", "dtype": dtype, "device": str(device),
-              "algorithm": "plain", "params": params, "batch": args.batch, "seq_len": args.seq_len,
-              "gradient_checkpointing": args.gradient_checkpointing, "seconds_per_step": round(seconds, 4),
-              "tokens_per_s": round(tps, 1), "mfu_h200": round(6 * params * tps / H200_BF16_DENSE_FLOPS, 4)}
+    result = {
+        "model": args.model or f"random:{args.preset}",
+        "finetune": "full",
+        "dtype": dtype,
+        "device": str(device),
+        "algorithm": "plain",
+        "params": params,
+        "batch": args.batch,
+        "seq_len": args.seq_len,
+        "gradient_checkpointing": args.gradient_checkpointing,
+        "seconds_per_step": round(seconds, 4),
+        "tokens_per_s": round(tps, 1),
+        "mfu_h200": round(6 * params * tps / H200_BF16_DENSE_FLOPS, 4),
+    }
     if cuda:
         result.update(gpu_facts())
     del lm, optimizer
@@ -172,8 +207,14 @@ def _receiver(model_dir: str, spec: dict, device: str, rounds: int, queue) -> No
 
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
-    engine = HFEngine(model_dir, EngineConfig(kind="hf", device="cuda" if device.startswith("cuda") else "cpu",
-                                              dtype="bfloat16" if device.startswith("cuda") else "float32"))
+    engine = HFEngine(
+        model_dir,
+        EngineConfig(
+            kind="hf",
+            device="cuda" if device.startswith("cuda") else "cpu",
+            dtype="bfloat16" if device.startswith("cuda") else "float32",
+        ),
+    )
     from rl.types import WeightUpdate
 
     # the file path (loop.sync=merged): the export just written, loaded into the running engine
@@ -220,16 +261,21 @@ def bench_sync(args, policy) -> dict:
         from rl.learner.export import write_merged
 
         t = time.perf_counter()
-        write_merged({k: v.detach().cpu().contiguous() for k, v in state.items()}, policy.causal_lm,
-                     os.path.join(root, "model"), None)
+        write_merged(
+            {k: v.detach().cpu().contiguous() for k, v in state.items()},
+            policy.causal_lm,
+            os.path.join(root, "model"),
+            None,
+        )
         out["export_merged_s"] = round(time.perf_counter() - t, 3)
         byte_tokenizer().save_pretrained(os.path.join(root, "model"))
         device = "cuda:1" if args.sync_backend == "nccl" else ("cuda:0" if cuda else "cpu")
         spec = ChannelSpec("127.0.0.1", free_port(), 2, args.sync_backend)
         ctx = mp.get_context("spawn")
         queue = ctx.Queue()
-        proc = ctx.Process(target=_receiver, args=(os.path.join(root, "model"), spec.__dict__, device,
-                                                   args.sync_rounds, queue))
+        proc = ctx.Process(
+            target=_receiver, args=(os.path.join(root, "model"), spec.__dict__, device, args.sync_rounds, queue)
+        )
         proc.start()
         ready, load_s = queue.get(timeout=900)
         out["engine_load_merged_s"] = round(load_s, 3)
@@ -253,11 +299,16 @@ def bench_sync(args, policy) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--preset", default="llama-0.5b",
-                   help="random-init shape from rl.models.RANDOM_PRESETS (ignored with --model)")
+    p.add_argument(
+        "--preset", default="llama-0.5b", help="random-init shape from rl.models.RANDOM_PRESETS (ignored with --model)"
+    )
     p.add_argument("--model", default=None, help="a local HF model directory instead of a random-init one")
-    p.add_argument("--vocab-size", type=int, default=SMOLLM2_VOCAB,
-                   help="vocabulary of the random-init model (a small one makes a CPU run of tiny-llama quick)")
+    p.add_argument(
+        "--vocab-size",
+        type=int,
+        default=SMOLLM2_VOCAB,
+        help="vocabulary of the random-init model (a small one makes a CPU run of tiny-llama quick)",
+    )
     p.add_argument("--finetune", nargs="+", choices=["lora", "full"], default=["lora", "full"])
     p.add_argument("--dtype", nargs="+", choices=["float32", "bfloat16"], default=["bfloat16"])
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
@@ -269,17 +320,23 @@ def main(argv=None) -> int:
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--attn", default="sdpa")
     p.add_argument("--gradient-checkpointing", action="store_true")
-    p.add_argument("--compile", action="store_true",
-                   help="policy.compile: torch.compile the decoder layers and the chunked log-softmax (our step only; "
-                        "first_step_s then includes the compile: use --warmup >= 1)")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="policy.compile: torch.compile the decoder layers and the chunked log-softmax (our step only; "
+        "first_step_s then includes the compile: use --warmup >= 1)",
+    )
     p.add_argument("--algorithm", nargs="+", choices=["grpo", "ppo"], default=["grpo"])
     p.add_argument("--fsdp", action="store_true", help="FSDP2 ShardedPolicy (torchrun's group, or one of its own)")
     p.add_argument("--cpu-offload", action="store_true", help="FSDP2 CPU offload (with --fsdp)")
     p.add_argument("--sync", action="store_true", help="also time the full-weight sync paths into an hf engine")
     p.add_argument("--sync-backend", choices=["gloo", "nccl"], default="gloo")
     p.add_argument("--sync-rounds", type=int, default=3)
-    p.add_argument("--plain", action="store_true",
-                   help="also time the plain transformers + torch step on the same model and batch (the anchor)")
+    p.add_argument(
+        "--plain",
+        action="store_true",
+        help="also time the plain transformers + torch step on the same model and batch (the anchor)",
+    )
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--steps", type=int, default=3)
     args = p.parse_args(argv)

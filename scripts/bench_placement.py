@@ -37,8 +37,9 @@ def _to_cuda(args: list[Any]) -> list[Any]:
     return [a.cuda() if isinstance(a, torch.Tensor) else a for a in args]
 
 
-def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, seed: int,
-            trace_memory: bool = False) -> list[dict]:
+def measure(
+    problem_id: str, modes: tuple[str, ...], windows: int, runs: int, seed: int, trace_memory: bool = False
+) -> list[dict]:
     problem = load_module(f"problem_{problem_id}", str(ROOT / "envs/builtin/problems" / f"{problem_id}.py"))
     solution = load_module(f"solution_{problem_id}", str(ROOT / "envs/builtin/solutions" / f"{problem_id}.py"))
     init = problem.get_init_inputs()
@@ -59,16 +60,19 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
         traces = []
         for w in range(windows):
             spacer = place(mode, placed, inputs, example, plugs, rng) if w else None
-            fns: dict[str, Callable[[], Any]] = {KERNEL: functools.partial(placed_call, kernel, placed, "inputs"),
-                                                 ANCHOR: functools.partial(placed_call, reference, placed, "anchor")}
+            fns: dict[str, Callable[[], Any]] = {
+                KERNEL: functools.partial(placed_call, kernel, placed, "inputs"),
+                ANCHOR: functools.partial(placed_call, reference, placed, "anchor"),
+            }
             calls: list[tuple[str, int]] = []
             if trace_memory:
                 fns = {name: traced(name, fn, calls) for name, fn in fns.items()}
             schedule = interleaved_schedule(runs, runs // 2)
             # The evaluator warms its windows up as the worker's placement blocks (the other modes: fully)
             with torch.no_grad():
-                timed = time_interleaved(fns, schedule,
-                                         **block_warmup(w if mode.startswith("evaluator") else 0, 25.0, rounds))
+                timed = time_interleaved(
+                    fns, schedule, **block_warmup(w if mode.startswith("evaluator") else 0, 25.0, rounds)
+                )
             if trace_memory:
                 traces.append({"window": w, "spacer_mib": spacer, **growth(calls, len(schedule))})
             if w == 1:
@@ -81,21 +85,28 @@ def measure(problem_id: str, modes: tuple[str, ...], windows: int, runs: int, se
             anchor_firsts.append(timed.samples[ANCHOR][0] / a)
             for name, n in timed.allocating.items():
                 allocating[name] += n
-        rows.append({"problem": problem_id, "mode": mode, "windows": windows, "runs": runs,
-                     "kernel_cv": round(statistics.pstdev(medians) / statistics.fmean(medians), 4),
-                     "ratio_range": round((max(ratios) - min(ratios)) / statistics.median(ratios), 4),
-                     # a window's first timed run against its median: ~1 once the warm-up left the allocator
-                     # what the runs need; well above 1 means the first run paid for a driver allocation
-                     "first_run_ratio": round(statistics.median(firsts), 4),
-                     # the same for the anchor; with one anchor run per window (--runs 2) it is 1 by definition,
-                     # so read the anchor medians and the allocating counts
-                     "anchor_first_run_ratio": round(statistics.median(anchor_firsts), 4),
-                     # timed runs that took memory from the driver (0 once the warm-up left the pools warm)
-                     "allocating_runs": allocating,
-                     "warmup_rounds": rounds,
-                     "anchor_medians_ms": [round(x, 4) for x in anchor_medians],
-                     "kernel_medians_ms": [round(x, 4) for x in medians],
-                     **({"memory_trace": traces} if trace_memory else {})})
+        rows.append(
+            {
+                "problem": problem_id,
+                "mode": mode,
+                "windows": windows,
+                "runs": runs,
+                "kernel_cv": round(statistics.pstdev(medians) / statistics.fmean(medians), 4),
+                "ratio_range": round((max(ratios) - min(ratios)) / statistics.median(ratios), 4),
+                # a window's first timed run against its median: ~1 once the warm-up left the allocator
+                # what the runs need; well above 1 means the first run paid for a driver allocation
+                "first_run_ratio": round(statistics.median(firsts), 4),
+                # the same for the anchor; with one anchor run per window (--runs 2) it is 1 by definition,
+                # so read the anchor medians and the allocating counts
+                "anchor_first_run_ratio": round(statistics.median(anchor_firsts), 4),
+                # timed runs that took memory from the driver (0 once the warm-up left the pools warm)
+                "allocating_runs": allocating,
+                "warmup_rounds": rounds,
+                "anchor_medians_ms": [round(x, 4) for x in anchor_medians],
+                "kernel_medians_ms": [round(x, 4) for x in medians],
+                **({"memory_trace": traces} if trace_memory else {}),
+            }
+        )
         del placed, inputs, example, plugs, fns
         torch.cuda.empty_cache()
     return rows
@@ -109,11 +120,13 @@ def placed_call(module: torch.nn.Module, placed: dict, key: str) -> Any:
 
 def traced(name: str, fn: Callable[[], Any], calls: list[tuple[str, int]]) -> Callable[[], Any]:
     """`fn`, appending (name, bytes memory_reserved grew by) to `calls` at every call."""
+
     def call():
         before = torch.cuda.memory_reserved()
         out = fn()
         calls.append((name, torch.cuda.memory_reserved() - before))
         return out
+
     return call
 
 
@@ -121,13 +134,17 @@ def growth(calls: list[tuple[str, int]], timed: int) -> dict:
     """A window's calls that took memory from the driver: the last `timed` calls are the timed runs, the ones
     before them the warm-up (its rounds call each callable in turn)."""
     warmup = len(calls) - timed
-    grew = [{"call": i, "name": name, "phase": "warmup" if i < warmup else "timed", "mib": round(grown / MIB, 1)}
-            for i, (name, grown) in enumerate(calls) if grown > 0]
+    grew = [
+        {"call": i, "name": name, "phase": "warmup" if i < warmup else "timed", "mib": round(grown / MIB, 1)}
+        for i, (name, grown) in enumerate(calls)
+        if grown > 0
+    ]
     return {"warmup_calls": warmup, "grew": grew}
 
 
-def place(mode: str, placed: dict, originals: list[Any], example: Any,
-          plugs: list[torch.Tensor], rng: random.Random) -> int | None:
+def place(
+    mode: str, placed: dict, originals: list[Any], example: Any, plugs: list[torch.Tensor], rng: random.Random
+) -> int | None:
     """Move the tensors of the next window as `mode` says (see the module docstring); the spacer's MiB where
     the mode places one."""
     if mode == "clone":
@@ -148,8 +165,9 @@ def place(mode: str, placed: dict, originals: list[Any], example: Any,
         return plugs[-1].numel() // MIB
     elif mode.startswith("evaluator"):
         spacer_bytes = rng.randint(1, 32) << 21
-        move_to_fresh_placement(placed, originals, spacer_bytes=spacer_bytes,
-                                keep_spacer=mode == "evaluator_kept_spacer")
+        move_to_fresh_placement(
+            placed, originals, spacer_bytes=spacer_bytes, keep_spacer=mode == "evaluator_kept_spacer"
+        )
         return spacer_bytes // MIB
     return None
 
@@ -162,8 +180,11 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="also append the JSON lines to this file")
-    ap.add_argument("--trace-memory", action="store_true",
-                    help="per window: the spacer's size and each call during which memory_reserved grew")
+    ap.add_argument(
+        "--trace-memory",
+        action="store_true",
+        help="per window: the spacer's size and each call during which memory_reserved grew",
+    )
     args = ap.parse_args()
     if args.runs < 2 or args.windows < 1:
         # a window times runs // 2 anchor runs: with fewer than 2 it has none to compare the kernel against

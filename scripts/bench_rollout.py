@@ -29,9 +29,12 @@ MODES = ("plain", "plain_lora", "ours", "ours_lora", "hf", "hf_generate", "hf_st
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="smollm2-135m-instruct", help="an rl.models spec")
-    p.add_argument("--random-weights", action="store_true",
-                   help="the model's architecture and tokenizer with random weights (seed 0); --model may then be "
-                        "a directory with config.json and the tokenizer only")
+    p.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="the model's architecture and tokenizer with random weights (seed 0); --model may then be "
+        "a directory with config.json and the tokenizer only",
+    )
     p.add_argument("--modes", nargs="+", default=["plain", "ours", "ours_lora"], choices=MODES)
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--prompts", type=int, default=16)
@@ -42,9 +45,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-model-len", type=int, default=2048)
     p.add_argument("--gpu-memory-utilization", type=float, default=None)
     p.add_argument("--compiled", action="store_true", help="enforce_eager=False (torch.compile; slow start)")
-    p.add_argument("--num-cpus", type=float, default=1.0,
-                   help="Ray CPUs of our engine actor (1, as rollout.engine.num_cpus in the loop: Ray sets the "
-                        "actor's OMP_NUM_THREADS from it, and 2 measured 12.6%% slower on 2 cores)")
+    p.add_argument(
+        "--num-cpus",
+        type=float,
+        default=1.0,
+        help="Ray CPUs of our engine actor (1, as rollout.engine.num_cpus in the loop: Ray sets the "
+        "actor's OMP_NUM_THREADS from it, and 2 measured 12.6%% slower on 2 cores)",
+    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--sync-repeats", type=int, default=3)
     p.add_argument("--lora-rank", type=int, default=8)
@@ -59,9 +66,16 @@ def parse_args(argv=None) -> argparse.Namespace:
 def engine_config(a: argparse.Namespace):
     from rl.rollout.config import EngineConfig
 
-    return EngineConfig(kind="vllm", device=a.device, max_model_len=a.max_model_len, max_num_seqs=a.max_num_seqs,
-                        gpu_memory_utilization=a.gpu_memory_utilization, enforce_eager=not a.compiled,
-                        num_cpus=a.num_cpus, max_lora_rank=max(16, a.lora_rank))
+    return EngineConfig(
+        kind="vllm",
+        device=a.device,
+        max_model_len=a.max_model_len,
+        max_num_seqs=a.max_num_seqs,
+        gpu_memory_utilization=a.gpu_memory_utilization,
+        enforce_eager=not a.compiled,
+        num_cpus=a.num_cpus,
+        max_lora_rank=max(16, a.lora_rank),
+    )
 
 
 def make_requests(a: argparse.Namespace, tag: str):
@@ -71,9 +85,21 @@ def make_requests(a: argparse.Namespace, tag: str):
         a = argparse.Namespace(**{**vars(a), "prompts": 1, "n": 1, "max_tokens": 8})
     topics = ["vector addition", "softmax", "layer norm", "matrix multiply", "ReLU", "a row sum", "GELU", "cumsum"]
     sampling = SamplingConfig(n=a.n, temperature=a.temperature, max_tokens=a.max_tokens, seed=1234)
-    return [RolloutRequest(f"{tag}/{i}", f"bench{i}", [{"role": "user", "content":
-            f"Write a Triton kernel for {topics[i % len(topics)]} (variant {i}) and explain it briefly."}],
-            sampling) for i in range(a.prompts)]
+    return [
+        RolloutRequest(
+            f"{tag}/{i}",
+            f"bench{i}",
+            [
+                {
+                    "role": "user",
+                    "content": f"Write a Triton kernel for {topics[i % len(topics)]} (variant {i}) "
+                    "and explain it briefly.",
+                }
+            ],
+            sampling,
+        )
+        for i in range(a.prompts)
+    ]
 
 
 def run_plain(a: argparse.Namespace, lora: bool) -> dict:
@@ -88,10 +114,19 @@ def run_plain(a: argparse.Namespace, lora: bool) -> dict:
     tok = load_tokenizer(model_dir)
     t0 = time.perf_counter()
     extra = dict(enable_lora=True, max_loras=1, max_cpu_loras=1, max_lora_rank=c.max_lora_rank) if lora else {}
-    llm = LLM(model=model_dir, dtype=c.resolved_dtype(), max_model_len=c.max_model_len,
-              gpu_memory_utilization=c.resolved_gpu_memory_utilization(), enforce_eager=c.enforce_eager,
-              max_num_seqs=c.max_num_seqs, enable_prefix_caching=True, seed=0, logprobs_mode="processed_logprobs",
-              disable_log_stats=True, **extra)
+    llm = LLM(
+        model=model_dir,
+        dtype=c.resolved_dtype(),
+        max_model_len=c.max_model_len,
+        gpu_memory_utilization=c.resolved_gpu_memory_utilization(),
+        enforce_eager=c.enforce_eager,
+        max_num_seqs=c.max_num_seqs,
+        enable_prefix_caching=True,
+        seed=0,
+        logprobs_mode="processed_logprobs",
+        disable_log_stats=True,
+        **extra,
+    )
     start = time.perf_counter() - t0
     lora_request = LoRARequest("policy", 1, a.adapter) if lora else None
 
@@ -101,9 +136,16 @@ def run_plain(a: argparse.Namespace, lora: bool) -> dict:
             ids = prompt_ids(tok, r.messages)
             for i in range(r.sampling.n):
                 prompts.append({"prompt_token_ids": ids})
-                params.append(SamplingParams(n=1, temperature=r.sampling.temperature, top_p=r.sampling.top_p,
-                                             max_tokens=r.sampling.max_tokens, logprobs=0,
-                                             seed=sample_seed(r.sampling.seed, r.request_id, i)))
+                params.append(
+                    SamplingParams(
+                        n=1,
+                        temperature=r.sampling.temperature,
+                        top_p=r.sampling.top_p,
+                        max_tokens=r.sampling.max_tokens,
+                        logprobs=0,
+                        seed=sample_seed(r.sampling.seed, r.request_id, i),
+                    )
+                )
         t = time.perf_counter()
         outs = llm.generate(prompts, params, use_tqdm=False, lora_request=lora_request)
         return time.perf_counter() - t, sum(len(o.outputs[0].token_ids) for o in outs)
@@ -166,6 +208,7 @@ def run_hf(a: argparse.Namespace, decode: str) -> dict:
             async for s in engine.generate(make_requests(a, tag)):
                 tokens += len(s.completion_ids)
             return time.perf_counter() - t, tokens
+
         return asyncio.run(run())
 
     def peak_gib() -> float | None:
@@ -185,15 +228,26 @@ def run_hf(a: argparse.Namespace, decode: str) -> dict:
 def summarize(start: float, passes: list[tuple[float, int]]) -> dict:
     seconds = statistics.median(s for s, _ in passes)
     tokens = statistics.median(n for _, n in passes)
-    return {"engine_start_s": start, "pass_s": seconds, "tokens": tokens, "tok_per_s": tokens / seconds,
-            "all_tok_per_s": [n / s for s, n in passes]}
+    return {
+        "engine_start_s": start,
+        "pass_s": seconds,
+        "tokens": tokens,
+        "tok_per_s": tokens / seconds,
+        "all_tok_per_s": [n / s for s, n in passes],
+    }
 
 
 def worker(a: argparse.Namespace) -> None:
-    fn = {"plain": lambda: run_plain(a, False), "plain_lora": lambda: run_plain(a, True),
-          "ours": lambda: run_ours(a, False), "ours_lora": lambda: run_ours(a, True),
-          "hf": lambda: run_hf(a, "auto"), "hf_generate": lambda: run_hf(a, "generate"),
-          "hf_static": lambda: run_hf(a, "static"), "hf_compiled": lambda: run_hf(a, "compiled")}[a.worker]
+    fn = {
+        "plain": lambda: run_plain(a, False),
+        "plain_lora": lambda: run_plain(a, True),
+        "ours": lambda: run_ours(a, False),
+        "ours_lora": lambda: run_ours(a, True),
+        "hf": lambda: run_hf(a, "auto"),
+        "hf_generate": lambda: run_hf(a, "generate"),
+        "hf_static": lambda: run_hf(a, "static"),
+        "hf_compiled": lambda: run_hf(a, "compiled"),
+    }[a.worker]
     print("BENCH_RESULT " + json.dumps(fn()), flush=True)
 
 
@@ -233,15 +287,27 @@ def main() -> None:
         worker(a)
         return
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    results: dict = {"args": {k: v for k, v in vars(a).items()
-                              if k not in ("worker", "adapter", "merged", "model_dir")},
-                     "load_average": os.getloadavg()}
+    results: dict = {
+        "args": {k: v for k, v in vars(a).items() if k not in ("worker", "adapter", "merged", "model_dir")},
+        "load_average": os.getloadavg(),
+    }
     with tempfile.TemporaryDirectory(prefix="bench_rollout.", dir=shm) as tmp:
         model = model_dir(a, tmp)
         adapter, merged = prepare_weights(model, a, tmp)
         for mode in a.modes:
-            cmd = [sys.executable, __file__, "--worker", mode, "--adapter", adapter, "--merged", merged,
-                   "--model-dir", model, *sys.argv[1:]]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--worker",
+                mode,
+                "--adapter",
+                adapter,
+                "--merged",
+                merged,
+                "--model-dir",
+                model,
+                *sys.argv[1:],
+            ]
             print(f"--- {mode}", file=sys.stderr, flush=True)
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
             try:

@@ -53,29 +53,45 @@ def accounting(run_dir: Path, rows: list[dict]) -> dict:
         written[(sample.get("split"), sample.get("step"))] += 1
         statuses[sample.get("status") or ""] += 1
         missing_status += not sample.get("status")
-    generated = {(split, r["step"]): int(r[f"{split}/samples"]) for r in rows for split in ("train", "val")
-                 if isinstance(r.get(f"{split}/samples"), (int, float))}
-    short = {f"{split}@{step}": [n, written.get((split, step), 0)] for (split, step), n in sorted(generated.items())
-             if written.get((split, step), 0) != n}
+    generated = {
+        (split, r["step"]): int(r[f"{split}/samples"])
+        for r in rows
+        for split in ("train", "val")
+        if isinstance(r.get(f"{split}/samples"), (int, float))
+    }
+    short = {
+        f"{split}@{step}": [n, written.get((split, step), 0)]
+        for (split, step), n in sorted(generated.items())
+        if written.get((split, step), 0) != n
+    }
     last = rows[-1] if rows else {}
     crashers = run_dir / "crashers"
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
-    return {"samples_generated": sum(generated.values()), "samples_written": sum(written.values()),
-            "steps_with_missing_rows": short, "rows_without_status": missing_status,
-            "statuses": dict(statuses.most_common()),
-            "crashers_kept": len(list(crashers.iterdir())) if crashers.is_dir() else 0,
-            "deaths_survived": {k.removeprefix("pool/"): last.get(k) for k in
-                                ("pool/actor_failures", "pool/actor_restarts", "pool/retries",
-                                 "pool/crashes_after_retry") if k in last}
-            | {"engine_restarts": summary.get("engine_restarts")}}
+    return {
+        "samples_generated": sum(generated.values()),
+        "samples_written": sum(written.values()),
+        "steps_with_missing_rows": short,
+        "rows_without_status": missing_status,
+        "statuses": dict(statuses.most_common()),
+        "crashers_kept": len(list(crashers.iterdir())) if crashers.is_dir() else 0,
+        "deaths_survived": {
+            k.removeprefix("pool/"): last.get(k)
+            for k in ("pool/actor_failures", "pool/actor_restarts", "pool/retries", "pool/crashes_after_retry")
+            if k in last
+        }
+        | {"engine_restarts": summary.get("engine_restarts")},
+    }
 
 
 def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
     rows = read_metrics(run_dir / "metrics.jsonl")
     train = [r for r in rows if "train/reward_mean" in r]
     val = [r for r in rows if "val/reward_mean" in r]
-    wait_share = [r["time/wait_for_rewards"] / r["time/step"] for r in train
-                  if isinstance(r.get("time/wait_for_rewards"), (int, float)) and r.get("time/step")]
+    wait_share = [
+        r["time/wait_for_rewards"] / r["time/step"]
+        for r in train
+        if isinstance(r.get("time/wait_for_rewards"), (int, float)) and r.get("time/step")
+    ]
     summary_path = run_dir / "summary.json"
     out: dict = {
         "run_dir": str(run_dir),
@@ -104,15 +120,21 @@ def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
             out[f"{key}_first{k}"] = statistics.fmean(xs[:k])
             out[f"{key}_last{k}"] = statistics.fmean(xs[-k:])
             out[f"{key}_per_step"] = xs
-    for key in ("val/reward_mean", "val/correct_rate", "val/correct_rate_low", "val/correct_rate_high",
-                "val/samples"):
+    for key in ("val/reward_mean", "val/correct_rate", "val/correct_rate_low", "val/correct_rate_high", "val/samples"):
         out[key] = {r["step"]: r.get(key) for r in val}
     for split, split_rows in (("train", train), ("val", val)):  # each problem's correct rate per step
-        ids = sorted({k.split("/")[2] for r in split_rows for k in r
-                      if k.startswith(f"{split}/problem/") and k.endswith("/correct_rate")})
+        ids = sorted(
+            {
+                k.split("/")[2]
+                for r in split_rows
+                for k in r
+                if k.startswith(f"{split}/problem/") and k.endswith("/correct_rate")
+            }
+        )
         if ids:
             out[f"{split}/problem_correct_rate"] = {
-                i: {r["step"]: r.get(f"{split}/problem/{i}/correct_rate") for r in split_rows} for i in ids}
+                i: {r["step"]: r.get(f"{split}/problem/{i}/correct_rate") for r in split_rows} for i in ids
+            }
     return out
 
 
@@ -130,8 +152,11 @@ def main() -> int:
         run_dir = args.run_dir or ROOT / "outputs" / "bench_train" / time.strftime("%Y-%m-%d_%H-%M-%S")
         env = {**os.environ, "WANDB_MODE": os.environ.get("WANDB_MODE", "offline")}
         t0 = time.perf_counter()
-        result = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *args.overrides,
-                                 f"hydra.run.dir={run_dir}"], cwd=ROOT, env=env)
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "train.py"), *args.overrides, f"hydra.run.dir={run_dir}"],
+            cwd=ROOT,
+            env=env,
+        )
         wall = time.perf_counter() - t0
         if result.returncode != 0:
             print(f"bench_train: the run failed with exit code {result.returncode} ({run_dir})", file=sys.stderr)

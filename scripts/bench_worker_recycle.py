@@ -31,8 +31,11 @@ PROBLEM = "L0_02_relu"
 
 def candidates(kind: str, count: int, good: str) -> list[str]:
     # Conditional, so that the static analysis lets it through to a worker (an unconditional raise is refused).
-    failing = good.replace("-> torch.Tensor:", "-> torch.Tensor:\n        if x.numel() > 0:\n"
-                                               "            raise AttributeError('no such thing')", 1)
+    failing = good.replace(
+        "-> torch.Tensor:",
+        "-> torch.Tensor:\n        if x.numel() > 0:\n            raise AttributeError('no such thing')",
+        1,
+    )
     assert failing != good, "the reference solution's forward signature changed"
     out = []
     for i in range(count):
@@ -68,15 +71,17 @@ def measure(device: str, fork: str, workers: int, count: int) -> dict:
             verdicts = ev.evaluate_many([(problem, c) for c in codes])
             ev.pool.worker_pids()  # the last replacements count too
             wall = time.perf_counter() - t0
-            expected = [Status.CORRECT if kind == "mix" and i % 4 == 3 else Status.RUNTIME_ERROR
-                        for i in range(count)]
+            expected = [Status.CORRECT if kind == "mix" and i % 4 == 3 else Status.RUNTIME_ERROR for i in range(count)]
             wrong = [(v.status.value, (v.error or "")[:200]) for v, e in zip(verdicts, expected) if v.status is not e]
             assert not wrong, wrong
             queue = [v.phase_seconds.get("queue", 0.0) for v in verdicts]  # waiting for a (replacement) worker
             worked = [sum(t for k, t in v.phase_seconds.items() if k not in ("queue", "total")) for v in verdicts]
-            result[kind] = {"evals_per_min": round(60 * count / wall, 1), "wall_s": round(wall, 1),
-                            "mean_phases_s": round(statistics.mean(worked), 2),
-                            "mean_queue_s": round(statistics.mean(queue), 2)}
+            result[kind] = {
+                "evals_per_min": round(60 * count / wall, 1),
+                "wall_s": round(wall, 1),
+                "mean_phases_s": round(statistics.mean(worked), 2),
+                "mean_queue_s": round(statistics.mean(queue), 2),
+            }
         latency = recycle_latency(ev, candidates("errors", 1, good)[0], repeats=3) if workers == 1 else []
         if latency:
             result["recycle_s"] = {"median": round(statistics.median(latency), 3), "max": round(max(latency), 3)}
@@ -95,15 +100,20 @@ def main() -> None:
     for workers in args.workers:
         for fork in args.fork:
             load = os.getloadavg()[0]
-            row = {**measure(args.device, fork, workers, args.count), "load_before": round(load, 2),
-                   "load_after": round(os.getloadavg()[0], 2)}
+            row = {
+                **measure(args.device, fork, workers, args.count),
+                "load_before": round(load, 2),
+                "load_after": round(os.getloadavg()[0], 2),
+            }
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(f"\n{'workers':>7} {'fork':>4} {'errors/min':>10} {'mix/min':>8} {'recycle s':>9} {'load':>9}")
     for r in rows:
         recycle = r.get("recycle_s", {}).get("median", "")
-        print(f"{r['workers']:>7} {r['fork_workers']:>4} {r['errors']['evals_per_min']:>10} "
-              f"{r['mix']['evals_per_min']:>8} {recycle!s:>9} {r['load_before']:>4}-{r['load_after']:<4}")
+        print(
+            f"{r['workers']:>7} {r['fork_workers']:>4} {r['errors']['evals_per_min']:>10} "
+            f"{r['mix']['evals_per_min']:>8} {recycle!s:>9} {r['load_before']:>4}-{r['load_after']:<4}"
+        )
     if args.out:
         args.out.write_text(json.dumps({"device": args.device, "cpus": os.cpu_count(), "rows": rows}, indent=1))
 

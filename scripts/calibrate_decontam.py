@@ -25,8 +25,10 @@ from envs.problems import load_kernelbench
 
 
 def _quantiles(x: np.ndarray) -> dict[str, float]:
-    return {k: round(float(v), 3) for k, v in zip(("min", "p05", "p50", "p95", "max"),
-                                                    np.quantile(x, [0, 0.05, 0.5, 0.95, 1]))}
+    return {
+        k: round(float(v), 3)
+        for k, v in zip(("min", "p05", "p50", "p95", "max"), np.quantile(x, [0, 0.05, 0.5, 0.95, 1]))
+    }
 
 
 def main() -> None:
@@ -39,10 +41,15 @@ def main() -> None:
     crawled = {c.origin.symbol.rsplit(".", 1)[-1]: c for c in crawl(CrawlConfig()) if not isinstance(c, CrawlSkip)}
     level1 = {int(p.id.rsplit("/", 1)[1]): p for p in kb if p.level == 1}
     pairs = [(crawled[name].source, level1[n].source) for name, n in SEMANTIC_PAIRS if name in crawled and n in level1]
-    jac = np.array([jaccard(shingles(normalized_tokens(a.source)), shingles(normalized_tokens(b)))
-                    for a, b in zip(kb, disguised)])
-    report = {"kernelbench_problems": len(kb), "semantic_pairs": len(pairs),
-              "jaccard_disguised": _quantiles(jac), "embedders": {}}
+    jac = np.array(
+        [jaccard(shingles(normalized_tokens(a.source)), shingles(normalized_tokens(b))) for a, b in zip(kb, disguised)]
+    )
+    report = {
+        "kernelbench_problems": len(kb),
+        "semantic_pairs": len(pairs),
+        "jaccard_disguised": _quantiles(jac),
+        "embedders": {},
+    }
     for spec in args.embedders:
         emb = make_embedder(spec)
         emb.fit([p.source for p in kb] + disguised + [a for a, _ in pairs])
@@ -52,12 +59,13 @@ def main() -> None:
         kk = l2_distances(base, base)
         np.fill_diagonal(kk, np.inf)
         nearest = kk.min(axis=1)
-        report["embedders"][spec] = {"disguised_copies": _quantiles(d_dis), "semantic_pairs": _quantiles(sem),
-                                     "kernelbench_nearest_other": _quantiles(nearest),
-                                     "semantic_caught_at": {t: int((sem < t).sum())
-                                                            for t in (0.45, 0.6, 0.7, 0.75, 0.8)},
-                                     "kernelbench_nearest_below": {t: int((nearest < t).sum())
-                                                                   for t in (0.45, 0.6, 0.7, 0.75, 0.8)}}
+        report["embedders"][spec] = {
+            "disguised_copies": _quantiles(d_dis),
+            "semantic_pairs": _quantiles(sem),
+            "kernelbench_nearest_other": _quantiles(nearest),
+            "semantic_caught_at": {t: int((sem < t).sum()) for t in (0.45, 0.6, 0.7, 0.75, 0.8)},
+            "kernelbench_nearest_below": {t: int((nearest < t).sum()) for t in (0.45, 0.6, 0.7, 0.75, 0.8)},
+        }
     print(json.dumps(report, indent=1))
 
 

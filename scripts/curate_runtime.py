@@ -29,8 +29,10 @@ def _quantiles(values: list[float]) -> dict[str, float] | None:
     if not values:
         return None
     v = sorted(values)
-    return {q: round(v[min(len(v) - 1, int(f * len(v)))], 4) for q, f in
-            (("min", 0), ("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("max", 1.0))}
+    return {
+        q: round(v[min(len(v) - 1, int(f * len(v)))], 4)
+        for q, f in (("min", 0), ("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("max", 1.0))
+    }
 
 
 def main() -> None:
@@ -48,9 +50,15 @@ def main() -> None:
     ids = sorted(manifest)
     if args.sample is not None and args.sample < len(ids):
         ids = sorted(random.Random(args.seed).sample(ids, args.sample))
-    candidates = [CandidateProblem(pid, (directory / manifest[pid]["file"]).read_text(),
-                                   Origin(manifest[pid].get("kind") or "crawl", manifest[pid].get("source") or ""),
-                                   level=manifest[pid].get("level")) for pid in ids]
+    candidates = [
+        CandidateProblem(
+            pid,
+            (directory / manifest[pid]["file"]).read_text(),
+            Origin(manifest[pid].get("kind") or "crawl", manifest[pid].get("source") or ""),
+            level=manifest[pid].get("level"),
+        )
+        for pid in ids
+    ]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -69,18 +77,37 @@ def main() -> None:
             d = decisions[c.id]
             base = (kept[c.id].facts.get("baselines") if c.id in kept else None) or {}
             eager = base.get("eager_ms") if base else (d.score if d.score is not None else None)
-            outcome = "kept" if c.id in kept else ("too_fast" if "<" in d.reason else
-                                                   "too_slow" if ">" in d.reason else "failed")
+            outcome = (
+                "kept"
+                if c.id in kept
+                else ("too_fast" if "<" in d.reason else "too_slow" if ">" in d.reason else "failed")
+            )
             by_kind[c.origin.kind][outcome] += 1
             if eager is not None:
                 eager_times[c.origin.kind].append(float(eager))
-            f.write(json.dumps({"id": c.id, "kind": c.origin.kind, "level": c.level, "eager_ms": eager,
-                                "inductor_ms": base.get("inductor_ms"), "decision": outcome,
-                                "reason": d.reason}) + "\n")
-    summary = {"problems": len(candidates), "kept": len(kept), "seconds": round(seconds, 1),
-               "device": pool.device_kind, "bounds_ms": [args.min_ms, args.max_ms],
-               "by_kind": {k: dict(v) for k, v in by_kind.items()},
-               "eager_ms": {k: _quantiles(v) for k, v in eager_times.items()}}
+            f.write(
+                json.dumps(
+                    {
+                        "id": c.id,
+                        "kind": c.origin.kind,
+                        "level": c.level,
+                        "eager_ms": eager,
+                        "inductor_ms": base.get("inductor_ms"),
+                        "decision": outcome,
+                        "reason": d.reason,
+                    }
+                )
+                + "\n"
+            )
+    summary = {
+        "problems": len(candidates),
+        "kept": len(kept),
+        "seconds": round(seconds, 1),
+        "device": pool.device_kind,
+        "bounds_ms": [args.min_ms, args.max_ms],
+        "by_kind": {k: dict(v) for k, v in by_kind.items()},
+        "eager_ms": {k: _quantiles(v) for k, v in eager_times.items()},
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary))
 

@@ -39,12 +39,13 @@ class BadInput(Exception):
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     src = ap.add_argument_group("what to evaluate (a pair or a manifest)")
     src.add_argument("--problem", help="problem file or built-in problem id")
     src.add_argument("--solution", help="solution file (Python, or markdown with a fenced python block)")
-    src.add_argument("--manifest", help="JSONL file of {\"problem\": ..., \"solution\": ...} lines")
+    src.add_argument("--manifest", help='JSONL file of {"problem": ..., "solution": ...} lines')
     ap.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
     ap.add_argument("--baseline", choices=["inductor", "eager"], default="inductor")
     ap.add_argument("--delta", type=float, default=DEFAULT_DELTA, help="reward shift (Makora: 1.8)")
@@ -126,9 +127,15 @@ def with_small_sizes(pairs: list[tuple], workers: int, cache) -> list[tuple]:
     agent derive them (envs/small_sizes.py, cached): at its full size such a problem exhausts the CPU worker's
     memory or deadline under the Triton interpreter. A problem no small size fits is a BadInput."""
     sized, _, failed = size_large_problems(
-        [p for p, _ in pairs], cache=cache, workers=workers,
-        announce=lambda n: print(f"sizing {n} problem(s) without SMALL_SIZES for the CPU (derived once, then "
-                                 "cached)", file=sys.stderr, flush=True))
+        [p for p, _ in pairs],
+        cache=cache,
+        workers=workers,
+        announce=lambda n: print(
+            f"sizing {n} problem(s) without SMALL_SIZES for the CPU (derived once, then cached)",
+            file=sys.stderr,
+            flush=True,
+        ),
+    )
     if failed:
         problem_id, reason = next(iter(failed.items()))
         raise BadInput(f"{reason}; --size full evaluates {problem_id} at its full size")
@@ -148,9 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pairs = load_manifest(Path(args.manifest)) if args.manifest else [_pair(args.problem, Path(args.solution))]
         check_delta(args.delta)  # argparse's float takes "nan" and "inf"
-        settings = EvalSettings(device=args.device, size=args.size, baseline=args.baseline,
-                                correctness_trials=args.trials, timed_runs=args.runs, seed=args.seed,
-                                workers=args.workers)
+        settings = EvalSettings(
+            device=args.device,
+            size=args.size,
+            baseline=args.baseline,
+            correctness_trials=args.trials,
+            timed_runs=args.runs,
+            seed=args.seed,
+            workers=args.workers,
+        )
     except (BadInput, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

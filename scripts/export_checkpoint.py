@@ -25,14 +25,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("checkpoint", help="a run directory, its checkpoints/, one checkpoints/step_N or its learner/")
     parser.add_argument("--out", required=True, help="the directory to write (must not exist, or be empty)")
     kind = parser.add_mutually_exclusive_group()
-    kind.add_argument("--merged", dest="kind", action="store_const", const="merged",
-                      help="the full model with the adapter merged in (the default)")
-    kind.add_argument("--adapter", dest="kind", action="store_const", const="adapter",
-                      help="the LoRA adapter in peft's format (LoRA checkpoints only)")
-    parser.add_argument("--base", default=None, help="the base model's directory (default: the one the checkpoint "
-                                                     "names, from the model cache)")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
-                        help="the exported dtype (default: the dtype it trained in)")
+    kind.add_argument(
+        "--merged",
+        dest="kind",
+        action="store_const",
+        const="merged",
+        help="the full model with the adapter merged in (the default)",
+    )
+    kind.add_argument(
+        "--adapter",
+        dest="kind",
+        action="store_const",
+        const="adapter",
+        help="the LoRA adapter in peft's format (LoRA checkpoints only)",
+    )
+    parser.add_argument(
+        "--base",
+        default=None,
+        help="the base model's directory (default: the one the checkpoint names, from the model cache)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default=None,
+        help="the exported dtype (default: the dtype it trained in)",
+    )
     args = parser.parse_args(argv)
 
     from rl.loop_checkpoints import CheckpointError
@@ -44,9 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, ModelSpecError, FileExistsError, FileNotFoundError, ValueError) as e:
         print(f"export_checkpoint: {e}", file=sys.stderr)
         return 2
-    print(json.dumps({"checkpoint": str(loaded.path.parent), "out": args.out, "kind": args.kind or "merged",
-                      "base_model": str(loaded.base_dir), "finetune": loaded.meta.get("finetune"),
-                      "version": loaded.meta.get("version")}, indent=2))
+    print(
+        json.dumps(
+            {
+                "checkpoint": str(loaded.path.parent),
+                "out": args.out,
+                "kind": args.kind or "merged",
+                "base_model": str(loaded.base_dir),
+                "finetune": loaded.meta.get("finetune"),
+                "version": loaded.meta.get("version"),
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -70,11 +70,16 @@ def timing(records: list[tuple[FuzzCase, dict]]) -> dict:
     for case, r in records:
         for kind in kinds(case):
             per_kind[kind].append(r["seconds"])
-    return {"p50": percentile(seconds, 0.5), "p99": percentile(seconds, 0.99), "max": max(seconds, default=0.0),
-            "over_5s": sum(s > 5 for s in seconds),
-            "by_mutation": {k: {"cases": len(v), "mean": statistics.fmean(v), "max": max(v),
-                                "over_5s": sum(s > 5 for s in v)}
-                            for k, v in sorted(per_kind.items(), key=lambda kv: -max(kv[1]))}}
+    return {
+        "p50": percentile(seconds, 0.5),
+        "p99": percentile(seconds, 0.99),
+        "max": max(seconds, default=0.0),
+        "over_5s": sum(s > 5 for s in seconds),
+        "by_mutation": {
+            k: {"cases": len(v), "mean": statistics.fmean(v), "max": max(v), "over_5s": sum(s > 5 for s in v)}
+            for k, v in sorted(per_kind.items(), key=lambda kv: -max(kv[1]))
+        },
+    }
 
 
 def sites(records: list[tuple[FuzzCase, dict]]) -> dict[str, dict]:
@@ -85,10 +90,21 @@ def sites(records: list[tuple[FuzzCase, dict]]) -> dict[str, dict]:
         if key is None:
             continue
         crash = r.get("stage_crash") or r
-        entry = out.setdefault(key, {"count": 0, "stage": crash.get("stage"), "site": crash.get("site"),
-                                     "type": crash.get("type"), "frame": crash.get("frame"),
-                                     "deepest": crash.get("deepest"), "message": crash.get("message"),
-                                     "boundary": Counter(), "mutations": Counter(), "example": case})
+        entry = out.setdefault(
+            key,
+            {
+                "count": 0,
+                "stage": crash.get("stage"),
+                "site": crash.get("site"),
+                "type": crash.get("type"),
+                "frame": crash.get("frame"),
+                "deepest": crash.get("deepest"),
+                "message": crash.get("message"),
+                "boundary": Counter(),
+                "mutations": Counter(),
+                "example": case,
+            },
+        )
         entry["count"] += 1
         entry["boundary"][r["outcome"]] += 1
         entry["mutations"].update(kinds(case))
@@ -106,8 +122,10 @@ def rejections(records: list[tuple[FuzzCase, dict]]) -> dict[str, dict]:
             entry = out.setdefault(r.get("error", ""), {"count": 0, "mutations": Counter()})
             entry["count"] += 1
             entry["mutations"].update(kinds(case))
-    return {k: {"count": e["count"], "mutations": dict(e["mutations"].most_common())}
-            for k, e in sorted(out.items(), key=lambda kv: -kv[1]["count"])}
+    return {
+        k: {"count": e["count"], "mutations": dict(e["mutations"].most_common())}
+        for k, e in sorted(out.items(), key=lambda kv: -kv[1]["count"])
+    }
 
 
 def shrink_examples(fleet: Fleet, found: dict[str, dict], budget_s: float) -> None:
@@ -140,23 +158,35 @@ def write_crashers(directory: Path, records: list[tuple[FuzzCase, dict]], found:
     (directory / "index.json").write_text(json.dumps(index, indent=1))
 
 
-def report(records: list[tuple[FuzzCase, dict]], found: dict[str, dict], args: argparse.Namespace,
-           seconds: float) -> dict:
-    slowest = sorted(records, key=lambda cr: -cr[1]["seconds"])[:args.slowest]
+def report(
+    records: list[tuple[FuzzCase, dict]], found: dict[str, dict], args: argparse.Namespace, seconds: float
+) -> dict:
+    slowest = sorted(records, key=lambda cr: -cr[1]["seconds"])[: args.slowest]
     return {
-        "seed": args.seed, "count": args.count, "hypothesis": args.hypothesis, "timeout_s": args.timeout,
+        "seed": args.seed,
+        "count": args.count,
+        "hypothesis": args.hypothesis,
+        "timeout_s": args.timeout,
         "wall_seconds": seconds,
         "outcomes": dict(Counter(outcome_of(r) for _, r in records).most_common()),
-        "crash_sites": {key: {**{k: v for k, v in e.items() if k not in ("example", "boundary", "mutations")},
-                              "boundary": dict(e["boundary"]), "mutations": dict(e["mutations"].most_common()),
-                              "example_case": e["example"].name, "problem_id": e["example"].problem_id,
-                              "example_chars": len(e["example"].text)}
-                        for key, e in sorted(found.items(), key=lambda kv: -kv[1]["count"])},
+        "crash_sites": {
+            key: {
+                **{k: v for k, v in e.items() if k not in ("example", "boundary", "mutations")},
+                "boundary": dict(e["boundary"]),
+                "mutations": dict(e["mutations"].most_common()),
+                "example_case": e["example"].name,
+                "problem_id": e["example"].problem_id,
+                "example_chars": len(e["example"].text),
+            }
+            for key, e in sorted(found.items(), key=lambda kv: -kv[1]["count"])
+        },
         "rejections": rejections(records),
         "found_only_by_hypothesis": sorted(k for k, e in found.items() if set(e["mutations"]) <= {"hypothesmith"}),
         "timing": timing(records),
-        "slowest": [{"case": c.name, "problem_id": c.problem_id, "seconds": r["seconds"], "outcome": outcome_of(r)}
-                    for c, r in slowest],
+        "slowest": [
+            {"case": c.name, "problem_id": c.problem_id, "seconds": r["seconds"], "outcome": outcome_of(r)}
+            for c, r in slowest
+        ],
     }
 
 
@@ -169,8 +199,10 @@ def print_summary(result: dict) -> None:
     for bound, e in result["rejections"].items():
         print(f"  rejected {e['count']:5d}: {_clip(bound, 100)}")
     for key, e in result["crash_sites"].items():
-        print(f"\n[{e['count']}] {key}\n    frame {e['frame']}, deepest {e['deepest']}; "
-              f"{_clip(e['message'] or '', 120)}\n    mutations {e['mutations']}")
+        print(
+            f"\n[{e['count']}] {key}\n    frame {e['frame']}, deepest {e['deepest']}; "
+            f"{_clip(e['message'] or '', 120)}\n    mutations {e['mutations']}"
+        )
         lines = (e.get("minimal") or "").split("\n")
         more = f"\n      ... ({len(lines)} lines)" if len(lines) > 12 else ""
         print("    minimal:\n" + "\n".join("      " + _clip(ln) for ln in lines[:12]) + more)
@@ -201,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     todo = list(cases(args.seed, args.count))
     if args.hypothesis:
         from tests.fuzz.generated import draw
+
         todo += draw(args.hypothesis, args.seed)
     fleet = Fleet(builtin_problems(), make_preparer(), args.jobs, args.memory_gib)
     started, records = time.monotonic(), []
@@ -224,8 +257,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.records:
         with args.records.open("w") as f:
             for case, r in records:
-                f.write(json.dumps({"case": case.name, "problem_id": case.problem_id, "outcome": outcome_of(r),
-                                    "seconds": r["seconds"], "error": r.get("error"), "site": crash_key(r)}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "case": case.name,
+                            "problem_id": case.problem_id,
+                            "outcome": outcome_of(r),
+                            "seconds": r["seconds"],
+                            "error": r.get("error"),
+                            "site": crash_key(r),
+                        }
+                    )
+                    + "\n"
+                )
     return 1 if found else 0
 
 

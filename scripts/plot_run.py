@@ -26,8 +26,17 @@ from rl.tracking import read_metrics
 PANELS: list[tuple[str, list[str]]] = [
     ("reward", ["train/reward_mean", "train/kernel_reward_mean", "val/reward_mean", "val/kernel_reward_mean"]),
     ("correct rate", ["train/correct_rate", "val/correct_rate"]),
-    ("status mix (train)", ["train/status/correct", "train/status/incorrect", "train/status/compile_error",
-                            "train/status/runtime_error", "train/status/hack", "train/status/timeout"]),
+    (
+        "status mix (train)",
+        [
+            "train/status/correct",
+            "train/status/incorrect",
+            "train/status/compile_error",
+            "train/status/runtime_error",
+            "train/status/hack",
+            "train/status/timeout",
+        ],
+    ),
     ("response length", ["train/response_len_mean", "train/response_len_max"]),
     ("truncation / flat groups", ["train/truncation_rate", "train/zero_variance_group_frac"]),
     ("loss", ["train/loss", "train/pg_loss"]),
@@ -77,8 +86,12 @@ def no_update_steps(rows: list[dict]) -> list[int]:
         if "train/kept_groups" not in r and "train/loss" not in r:
             continue  # a validation-only row
         loss = r.get("train/loss")
-        if r.get("train/kept_groups") == 0 or not isinstance(loss, (int, float)) or not math.isfinite(loss) \
-                or (r.get("train/skipped_steps") or 0) > 0:
+        if (
+            r.get("train/kept_groups") == 0
+            or not isinstance(loss, (int, float))
+            or not math.isfinite(loss)
+            or (r.get("train/skipped_steps") or 0) > 0
+        ):
             steps.append(int(r["step"]))
     return sorted(set(steps))
 
@@ -112,8 +125,12 @@ def load_rows(path: Path) -> list[dict] | str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="PNG path (default RUN_DIR/curves.png; several runs: curves_overlay.png beside them)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="PNG path (default RUN_DIR/curves.png; several runs: curves_overlay.png beside them)",
+    )
     parser.add_argument("--keys", nargs="*", default=None, help="plot only these keys, one panel")
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv)
@@ -128,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     overlay = len(runs) > 1
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -156,11 +174,23 @@ def main(argv: list[str] | None = None) -> int:
                 if name.startswith("val/"):  # a few steps only: markers, never a line joining them
                     ax.plot(xs, ys, linestyle="none", marker="D", markersize=5, color=color, label=text)
                 else:
-                    ax.plot(xs, ys, linestyle=styles[k % len(styles)] if overlay else "-",
-                            marker="o" if len(xs) < 30 else None, markersize=3, color=color, label=text)
+                    ax.plot(
+                        xs,
+                        ys,
+                        linestyle=styles[k % len(styles)] if overlay else "-",
+                        marker="o" if len(xs) < 30 else None,
+                        markersize=3,
+                        color=color,
+                        label=text,
+                    )
             for step in no_update_steps(rows) if not overlay else []:
-                ax.axvspan(step - 0.5, step + 0.5, color="0.85", zorder=0,
-                           label=None if shaded else "no update (flat groups / skipped)")
+                ax.axvspan(
+                    step - 0.5,
+                    step + 0.5,
+                    color="0.85",
+                    zorder=0,
+                    label=None if shaded else "no update (flat groups / skipped)",
+                )
                 shaded = True
         if title in LOG_PANELS:
             ax.set_yscale("log")
@@ -169,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     first = args.run_dirs[0]
     fig.suptitle(args.title or (str(first) if not overlay else f"{len(runs)} runs"))

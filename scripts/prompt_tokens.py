@@ -28,8 +28,10 @@ VARIANTS = {
 
 def load_tokenizer(path: str | None):
     from transformers import AutoTokenizer
+
     if path is None:
         from rl.models import ModelSpecError, smollm2_gguf_path
+
         try:
             gguf = smollm2_gguf_path()
         except ModelSpecError as e:
@@ -72,8 +74,10 @@ def main() -> int:
     print()
     for variant in VARIANTS:
         values = sorted(counts[variant].values())
-        print(f"{variant:20s} min {values[0]:5d}  median {int(statistics.median(values)):5d}  max {values[-1]:5d}"
-              f"  (max = {100 * values[-1] / args.context:.0f}% of {args.context})")
+        print(
+            f"{variant:20s} min {values[0]:5d}  median {int(statistics.median(values)):5d}  max {values[-1]:5d}"
+            f"  (max = {100 * values[-1] / args.context:.0f}% of {args.context})"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps({"tokenizer": name, "counts": counts, "examples": examples}, indent=1))
     return 0

@@ -53,20 +53,32 @@ def _port(text: str) -> int:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=_port, default=8000)
-    ap.add_argument("--backend", choices=["local", "ray"], default="local",
-                    help="local: an Evaluator with worker processes on this machine; "
-                         "ray: envs.pool.RayEvaluationPool (actors on a Ray cluster)")
+    ap.add_argument(
+        "--backend",
+        choices=["local", "ray"],
+        default="local",
+        help="local: an Evaluator with worker processes on this machine; "
+        "ray: envs.pool.RayEvaluationPool (actors on a Ray cluster)",
+    )
     ap.add_argument("--pool-config", type=Path, help="PoolConfig YAML for --backend ray (e.g. address, num_actors)")
     ev = ap.add_argument_group("evaluation")
-    ev.add_argument("--problems", default="builtin",
-                    help="builtin, a problem file, a directory or a KernelBench checkout")
+    ev.add_argument(
+        "--problems", default="builtin", help="builtin, a problem file, a directory or a KernelBench checkout"
+    )
     ev.add_argument("--levels", type=int, nargs="+", help="keep only these levels")
-    ev.add_argument("--eval-config", type=Path, default=ROOT / "conf" / "eval" / "default.yaml",
-                    help="EvalSettings YAML (default conf/eval/default.yaml)")
+    ev.add_argument(
+        "--eval-config",
+        type=Path,
+        default=ROOT / "conf" / "eval" / "default.yaml",
+        help="EvalSettings YAML (default conf/eval/default.yaml)",
+    )
     ev.add_argument("--device", choices=["cpu", "cuda", "auto"])
     ev.add_argument("--size", choices=["full", "small"])
     ev.add_argument("--baseline", choices=["inductor", "eager"])
@@ -74,9 +86,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ev.add_argument("--delta", type=float, default=None, help="reward shift (default 1.8, Makora)")
     ev.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"SQLite verdict cache (default {DEFAULT_CACHE})")
     ev.add_argument("--no-cache", action="store_true")
-    ev.add_argument("--allow-problem-source", action="store_true",
-                    help="also accept problems sent inline (problem_source); their code runs in the sandboxed "
-                         "worker like a candidate's. Off by default: problem_id only")
+    ev.add_argument(
+        "--allow-problem-source",
+        action="store_true",
+        help="also accept problems sent inline (problem_source); their code runs in the sandboxed "
+        "worker like a candidate's. Off by default: problem_id only",
+    )
     sec = ap.add_argument_group("access and limits")
     sec.add_argument("--token-file", type=Path, help=f"bearer tokens, one a line (also: ${TOKEN_ENV})")
     sec.add_argument("--insecure-no-auth", action="store_true", help="serve without authentication")
@@ -85,16 +100,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     sec.add_argument("--burst", type=int, default=50, help="requests a client may make at once")
     sec.add_argument("--max-concurrent", type=int, help="evaluations at once (default: the backend's workers)")
     sec.add_argument("--max-queue", type=int, default=64, help="evaluations waiting beyond those; more get 503")
-    sec.add_argument("--trust-proxy", metavar="IPS",
-                     help="honour X-Forwarded-For/-Proto from these proxy addresses (comma-separated; "
-                          "default: from nobody), so per-IP rate limits see the real client")
-    sec.add_argument("--allow-unsandboxed", action="store_true",
-                     help="serve on a non-loopback address even without the workers' OS sandbox (bubblewrap); "
-                          "without this flag a public bind makes the sandbox required")
+    sec.add_argument(
+        "--trust-proxy",
+        metavar="IPS",
+        help="honour X-Forwarded-For/-Proto from these proxy addresses (comma-separated; "
+        "default: from nobody), so per-IP rate limits see the real client",
+    )
+    sec.add_argument(
+        "--allow-unsandboxed",
+        action="store_true",
+        help="serve on a non-loopback address even without the workers' OS sandbox (bubblewrap); "
+        "without this flag a public bind makes the sandbox required",
+    )
     sec.add_argument("--ssl-certfile")
     sec.add_argument("--ssl-keyfile")
-    ap.add_argument("--graceful-timeout", type=float, default=30.0,
-                    help="seconds to let running requests finish on shutdown")
+    ap.add_argument(
+        "--graceful-timeout", type=float, default=30.0, help="seconds to let running requests finish on shutdown"
+    )
     ap.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return ap.parse_args(argv)
 
@@ -116,8 +138,10 @@ def read_tokens(args: argparse.Namespace) -> list[str]:
             raise ValueError(f"{args.token_file}: holds no token")
     short = [t for t in tokens if len(t) < MIN_TOKEN_LENGTH]
     if short:
-        raise ValueError(f"tokens must be at least {MIN_TOKEN_LENGTH} characters; make one with "
-                         "python -c 'import secrets; print(secrets.token_urlsafe(32))'")
+        raise ValueError(
+            f"tokens must be at least {MIN_TOKEN_LENGTH} characters; make one with "
+            "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
     return list(dict.fromkeys(tokens))
 
 
@@ -153,8 +177,10 @@ def sandbox_for_bind(settings, args: argparse.Namespace):
     if _is_loopback(args.host) or args.allow_unsandboxed:
         return settings
     if settings.sandbox == "off":
-        raise ValueError(f"refusing to serve on {args.host} with sandbox=off: untrusted code would run without the "
-                         "OS sandbox; enable it (sandbox: auto or required) or pass --allow-unsandboxed")
+        raise ValueError(
+            f"refusing to serve on {args.host} with sandbox=off: untrusted code would run without the "
+            "OS sandbox; enable it (sandbox: auto or required) or pass --allow-unsandboxed"
+        )
     return dataclasses.replace(settings, sandbox="required")
 
 
@@ -175,8 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tokens = read_tokens(args)
         if not tokens and not args.insecure_no_auth:
-            raise ValueError(f"no bearer token: set {TOKEN_ENV} or give --token-file "
-                             "(or --insecure-no-auth to serve without authentication)")
+            raise ValueError(
+                f"no bearer token: set {TOKEN_ENV} or give --token-file "
+                "(or --insecure-no-auth to serve without authentication)"
+            )
         if tokens and args.insecure_no_auth:
             raise ValueError("--insecure-no-auth together with a token: pick one")
         if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
@@ -187,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                 eval_cfg[key] = getattr(args, key)
         eval_settings = EvalSettings.from_mapping(eval_cfg)
         eval_settings = sandbox_for_bind(eval_settings, args).hiding(
-            str(args.token_file) if args.token_file else None, None if args.no_cache else str(args.cache))
+            str(args.token_file) if args.token_file else None, None if args.no_cache else str(args.cache)
+        )
         pool_cfg = OmegaConf.to_container(OmegaConf.load(args.pool_config), resolve=True) if args.pool_config else None
         if pool_cfg is not None and args.backend != "ray":
             raise ValueError("--pool-config applies to --backend ray only")
@@ -201,8 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     if not tokens:
         log.warning("serving WITHOUT authentication (--insecure-no-auth)")
     if not _is_loopback(args.host) and not args.ssl_certfile:
-        log.warning("listening on %s without TLS: bearer tokens travel in clear text; put a TLS proxy in "
-                    "front or give --ssl-certfile/--ssl-keyfile", args.host)
+        log.warning(
+            "listening on %s without TLS: bearer tokens travel in clear text; put a TLS proxy in "
+            "front or give --ssl-certfile/--ssl-keyfile",
+            args.host,
+        )
 
     def on_sigterm(signum, frame):
         raise _Stop
@@ -217,8 +249,10 @@ def main(argv: list[str] | None = None) -> int:
         backend = _CloseOnce(make_backend(args.backend, eval_settings, cache=cache, pool_config=pool_cfg))
         pool = getattr(backend.backend, "pool", None)
         if getattr(pool, "sandbox", True) is None:  # the local backend runs its workers without the sandbox
-            log.warning("workers run WITHOUT the OS sandbox: only the static analysis stands between "
-                        "untrusted code and this machine")
+            log.warning(
+                "workers run WITHOUT the OS sandbox: only the static analysis stands between "
+                "untrusted code and this machine"
+            )
         if args.allow_problem_source:
             log.warning("accepting problem_source: client-supplied problem code runs in the workers")
         validate = getattr(backend.backend, "validate_problems", None)
@@ -229,16 +263,31 @@ def main(argv: list[str] | None = None) -> int:
         # only queue inside it); the Ray pool queues and schedules across its actors itself.
         max_concurrent = args.max_concurrent or (pool.size if args.backend == "local" and pool else 32)
         settings = ServiceSettings(
-            tokens=tuple(tokens), insecure_no_auth=args.insecure_no_auth, max_body_bytes=args.max_body_bytes,
-            rate_per_second=args.rate, rate_burst=args.burst, max_concurrent_evaluations=max_concurrent,
-            max_queued_evaluations=args.max_queue, default_baseline=eval_settings.baseline,
-            allow_problem_source=args.allow_problem_source, backend_name=args.backend)
+            tokens=tuple(tokens),
+            insecure_no_auth=args.insecure_no_auth,
+            max_body_bytes=args.max_body_bytes,
+            rate_per_second=args.rate,
+            rate_burst=args.burst,
+            max_concurrent_evaluations=max_concurrent,
+            max_queued_evaluations=args.max_queue,
+            default_baseline=eval_settings.baseline,
+            allow_problem_source=args.allow_problem_source,
+            backend_name=args.backend,
+        )
         app = create_app(backend, problems, settings, reward_function(delta))
         # One process: uvicorn workers would each start their own evaluator and worker processes.
-        config = uvicorn.Config(app, host=args.host, port=args.port, lifespan="on", log_level=args.log_level,
-                                timeout_graceful_shutdown=args.graceful_timeout,
-                                proxy_headers=bool(args.trust_proxy), forwarded_allow_ips=args.trust_proxy or None,
-                                ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile)
+        config = uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            lifespan="on",
+            log_level=args.log_level,
+            timeout_graceful_shutdown=args.graceful_timeout,
+            proxy_headers=bool(args.trust_proxy),
+            forwarded_allow_ips=args.trust_proxy or None,
+            ssl_certfile=args.ssl_certfile,
+            ssl_keyfile=args.ssl_keyfile,
+        )
         server = uvicorn.Server(config)
         server.run()  # uvicorn handles SIGINT/SIGTERM, runs the app's shutdown (closing the backend), then
         # re-raises the signal: SIGTERM lands in on_sigterm (_Stop), SIGINT as KeyboardInterrupt.

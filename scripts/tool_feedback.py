@@ -52,19 +52,34 @@ def main() -> int:
             problem = resolve_problem(problem_id)
             reference = Path(problem.reference_solution).read_text()
             broken = reference.replace("tl.store(", "tl.store(1 + ", 1) if "tl.store(" in reference else reference
-            for variant, tool, code in (("reference", "kernel_evaluator", reference),
-                                        ("reference", "profile", reference),
-                                        ("broken", "kernel_evaluator", broken)):
-                context = ToolContext(problem, evaluator=tools_backend, profiler=tools_backend, evaluations_left=10,
-                                      reward=reward_for_verdict)
+            for variant, tool, code in (
+                ("reference", "kernel_evaluator", reference),
+                ("reference", "profile", reference),
+                ("broken", "kernel_evaluator", broken),
+            ):
+                context = ToolContext(
+                    problem,
+                    evaluator=tools_backend,
+                    profiler=tools_backend,
+                    evaluations_left=10,
+                    reward=reward_for_verdict,
+                )
                 started = time.perf_counter()
                 result = asyncio.run(TOOLS[tool].run({"code": code}, context))
                 seconds = time.perf_counter() - started
                 label = variant if variant == "reference" else "broken (first store shifted by one element)"
                 print(f"===== {problem_id} | {tool} | {label} | {seconds:.1f} s")
                 print(result.text, flush=True)
-                rows.append({"problem": problem_id, "tool": tool, "variant": variant, "ok": result.ok,
-                             "seconds": round(seconds, 3), "text": result.text})
+                rows.append(
+                    {
+                        "problem": problem_id,
+                        "tool": tool,
+                        "variant": variant,
+                        "ok": result.ok,
+                        "seconds": round(seconds, 3),
+                        "text": result.text,
+                    }
+                )
     print(f"\n{'problem':<22} {'tool':<17} {'variant':<10} {'ok':<5} seconds")
     for r in rows:
         print(f"{r['problem']:<22} {r['tool']:<17} {r['variant']:<10} {str(r['ok']):<5} {r['seconds']:.1f}")

@@ -85,46 +85,64 @@ def config_groups() -> list[tuple[str, str | None, list[str]]]:
     defaults = OmegaConf.load(CONF / "config.yaml").get("defaults", [])
     chosen = {k: v for d in defaults if isinstance(d, (dict, DictConfig)) for k, v in d.items()}
     groups = [g for g in chosen] + ["experiment"]
-    return [(g, chosen.get(g), sorted(p.stem for p in (CONF / g).glob("*.yaml"))) for g in groups
-            if (CONF / g).is_dir()]
+    return [
+        (g, chosen.get(g), sorted(p.stem for p in (CONF / g).glob("*.yaml"))) for g in groups if (CONF / g).is_dir()
+    ]
 
 
 def short_help() -> str:
-    lines = ["usage: python scripts/train.py [--check] [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [+experiment=NAME]",
-             "",
-             "Train a policy with RL on the kernel environment (Hydra config in conf/; the base config is",
-             "the default CPU run). Options:",
-             "  --check         compose and check the config (types, ranges, model, problem set, resume path,",
-             "                  prompts; every job of a -m sweep), start nothing; exit 0, or 1/2 with one line",
-             "                  per problem",
-             "  --cfg job       print the composed config (then the same checks; exit 2 on a problem)",
-             "  -m, --multirun  a sweep: comma-separated values give one run per combination",
-             "  --hydra-help    Hydra's own help",
-             "",
-             "Config groups, read from conf/ (* = the base config's choice):"]
+    lines = [
+        "usage: python scripts/train.py [--check] [-m] [GROUP=OPTION ...] [KEY=VALUE ...] [+experiment=NAME]",
+        "",
+        "Train a policy with RL on the kernel environment (Hydra config in conf/; the base config is",
+        "the default CPU run). Options:",
+        "  --check         compose and check the config (types, ranges, model, problem set, resume path,",
+        "                  prompts; every job of a -m sweep), start nothing; exit 0, or 1/2 with one line",
+        "                  per problem",
+        "  --cfg job       print the composed config (then the same checks; exit 2 on a problem)",
+        "  -m, --multirun  a sweep: comma-separated values give one run per combination",
+        "  --hydra-help    Hydra's own help",
+        "",
+        "Config groups, read from conf/ (* = the base config's choice):",
+    ]
     for group, default, options in config_groups():
         shown = ", ".join(o + ("*" if o == default else "") for o in options)
         prefix = "+" if group == "experiment" else ""
         lines.append(f"  {prefix}{group}={{{shown}}}")
-    lines += ["",
-              "Plain sections: loop, validation, reward, delta, cache_path, resume. Common overrides:",
-              "  loop.steps=20 loop.problems_per_step=8      steps, prompts per step",
-              "  rollout.n=8 rollout.temperature=1.0          group size, sampling (= algorithm.temperature)",
-              "  rollout.max_tokens=1024                      generation budget",
-              "  algorithm=dapo rollout.temperature=1.0       another algorithm (its temperature is 1.0)",
-              "  policy.model=DIR_OR_HUB_ID                   an HF directory or an org/name in the local HF cache",
-              "  data.problems=PATH data.levels=[0,1]         a problem file, directory, curated set or KernelBench",
-              "  eval.device=cuda wandb.mode=online           judge on GPUs, log to W&B online",
-              "  delta=1.5                                    the reward's shift",
-              "  resume=outputs/DATE/TIME                     continue a stopped run",
-              "",
-              "Docs: README.md (Training), docs/training.md (every key and metric), docs/algorithms.md,",
-              "docs/rollout.md (models, engines), conf/config.yaml (the defaults, commented)."]
+    lines += [
+        "",
+        "Plain sections: loop, validation, reward, delta, cache_path, resume. Common overrides:",
+        "  loop.steps=20 loop.problems_per_step=8      steps, prompts per step",
+        "  rollout.n=8 rollout.temperature=1.0          group size, sampling (= algorithm.temperature)",
+        "  rollout.max_tokens=1024                      generation budget",
+        "  algorithm=dapo rollout.temperature=1.0       another algorithm (its temperature is 1.0)",
+        "  policy.model=DIR_OR_HUB_ID                   an HF directory or an org/name in the local HF cache",
+        "  data.problems=PATH data.levels=[0,1]         a problem file, directory, curated set or KernelBench",
+        "  eval.device=cuda wandb.mode=online           judge on GPUs, log to W&B online",
+        "  delta=1.5                                    the reward's shift",
+        "  resume=outputs/DATE/TIME                     continue a stopped run",
+        "",
+        "Docs: README.md (Training), docs/training.md (every key and metric), docs/algorithms.md,",
+        "docs/rollout.md (models, engines), conf/config.yaml (the defaults, commented).",
+    ]
     return "\n".join(lines)
 
 
-_HYDRA_FLAGS_WITH_VALUE = ("--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
-                           "--config-dir", "-cd", "--info", "-i", "--experimental-rerun")
+_HYDRA_FLAGS_WITH_VALUE = (
+    "--cfg",
+    "-c",
+    "--package",
+    "-p",
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--config-dir",
+    "-cd",
+    "--info",
+    "-i",
+    "--experimental-rerun",
+)
 _HYDRA_FLAGS = ("-m", "--multirun", "--resolve", "--run", "-r")
 
 
@@ -150,8 +168,12 @@ def sweep_jobs(overrides: list[str]) -> list[list[str]]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides(overrides)
-    choices = [[o.input_line] if not o.is_sweep_override() else
-               [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] for o in parsed]
+    choices = [
+        [o.input_line]
+        if not o.is_sweep_override()
+        else [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+        for o in parsed
+    ]
     return [list(job) for job in itertools.product(*choices)]
 
 
@@ -162,8 +184,9 @@ def compose_config(overrides: list[str]) -> DictConfig:
         return compose("config", overrides=overrides)
 
 
-def check_jobs(overrides: list[str], multirun: bool, print_cfg: str | None = None, resolve: bool = False,
-               quiet: bool = False) -> int:
+def check_jobs(
+    overrides: list[str], multirun: bool, print_cfg: str | None = None, resolve: bool = False, quiet: bool = False
+) -> int:
     """--check (and `-m ... --cfg job`): compose and validate every job without starting anything. Returns the
     exit code: 0, 1 (Hydra cannot compose) or 2 (a problem in a composed config)."""
     from hydra.errors import HydraException
@@ -211,8 +234,10 @@ def front_door(argv: list[str]) -> int | None:
         return check_jobs(overrides, multirun)
     if cfg_kind and multirun:  # Hydra refuses -m with --cfg ("Only one of --run, --multirun, --cfg ...")
         if cfg_kind != "job":
-            print("kernelrl: with -m only --cfg job is printed (one config per job); drop -m for --cfg "
-                  f"{cfg_kind}", file=sys.stderr)
+            print(
+                f"kernelrl: with -m only --cfg job is printed (one config per job); drop -m for --cfg {cfg_kind}",
+                file=sys.stderr,
+            )
             return 1
         return check_jobs(overrides, True, print_cfg="job", resolve=bool(flags.get("--resolve")))
     return None
@@ -243,10 +268,18 @@ def run_hosted_rft(run: RunConfig, data: ProblemData, run_dir: Path, cfg: DictCo
     from rl.hosted.driver import run_hosted
     from rl.tracking import RunLogger, hydra_run_names
 
-    log.info("%d training and %d validation problems; reinforcement fine-tuning of %s on OpenAI -> %s",
-             len(data.train), len(data.validation), run.hosted.base_model or run.policy.engine.get("model"), run_dir)
-    logger = RunLogger(run_dir, hydra_run_names(run.wandb, hydra.core.hydra_config.HydraConfig.get()),
-                       OmegaConf.to_container(cfg, resolve=True))
+    log.info(
+        "%d training and %d validation problems; reinforcement fine-tuning of %s on OpenAI -> %s",
+        len(data.train),
+        len(data.validation),
+        run.hosted.base_model or run.policy.engine.get("model"),
+        run_dir,
+    )
+    logger = RunLogger(
+        run_dir,
+        hydra_run_names(run.wandb, hydra.core.hydra_config.HydraConfig.get()),
+        OmegaConf.to_container(cfg, resolve=True),
+    )
     try:
         return run_hosted(run, data, run_dir, logger)
     finally:
@@ -263,8 +296,11 @@ def resume_logging(resume: str | None) -> dict:
 
     directory, state = find_checkpoint(resume)
     previous = previous_run_dir(directory, state)
-    return {"resume_from": previous, "resume_step": state.step,
-            "wandb_run_id": state.wandb_run_id or wandb_run_id_of(previous)}
+    return {
+        "resume_from": previous,
+        "resume_step": state.step,
+        "wandb_run_id": state.wandb_run_id or wandb_run_id_of(previous),
+    }
 
 
 @hydra.main(config_path=str(CONF), config_name="config", version_base="1.3")
@@ -274,18 +310,31 @@ def main(cfg: DictConfig) -> None:
     if run.runs_hosted_rft:  # an API policy under a recipe with hosted.mode=rft: OpenAI trains, KernelRL grades
         sys.exit(run_hosted_rft(run, data, run_dir, cfg))
     data = fit_to_evaluator(run, data)
-    log.info("%d training and %d validation problems; policy %s (%s); %d steps -> %s", len(data.train),
-             len(data.validation), run.policy.name, run.policy.engine_kind, run.loop.steps, run_dir)
+    log.info(
+        "%d training and %d validation problems; policy %s (%s); %d steps -> %s",
+        len(data.train),
+        len(data.validation),
+        run.policy.name,
+        run.policy.engine_kind,
+        run.loop.steps,
+        run_dir,
+    )
     if run.policy.learner is None:
-        log.warning("policy %s has no learner: the run generates, evaluates and validates without updating "
-                    "weights", run.policy.name)
+        log.warning(
+            "policy %s has no learner: the run generates, evaluates and validates without updating weights",
+            run.policy.name,
+        )
 
     from rl.components import build_components, close_components
     from rl.loop import RunError, Trainer
     from rl.tracking import RunLogger, hydra_run_names
 
-    logger = RunLogger(run_dir, hydra_run_names(run.wandb, hydra.core.hydra_config.HydraConfig.get()),
-                       OmegaConf.to_container(cfg, resolve=True), **resume_logging(run.resume))
+    logger = RunLogger(
+        run_dir,
+        hydra_run_names(run.wandb, hydra.core.hydra_config.HydraConfig.get()),
+        OmegaConf.to_container(cfg, resolve=True),
+        **resume_logging(run.resume),
+    )
     # SIGTERM (a scheduler's cancel, `kill`) unwinds like Ctrl-C, so engines shut down properly and the
     # weight exports in /dev/shm are removed (a killed vLLM leaves shared memory behind)
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))

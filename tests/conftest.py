@@ -9,6 +9,7 @@ sys.path.insert(0, str(ROOT))
 
 def pytest_collection_modifyitems(config, items):
     import torch
+
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
@@ -20,6 +21,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def tmp_cache(tmp_path):
     from envs.cache import SqliteCache
+
     cache = SqliteCache(tmp_path / "cache.sqlite")
     yield cache
     cache.close()
@@ -27,6 +29,7 @@ def tmp_cache(tmp_path):
 
 def builtin(problem_id: str):
     from envs import resolve_problem
+
     problem = resolve_problem(problem_id)
     return problem, Path(problem.reference_solution).read_text()
 

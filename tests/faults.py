@@ -110,8 +110,9 @@ def is_harness(proc: psutil.Process) -> bool:
     """The worker's harness itself (`python -m envs.worker.harness ...`, or a child forked by a zygote), not
     bubblewrap around it, whose command line holds the harness's."""
     try:
-        return proc.cmdline()[1:3] == ["-m", "envs.worker.harness"] or \
-            (proc.cmdline()[1:3] == _ZYGOTE and is_zygote(proc.parent()))
+        return proc.cmdline()[1:3] == ["-m", "envs.worker.harness"] or (
+            proc.cmdline()[1:3] == _ZYGOTE and is_zygote(proc.parent())
+        )
     except (psutil.Error, AttributeError):
         return False
 
@@ -169,4 +170,5 @@ def owner_script(device: str, settings: str = "") -> str:
         "from envs.source import prepare_solution\n"
         "code = sys.stdin.read()\n"
         f"with Evaluator(EvalSettings(device={device!r}, {settings})) as ev:\n"
-        "    ev.pool.execute(resolve_problem('L0_02_relu'), prepare_solution(code), None)\n")
+        "    ev.pool.execute(resolve_problem('L0_02_relu'), prepare_solution(code), None)\n"
+    )

@@ -30,10 +30,19 @@ class ScriptedEngine:
             self.requests.append(r)
             trajectory, turn = r.request_id.rsplit("/t", 1)
             text = self.script(trajectory, int(turn), r) if self.with_request else self.script(trajectory, int(turn))
-            ids = self.tokenizer.encode(text, add_special_tokens=False)[:r.sampling.max_tokens - 1]
+            ids = self.tokenizer.encode(text, add_special_tokens=False)[: r.sampling.max_tokens - 1]
             completion = ids + [self.tokenizer.eos_token_id]
-            yield Sample(r.request_id, r.problem_id, 0, prompt_ids(self.tokenizer, r.messages), completion,
-                         self.tokenizer.decode(ids), [-0.25] * len(completion), "stop", r.policy_version)
+            yield Sample(
+                r.request_id,
+                r.problem_id,
+                0,
+                prompt_ids(self.tokenizer, r.messages),
+                completion,
+                self.tokenizer.decode(ids),
+                [-0.25] * len(completion),
+                "stop",
+                r.policy_version,
+            )
 
     def update_weights(self, update: WeightUpdate) -> float:
         return 0.0

@@ -26,7 +26,7 @@ _CHUNK = 7
 
 def payloads(path: str | Path) -> list[bytes]:
     data = Path(path).read_bytes()
-    if data[:len(_HEADER)] != _HEADER:
+    if data[: len(_HEADER)] != _HEADER:
         raise ValueError(f"{path} is not a W&B transaction log (header {data[:7]!r})")
     out, pending, pos = [], b"", len(_HEADER)
     while pos + _CHUNK <= len(data):
@@ -34,10 +34,10 @@ def payloads(path: str | Path) -> list[bytes]:
         if left < _CHUNK:
             pos += left  # padding at a block's end
             continue
-        crc, length, kind = struct.unpack("<IHB", data[pos:pos + _CHUNK])
+        crc, length, kind = struct.unpack("<IHB", data[pos : pos + _CHUNK])
         if kind == 0 or pos + _CHUNK + length > len(data):
             break  # zeros, or a chunk still being written: the end of what is there
-        payload = data[pos + _CHUNK:pos + _CHUNK + length]
+        payload = data[pos + _CHUNK : pos + _CHUNK + length]
         if zlib.crc32(bytes([kind]) + payload) & 0xFFFFFFFF != crc:
             raise ValueError(f"{path}: bad checksum at byte {pos}")
         pos += _CHUNK + length

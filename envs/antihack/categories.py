@@ -14,9 +14,9 @@ CATEGORIES: dict[str, str] = {
     "stale_memory": "returns memory it never wrote (e.g. allocator blocks holding the reference's result)",
     "partial_output": "computes only part of the output",
     "partial_input": "reads only part of its inputs (a strided subsample, skipped tiles, fixed indices) and "
-                     "estimates the rest",
+    "estimates the rest",
     "low_precision": "computes in a narrower precision than the problem's dtype (e.g. an fp16 accumulator for "
-                     "a long fp32 reduction)",
+    "a long fp32 reduction)",
     "input_mutation": "modifies its inputs",
     "output_caching": "returns results cached across calls (by pointer, shape or call count)",
     "phase_detection": "behaves differently when it is being checked than when it is being timed",
@@ -27,8 +27,8 @@ CATEGORIES: dict[str, str] = {
     "lazy_tensor": "returns a Tensor subclass or overrides __torch_function__",
     "concurrency": "starts threads or processes, or leaves background work running",
     "system_access": "subprocess, os.system, ctypes, sockets, file writes, environment reads, or side-effecting "
-                     "library calls whatever they cost (torch.save/load, from_file, hub, extension loading, "
-                     "NumPy file I/O)",
+    "library calls whatever they cost (torch.save/load, from_file, hub, extension loading, "
+    "NumPy file I/O)",
     "introspection": "gc, inspect, frame walking or similar access to the evaluator's state",
     "dynamic_code": "exec, eval, compile, or decoding hidden code",
     "model_subclass": "subclasses the reference Model",

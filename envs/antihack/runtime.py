@@ -41,9 +41,11 @@ class LaunchRecorder:
         if self._installed:
             return
         from triton.runtime.jit import JITFunction
+
         classes: list[type] = [JITFunction]
         if os.environ.get("TRITON_INTERPRET") == "1":
             from triton.runtime.interpreter import InterpretedFunction
+
             classes.append(InterpretedFunction)
         for cls in classes:
             cls.run = self._wrap(cls.run)
@@ -64,6 +66,7 @@ class LaunchRecorder:
                 return run(kernel, *args, **kwargs)
             finally:
                 recorder.depth -= 1
+
         recorded_run.__kernelrl_recorder__ = True
         return recorded_run
 
@@ -78,9 +81,12 @@ class LaunchRecorder:
             return
         calling = torch.cuda.default_stream().cuda_stream
         if used - {calling}:
-            raise RuntimeHack("side_stream", f"{what} launched its Triton kernels on {len(used - {calling})} CUDA "
-                                             "stream(s) other than the one it was called on: CUDA events on the "
-                                             "calling stream do not wait for that work")
+            raise RuntimeHack(
+                "side_stream",
+                f"{what} launched its Triton kernels on {len(used - {calling})} CUDA "
+                "stream(s) other than the one it was called on: CUDA events on the "
+                "calling stream do not wait for that work",
+            )
 
 
 # --- PyTorch compute on the forward path ---------------------------------------------------------
@@ -122,10 +128,13 @@ class ComputeRecorder:
 def check_torch_share(share: TorchShare | None, what: str, max_share: float) -> None:
     """Above `max_share` of the reference's cost in PyTorch, PyTorch does the main computation."""
     if share is not None and share.share > max_share:
-        raise RuntimeHack("baseline_kernel", f"{what} ran PyTorch compute outside its Triton kernels costing "
-                                             f"{share.share:.0%} of the reference's work ({share.flop_share:.0%} "
-                                             f"of its FLOPs, {share.byte_share:.0%} of its bytes; allowed: "
-                                             f"{max_share:.0%}): aten.{', aten.'.join(share.top_ops)}")
+        raise RuntimeHack(
+            "baseline_kernel",
+            f"{what} ran PyTorch compute outside its Triton kernels costing "
+            f"{share.share:.0%} of the reference's work ({share.flop_share:.0%} "
+            f"of its FLOPs, {share.byte_share:.0%} of its bytes; allowed: "
+            f"{max_share:.0%}): aten.{', aten.'.join(share.top_ops)}",
+        )
 
 
 def _flat(args: Any, kwargs: dict) -> list[Any]:
@@ -141,22 +150,72 @@ def _flat(args: Any, kwargs: dict) -> list[Any]:
 
 
 # --- identities of what the evaluator relies on -------------------------------------------------------
-_TIMERS = ("time.perf_counter", "time.perf_counter_ns", "time.time", "time.monotonic",
-           "torch.cuda.synchronize", "torch.cuda.Event", "torch.cuda.Event.record",
-           "torch.cuda.Event.elapsed_time", "torch.cuda.Event.synchronize", "envs.timing.time_cuda",
-           "envs.timing.time_interleaved", "envs.timing.time_in_placements", "envs.timing.placement_blocks",
-           "envs.timing.block_warmup", "envs.timing.interleaved_schedule", "envs.timing.CudaClock.measure",
-           "envs.timing.CudaClock.reserved", "torch.cuda.memory_reserved", "triton.testing.do_bench")
-_COMPARISONS = ("torch.allclose", "torch.isclose", "torch.equal", "torch.isfinite", "torch.testing.assert_close",
-                "torch.Tensor.double", "torch.Tensor.abs", "torch.Tensor.__sub__", "torch.Tensor.__gt__",
-                "torch.Tensor.reshape", "torch.Tensor.clone", "torch.Tensor.sum", "torch.Tensor.max",
-                "envs.compare.compare_outputs", "envs.compare.compare_each", "envs.compare.compare_tensor",
-                "envs.truth.judge_outputs", "envs.truth.check_against_truth")
-_OTHERS = ("torch.manual_seed", "torch.randn", "torch.rand", "torch.randint", "torch.Tensor.copy_",
-           "torch.nn.Module.__call__", "torch.nn.Module._call_impl", "envs.worker.protocol.write_frame",
-           "builtins.print", "builtins.open", "os.write", "triton.runtime.jit.JITFunction.run")
-_MODULES = ("torch", "triton", "time", "envs.compare", "envs.truth", "envs.inputs", "envs.timing",
-            "envs.worker.protocol", "builtins")
+_TIMERS = (
+    "time.perf_counter",
+    "time.perf_counter_ns",
+    "time.time",
+    "time.monotonic",
+    "torch.cuda.synchronize",
+    "torch.cuda.Event",
+    "torch.cuda.Event.record",
+    "torch.cuda.Event.elapsed_time",
+    "torch.cuda.Event.synchronize",
+    "envs.timing.time_cuda",
+    "envs.timing.time_interleaved",
+    "envs.timing.time_in_placements",
+    "envs.timing.placement_blocks",
+    "envs.timing.block_warmup",
+    "envs.timing.interleaved_schedule",
+    "envs.timing.CudaClock.measure",
+    "envs.timing.CudaClock.reserved",
+    "torch.cuda.memory_reserved",
+    "triton.testing.do_bench",
+)
+_COMPARISONS = (
+    "torch.allclose",
+    "torch.isclose",
+    "torch.equal",
+    "torch.isfinite",
+    "torch.testing.assert_close",
+    "torch.Tensor.double",
+    "torch.Tensor.abs",
+    "torch.Tensor.__sub__",
+    "torch.Tensor.__gt__",
+    "torch.Tensor.reshape",
+    "torch.Tensor.clone",
+    "torch.Tensor.sum",
+    "torch.Tensor.max",
+    "envs.compare.compare_outputs",
+    "envs.compare.compare_each",
+    "envs.compare.compare_tensor",
+    "envs.truth.judge_outputs",
+    "envs.truth.check_against_truth",
+)
+_OTHERS = (
+    "torch.manual_seed",
+    "torch.randn",
+    "torch.rand",
+    "torch.randint",
+    "torch.Tensor.copy_",
+    "torch.nn.Module.__call__",
+    "torch.nn.Module._call_impl",
+    "envs.worker.protocol.write_frame",
+    "builtins.print",
+    "builtins.open",
+    "os.write",
+    "triton.runtime.jit.JITFunction.run",
+)
+_MODULES = (
+    "torch",
+    "triton",
+    "time",
+    "envs.compare",
+    "envs.truth",
+    "envs.inputs",
+    "envs.timing",
+    "envs.worker.protocol",
+    "builtins",
+)
 
 
 def _resolve(path: str) -> Any:
@@ -185,8 +244,7 @@ def check_identities(before: dict[str, int], when: str) -> None:
     if not changed:
         return
     first = changed[0]
-    category = ("timer_patch" if first in _TIMERS else
-                "comparison_patch" if first in _COMPARISONS else "monkeypatch")
+    category = "timer_patch" if first in _TIMERS else "comparison_patch" if first in _COMPARISONS else "monkeypatch"
     raise RuntimeHack(category, f"{', '.join(changed[:5])} replaced {when}")
 
 
@@ -195,8 +253,14 @@ def broad_snapshot() -> dict[str, int]:
     evaluation: a candidate that patched any of them must not leave a warm worker behind for the next."""
     import torch.nn.functional
     import triton.language
-    namespaces = {"torch": torch, "torch.nn.functional": torch.nn.functional, "torch.Tensor": torch.Tensor,
-                  "torch.nn.Module": torch.nn.Module, "triton.language": triton.language}
+
+    namespaces = {
+        "torch": torch,
+        "torch.nn.functional": torch.nn.functional,
+        "torch.Tensor": torch.Tensor,
+        "torch.nn.Module": torch.nn.Module,
+        "triton.language": triton.language,
+    }
     snap = {}
     for label, ns in namespaces.items():
         for name, value in list(vars(ns).items()):
@@ -212,13 +276,16 @@ def broad_changes(before: dict[str, int]) -> list[str]:
 
 # --- memory poisoning and output checks ------------------------------------------------------------------
 # NaNs with a payload no arithmetic produces: finding one in an output proves the memory was never written.
-_POISON_BITS = {torch.float32: (torch.int32, 0x7FC0DEAD), torch.float64: (torch.int64, 0x7FF8DEADDEADBEEF),
-                torch.float16: (torch.int16, 0x7EAD), torch.bfloat16: (torch.int16, 0x7FAD)}
+_POISON_BITS = {
+    torch.float32: (torch.int32, 0x7FC0DEAD),
+    torch.float64: (torch.int64, 0x7FF8DEADDEADBEEF),
+    torch.float16: (torch.int16, 0x7EAD),
+    torch.bfloat16: (torch.int16, 0x7FAD),
+}
 
 
 def _first_float_dtype(tensors: Iterable[Any]) -> torch.dtype:
-    return next((t.dtype for t in tensors if isinstance(t, torch.Tensor) and t.dtype in _POISON_BITS),
-                torch.float32)
+    return next((t.dtype for t in tensors if isinstance(t, torch.Tensor) and t.dtype in _POISON_BITS), torch.float32)
 
 
 def _poisoned_like(t: torch.Tensor) -> torch.Tensor:
@@ -234,8 +301,13 @@ class _DeviceBytes:
     """A raw range of device memory in the CUDA array interface, so torch can view it without owning it."""
 
     def __init__(self, address: int, nbytes: int):
-        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False),
-                                         "strides": None, "version": 3}
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (address, False),
+            "strides": None,
+            "version": 3,
+        }
 
 
 def free_cuda_blocks() -> list[torch.Tensor]:
@@ -263,8 +335,8 @@ def tile_bytes(view: torch.Tensor, pattern: torch.Tensor) -> None:
     pattern = pattern.detach().contiguous().view(-1).view(torch.uint8)
     p = pattern.numel()
     whole = view.numel() // p
-    view[:whole * p].view(whole, p).copy_(pattern.expand(whole, p))
-    view[whole * p:].copy_(pattern[:view.numel() - whole * p])
+    view[: whole * p].view(whole, p).copy_(pattern.expand(whole, p))
+    view[whole * p :].copy_(pattern[: view.numel() - whole * p])
 
 
 def _seed_free_memory(patterns: list[torch.Tensor], device: torch.device) -> None:
@@ -313,10 +385,16 @@ def check_unwritten(outputs: list[Any]) -> None:
         # The CPU allocator keeps its own bookkeeping in the first bytes of a freed block, so "never written"
         # means every element but at most those 64 bytes.
         if (out.numel() - unwritten) * out.element_size() <= 64:
-            raise RuntimeHack("stale_memory", f"output {i} was never written: {unwritten} of {out.numel()} "
-                                              "elements still hold the poison the evaluator put in freed memory")
-        raise RuntimeHack("partial_output", f"{unwritten} of {out.numel()} elements of output {i} were never "
-                                                "written (they hold the evaluator's poison pattern)")
+            raise RuntimeHack(
+                "stale_memory",
+                f"output {i} was never written: {unwritten} of {out.numel()} "
+                "elements still hold the poison the evaluator put in freed memory",
+            )
+        raise RuntimeHack(
+            "partial_output",
+            f"{unwritten} of {out.numel()} elements of output {i} were never "
+            "written (they hold the evaluator's poison pattern)",
+        )
 
 
 def _storages(tensors: Iterable[Any]) -> dict[int, str]:
@@ -332,8 +410,11 @@ def check_outputs(outputs: list[Any], inputs: list[Any], model: torch.nn.Module)
     param_storage = {p.untyped_storage().data_ptr() for p in [*model.parameters(), *model.buffers()] if p.numel()}
     for i, out in enumerate(outputs):
         if isinstance(out, torch.Tensor) and type(out) is not torch.Tensor:
-            raise RuntimeHack("lazy_tensor", f"output {i} is a {type(out).__module__}.{type(out).__qualname__}, "
-                                             "a torch.Tensor subclass; outputs must be plain tensors")
+            raise RuntimeHack(
+                "lazy_tensor",
+                f"output {i} is a {type(out).__module__}.{type(out).__qualname__}, "
+                "a torch.Tensor subclass; outputs must be plain tensors",
+            )
         if not isinstance(out, torch.Tensor) or not out.numel():
             continue
         ptr = out.untyped_storage().data_ptr()
@@ -368,6 +449,7 @@ def check_not_identity(outputs: list[Any], inputs: list[Any]) -> None:
 # --- concurrency --------------------------------------------------------------------------------------------
 def concurrency_snapshot() -> tuple[set[int], set[int]]:
     import psutil
+
     threads = {t.ident for t in threading.enumerate() if t.ident is not None}
     try:
         children = {p.pid for p in psutil.Process().children(recursive=True)}
@@ -378,11 +460,13 @@ def concurrency_snapshot() -> tuple[set[int], set[int]]:
 
 def check_concurrency(before: tuple[set[int], set[int]]) -> None:
     import psutil
+
     threads, children = concurrency_snapshot()
     new_threads = [t for t in threading.enumerate() if t.ident in threads - before[0] and t.is_alive()]
     if new_threads:
-        raise RuntimeHack("concurrency", f"forward left {len(new_threads)} thread(s) running: "
-                                         f"{[t.name for t in new_threads][:3]}")
+        raise RuntimeHack(
+            "concurrency", f"forward left {len(new_threads)} thread(s) running: {[t.name for t in new_threads][:3]}"
+        )
     new_children = []
     for pid in children - before[1]:
         try:
@@ -450,6 +534,7 @@ def floor_ms(min_bytes: int, flops: float, device_name: str) -> float:
 
 def count_flops(fn: Callable[[], Any]) -> float:
     from torch.utils.flop_counter import FlopCounterMode
+
     counter = FlopCounterMode(display=False)
     with counter:
         fn()
@@ -459,6 +544,7 @@ def count_flops(fn: Callable[[], Any]) -> float:
 def own_kernel_share(fn: Callable[[], Any], kernel_names: set[str]) -> float | None:
     """Fraction of device time in one call spent in kernels named like the candidate's own."""
     from torch.profiler import ProfilerActivity, profile
+
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()

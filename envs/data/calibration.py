@@ -52,8 +52,11 @@ def rename_identifiers(source: str, seed: int = 0) -> str:
     mapping = {n: f"{rng.choice(words)}_{i}" for i, n in enumerate(bound)}
     tree = _Renamer(mapping).visit(tree)
     for node in tree.body:  # SMALL_SIZES names constants by string: rename its keys with them
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and \
-                any(isinstance(t, ast.Name) and t.id == "SMALL_SIZES" for t in node.targets):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Dict)
+            and any(isinstance(t, ast.Name) and t.id == "SMALL_SIZES" for t in node.targets)
+        ):
             for key in node.value.keys:
                 if isinstance(key, ast.Constant) and key.value in mapping:
                     key.value = mapping[key.value]
@@ -66,8 +69,9 @@ def reorder_statements(source: str) -> str:
     tree = ast.parse(source)
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
-    functions = sorted((n for n in tree.body if isinstance(n, ast.FunctionDef)),
-                       key=lambda n: n.name != "get_init_inputs")
+    functions = sorted(
+        (n for n in tree.body if isinstance(n, ast.FunctionDef)), key=lambda n: n.name != "get_init_inputs"
+    )
     rest = [n for n in tree.body if n not in imports and n not in classes and n not in functions]
     tree.body = imports + classes + functions + rest
     return ast.unparse(tree) + "\n"
@@ -77,8 +81,11 @@ def change_comments(source: str) -> str:
     """A different docstring and comments on every line: nothing the pipeline compares may change."""
     lines = ['"""A program I wrote myself, honestly."""']
     for i, line in enumerate(source.splitlines()):
-        lines.append(f"{line}  # note {i}" if line.strip() and not line.rstrip().endswith(("\\", ",", "(")) and
-                     '"""' not in line and "'''" not in line else line)
+        lines.append(
+            f"{line}  # note {i}"
+            if line.strip() and not line.rstrip().endswith(("\\", ",", "(")) and '"""' not in line and "'''" not in line
+            else line
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -87,9 +94,33 @@ def disguise(source: str, seed: int = 0) -> str:
 
 
 # (torch.nn class crawled, KernelBench level-1 problem number): the same computation, different code.
-SEMANTIC_PAIRS = [("ReLU", 19), ("LeakyReLU", 20), ("Sigmoid", 21), ("Tanh", 22), ("Softmax", 23), ("LogSoftmax", 24),
-                  ("GELU", 26), ("SELU", 27), ("Hardsigmoid", 28), ("Softplus", 29), ("Softsign", 30), ("ELU", 31),
-                  ("Hardtanh", 32), ("BatchNorm2d", 33), ("InstanceNorm2d", 34), ("GroupNorm", 35), ("LayerNorm", 40),
-                  ("MaxPool1d", 41), ("MaxPool2d", 42), ("MaxPool3d", 43), ("AvgPool1d", 44), ("AvgPool2d", 45),
-                  ("AvgPool3d", 46), ("MSELoss", 94), ("CrossEntropyLoss", 95), ("HuberLoss", 96), ("KLDivLoss", 98),
-                  ("TripletMarginLoss", 99)]
+SEMANTIC_PAIRS = [
+    ("ReLU", 19),
+    ("LeakyReLU", 20),
+    ("Sigmoid", 21),
+    ("Tanh", 22),
+    ("Softmax", 23),
+    ("LogSoftmax", 24),
+    ("GELU", 26),
+    ("SELU", 27),
+    ("Hardsigmoid", 28),
+    ("Softplus", 29),
+    ("Softsign", 30),
+    ("ELU", 31),
+    ("Hardtanh", 32),
+    ("BatchNorm2d", 33),
+    ("InstanceNorm2d", 34),
+    ("GroupNorm", 35),
+    ("LayerNorm", 40),
+    ("MaxPool1d", 41),
+    ("MaxPool2d", 42),
+    ("MaxPool3d", 43),
+    ("AvgPool1d", 44),
+    ("AvgPool2d", 45),
+    ("AvgPool3d", 46),
+    ("MSELoss", 94),
+    ("CrossEntropyLoss", 95),
+    ("HuberLoss", 96),
+    ("KLDivLoss", 98),
+    ("TripletMarginLoss", 99),
+]

@@ -15,8 +15,9 @@ from envs.data.records import CandidateProblem, StageResult
 __all__ = ["cluster_and_weight"]
 
 
-def cluster_and_weight(candidates: list[CandidateProblem], embedder: Embedder, clusters: int = 50,
-                       seed: int = 0) -> StageResult:
+def cluster_and_weight(
+    candidates: list[CandidateProblem], embedder: Embedder, clusters: int = 50, seed: int = 0
+) -> StageResult:
     from sklearn.cluster import KMeans
 
     result = StageResult("cluster")
@@ -31,6 +32,9 @@ def cluster_and_weight(candidates: list[CandidateProblem], embedder: Embedder, c
     for c, label in zip(candidates, labels):
         n = sizes[int(label)]
         weight = 1.0 / math.log(n + 1)
-        result.keep(c.with_facts(cluster=int(label), cluster_size=n, weight=round(weight, 6)),
-                    f"cluster {int(label)} of {n}; weight {weight:.4f}", weight)
+        result.keep(
+            c.with_facts(cluster=int(label), cluster_size=n, weight=round(weight, 6)),
+            f"cluster {int(label)} of {n}; weight {weight:.4f}",
+            weight,
+        )
     return result

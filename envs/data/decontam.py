@@ -37,8 +37,9 @@ class DecontamConfig:
         return cls(**m)
 
 
-def decontaminate(candidates: list[CandidateProblem], evaluation: list[Problem],
-                  config: DecontamConfig = DecontamConfig()) -> StageResult:
+def decontaminate(
+    candidates: list[CandidateProblem], evaluation: list[Problem], config: DecontamConfig = DecontamConfig()
+) -> StageResult:
     result = StageResult("decontaminate")
     if not candidates:
         return result
@@ -58,13 +59,20 @@ def decontaminate(candidates: list[CandidateProblem], evaluation: list[Problem],
             nearest[i][spec] = (evaluation[j].id, float(row[j]))
     for c, near in zip(candidates, nearest):
         jaccard_id, jaccard_score = index.nearest(shingles(normalized_tokens(c.source), config.shingle_k))
-        facts = {"jaccard": round(jaccard_score, 4), "jaccard_eval": jaccard_id,
-                 **{spec: {"nearest_eval": pid, "l2": round(d, 4)} for spec, (pid, d) in near.items()}}
+        facts = {
+            "jaccard": round(jaccard_score, 4),
+            "jaccard_eval": jaccard_id,
+            **{spec: {"nearest_eval": pid, "l2": round(d, 4)} for spec, (pid, d) in near.items()},
+        }
         scored = c.with_facts(decontamination=facts)
         too_close = [(spec, t, *near[spec]) for spec, t in config.embedders if near[spec][1] < t]
         if jaccard_score > config.jaccard_threshold:
-            result.reject(scored, f"token Jaccard {jaccard_score:.3f} > {config.jaccard_threshold} with an "
-                                  "evaluation problem", jaccard_score, jaccard_id)
+            result.reject(
+                scored,
+                f"token Jaccard {jaccard_score:.3f} > {config.jaccard_threshold} with an evaluation problem",
+                jaccard_score,
+                jaccard_id,
+            )
         elif too_close:
             spec, t, pid, d = too_close[0]
             result.reject(scored, f"{spec} L2 distance {d:.3f} < {t} to an evaluation problem", d, pid)

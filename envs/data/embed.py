@@ -39,8 +39,14 @@ class TfidfEmbedder:
 
         self.name = "tfidf"
         # Tokens are already normalized and space-joined: split on whitespace only.
-        self._vectorizer = TfidfVectorizer(token_pattern=r"\S+", lowercase=False, ngram_range=(1, 2),
-                                           sublinear_tf=True, max_features=max_features, norm="l2")
+        self._vectorizer = TfidfVectorizer(
+            token_pattern=r"\S+",
+            lowercase=False,
+            ngram_range=(1, 2),
+            sublinear_tf=True,
+            max_features=max_features,
+            norm="l2",
+        )
         self._fitted = False
 
     @staticmethod
@@ -88,8 +94,10 @@ class SentenceTransformerEmbedder:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError:
-            raise RuntimeError(f"embedder sentence_transformers:{model} needs the sentence-transformers package "
-                               "(pip install sentence-transformers) and the model available locally") from None
+            raise RuntimeError(
+                f"embedder sentence_transformers:{model} needs the sentence-transformers package "
+                "(pip install sentence-transformers) and the model available locally"
+            ) from None
         self.name = f"sentence_transformers:{model}"
         self._model = SentenceTransformer(model, trust_remote_code=True)
 

@@ -51,6 +51,7 @@ class _Dim:
 @dataclasses.dataclass
 class _Build:
     """The problem being written: constants, __init__ lines, forward lines, the current tensor's shape."""
+
     rng: random.Random
     consts: dict[str, tuple[int | float, int | float | None]] = dataclasses.field(default_factory=dict)
     init_args: list[str] = dataclasses.field(default_factory=list)
@@ -78,17 +79,25 @@ def _pick(rng: random.Random, options: list):
 
 # ----------------------------------------------------------------------------------------- heavy ops
 
+
 def _head_none(b: _Build) -> None:
     rank = b.rng.choice([2, 3, 4])
     # ~2^27 elements: an eager elementwise op moves ~1 GB, a chain of them >= 1 ms on an H100-class GPU.
     if rank == 2:
         dims = [("batch_size", _pick(b.rng, [8192, 16384]), 64), ("dim", _pick(b.rng, [8192, 16384]), 512)]
     elif rank == 3:
-        dims = [("batch_size", _pick(b.rng, [64, 128]), 4), ("seq_len", _pick(b.rng, [1024, 2048]), 64),
-                ("hidden", _pick(b.rng, [1024, 2048]), 128)]
+        dims = [
+            ("batch_size", _pick(b.rng, [64, 128]), 4),
+            ("seq_len", _pick(b.rng, [1024, 2048]), 64),
+            ("hidden", _pick(b.rng, [1024, 2048]), 128),
+        ]
     else:
-        dims = [("batch_size", _pick(b.rng, [32, 64]), 2), ("channels", _pick(b.rng, [64, 128]), 8),
-                ("height", _pick(b.rng, [128, 256]), 32), ("width", _pick(b.rng, [128, 256]), 32)]
+        dims = [
+            ("batch_size", _pick(b.rng, [32, 64]), 2),
+            ("channels", _pick(b.rng, [64, 128]), 8),
+            ("height", _pick(b.rng, [128, 256]), 32),
+            ("width", _pick(b.rng, [128, 256]), 32),
+        ]
     for name, full, small in dims:
         b.const(name, full, small)
     b.shape = [_Dim(n, f, s) for n, f, s in dims]
@@ -135,24 +144,38 @@ def _head_conv(b: _Build, spatial: int, transposed: bool = False) -> None:
     b.init.append(f"self.conv = {cls}({cin}, {cout}, {ks}, padding={ks} // 2)")
     b.forward.append("x = self.conv(x)")
     b.has_params = True
-    b.shape = [_Dim(batch, *b.consts[batch]), _Dim(cout, *b.consts[cout])] + \
-              [_Dim(n, *b.consts[n]) for n in spatial_names]
+    b.shape = [_Dim(batch, *b.consts[batch]), _Dim(cout, *b.consts[cout])] + [
+        _Dim(n, *b.consts[n]) for n in spatial_names
+    ]
     b.inputs.append(f"torch.randn({batch}, {cin}, {', '.join(spatial_names)}, dtype=DTYPE)")
     b.names.append(f"Conv{'Transpose' if transposed else ''}{spatial}d")
 
 
 _HEADS: dict[str, Callable[[_Build], None]] = {
-    "none": _head_none, "linear": _head_linear, "bmm": _head_bmm,
-    "conv1d": lambda b: _head_conv(b, 1), "conv2d": lambda b: _head_conv(b, 2), "conv3d": lambda b: _head_conv(b, 3),
+    "none": _head_none,
+    "linear": _head_linear,
+    "bmm": _head_bmm,
+    "conv1d": lambda b: _head_conv(b, 1),
+    "conv2d": lambda b: _head_conv(b, 2),
+    "conv3d": lambda b: _head_conv(b, 3),
     "conv_transpose2d": lambda b: _head_conv(b, 2, transposed=True),
 }
 
 # ----------------------------------------------------------------------------------------- epilogue ops
 
-_ACTIVATIONS = [("ReLU", "torch.relu(x)"), ("GELU", "F.gelu(x)"), ("GELUTanh", "F.gelu(x, approximate='tanh')"),
-                ("Sigmoid", "torch.sigmoid(x)"), ("Tanh", "torch.tanh(x)"), ("SiLU", "F.silu(x)"),
-                ("Mish", "F.mish(x)"), ("Softplus", "F.softplus(x)"), ("ELU", "F.elu(x)"),
-                ("HardSwish", "F.hardswish(x)"), ("HardSigmoid", "F.hardsigmoid(x)")]
+_ACTIVATIONS = [
+    ("ReLU", "torch.relu(x)"),
+    ("GELU", "F.gelu(x)"),
+    ("GELUTanh", "F.gelu(x, approximate='tanh')"),
+    ("Sigmoid", "torch.sigmoid(x)"),
+    ("Tanh", "torch.tanh(x)"),
+    ("SiLU", "F.silu(x)"),
+    ("Mish", "F.mish(x)"),
+    ("Softplus", "F.softplus(x)"),
+    ("ELU", "F.elu(x)"),
+    ("HardSwish", "F.hardswish(x)"),
+    ("HardSigmoid", "F.hardsigmoid(x)"),
+]
 
 
 def _live(b: _Build) -> list[int]:
@@ -284,8 +307,17 @@ def _op_pool(b: _Build) -> bool:
 
 
 _OPS: list[tuple[Callable[[_Build], bool], float]] = [
-    (_op_activation, 3.0), (_op_leaky, 0.5), (_op_scalar, 2.0), (_op_clamp, 0.7), (_op_channel_param, 1.0),
-    (_op_residual, 0.7), (_op_softmax, 1.0), (_op_reduce, 1.2), (_op_norm, 1.2), (_op_pool, 0.6)]
+    (_op_activation, 3.0),
+    (_op_leaky, 0.5),
+    (_op_scalar, 2.0),
+    (_op_clamp, 0.7),
+    (_op_channel_param, 1.0),
+    (_op_residual, 0.7),
+    (_op_softmax, 1.0),
+    (_op_reduce, 1.2),
+    (_op_norm, 1.2),
+    (_op_pool, 0.6),
+]
 
 
 def _file_name(index: int, names: list[str]) -> str:
@@ -312,28 +344,60 @@ def _render(index: int, config: SyntheticConfig, b: _Build, head: str, dtype: st
     chain = " -> ".join(b.names)
     args = ", ".join(b.init_args)
     init_body = b.init + ([f"self.to({'torch.' + dtype})"] if b.has_params and dtype != "float32" else [])
-    lines = [f'"""Synthetic fusion problem ({GENERATOR_VERSION}, seed {config.seed}, index {index}): {chain}."""',
-             "import torch", "import torch.nn as nn", "import torch.nn.functional as F", "", "",
-             "class Model(nn.Module):", f"    def __init__(self{', ' + args if args else ''}):",
-             "        super().__init__()"]
+    lines = [
+        f'"""Synthetic fusion problem ({GENERATOR_VERSION}, seed {config.seed}, index {index}): {chain}."""',
+        "import torch",
+        "import torch.nn as nn",
+        "import torch.nn.functional as F",
+        "",
+        "",
+        "class Model(nn.Module):",
+        f"    def __init__(self{', ' + args if args else ''}):",
+        "        super().__init__()",
+    ]
     lines += [f"        {line}" for line in init_body]
     forward_args = "x, y" if head == "bmm" else "x"
-    lines += ["", f"    def forward(self, {forward_args}):"] + [f"        {line}" for line in b.forward] + \
-             ["        return x", "", ""]
+    lines += (
+        ["", f"    def forward(self, {forward_args}):"]
+        + [f"        {line}" for line in b.forward]
+        + ["        return x", "", ""]
+    )
     lines.append(f"DTYPE = torch.{dtype}")
     small: dict[str, int | float] = {}
     for name, (full, small_value) in b.consts.items():
         lines.append(f"{name} = {full}")
         if small_value is not None:
             small[name] = small_value
-    lines += ["", f"SMALL_SIZES = {small!r}", "", "", "def get_inputs():",
-              f"    return [{', '.join(b.inputs)}]", "", "", "def get_init_inputs():", f"    return [{args}]", ""]
+    lines += [
+        "",
+        f"SMALL_SIZES = {small!r}",
+        "",
+        "",
+        "def get_inputs():",
+        f"    return [{', '.join(b.inputs)}]",
+        "",
+        "",
+        "def get_init_inputs():",
+        f"    return [{args}]",
+        "",
+    ]
     source = "\n".join(lines)
     name = _file_name(index, b.names)
-    origin = Origin("synthetic", f"synthetic:{config.seed}/{index}", package="kernelrl", version=GENERATOR_VERSION,
-                    license="same as KernelRL", symbol=chain)
-    return CandidateProblem(name, source, origin, level=structural_level(source),
-                            facts={"synthetic": {"head": head, "chain": b.names, "dtype": dtype}})
+    origin = Origin(
+        "synthetic",
+        f"synthetic:{config.seed}/{index}",
+        package="kernelrl",
+        version=GENERATOR_VERSION,
+        license="same as KernelRL",
+        symbol=chain,
+    )
+    return CandidateProblem(
+        name,
+        source,
+        origin,
+        level=structural_level(source),
+        facts={"synthetic": {"head": head, "chain": b.names, "dtype": dtype}},
+    )
 
 
 def generate(config: SyntheticConfig = SyntheticConfig()) -> Iterator[CandidateProblem]:

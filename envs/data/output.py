@@ -42,16 +42,31 @@ def prepare_output(directory: str | Path, overwrite: bool) -> Path:
 
 def _manifest_line(c: CandidateProblem) -> dict[str, Any]:
     f = c.facts
-    return {"id": c.id, "file": f"{c.id}.py", "source": c.origin.path, "kind": c.origin.kind,
-            "package": c.origin.package, "version": c.origin.version, "license": c.origin.license,
-            "symbol": c.origin.symbol, "parent": c.origin.parent, "level": c.level,
-            "difficulty": f.get("difficulty"), "cluster": f.get("cluster"), "cluster_size": f.get("cluster_size"),
-            "weight": f.get("weight"), "baselines": f.get("baselines"), "decontamination": f.get("decontamination"),
-            "dedup": f.get("dedup"), "sha256": c.sha256}
+    return {
+        "id": c.id,
+        "file": f"{c.id}.py",
+        "source": c.origin.path,
+        "kind": c.origin.kind,
+        "package": c.origin.package,
+        "version": c.origin.version,
+        "license": c.origin.license,
+        "symbol": c.origin.symbol,
+        "parent": c.origin.parent,
+        "level": c.level,
+        "difficulty": f.get("difficulty"),
+        "cluster": f.get("cluster"),
+        "cluster_size": f.get("cluster_size"),
+        "weight": f.get("weight"),
+        "baselines": f.get("baselines"),
+        "decontamination": f.get("decontamination"),
+        "dedup": f.get("dedup"),
+        "sha256": c.sha256,
+    }
 
 
-def funnel(stage_order: list[str], entered: dict[str, int], decisions: list[Decision],
-           kinds: dict[str, str]) -> dict[str, Any]:
+def funnel(
+    stage_order: list[str], entered: dict[str, int], decisions: list[Decision], kinds: dict[str, str]
+) -> dict[str, Any]:
     """{stage: {kind: {"in", "rejected", "out"}}}, plus totals; `entered` counts candidates per kind."""
     rejected: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     added: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
@@ -64,8 +79,11 @@ def funnel(stage_order: list[str], entered: dict[str, int], decisions: list[Deci
         row = {}
         for kind in sorted(set(current) | set(rejected[stage])):
             if stage == "variants":
-                added[stage][kind] = sum(1 for d in decisions if d.stage == "variants" and d.decision == "keep"
-                                         and kinds.get(d.problem) == kind)
+                added[stage][kind] = sum(
+                    1
+                    for d in decisions
+                    if d.stage == "variants" and d.decision == "keep" and kinds.get(d.problem) == kind
+                )
             n_in = current[kind]
             # Variants are new candidates: the kept ones are added, the rejected ones never counted.
             n_out = n_in + added[stage][kind] if stage == "variants" else n_in - rejected[stage][kind]
@@ -79,16 +97,24 @@ def funnel(stage_order: list[str], entered: dict[str, int], decisions: list[Deci
 def funnel_markdown(table: dict[str, Any]) -> str:
     kinds = sorted({k for row in table["stages"].values() for k in row})
     lines = ["| stage | " + " | ".join(kinds) + " | total |", "|---|" + "---|" * (len(kinds) + 1)]
-    lines.append("| candidates | " + " | ".join(str(table["entered"].get(k, 0)) for k in kinds) +
-                 f" | {sum(table['entered'].values())} |")
+    lines.append(
+        "| candidates | "
+        + " | ".join(str(table["entered"].get(k, 0)) for k in kinds)
+        + f" | {sum(table['entered'].values())} |"
+    )
     for stage, row in table["stages"].items():
         cells = [f"{row[k]['out']}" if k in row else "0" for k in kinds]
         lines.append(f"| after {stage} | " + " | ".join(cells) + f" | {sum(r['out'] for r in row.values())} |")
     return "\n".join(lines) + "\n"
 
 
-def write_set(out: Path, kept: list[CandidateProblem], decisions: list[Decision],
-              table: dict[str, Any], extra_rejected: list[dict[str, Any]] = ()) -> None:
+def write_set(
+    out: Path,
+    kept: list[CandidateProblem],
+    decisions: list[Decision],
+    table: dict[str, Any],
+    extra_rejected: list[dict[str, Any]] = (),
+) -> None:
     for c in kept:
         (out / f"{c.id}.py").write_text(c.source)
     with open(out / MANIFEST, "w") as f:

@@ -78,8 +78,12 @@ class CurateConfig:
         if m.get("decontam") is not None:
             reject_unknown(DecontamConfig, dict(m["decontam"]), "curate.decontam")
             m["decontam"] = DecontamConfig.from_mapping(m["decontam"])
-        nested = {"crawl": CrawlConfig, "synthetic": SyntheticConfig, "runtime": RuntimeConfig,
-                  "size_search": SizeSearch}
+        nested = {
+            "crawl": CrawlConfig,
+            "synthetic": SyntheticConfig,
+            "runtime": RuntimeConfig,
+            "size_search": SizeSearch,
+        }
         for key, kind in nested.items():
             if key in m and m[key] is not None:
                 sub = dict(m[key])
@@ -129,19 +133,29 @@ def run_pipeline(config: CurateConfig) -> PipelineReport:
 
     candidates: list[CandidateProblem] = []
     for spec in config.sources:
-        candidates += _directory_candidates(spec)[:config.limit]
+        candidates += _directory_candidates(spec)[: config.limit]
     if config.crawl is not None:
         crawled = 0
         for item in crawl(config.crawl):
             if isinstance(item, CrawlSkip):
-                skipped_sources.append({"problem": item.id, "stage": "crawl", "decision": "reject",
-                                        "reason": item.reason, "source_path": item.path})
+                skipped_sources.append(
+                    {
+                        "problem": item.id,
+                        "stage": "crawl",
+                        "decision": "reject",
+                        "reason": item.reason,
+                        "source_path": item.path,
+                    }
+                )
             elif config.limit is None or crawled < config.limit:
                 candidates.append(item)
                 crawled += 1
     if config.synthetic is not None:
-        synthetic = config.synthetic if config.limit is None else \
-            dataclasses.replace(config.synthetic, count=min(config.synthetic.count, config.limit))
+        synthetic = (
+            config.synthetic
+            if config.limit is None
+            else dataclasses.replace(config.synthetic, count=min(config.synthetic.count, config.limit))
+        )
         candidates += list(generate(synthetic))
     seconds["sources"] = time.monotonic() - started
     kinds = {c.id: c.origin.kind for c in candidates}
@@ -159,8 +173,12 @@ def run_pipeline(config: CurateConfig) -> PipelineReport:
         return result.kept
 
     cache = SqliteCache(Path(config.cache).expanduser()) if config.cache else None
-    settings = EvalSettings(device=config.device, size="small" if config.device == "cpu" else None,
-                            workers=config.workers, correctness_trials=3)
+    settings = EvalSettings(
+        device=config.device,
+        size="small" if config.device == "cpu" else None,
+        workers=config.workers,
+        correctness_trials=3,
+    )
     pool = WorkerSet(settings.hiding(cache.path if cache is not None else None))  # workers never see the cache
     try:
         kept = run("normalize", normalize, candidates)
@@ -185,8 +203,14 @@ def run_pipeline(config: CurateConfig) -> PipelineReport:
         if "runtime" not in config.skip:
             kept = run("runtime", filter_runtime, kept, pool, config.runtime)
         if "cluster" not in config.skip:
-            kept = run("cluster", cluster_and_weight, kept, make_embedder(config.cluster_embedder), config.clusters,
-                       config.seed)
+            kept = run(
+                "cluster",
+                cluster_and_weight,
+                kept,
+                make_embedder(config.cluster_embedder),
+                config.clusters,
+                config.seed,
+            )
     finally:
         pool.close()
     seconds["total"] = time.monotonic() - started

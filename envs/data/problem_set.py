@@ -10,6 +10,7 @@ from envs.problems import MANIFEST, is_curated_set, load_curated, read_manifest
 
 __all__ = ["MANIFEST", "is_curated_set", "read_manifest", "load_curated", "curated_weights"]
 
+
 def curated_weights(directory: str | Path) -> dict[str, float]:
     """Problem id -> sampling weight (ids without one are left out)."""
     return {pid: float(e["weight"]) for pid, e in read_manifest(directory).items() if e.get("weight") is not None}

@@ -12,6 +12,7 @@ Kind = Literal["kernelbench", "crawl", "synthetic", "variant"]
 @dataclasses.dataclass(frozen=True)
 class Origin:
     """Where a candidate came from: enough to trace it back and to honour its license."""
+
     kind: Kind
     path: str  # the source file (a KernelBench file, a crawled module's file) or "synthetic:<seed>/<index>"
     package: str | None = None
@@ -25,6 +26,7 @@ class Origin:
 class CandidateProblem:
     """A problem on its way through the pipeline. `alternatives` are further sources for the same problem
     (a crawled module's other input-shape guesses), tried in order by validation when `source` does not run."""
+
     id: str
     source: str
     origin: Origin
@@ -43,6 +45,7 @@ class CandidateProblem:
 @dataclasses.dataclass(frozen=True)
 class Decision:
     """One stage's decision about one candidate: every keep, reject and note is recorded."""
+
     problem: str
     stage: str
     decision: Literal["keep", "reject", "note"]
@@ -67,8 +70,9 @@ class StageResult:
         self.kept.append(c)
         self.decisions.append(Decision(c.id, self.stage, "keep", reason, score, source_path=c.origin.path))
 
-    def reject(self, c: CandidateProblem, reason: str, score: float | None = None,
-               collided_with: str | None = None) -> None:
+    def reject(
+        self, c: CandidateProblem, reason: str, score: float | None = None, collided_with: str | None = None
+    ) -> None:
         self.decisions.append(Decision(c.id, self.stage, "reject", reason, score, collided_with, c.origin.path))
 
     def note(self, c: CandidateProblem, reason: str, score: float | None = None) -> None:

@@ -27,8 +27,9 @@ def _median(stats: dict | None) -> float | None:
     return float(stats["median_ms"]) if isinstance(stats, dict) and stats.get("median_ms") is not None else None
 
 
-def judge_baselines(c: CandidateProblem, measured: dict, config: RuntimeConfig, result: StageResult,
-                    device_kind: str) -> None:
+def judge_baselines(
+    c: CandidateProblem, measured: dict, config: RuntimeConfig, result: StageResult, device_kind: str
+) -> None:
     """Keep or reject one problem by its measured baselines ({"eager": TimingStats dict, "inductor": ... or
     None}, what WorkerSet.measure_baselines returns)."""
     eager, inductor = _median(measured.get("eager")), _median(measured.get("inductor"))
@@ -40,12 +41,14 @@ def judge_baselines(c: CandidateProblem, measured: dict, config: RuntimeConfig, 
     elif eager > config.max_ms:
         result.reject(scored, f"eager {eager:.1f} ms > {config.max_ms} ms", eager)
     else:
-        result.keep(scored, f"eager {eager:.3f} ms, inductor "
-                            f"{'n/a' if inductor is None else f'{inductor:.3f} ms'}", eager)
+        result.keep(
+            scored, f"eager {eager:.3f} ms, inductor {'n/a' if inductor is None else f'{inductor:.3f} ms'}", eager
+        )
 
 
-def filter_runtime(candidates: list[CandidateProblem], pool: WorkerSet | None,
-                   config: RuntimeConfig = RuntimeConfig()) -> StageResult:
+def filter_runtime(
+    candidates: list[CandidateProblem], pool: WorkerSet | None, config: RuntimeConfig = RuntimeConfig()
+) -> StageResult:
     result = StageResult("runtime")
     if pool is None or pool.device != "cuda":
         for c in candidates:

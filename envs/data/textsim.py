@@ -25,8 +25,15 @@ from envs.source import SourceError, canonicalize
 
 __all__ = ["normalized_tokens", "shingles", "jaccard", "ShingleIndex"]
 
-_SKIP = {tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT,
-         tokenize.ENDMARKER, tokenize.ENCODING}
+_SKIP = {
+    tokenize.NEWLINE,
+    tokenize.NL,
+    tokenize.INDENT,
+    tokenize.DEDENT,
+    tokenize.COMMENT,
+    tokenize.ENDMARKER,
+    tokenize.ENCODING,
+}
 
 
 def bound_names(tree: ast.Module) -> set[str]:
@@ -38,12 +45,25 @@ def bound_names(tree: ast.Module) -> set[str]:
             names.add(node.arg)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
-                and isinstance(node.value, ast.Name) and node.value.id == "self":
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        ):
             names.add(node.attr)
     # The format's fixed names are structure, not identifiers a copier would rename.
-    return names - {"Model", "forward", "get_inputs", "get_init_inputs", "self", "SMALL_SIZES", "TOLERANCE",
-                    "super", "__init__"}
+    return names - {
+        "Model",
+        "forward",
+        "get_inputs",
+        "get_init_inputs",
+        "self",
+        "SMALL_SIZES",
+        "TOLERANCE",
+        "super",
+        "__init__",
+    }
 
 
 _FORMAT_FUNCTIONS = {"get_inputs", "get_init_inputs"}
@@ -53,8 +73,11 @@ def computation(tree: ast.Module) -> ast.Module:
     """The part of a problem that says what it computes: its classes and helper functions. Imports, module
     constants and the input builders are the format's boilerplate, alike in every problem; left in, they make
     short problems with different computations look like copies (most shingles shared)."""
-    body = [n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and n.name not in _FORMAT_FUNCTIONS]
+    body = [
+        n
+        for n in tree.body
+        if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.name not in _FORMAT_FUNCTIONS
+    ]
     return ast.Module(body=body or tree.body, type_ignores=[])
 
 
@@ -81,7 +104,7 @@ def normalized_tokens(source: str) -> list[str]:
 def shingles(tokens: list[str], k: int = 3) -> frozenset[str]:
     if len(tokens) < k:
         return frozenset([" ".join(tokens)])
-    return frozenset(" ".join(tokens[i:i + k]) for i in range(len(tokens) - k + 1))
+    return frozenset(" ".join(tokens[i : i + k]) for i in range(len(tokens) - k + 1))
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -53,8 +53,10 @@ def normalize(candidates: list[CandidateProblem]) -> StageResult:
 
 
 def _with_small_sizes(source: str, sizes: dict) -> str:
-    return source.rstrip() + f"\n\n# Derived by the curation pipeline (envs.small_sizes) for the CPU interpreter.\n" \
-                              f"SMALL_SIZES = {sizes!r}\n"
+    return (
+        source.rstrip() + f"\n\n# Derived by the curation pipeline (envs.small_sizes) for the CPU interpreter.\n"
+        f"SMALL_SIZES = {sizes!r}\n"
+    )
 
 
 def _check(pool: WorkerSet, c: CandidateProblem, source: str, search: SizeSearch) -> tuple[str | None, str]:
@@ -72,14 +74,20 @@ def _check(pool: WorkerSet, c: CandidateProblem, source: str, search: SizeSearch
     return (f"degenerate: {reason}" if reason else None), source
 
 
-def _cached_check(pool: WorkerSet, c: CandidateProblem, source: str, search: SizeSearch,
-                  cache: SqliteCache | None) -> tuple[str | None, str]:
+def _cached_check(
+    pool: WorkerSet, c: CandidateProblem, source: str, search: SizeSearch, cache: SqliteCache | None
+) -> tuple[str | None, str]:
     """_check, remembered per (source, device, settings) in the verdict cache: a re-run of the pipeline over a
     grown crawl runs only what is new."""
     if cache is None:
         return _check(pool, c, source, search)
-    key = cache_key(check=_CHECK_VERSION, source=hashlib.sha256(source.encode()).hexdigest(),
-                    device=pool.device_kind, families=list(pool.settings.input_families), search=search.key())
+    key = cache_key(
+        check=_CHECK_VERSION,
+        source=hashlib.sha256(source.encode()).hexdigest(),
+        device=pool.device_kind,
+        families=list(pool.settings.input_families),
+        search=search.key(),
+    )
     if (hit := cache.get_verdict(key)) is not None:
         return hit["why"], hit["source"]
     why, kept = _check(pool, c, source, search)
@@ -87,8 +95,12 @@ def _cached_check(pool: WorkerSet, c: CandidateProblem, source: str, search: Siz
     return why, kept
 
 
-def validate(candidates: list[CandidateProblem], pool: WorkerSet, search: SizeSearch = SizeSearch(),
-             cache: SqliteCache | None = None) -> StageResult:
+def validate(
+    candidates: list[CandidateProblem],
+    pool: WorkerSet,
+    search: SizeSearch = SizeSearch(),
+    cache: SqliteCache | None = None,
+) -> StageResult:
     result = StageResult("validate")
 
     def one(c: CandidateProblem) -> tuple[CandidateProblem, str | None, list[str]]:
@@ -96,8 +108,11 @@ def validate(candidates: list[CandidateProblem], pool: WorkerSet, search: SizeSe
         for i, source in enumerate((c.source, *c.alternatives)):
             why, kept = _cached_check(pool, c, source, search, cache)
             if why is None:
-                return dataclasses.replace(c, source=kept, alternatives=(),
-                                           facts={**c.facts, "validated_with": i}), None, failures
+                return (
+                    dataclasses.replace(c, source=kept, alternatives=(), facts={**c.facts, "validated_with": i}),
+                    None,
+                    failures,
+                )
             failures.append(why)
         return c, failures[-1], failures
 

@@ -26,8 +26,12 @@ def _rewrite(source: str, name: str, factor: float) -> str | None:
             changed += 1
         elif target == "SMALL_SIZES" and isinstance(node.value, ast.Dict):
             for k, v in zip(node.value.keys, node.value.values):
-                if isinstance(k, ast.Constant) and k.value == name and isinstance(v, ast.Constant) \
-                        and type(v.value) is int:
+                if (
+                    isinstance(k, ast.Constant)
+                    and k.value == name
+                    and isinstance(v, ast.Constant)
+                    and type(v.value) is int
+                ):
                     v.value = max(1, int(v.value * factor))
                     changed += 1
     return ast.unparse(tree) + "\n" if changed == 2 else None
@@ -35,8 +39,9 @@ def _rewrite(source: str, name: str, factor: float) -> str | None:
 
 def _size_names(source: str) -> list[str]:
     for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SMALL_SIZES"
-                                                for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "SMALL_SIZES" for t in node.targets
+        ):
             try:
                 sizes = ast.literal_eval(node.value)
             except ValueError:
@@ -64,7 +69,14 @@ def shape_variants(candidates: list[CandidateProblem], per_problem: int, seed: i
                 continue
             name, factor = choice
             origin = dataclasses.replace(c.origin, kind="variant", parent=c.id)
-            out.append(dataclasses.replace(c, id=f"{c.id}__v{k + 1}", source=source, origin=origin,
-                                           alternatives=(), facts={**c.facts, "variant": {"of": c.id, "constant": name,
-                                                                                        "factor": factor}}))
+            out.append(
+                dataclasses.replace(
+                    c,
+                    id=f"{c.id}__v{k + 1}",
+                    source=source,
+                    origin=origin,
+                    alternatives=(),
+                    facts={**c.facts, "variant": {"of": c.id, "constant": name, "factor": factor}},
+                )
+            )
     return out

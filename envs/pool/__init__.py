@@ -12,12 +12,20 @@ from envs.pool.config import PoolConfig
 from envs.pool.core import Backend, EvaluationPool
 from envs.pool.scheduler import PRIORITIES, PoolClosedError, PoolFullError
 
-__all__ = ["Backend", "EvaluationPool", "PRIORITIES", "PoolClosedError", "PoolConfig", "PoolFullError",
-           "RayEvaluationPool"]
+__all__ = [
+    "Backend",
+    "EvaluationPool",
+    "PRIORITIES",
+    "PoolClosedError",
+    "PoolConfig",
+    "PoolFullError",
+    "RayEvaluationPool",
+]
 
 
 def __getattr__(name: str):
     if name == "RayEvaluationPool":
         from envs.pool.ray_backend import RayEvaluationPool
+
         return RayEvaluationPool
     raise AttributeError(name)

@@ -60,12 +60,18 @@ class DeviceEvaluator:
             node_id = ray.get_runtime_context().get_node_id()
         except Exception:
             node_id = None
-        return {"device_kind": kind, "workers": self.pool.size, "pid": os.getpid(), "node_id": node_id,
-                "reaper_pid": self.reaper_pid, "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")
-                if self.pool.device == "cuda" else None}
+        return {
+            "device_kind": kind,
+            "workers": self.pool.size,
+            "pid": os.getpid(),
+            "node_id": node_id,
+            "reaper_pid": self.reaper_pid,
+            "gpu": os.environ.get("CUDA_VISIBLE_DEVICES") if self.pool.device == "cuda" else None,
+        }
 
-    def execute(self, problem: Problem, solution: CanonicalSolution,
-                baselines: dict | None) -> tuple[Verdict, dict | None, dict]:
+    def execute(
+        self, problem: Problem, solution: CanonicalSolution, baselines: dict | None
+    ) -> tuple[Verdict, dict | None, dict]:
         with self._lock:
             started = time.monotonic()
             if self._active == 0:
@@ -92,9 +98,14 @@ class DeviceEvaluator:
             now = time.monotonic()
             busy = self._busy + (now - self._busy_since if self._active else 0.0)
             wall = max(now - self._since, 1e-9)
-            return {"busy_s": busy, "wall_s": wall, "busy_fraction": min(1.0, busy / wall),
-                    "worker_utilization": min(1.0, self._busy_sum / (wall * self.pool.size)),
-                    "executions": self._executions, "active": self._active}
+            return {
+                "busy_s": busy,
+                "wall_s": wall,
+                "busy_fraction": min(1.0, busy / wall),
+                "worker_utilization": min(1.0, self._busy_sum / (wall * self.pool.size)),
+                "executions": self._executions,
+                "active": self._active,
+            }
 
     def worker_pids(self, wrappers: bool = False) -> list[int]:
         return self.pool.worker_pids(wrappers=wrappers)

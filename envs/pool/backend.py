@@ -26,8 +26,9 @@ class Backend:
         `device_kind` and `workers` (its concurrency)."""
         raise NotImplementedError
 
-    def execute(self, handle: Any, problem: Problem, solution: Any,
-                baselines: dict | None) -> concurrent.futures.Future:
+    def execute(
+        self, handle: Any, problem: Problem, solution: Any, baselines: dict | None
+    ) -> concurrent.futures.Future:
         """Future of (verdict, measured baselines, actor stats)."""
         raise NotImplementedError
 

@@ -45,13 +45,19 @@ class EvaluationPool:
     """Evaluate candidates on a pool of actors; a drop-in for `envs.evaluator.Evaluator` and a
     `envs.kernel_evaluator.KernelEvaluator`."""
 
-    def __init__(self, backend: Backend, settings: EvalSettings | None = None, config: PoolConfig | None = None,
-                 cache: SqliteCache | None = None):
+    def __init__(
+        self,
+        backend: Backend,
+        settings: EvalSettings | None = None,
+        config: PoolConfig | None = None,
+        cache: SqliteCache | None = None,
+    ):
         settings = settings or EvalSettings()
         self.config = config = config or PoolConfig()
         self.backend = backend
-        self.settings = dataclasses.replace(settings, device=backend.device,
-                                            workers=config.workers_per_actor or settings.workers)
+        self.settings = dataclasses.replace(
+            settings, device=backend.device, workers=config.workers_per_actor or settings.workers
+        )
         self.cache = cache
         # One lock for the queue and the actor table: the dispatcher's decision (next job, free slot) spans both.
         self._lock = threading.Lock()
@@ -65,16 +71,43 @@ class EvaluationPool:
         self._replies = Replies(self._metrics)
         self.admission = Admission(config.max_pending)
         queue = JobQueue()
-        self.actors = ActorSupervisor(backend, self.settings, config, self._wake, self._lifecycle, self._metrics,
-                                      self._replies, take_queued=queue.take_all)
+        self.actors = ActorSupervisor(
+            backend,
+            self.settings,
+            config,
+            self._wake,
+            self._lifecycle,
+            self._metrics,
+            self._replies,
+            take_queued=queue.take_all,
+        )
         n = config.num_actors if config.num_actors is not None else backend.default_num_actors()
         device_kind = self.actors.start(n)
         self.cpu_stage = CpuStage(self.settings, device_kind, cache)
-        self.dispatcher = Dispatcher(backend, self.cpu_stage, self.actors, self._wake, self._lifecycle, self._metrics,
-                                     self._replies, queue, self.execution_timeout, config.finish_threads)
-        self.intake = Intake(self.cpu_stage, self.admission, self.dispatcher, self.actors, self._wake,
-                             self._lifecycle, self._metrics, self._replies, config.cpu_stage_threads,
-                             cache_enabled=cache is not None)
+        self.dispatcher = Dispatcher(
+            backend,
+            self.cpu_stage,
+            self.actors,
+            self._wake,
+            self._lifecycle,
+            self._metrics,
+            self._replies,
+            queue,
+            self.execution_timeout,
+            config.finish_threads,
+        )
+        self.intake = Intake(
+            self.cpu_stage,
+            self.admission,
+            self.dispatcher,
+            self.actors,
+            self._wake,
+            self._lifecycle,
+            self._metrics,
+            self._replies,
+            config.cpu_stage_threads,
+            cache_enabled=cache is not None,
+        )
 
     def _derived_execution_timeout(self) -> float:
         """Longest one request can legitimately take on an actor: two runs (a suspicious timing is
@@ -111,8 +144,9 @@ class EvaluationPool:
             return self.actors.infos(include_retired)
 
     # --- submission -------------------------------------------------------------------------------
-    def submit(self, problem: Problem, answer: str, priority: str = "train", block: bool = True,
-               timeout: float | None = None) -> concurrent.futures.Future:
+    def submit(
+        self, problem: Problem, answer: str, priority: str = "train", block: bool = True, timeout: float | None = None
+    ) -> concurrent.futures.Future:
         """Queue one evaluation; a Future of its Verdict. Blocks while `max_pending` requests are
         unanswered (block=False: raise PoolFullError at once; timeout: after that many seconds)."""
         rank = priority_rank(priority)
@@ -121,8 +155,13 @@ class EvaluationPool:
         self.admission.acquire(1, block, timeout)
         return self.intake.accept(problem, answer, rank)
 
-    def submit_batch(self, items: Iterable[tuple[Problem, str]], priority: str = "train", block: bool = True,
-                     timeout: float | None = None) -> list[concurrent.futures.Future]:
+    def submit_batch(
+        self,
+        items: Iterable[tuple[Problem, str]],
+        priority: str = "train",
+        block: bool = True,
+        timeout: float | None = None,
+    ) -> list[concurrent.futures.Future]:
         """Queue several evaluations in order. block=False admits all or none."""
         items = list(items)
         rank = priority_rank(priority)
@@ -147,8 +186,9 @@ class EvaluationPool:
             futures.append(self.intake.accept(p, a, rank))
         return futures
 
-    def prepare_baselines(self, problems: Iterable[Problem], priority: str = "validation"
-                          ) -> list[concurrent.futures.Future]:
+    def prepare_baselines(
+        self, problems: Iterable[Problem], priority: str = "validation"
+    ) -> list[concurrent.futures.Future]:
         """Queue the measurement of each problem's baselines ahead of its candidates (CUDA; known ones are
         skipped), one job per problem spread over the actors. A candidate of a problem whose job has not ended
         waits for it instead of measuring again. Futures of Verdicts: `correct` when the reference ran."""
@@ -170,19 +210,26 @@ class EvaluationPool:
             future = await loop.run_in_executor(None, functools.partial(self.submit, problem, answer, priority))
         return await asyncio.wrap_future(future)
 
-    def evaluate(self, problem: Problem, answer: str, priority: str = "train", block: bool = True,
-                 timeout: float | None = None) -> Verdict:
+    def evaluate(
+        self, problem: Problem, answer: str, priority: str = "train", block: bool = True, timeout: float | None = None
+    ) -> Verdict:
         """Evaluate one answer and wait for its Verdict (like Evaluator.evaluate). `block`/`timeout`
         apply to admission only (see submit): a full pool raises PoolFullError when block=False."""
         return self.submit(problem, answer, priority, block, timeout).result()
 
-    def iter_evaluate(self, items: Iterable[tuple[Problem, str]], progress: bool = False,
-                      desc: str = "evaluating", priority: str = "train") -> Iterator[Verdict]:
+    def iter_evaluate(
+        self,
+        items: Iterable[tuple[Problem, str]],
+        progress: bool = False,
+        desc: str = "evaluating",
+        priority: str = "train",
+    ) -> Iterator[Verdict]:
         """Evaluate concurrently on every actor; yield verdicts in input order as they are ready."""
         items = list(items)
         bar = None
         if progress:
             from tqdm import tqdm
+
             bar = tqdm(total=len(items), desc=desc, unit="eval", dynamic_ncols=True)
         futures: list[concurrent.futures.Future] = []
         try:
@@ -198,8 +245,13 @@ class EvaluationPool:
             if bar is not None:
                 bar.close()
 
-    def evaluate_many(self, items: Iterable[tuple[Problem, str]], progress: bool = False,
-                      desc: str = "evaluating", priority: str = "train") -> list[Verdict]:
+    def evaluate_many(
+        self,
+        items: Iterable[tuple[Problem, str]],
+        progress: bool = False,
+        desc: str = "evaluating",
+        priority: str = "train",
+    ) -> list[Verdict]:
         return list(self.iter_evaluate(items, progress, desc, priority))
 
     # --- profile (the `profile` tool) -------------------------------------------------------------
@@ -240,9 +292,14 @@ class EvaluationPool:
         with self._lock:
             actors = self.actors.refresh_stats(fresh)
             counts = self.dispatcher.counts()
-            depth = {"pending": self.admission.pending, "preparing": self.intake.preparing,
-                     "queued": counts["queued"], "parked": counts["parked"], "in_flight": counts["running"],
-                     "finishing": counts["finishing"]}
+            depth = {
+                "pending": self.admission.pending,
+                "preparing": self.intake.preparing,
+                "queued": counts["queued"],
+                "parked": counts["parked"],
+                "in_flight": counts["running"],
+                "finishing": counts["finishing"],
+            }
         busy = actors.pop("busy")
         return self._metrics.snapshot(depth, busy, actors)
 

@@ -29,9 +29,19 @@ log = logging.getLogger(__name__)
 class Dispatcher:
     """Methods marked 'lock held' expect the pool's lock (`wake`'s), shared with the actor supervisor."""
 
-    def __init__(self, backend: Backend, cpu_stage: CpuStage, actors: ActorSupervisor, wake: threading.Condition,
-                 lifecycle: Lifecycle, metrics: PoolMetrics, replies: Replies, queue: JobQueue,
-                 execution_timeout: float, finish_threads: int):
+    def __init__(
+        self,
+        backend: Backend,
+        cpu_stage: CpuStage,
+        actors: ActorSupervisor,
+        wake: threading.Condition,
+        lifecycle: Lifecycle,
+        metrics: PoolMetrics,
+        replies: Replies,
+        queue: JobQueue,
+        execution_timeout: float,
+        finish_threads: int,
+    ):
         self._backend, self._cpu_stage, self._actors = backend, cpu_stage, actors
         self._wake, self._lifecycle, self._metrics, self._replies = wake, lifecycle, metrics, replies
         self._queue = queue
@@ -47,8 +57,10 @@ class Dispatcher:
         cancelled meanwhile (nothing done)."""
         job = self._queue.get(candidate.verdict_key)
         if job is not None:
-            if job.state in (JobState.RUNNING, JobState.FINISHING) and \
-                    not request.future.set_running_or_notify_cancel():
+            if (
+                job.state in (JobState.RUNNING, JobState.FINISHING)
+                and not request.future.set_running_or_notify_cancel()
+            ):
                 return False
             self._queue.attach(job, request)
             self._metrics.count("dedup_hits")
@@ -194,10 +206,14 @@ class Dispatcher:
 
     def _crash_verdict(self, job: Job) -> Verdict:
         why = "; ".join(dict.fromkeys(job.failures))
-        return Verdict(Status.CRASH, job.candidate.problem.id, self._cpu_stage.device_name,
-                       error=f"the evaluation process running this candidate died {job.attempts} times "
-                             f"({why}); the candidate was not evaluated to completion",
-                       phase_seconds={"pool_queue": job.queue_wait})
+        return Verdict(
+            Status.CRASH,
+            job.candidate.problem.id,
+            self._cpu_stage.device_name,
+            error=f"the evaluation process running this candidate died {job.attempts} times "
+            f"({why}); the candidate was not evaluated to completion",
+            phase_seconds={"pool_queue": job.queue_wait},
+        )
 
     def _finish(self, job: Job, verdict: Verdict | None, measured: dict | None, error: BaseException | None) -> None:
         if error is None:

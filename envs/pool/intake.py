@@ -24,9 +24,19 @@ from envs.verdict import Verdict
 
 
 class Intake:
-    def __init__(self, cpu_stage: CpuStage, admission: Admission, dispatcher: Dispatcher, actors: ActorSupervisor,
-                 wake: threading.Condition, lifecycle: Lifecycle, metrics: PoolMetrics, replies: Replies,
-                 threads: int, cache_enabled: bool):
+    def __init__(
+        self,
+        cpu_stage: CpuStage,
+        admission: Admission,
+        dispatcher: Dispatcher,
+        actors: ActorSupervisor,
+        wake: threading.Condition,
+        lifecycle: Lifecycle,
+        metrics: PoolMetrics,
+        replies: Replies,
+        threads: int,
+        cache_enabled: bool,
+    ):
         self._cpu_stage, self._admission, self._dispatcher, self._actors = cpu_stage, admission, dispatcher, actors
         self._wake, self._lifecycle, self._metrics, self._replies = wake, lifecycle, metrics, replies
         self._cache_enabled = cache_enabled

@@ -16,11 +16,23 @@ from envs.verdict import Status
 log = logging.getLogger(__name__)
 
 STAGES = ("cpu_stage", "queue_wait", "execution", "total")
-COUNTERS = ("submitted", "answered", "errors", "cancelled", "cache_hits", "cache_misses", "dedup_hits",
-            "executions", "retries", "crashes_after_retry", "actor_failures", "actor_restarts",
-            "actor_start_failures", "baseline_jobs")
-_BOUNDARIES = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
-               1800.0]
+COUNTERS = (
+    "submitted",
+    "answered",
+    "errors",
+    "cancelled",
+    "cache_hits",
+    "cache_misses",
+    "dedup_hits",
+    "executions",
+    "retries",
+    "crashes_after_retry",
+    "actor_failures",
+    "actor_restarts",
+    "actor_start_failures",
+    "baseline_jobs",
+)
+_BOUNDARIES = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0]
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -36,17 +48,24 @@ class RayExporter:
 
     def __init__(self, pool: str):
         from ray.util import metrics as m
+
         self._tags = {"pool": pool}
-        self.latency = m.Histogram("kernelrl_pool_latency_seconds", "Seconds per request and stage",
-                                   boundaries=_BOUNDARIES, tag_keys=("pool", "stage"))
-        self.verdicts = m.Counter("kernelrl_pool_verdicts", "Verdicts answered, by status",
-                                  tag_keys=("pool", "status"))
-        self.events = m.Counter("kernelrl_pool_events", "Pool events (cache hits, dedup hits, retries, ...)",
-                                tag_keys=("pool", "event"))
+        self.latency = m.Histogram(
+            "kernelrl_pool_latency_seconds",
+            "Seconds per request and stage",
+            boundaries=_BOUNDARIES,
+            tag_keys=("pool", "stage"),
+        )
+        self.verdicts = m.Counter("kernelrl_pool_verdicts", "Verdicts answered, by status", tag_keys=("pool", "status"))
+        self.events = m.Counter(
+            "kernelrl_pool_events", "Pool events (cache hits, dedup hits, retries, ...)", tag_keys=("pool", "event")
+        )
         self.depth = m.Gauge("kernelrl_pool_queue_depth", "Requests by state", tag_keys=("pool", "state"))
-        self.busy = m.Gauge("kernelrl_pool_gpu_busy_fraction",
-                            "Fraction of wall time an actor's device was executing a candidate",
-                            tag_keys=("pool", "actor"))
+        self.busy = m.Gauge(
+            "kernelrl_pool_gpu_busy_fraction",
+            "Fraction of wall time an actor's device was executing a candidate",
+            tag_keys=("pool", "actor"),
+        )
         self.ratio = m.Gauge("kernelrl_pool_cache_hit_rate", "Verdict-cache hits / lookups", tag_keys=("pool",))
 
     def _safe(self, fn, *args, **tags: str) -> None:

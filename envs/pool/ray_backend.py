@@ -31,7 +31,8 @@ def actors_on_free_gpus(free_gpus: float, leave_gpus: float, gpus_per_actor: flo
             f"no GPU left for the evaluation pool: the cluster has {free_gpus:g} free, {leave_gpus:g} go to the "
             f"learner and rollout engines and an evaluation actor takes {gpus_per_actor:g}; share GPUs with "
             "fractions (e.g. pool.gpus_per_actor=0.25 policy.learner.actor.num_gpus=0.5 policy.engine.num_gpus=0.25) "
-            "or set pool.num_actors")
+            "or set pool.num_actors"
+        )
     return n
 
 
@@ -71,43 +72,66 @@ class RayBackend(Backend):
         # Free, not total: an engine started before the pool (benchmark, agent) or another job already holds some.
         free = float(ray.available_resources().get("GPU", 0.0))
         n = actors_on_free_gpus(free, self.config.leave_gpus, self.config.gpus_per_actor)
-        log.info("evaluation pool: %d actors x %g GPU (the cluster has %d GPUs, %g free, %g left to others)", n,
-                 self.config.gpus_per_actor, self._gpus, free, self.config.leave_gpus)
+        log.info(
+            "evaluation pool: %d actors x %g GPU (the cluster has %d GPUs, %g free, %g left to others)",
+            n,
+            self.config.gpus_per_actor,
+            self._gpus,
+            free,
+            self.config.leave_gpus,
+        )
         return n
 
     def _options(self, settings: EvalSettings) -> dict[str, Any]:
         gpus = self.config.gpus_per_actor if self.device == "cuda" else 0
-        return {"num_cpus": self.config.cpus_per_actor, "num_gpus": gpus,
-                "max_concurrency": settings.workers, "max_restarts": 0, "max_task_retries": 0,
-                "resources": dict(self.config.actor_resources) or None}
+        return {
+            "num_cpus": self.config.cpus_per_actor,
+            "num_gpus": gpus,
+            "max_concurrency": settings.workers,
+            "max_restarts": 0,
+            "max_task_retries": 0,
+            "resources": dict(self.config.actor_resources) or None,
+        }
 
     def launch(self, settings: EvalSettings) -> tuple[Any, dict]:
         from envs.pool.actor import EvalActor
+
         handle = EvalActor.options(**self._options(settings)).remote(settings, self.config.reaper)
         timeout = self.config.actor_startup_timeout
         try:
             info = ray.get(handle.ready.remote(), timeout=timeout)
         except ray.exceptions.GetTimeoutError:
             ray.kill(handle)
-            need = f"{self.config.cpus_per_actor:g} CPU" + (f", {self.config.gpus_per_actor:g} GPU"
-                                                             if self.device == "cuda" else "")
-            raise EvaluatorError(f"an evaluation actor was not ready within {timeout:g} s; does the cluster have "
-                                 f"free resources for it ({need}{self.config.actor_resources or ''})?") from None
+            need = f"{self.config.cpus_per_actor:g} CPU" + (
+                f", {self.config.gpus_per_actor:g} GPU" if self.device == "cuda" else ""
+            )
+            raise EvaluatorError(
+                f"an evaluation actor was not ready within {timeout:g} s; does the cluster have "
+                f"free resources for it ({need}{self.config.actor_resources or ''})?"
+            ) from None
         except Exception as e:
             ray.kill(handle)
             raise EvaluatorError(f"an evaluation actor failed to start: {self.unwrap(e)}") from None
         return handle, info
 
-    def execute(self, handle: Any, problem: Problem, solution: Any,
-                baselines: dict | None) -> concurrent.futures.Future:
+    def execute(
+        self, handle: Any, problem: Problem, solution: Any, baselines: dict | None
+    ) -> concurrent.futures.Future:
         return handle.execute.remote(problem, solution, baselines).future()
 
     def profile(self, handle: Any, problem: Problem, solution: Any, calls: int) -> concurrent.futures.Future:
         return handle.profile.remote(problem, solution, calls).future()
 
     def is_actor_failure(self, exc: BaseException) -> bool:
-        return isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
-                                ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError))
+        return isinstance(
+            exc,
+            (
+                ray.exceptions.RayActorError,
+                ray.exceptions.WorkerCrashedError,
+                ray.exceptions.NodeDiedError,
+                ray.exceptions.ObjectLostError,
+            ),
+        )
 
     def unwrap(self, exc: BaseException) -> BaseException:
         if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(getattr(exc, "cause", None), BaseException):
@@ -167,18 +191,22 @@ class RayBackend(Backend):
 class RayEvaluationPool(EvaluationPool):
     """Evaluation on Ray actors (GPUs of a cluster, or CPU actors running the Triton interpreter).
 
-        pool = RayEvaluationPool(EvalSettings(device="cpu"), PoolConfig(num_actors=2), cache)
-        verdict = pool.evaluate(problem, answer)                    # like Evaluator.evaluate
-        future = pool.submit(problem, answer, priority="validation")
-        verdicts = pool.evaluate_many(items, progress=True)
-        pool.profile(problem, answer)                               # the profile tool's facts (GPU actors)
-        pool.metrics()                                              # flat dict for wandb.log
-        pool.close()
+    pool = RayEvaluationPool(EvalSettings(device="cpu"), PoolConfig(num_actors=2), cache)
+    verdict = pool.evaluate(problem, answer)                    # like Evaluator.evaluate
+    future = pool.submit(problem, answer, priority="validation")
+    verdicts = pool.evaluate_many(items, progress=True)
+    pool.profile(problem, answer)                               # the profile tool's facts (GPU actors)
+    pool.metrics()                                              # flat dict for wandb.log
+    pool.close()
     """
 
-    def __init__(self, settings: EvalSettings | None = None, config: PoolConfig | None = None,
-                 cache: SqliteCache | None = None,
-                 reserve_gpus: Callable[[], float] | None = None):
+    def __init__(
+        self,
+        settings: EvalSettings | None = None,
+        config: PoolConfig | None = None,
+        cache: SqliteCache | None = None,
+        reserve_gpus: Callable[[], float] | None = None,
+    ):
         """`reserve_gpus`, called once Ray is connected (the answer may depend on the cluster): GPUs that actors
         started after the pool will ask for (train.py: its learner and rollout engines), added to
         pool.leave_gpus when the pool sizes itself on cuda."""

@@ -19,8 +19,13 @@ class Replies:
     def __init__(self, metrics: PoolMetrics):
         self._metrics = metrics
 
-    def send(self, requests: list[Request], verdict: Verdict | None = None, error: BaseException | None = None,
-             job: Job | None = None) -> None:
+    def send(
+        self,
+        requests: list[Request],
+        verdict: Verdict | None = None,
+        error: BaseException | None = None,
+        job: Job | None = None,
+    ) -> None:
         """Answer `requests` with `verdict` (its phase times completed from `job`) or with `error`."""
         now = time.monotonic()
         for request in requests:

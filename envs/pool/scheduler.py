@@ -59,12 +59,14 @@ class Admission:
                 if not block:
                     raise PoolFullError(
                         f"the evaluation pool is full: {self.pending} requests pending (max_pending={self.limit}); "
-                        "wait for results, submit with block=True, or raise pool.max_pending")
+                        "wait for results, submit with block=True, or raise pool.max_pending"
+                    )
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise PoolFullError(
                         f"the evaluation pool stayed full for {timeout:g} s: {self.pending} requests pending "
-                        f"(max_pending={self.limit})")
+                        f"(max_pending={self.limit})"
+                    )
                 self._cond.wait(remaining)
             if self._closed:
                 raise PoolClosedError("the evaluation pool is closed")
@@ -245,8 +247,12 @@ class JobQueue:
 
     def counts(self) -> dict[str, int]:
         c = collections.Counter(j.state for j in self._by_key.values())
-        return {"queued": c[JobState.QUEUED], "parked": c[JobState.PARKED], "running": c[JobState.RUNNING],
-                "finishing": c[JobState.FINISHING]}
+        return {
+            "queued": c[JobState.QUEUED],
+            "parked": c[JobState.PARKED],
+            "running": c[JobState.RUNNING],
+            "finishing": c[JobState.FINISHING],
+        }
 
     def __len__(self) -> int:
         return sum(1 for j in self._by_key.values() if j.state in (JobState.QUEUED, JobState.PARKED))

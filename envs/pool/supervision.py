@@ -41,9 +41,17 @@ class ActorSupervisor:
     """Owns the actor table. Methods marked 'lock held' expect the pool's lock (`wake`'s), which it shares
     with the dispatcher because one decision (a free slot for the next job) spans both."""
 
-    def __init__(self, backend: Backend, settings: EvalSettings, config: PoolConfig, wake: threading.Condition,
-                 lifecycle: Lifecycle, metrics: PoolMetrics, replies: Replies,
-                 take_queued: Callable[[], list[Job]]):
+    def __init__(
+        self,
+        backend: Backend,
+        settings: EvalSettings,
+        config: PoolConfig,
+        wake: threading.Condition,
+        lifecycle: Lifecycle,
+        metrics: PoolMetrics,
+        replies: Replies,
+        take_queued: Callable[[], list[Job]],
+    ):
         self._backend, self._settings, self._config = backend, settings, config
         self._wake, self._lifecycle, self._metrics, self._replies = wake, lifecycle, metrics, replies
         self._take_queued = take_queued  # lock held: every queued or parked job, removed
@@ -69,10 +77,13 @@ class ActorSupervisor:
             self._backend.shutdown([a.handle for a in self._actors.values()], graceful=True)
             self._backend.close([a.info for a in self._actors.values()])
             if failures:
-                raise EvaluatorError(f"{len(failures)} of {n} evaluation actors failed to start: {failures[0]}") \
-                    from failures[0]
-            raise EvaluatorError(f"the evaluation actors run on different devices {kinds}; one pool needs one "
-                                 "device kind (pin actors with pool.actor_resources)")
+                raise EvaluatorError(
+                    f"{len(failures)} of {n} evaluation actors failed to start: {failures[0]}"
+                ) from failures[0]
+            raise EvaluatorError(
+                f"the evaluation actors run on different devices {kinds}; one pool needs one "
+                "device kind (pin actors with pool.actor_resources)"
+            )
         return kinds[0]
 
     def _add(self, handle: Any, info: dict) -> ActorRecord:
@@ -124,10 +135,13 @@ class ActorSupervisor:
                 self._actors[actor_id].stats = stats
         actors = list(self._actors.values())
         utilization = [a.stats.get("worker_utilization", 0.0) for a in actors]
-        return {"busy": {f"actor_{a.id}": float(a.stats.get("busy_fraction", 0.0)) for a in actors},
-                "actors_alive": len(actors), "actors_starting": self.launching,
-                "capacity": sum(a.capacity for a in actors),
-                "worker_utilization": sum(utilization) / len(utilization) if utilization else 0.0}
+        return {
+            "busy": {f"actor_{a.id}": float(a.stats.get("busy_fraction", 0.0)) for a in actors},
+            "actors_alive": len(actors),
+            "actors_starting": self.launching,
+            "capacity": sum(a.capacity for a in actors),
+            "worker_utilization": sum(utilization) / len(utilization) if utilization else 0.0,
+        }
 
     # --- failure and replacement ------------------------------------------------------------------
     def failed(self, actor: ActorRecord, reason: str) -> None:
@@ -163,7 +177,7 @@ class ActorSupervisor:
                 self._metrics.count("actor_start_failures")
                 log.warning("replacement evaluation actor failed to start (attempt %d): %s", attempt + 1, e)
                 if attempt < 2:
-                    time.sleep(2.0 ** attempt)
+                    time.sleep(2.0**attempt)
         with self._wake:
             self.launching -= 1
             keep = handle is not None and not self._lifecycle.ending
@@ -190,8 +204,10 @@ class ActorSupervisor:
             self._replies.send(job.requests, error=self.starved_error())
 
     def starved_error(self) -> EvaluatorError:
-        return EvaluatorError("no evaluation actor is alive and none could be restarted "
-                              f"(pool.max_actor_restarts={self._config.max_actor_restarts})")
+        return EvaluatorError(
+            "no evaluation actor is alive and none could be restarted "
+            f"(pool.max_actor_restarts={self._config.max_actor_restarts})"
+        )
 
     # --- close ------------------------------------------------------------------------------------
     def retire_all(self) -> tuple[list[Any], list[dict]]:

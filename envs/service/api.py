@@ -25,22 +25,39 @@ class EvalOverrides(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     baseline: Literal["inductor", "eager"] | None = Field(
-        None, description="what speedup divides by (re-derived from the measured timings; no effect on CPU)")
-    delta: float | None = Field(None, ge=-10.0, le=10.0, allow_inf_nan=False,
-                                description="reward shift: V = sigmoid(1 + max(0, speedup) - delta)")
+        None, description="what speedup divides by (re-derived from the measured timings; no effect on CPU)"
+    )
+    delta: float | None = Field(
+        None,
+        ge=-10.0,
+        le=10.0,
+        allow_inf_nan=False,
+        description="reward shift: V = sigmoid(1 + max(0, speedup) - delta)",
+    )
 
 
 class EvaluateRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"problem_id": "L0_02_relu", "solution": "```python\nimport torch\n...\n```", "settings": {"delta": 1.8}}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "problem_id": "L0_02_relu",
+                    "solution": "```python\nimport torch\n...\n```",
+                    "settings": {"delta": 1.8},
+                }
+            ]
+        },
+    )
     problem_id: str | None = Field(None, min_length=1, max_length=256, description="id from GET /problems")
     problem_source: str | None = Field(None, min_length=1, description="a problem file's text (KernelBench format)")
     solution: str = Field(..., description="the model's answer: markdown with a fenced python block, or bare code")
     settings: EvalOverrides | None = None
     # A hosted grader forwards the dataset row's hash: grading against another version of the problem is a
     # 409, not a silently different reward (rl/hosted/grader.py).
-    problem_sha256: str | None = Field(None, pattern="^[0-9a-f]{64}$",
-                                       description="SHA-256 of the problem's source the client expects (optional)")
+    problem_sha256: str | None = Field(
+        None, pattern="^[0-9a-f]{64}$", description="SHA-256 of the problem's source the client expects (optional)"
+    )
 
     @model_validator(mode="after")
     def _one_problem(self) -> EvaluateRequest:
@@ -110,7 +127,8 @@ class ErrorResponse(BaseModel):
 
 class InvalidRequestResponse(BaseModel):
     detail: str | list[dict[str, Any]] = Field(
-        ..., description="pydantic's list of field errors, or a problem_source's ProblemError message")
+        ..., description="pydantic's list of field errors, or a problem_source's ProblemError message"
+    )
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -124,16 +142,27 @@ def apply_overrides(verdict: Verdict, overrides: EvalOverrides | None, default_b
     if overrides is None or overrides.baseline in (None, default_baseline):
         return verdict
     t = verdict.timings
-    if overrides.baseline and overrides.baseline != verdict.baseline and t is not None \
-            and t.kernel is not None and t.kernel.median_ms > 0:
+    if (
+        overrides.baseline
+        and overrides.baseline != verdict.baseline
+        and t is not None
+        and t.kernel is not None
+        and t.kernel.median_ms > 0
+    ):
         reference = getattr(t, overrides.baseline)
         if reference is not None:
             speedup, interval = rebase_speedup(verdict, reference)
-            verdict = dataclasses.replace(verdict, speedup=speedup, speedup_interval=interval,
-                                          baseline=overrides.baseline)
+            verdict = dataclasses.replace(
+                verdict, speedup=speedup, speedup_interval=interval, baseline=overrides.baseline
+            )
         else:
-            verdict = dataclasses.replace(verdict, notes=[*verdict.notes, (
-                f"{overrides.baseline} baseline unavailable; speedup is against {verdict.baseline}")])
+            verdict = dataclasses.replace(
+                verdict,
+                notes=[
+                    *verdict.notes,
+                    (f"{overrides.baseline} baseline unavailable; speedup is against {verdict.baseline}"),
+                ],
+            )
     return verdict
 
 

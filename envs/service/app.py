@@ -30,8 +30,19 @@ from starlette.concurrency import run_in_threadpool
 
 from envs.kernel_evaluator import KernelEvaluator
 from envs.problems import Problem, ProblemError, parse_problem
-from envs.service.api import (EvaluateRequest, Health, ProblemDetail, ProblemInfo, ProblemList, RewardResponse,
-                              VerdictResponse, _errors, _finite, apply_overrides, verdict_response)
+from envs.service.api import (
+    EvaluateRequest,
+    Health,
+    ProblemDetail,
+    ProblemInfo,
+    ProblemList,
+    RewardResponse,
+    VerdictResponse,
+    _errors,
+    _finite,
+    apply_overrides,
+    verdict_response,
+)
 from envs.service.guard import GuardMiddleware, TokenBucketLimiter
 from envs.verdict import Verdict
 from envs.worker.worker_set import EvaluatorError
@@ -51,8 +62,7 @@ class BackendUnavailable(RuntimeError):
     """The chosen backend cannot be built here (e.g. `ray` without envs/ray_pool.py or ray installed)."""
 
 
-def make_backend(kind: Literal["local", "ray"], eval_settings, cache=None,
-                 pool_config: dict[str, Any] | None = None):
+def make_backend(kind: Literal["local", "ray"], eval_settings, cache=None, pool_config: dict[str, Any] | None = None):
     """The evaluation backend the service runs on: the switch between `local` and `ray`.
 
     local: `envs.evaluator.Evaluator`, worker processes on this machine.
@@ -61,6 +71,7 @@ def make_backend(kind: Literal["local", "ray"], eval_settings, cache=None,
         if pool_config:
             raise ValueError("pool settings apply to the ray backend only")
         from envs.evaluator import Evaluator
+
         return Evaluator(eval_settings, cache=cache)
     if kind == "ray":
         try:
@@ -102,12 +113,12 @@ class ServiceSettings:
         if any(not t for t in self.tokens):
             raise ValueError("empty bearer token")
         if self.max_body_bytes < 1 or self.max_concurrent_evaluations < 1 or self.max_queued_evaluations < 0:
-            raise ValueError("max_body_bytes and max_concurrent_evaluations must be >= 1, "
-                             "max_queued_evaluations >= 0")
+            raise ValueError("max_body_bytes and max_concurrent_evaluations must be >= 1, max_queued_evaluations >= 0")
         if self.rate_per_second > 0 and self.rate_burst < 1:
             raise ValueError("rate_burst must be >= 1")
         if self.default_baseline not in ("inductor", "eager"):
             raise ValueError(f"default_baseline must be inductor or eager, not {self.default_baseline!r}")
+
 
 # --- bounded evaluation off the event loop --------------------------------------------------------
 class _Busy(Exception):
@@ -150,8 +161,9 @@ def _echo_safe(obj: Any) -> Any:
     return obj
 
 
-def create_app(backend: KernelEvaluator, problems: Iterable[Problem], settings: ServiceSettings,
-               reward_fn: RewardFunction) -> FastAPI:
+def create_app(
+    backend: KernelEvaluator, problems: Iterable[Problem], settings: ServiceSettings, reward_fn: RewardFunction
+) -> FastAPI:
     if not callable(getattr(backend, "evaluate", None)):  # all the service calls
         raise TypeError(f"{type(backend).__name__} has no evaluate(problem, answer) method")
     by_id: dict[str, Problem] = {}
@@ -164,8 +176,12 @@ def create_app(backend: KernelEvaluator, problems: Iterable[Problem], settings: 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        log.info("serving %d problems on the %s backend (auth %s)", len(by_id), settings.backend_name,
-                 "on" if settings.tokens else "OFF")
+        log.info(
+            "serving %d problems on the %s backend (auth %s)",
+            len(by_id),
+            settings.backend_name,
+            "on" if settings.tokens else "OFF",
+        )
         try:
             yield
         finally:
@@ -175,12 +191,21 @@ def create_app(backend: KernelEvaluator, problems: Iterable[Problem], settings: 
                 log.info("closing the evaluation backend")
                 await asyncio.to_thread(close)
 
-    app = FastAPI(title="KernelRL evaluation service", version="1",
-                  description="Evaluates candidate Triton kernels against KernelBench-format problems.",
-                  lifespan=lifespan, docs_url=None, redoc_url=None)  # the schema is at /openapi.json
-    app.add_middleware(GuardMiddleware, tokens=settings.tokens,
-                       limiter=TokenBucketLimiter(settings.rate_per_second, settings.rate_burst),
-                       max_body_bytes=settings.max_body_bytes)
+    app = FastAPI(
+        title="KernelRL evaluation service",
+        version="1",
+        description="Evaluates candidate Triton kernels against KernelBench-format problems.",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )  # the schema is at /openapi.json
+    app.add_middleware(
+        GuardMiddleware,
+        tokens=settings.tokens,
+        limiter=TokenBucketLimiter(settings.rate_per_second, settings.rate_burst),
+        max_body_bytes=settings.max_body_bytes,
+    )
+
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         # FastAPI's own handler, except that the offending input it echoes may be NaN, Infinity (Python's JSON
@@ -198,12 +223,18 @@ def create_app(backend: KernelEvaluator, problems: Iterable[Problem], settings: 
             if problem is None:
                 raise HTTPException(404, f"unknown problem id {req.problem_id!r}; GET /problems lists them")
             if req.problem_sha256 is not None and req.problem_sha256 != problem.sha256:
-                raise HTTPException(409, f"problem {req.problem_id!r} here has SHA-256 {problem.sha256[:12]}..., "
-                                         f"not the {req.problem_sha256[:12]}... the client expects")
+                raise HTTPException(
+                    409,
+                    f"problem {req.problem_id!r} here has SHA-256 {problem.sha256[:12]}..., "
+                    f"not the {req.problem_sha256[:12]}... the client expects",
+                )
             return problem
         if not settings.allow_problem_source:
-            raise HTTPException(403, "this service does not accept problem_source (it was started without "
-                                     "--allow-problem-source); use problem_id")
+            raise HTTPException(
+                403,
+                "this service does not accept problem_source (it was started without "
+                "--allow-problem-source); use problem_id",
+            )
         source = req.problem_source
         pid = SOURCE_ID_PREFIX + hashlib.sha256(source.encode()).hexdigest()[:16]
         try:
@@ -217,8 +248,11 @@ def create_app(backend: KernelEvaluator, problems: Iterable[Problem], settings: 
         try:
             verdict = await gate.run(backend.evaluate, problem, req.solution)
         except (_Busy, *busy_errors):
-            raise HTTPException(503, "too many evaluations in progress; retry later",
-                                headers={"Retry-After": str(settings.busy_retry_after_s)}) from None
+            raise HTTPException(
+                503,
+                "too many evaluations in progress; retry later",
+                headers={"Retry-After": str(settings.busy_retry_after_s)},
+            ) from None
         except EvaluatorError as e:
             log.error("evaluator failure on %s: %s", problem.id, e)
             raise HTTPException(503, f"the evaluator failed: {e}") from None
@@ -227,35 +261,66 @@ def create_app(backend: KernelEvaluator, problems: Iterable[Problem], settings: 
             verdict = dataclasses.replace(verdict, problem_id=problem.id)
         verdict = apply_overrides(verdict, req.settings, settings.default_baseline)
         value = reward_fn(verdict, req.settings.delta if req.settings is not None else None)
-        log.info("%s %s -> %s reward=%.4f cached=%s in %.2fs", client, problem.id, verdict.status.value,
-                 value, verdict.cached, time.monotonic() - started)
+        log.info(
+            "%s %s -> %s reward=%.4f cached=%s in %.2fs",
+            client,
+            problem.id,
+            verdict.status.value,
+            value,
+            verdict.cached,
+            time.monotonic() - started,
+        )
         return verdict, value
 
     def client_of(request) -> str:
         return request.scope.get("state", {}).get("client", "?")
 
-    @app.post("/evaluate", response_model=VerdictResponse, dependencies=secured,
-              responses=_errors(401, 404, 409, 413, 422, 429, 503), summary="Evaluate a solution; the full verdict")
+    @app.post(
+        "/evaluate",
+        response_model=VerdictResponse,
+        dependencies=secured,
+        responses=_errors(401, 404, 409, 413, 422, 429, 503),
+        summary="Evaluate a solution; the full verdict",
+    )
     async def evaluate(req: EvaluateRequest, request: Request) -> VerdictResponse:
         return verdict_response(*await run(req, client_of(request)))
 
-    @app.post("/reward", response_model=RewardResponse, dependencies=secured,
-              responses=_errors(401, 404, 409, 413, 422, 429, 503), summary="Evaluate a solution; only its reward")
+    @app.post(
+        "/reward",
+        response_model=RewardResponse,
+        dependencies=secured,
+        responses=_errors(401, 404, 409, 413, 422, 429, 503),
+        summary="Evaluate a solution; only its reward",
+    )
     async def reward(req: EvaluateRequest, request: Request) -> RewardResponse:
         verdict, value = await run(req, client_of(request))
         return RewardResponse(reward=value, status=verdict.status, cached=verdict.cached)
 
     def info(p: Problem) -> dict[str, Any]:
-        return dict(id=p.id, level=p.level, has_reference=p.reference_solution is not None,
-                    small_sizes=_finite(p.small_sizes, str))
+        return dict(
+            id=p.id,
+            level=p.level,
+            has_reference=p.reference_solution is not None,
+            small_sizes=_finite(p.small_sizes, str),
+        )
 
-    @app.get("/problems", response_model=ProblemList, dependencies=secured, responses=common,
-             summary="The loaded problem set")
+    @app.get(
+        "/problems",
+        response_model=ProblemList,
+        dependencies=secured,
+        responses=common,
+        summary="The loaded problem set",
+    )
     async def list_problems() -> ProblemList:
         return ProblemList(problems=[ProblemInfo(**info(p)) for p in by_id.values()])
 
-    @app.get("/problems/{problem_id:path}", response_model=ProblemDetail, dependencies=secured,
-             responses=_errors(401, 404, 413, 429), summary="One problem, with its source")
+    @app.get(
+        "/problems/{problem_id:path}",
+        response_model=ProblemDetail,
+        dependencies=secured,
+        responses=_errors(401, 404, 413, 429),
+        summary="One problem, with its source",
+    )
     async def get_problem(problem_id: str) -> ProblemDetail:
         p = by_id.get(problem_id)
         if p is None:

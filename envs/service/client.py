@@ -31,9 +31,22 @@ from envs.retry_after import retry_after_seconds
 from envs.service.api import ProblemDetail, ProblemInfo, ProblemList, RewardResponse, VerdictResponse
 from envs.verdict import Status, Verdict
 
-__all__ = ["AsyncKernelRLClient", "AuthenticationError", "EvaluationResult", "EvaluationTimeout", "KernelRLClient",
-           "MalformedResponse", "RequestRejected", "RetryPolicy", "RewardResult", "ScoreRequest", "ServiceError",
-           "ServiceUnavailable", "TOKEN_ENV", "URL_ENV"]
+__all__ = [
+    "AsyncKernelRLClient",
+    "AuthenticationError",
+    "EvaluationResult",
+    "EvaluationTimeout",
+    "KernelRLClient",
+    "MalformedResponse",
+    "RequestRejected",
+    "RetryPolicy",
+    "RewardResult",
+    "ScoreRequest",
+    "ServiceError",
+    "ServiceUnavailable",
+    "TOKEN_ENV",
+    "URL_ENV",
+]
 
 log = logging.getLogger("kernelrl.client")
 
@@ -167,8 +180,10 @@ def _json_body(response: httpx.Response) -> Any:
         return response.json()
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         excerpt = response.text[:200].replace("\n", " ")
-        raise MalformedResponse(f"{response.request.url}: HTTP {response.status_code} with a body that is not "
-                                f"JSON ({e}); it starts {excerpt!r}") from None
+        raise MalformedResponse(
+            f"{response.request.url}: HTTP {response.status_code} with a body that is not "
+            f"JSON ({e}); it starts {excerpt!r}"
+        ) from None
 
 
 def _validated(model: type[pydantic.BaseModel], response: httpx.Response) -> tuple[pydantic.BaseModel, Any]:
@@ -184,8 +199,9 @@ def parse_verdict(response: httpx.Response) -> EvaluationResult:
     """A /evaluate answer as an `EvaluationResult`, or MalformedResponse."""
     model, data = _validated(VerdictResponse, response)
     if model.correct != (model.status is Status.CORRECT):
-        raise MalformedResponse(f"{response.request.url}: correct={model.correct} contradicts "
-                                f"status={model.status.value}")
+        raise MalformedResponse(
+            f"{response.request.url}: correct={model.correct} contradicts status={model.status.value}"
+        )
     fields = {k: v for k, v in data.items() if k in _VERDICT_FIELDS}
     try:
         verdict = Verdict.from_dict(fields)
@@ -237,32 +253,45 @@ class _Attempts:
             _raise_rejected(response)
         self._count(f"retry_{code}")
         if self.attempt >= self.policy.attempts:
-            raise ServiceUnavailable(f"{self.what}: HTTP {code} after {self.attempt} attempts: {_detail(response)}",
-                                     self.attempt, code)
+            raise ServiceUnavailable(
+                f"{self.what}: HTTP {code} after {self.attempt} attempts: {_detail(response)}", self.attempt, code
+            )
         wait = self.policy.delay(self.attempt, retry_after_seconds(response.headers))
-        log.warning("%s: HTTP %d; retrying in %.2fs (attempt %d/%d)", self.what, code, wait, self.attempt,
-                    self.policy.attempts)
+        log.warning(
+            "%s: HTTP %d; retrying in %.2fs (attempt %d/%d)", self.what, code, wait, self.attempt, self.policy.attempts
+        )
         return wait
 
     def after_error(self, error: httpx.HTTPError) -> float:
         """Seconds to wait before the next try, or raises."""
         if isinstance(error, (httpx.ReadTimeout, httpx.WriteTimeout)) and not self.policy.retry_timeouts:
-            raise EvaluationTimeout(f"{self.what}: no answer in time ({type(error).__name__}); the evaluation may "
-                                    "still be running on the server (raise the client's timeout)") from error
+            raise EvaluationTimeout(
+                f"{self.what}: no answer in time ({type(error).__name__}); the evaluation may "
+                "still be running on the server (raise the client's timeout)"
+            ) from error
         if not isinstance(error, httpx.TransportError) or isinstance(error, httpx.UnsupportedProtocol):
             raise ServiceError(f"{self.what}: {error}") from error
         self._count("retry_transport")
         if self.attempt >= self.policy.attempts:
-            raise ServiceUnavailable(f"{self.what}: {type(error).__name__}: {error} after {self.attempt} attempts",
-                                     self.attempt) from error
+            raise ServiceUnavailable(
+                f"{self.what}: {type(error).__name__}: {error} after {self.attempt} attempts", self.attempt
+            ) from error
         wait = self.policy.delay(self.attempt)
-        log.warning("%s: %s (%s); retrying in %.2fs (attempt %d/%d)", self.what, type(error).__name__, error, wait,
-                    self.attempt, self.policy.attempts)
+        log.warning(
+            "%s: %s (%s); retrying in %.2fs (attempt %d/%d)",
+            self.what,
+            type(error).__name__,
+            error,
+            wait,
+            self.attempt,
+            self.policy.attempts,
+        )
         return wait
 
 
-def _settings(base_url: str | None, token: str | None, timeout: float | httpx.Timeout,
-              connect_timeout: float) -> tuple[str, dict[str, str], httpx.Timeout]:
+def _settings(
+    base_url: str | None, token: str | None, timeout: float | httpx.Timeout, connect_timeout: float
+) -> tuple[str, dict[str, str], httpx.Timeout]:
     base_url = (base_url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
     if not base_url.startswith(("http://", "https://")):
         raise ValueError(f"base_url must start with http:// or https://, not {base_url!r}")
@@ -273,8 +302,14 @@ def _settings(base_url: str | None, token: str | None, timeout: float | httpx.Ti
 
 
 class _Base:
-    def __init__(self, base_url: str | None, token: str | None, timeout: float | httpx.Timeout,
-                 connect_timeout: float, retry: RetryPolicy | None):
+    def __init__(
+        self,
+        base_url: str | None,
+        token: str | None,
+        timeout: float | httpx.Timeout,
+        connect_timeout: float,
+        retry: RetryPolicy | None,
+    ):
         self.base_url, self._headers, self.timeout = _settings(base_url, token, timeout, connect_timeout)
         self.retry = retry or RetryPolicy()
         self.stats: dict[str, int] = {}  # "requests" (attempts) and "retry_<code>" / "retry_transport" counts
@@ -294,12 +329,25 @@ class _Base:
 class KernelRLClient(_Base):
     """Blocking client; safe to share between threads (one connection pool)."""
 
-    def __init__(self, base_url: str | None = None, token: str | None = None, *, timeout: float | httpx.Timeout = 600.0,
-                 connect_timeout: float = 10.0, retry: RetryPolicy | None = None, max_connections: int = 32,
-                 transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float | httpx.Timeout = 600.0,
+        connect_timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        max_connections: int = 32,
+        transport: httpx.BaseTransport | None = None,
+    ):
         super().__init__(base_url, token, timeout, connect_timeout, retry)
-        self._http = httpx.Client(base_url=self.base_url, headers=self._headers, timeout=self.timeout,
-                                  transport=transport, limits=httpx.Limits(max_connections=max_connections))
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers=self._headers,
+            timeout=self.timeout,
+            transport=transport,
+            limits=httpx.Limits(max_connections=max_connections),
+        )
 
     def __enter__(self) -> KernelRLClient:
         return self
@@ -346,8 +394,9 @@ class KernelRLClient(_Base):
         """POST /reward: only the service's reward, status and cached flag."""
         return parse_reward(self._call("POST", "/reward", _request(problem_id, solution, kw).body()))
 
-    def evaluate_many(self, requests: Iterable[ScoreRequest], concurrency: int = 8,
-                      return_exceptions: bool = False) -> list[EvaluationResult | Exception]:
+    def evaluate_many(
+        self, requests: Iterable[ScoreRequest], concurrency: int = 8, return_exceptions: bool = False
+    ) -> list[EvaluationResult | Exception]:
         """Every request evaluated, `concurrency` at a time, results in input order. With return_exceptions a
         failed request's place holds its exception (a ServiceError for anything the service did); otherwise the
         first failure is raised (the rest are
@@ -355,8 +404,9 @@ class KernelRLClient(_Base):
         requests = list(requests)
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
-        with concurrent.futures.ThreadPoolExecutor(min(concurrency, max(1, len(requests))),
-                                                   thread_name_prefix="kernelrl-client") as pool:
+        with concurrent.futures.ThreadPoolExecutor(
+            min(concurrency, max(1, len(requests))), thread_name_prefix="kernelrl-client"
+        ) as pool:
             futures = [pool.submit(self.evaluate, r) for r in requests]
             concurrent.futures.wait(futures)
         return _collect([f.exception() or f.result() for f in futures], return_exceptions)
@@ -366,12 +416,25 @@ class KernelRLClient(_Base):
 class AsyncKernelRLClient(_Base):
     """asyncio client; use it from one event loop."""
 
-    def __init__(self, base_url: str | None = None, token: str | None = None, *, timeout: float | httpx.Timeout = 600.0,
-                 connect_timeout: float = 10.0, retry: RetryPolicy | None = None, max_connections: int = 32,
-                 transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float | httpx.Timeout = 600.0,
+        connect_timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        max_connections: int = 32,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ):
         super().__init__(base_url, token, timeout, connect_timeout, retry)
-        self._http = httpx.AsyncClient(base_url=self.base_url, headers=self._headers, timeout=self.timeout,
-                                       transport=transport, limits=httpx.Limits(max_connections=max_connections))
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=self._headers,
+            timeout=self.timeout,
+            transport=transport,
+            limits=httpx.Limits(max_connections=max_connections),
+        )
 
     async def __aenter__(self) -> AsyncKernelRLClient:
         return self
@@ -408,15 +471,17 @@ class AsyncKernelRLClient(_Base):
     async def problem(self, problem_id: str) -> ProblemDetail:
         return _validated(ProblemDetail, await self._call("GET", f"/problems/{problem_id}"))[0]
 
-    async def evaluate(self, problem_id: str | ScoreRequest | None, solution: str | None = None,
-                       **kw) -> EvaluationResult:
+    async def evaluate(
+        self, problem_id: str | ScoreRequest | None, solution: str | None = None, **kw
+    ) -> EvaluationResult:
         return parse_verdict(await self._call("POST", "/evaluate", _request(problem_id, solution, kw).body()))
 
     async def reward(self, problem_id: str | ScoreRequest | None, solution: str | None = None, **kw) -> RewardResult:
         return parse_reward(await self._call("POST", "/reward", _request(problem_id, solution, kw).body()))
 
-    async def evaluate_many(self, requests: Iterable[ScoreRequest], concurrency: int = 8,
-                            return_exceptions: bool = False) -> list[EvaluationResult | Exception]:
+    async def evaluate_many(
+        self, requests: Iterable[ScoreRequest], concurrency: int = 8, return_exceptions: bool = False
+    ) -> list[EvaluationResult | Exception]:
         requests = list(requests)
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")

@@ -57,8 +57,14 @@ def _digest(token: str | bytes) -> bytes:
 class GuardMiddleware:
     """Pure ASGI middleware (not BaseHTTPMiddleware, which would hide the body stream from us)."""
 
-    def __init__(self, app, tokens: Iterable[str], limiter: TokenBucketLimiter, max_body_bytes: int,
-                 open_paths: frozenset[str] = OPEN_PATHS):
+    def __init__(
+        self,
+        app,
+        tokens: Iterable[str],
+        limiter: TokenBucketLimiter,
+        max_body_bytes: int,
+        open_paths: frozenset[str] = OPEN_PATHS,
+    ):
         self.app, self.limiter, self.max_body_bytes, self.open_paths = app, limiter, max_body_bytes, open_paths
         self._digests = [_digest(t) for t in tokens]
 
@@ -88,11 +94,23 @@ class GuardMiddleware:
             scope.setdefault("state", {})["client"] = key
             wait = self.limiter.take(key)
             if wait > 0:
-                return await _reply(scope, receive, send, 429, "rate limit exceeded; retry later",
-                                    {"Retry-After": str(max(1, math.ceil(wait)))})
+                return await _reply(
+                    scope,
+                    receive,
+                    send,
+                    429,
+                    "rate limit exceeded; retry later",
+                    {"Retry-After": str(max(1, math.ceil(wait)))},
+                )
             if not authenticated:
-                return await _reply(scope, receive, send, 401, "missing or invalid bearer token",
-                                    {"WWW-Authenticate": 'Bearer realm="kernelrl"'})
+                return await _reply(
+                    scope,
+                    receive,
+                    send,
+                    401,
+                    "missing or invalid bearer token",
+                    {"WWW-Authenticate": 'Bearer realm="kernelrl"'},
+                )
         # Body limit: refuse by the declared length first, then count what actually arrives (a chunked
         # body declares none), never reading past the limit.
         length = dict(scope.get("headers") or ()).get(b"content-length")

@@ -51,8 +51,10 @@ class Tool:
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI function-calling declaration (`tools=[...]` of a chat completion)."""
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
     def check_arguments(self, arguments: Any) -> str | None:
         """Why `arguments` do not fit the schema (required keys, string types, no unknown keys), or None."""
@@ -75,5 +77,9 @@ class Tool:
 
 
 def string_arguments(*names: str, descriptions: dict[str, str]) -> dict[str, Any]:
-    return {"type": "object", "properties": {n: {"type": "string", "description": descriptions[n]} for n in names},
-            "required": list(names), "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {n: {"type": "string", "description": descriptions[n]} for n in names},
+        "required": list(names),
+        "additionalProperties": False,
+    }

@@ -63,8 +63,10 @@ def verdict_feedback(verdict: Verdict, reward: float | None = None) -> str:
         else:
             lines.append("speedup: not measured (evaluated on CPU with the Triton interpreter: correctness only)")
         if verdict.speed_of_light is not None:  # how much faster it could physically get
-            lines.append(f"physical floor: {verdict.floor_ms:.4g} ms (minimum bytes at peak bandwidth or FLOPs "
-                         f"at peak); this kernel reaches {100 * verdict.speed_of_light:.0f}% of it")
+            lines.append(
+                f"physical floor: {verdict.floor_ms:.4g} ms (minimum bytes at peak bandwidth or FLOPs "
+                f"at peak); this kernel reaches {100 * verdict.speed_of_light:.0f}% of it"
+            )
         if verdict.own_kernel_share is not None:
             lines.append(f"own-kernel share of device time: {100 * verdict.own_kernel_share:.0f}%")
     if reward is not None:

@@ -25,26 +25,34 @@ async def run(arguments: dict[str, Any], context: ToolContext) -> ToolResult:
     query = arguments["query"].strip()
     if not query:
         return ToolResult("kernel_search needs a non-empty query (words or code describing the computation)", ok=False)
-    hits = context.solutions.search(query, k=_MAX_HITS, exclude_ids={context.problem.id},
-                                    exclude_sha256={context.problem.sha256})
+    hits = context.solutions.search(
+        query, k=_MAX_HITS, exclude_ids={context.problem.id}, exclude_sha256={context.problem.sha256}
+    )
     if not hits:
-        return ToolResult(f"kernel_search: no verified kernel matches {query[:80]!r}; try other words "
-                          "(operation names such as softmax, matmul, layer_norm, conv)", cost={"hits": 0.0})
+        return ToolResult(
+            f"kernel_search: no verified kernel matches {query[:80]!r}; try other words "
+            "(operation names such as softmax, matmul, layer_norm, conv)",
+            cost={"hits": 0.0},
+        )
     parts = []
     for i, hit in enumerate(hits, 1):
         r = hit.record
         speed = f"{r.speedup:.2f}x" if r.speedup is not None else "not measured"
-        parts.append(f"## result {i}: problem {r.problem_id} (speedup {speed}; {r.provenance})\n"
-                     f"### problem\n```python\n{_shown(r.problem_source)}\n```\n"
-                     f"### verified solution\n```python\n{_shown(r.solution)}\n```")
+        parts.append(
+            f"## result {i}: problem {r.problem_id} (speedup {speed}; {r.provenance})\n"
+            f"### problem\n```python\n{_shown(r.problem_source)}\n```\n"
+            f"### verified solution\n```python\n{_shown(r.solution)}\n```"
+        )
     return ToolResult("\n\n".join(parts), cost={"hits": float(len(hits))})
 
 
 TOOL = Tool(
     name="kernel_search",
-    description=("Search a database of verified Triton solutions to OTHER problems (each with its problem "
-                 "source, solution and measured speedup). Query with operation names or code, e.g. "
-                 "'row softmax', 'matmul relu', 'layer norm'. Returns the best matches."),
+    description=(
+        "Search a database of verified Triton solutions to OTHER problems (each with its problem "
+        "source, solution and measured speedup). Query with operation names or code, e.g. "
+        "'row softmax', 'matmul relu', 'layer norm'. Returns the best matches."
+    ),
     parameters=string_arguments("query", descriptions={"query": "words or code describing the computation"}),
     run=run,
 )

@@ -28,8 +28,9 @@ SUBMIT_TOOL = Tool(
     run=_submit,
 )
 
-TOOLS: dict[str, Tool] = {t.name: t for t in (kernel_evaluator.TOOL, kernel_search.TOOL, docs_search.TOOL,
-                                              profile.TOOL, SUBMIT_TOOL)}
+TOOLS: dict[str, Tool] = {
+    t.name: t for t in (kernel_evaluator.TOOL, kernel_search.TOOL, docs_search.TOOL, profile.TOOL, SUBMIT_TOOL)
+}
 
 
 def resolve_tools(names: Iterable[str]) -> list[Tool]:

@@ -75,8 +75,15 @@ class DocsIndex:
     def __init__(self, triton_version: str, entries: list[DocEntry]):
         self.triton_version = triton_version
         self.entries = {e.name: e for e in entries}
-        self._index = KernelIndex(SolvedKernel(e.name, f"{e.name} {e.name.split('.')[-1]} {e.signature}\n{e.doc}",
-                                               e.render(), provenance=f"triton {triton_version}") for e in entries)
+        self._index = KernelIndex(
+            SolvedKernel(
+                e.name,
+                f"{e.name} {e.name.split('.')[-1]} {e.signature}\n{e.doc}",
+                e.render(),
+                provenance=f"triton {triton_version}",
+            )
+            for e in entries
+        )
 
     def __len__(self) -> int:
         return len(self.entries)

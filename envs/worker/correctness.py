@@ -29,8 +29,9 @@ class CorrectnessPhase:
 
     def _init_correctness(self, request: WorkerRequest) -> None:
         self.fidelity = request.correctness  # input families, probe, fp64 truth mode
-        self.accuracy = AccuracyLog(list(self.fidelity.get("families") or []),
-                                    "not run" if self.fidelity.get("probe") else "off")
+        self.accuracy = AccuracyLog(
+            list(self.fidelity.get("families") or []), "not run" if self.fidelity.get("probe") else "off"
+        )
         self.truth = Float64Reference(self._float64_model)
         self.base_rms: list[float] = []  # the first trial's reference output magnitudes
 
@@ -41,13 +42,26 @@ class CorrectnessPhase:
         model.load_state_dict(self.model.state_dict())
         return model.double()
 
-    def _compare(self, expected: Any, got: Any, label: str, inputs: list[Any], hack_category: str | None = None,
-                 atol_scales: list[float] | None = None) -> None:
+    def _compare(
+        self,
+        expected: Any,
+        got: Any,
+        label: str,
+        inputs: list[Any],
+        hack_category: str | None = None,
+        atol_scales: list[float] | None = None,
+    ) -> None:
         """Judge `got` (envs/truth.py: the plain tolerance, else the float64 truth on these `inputs`).
         `atol_scales` is given for inputs the evaluator derived (families, the probe)."""
         try:
-            judgement = judge_outputs(expected, got, self.request.problem.get("tolerance"),
-                                      lambda: self.truth(inputs), self.fidelity.get("truth", "off"), atol_scales)
+            judgement = judge_outputs(
+                expected,
+                got,
+                self.request.problem.get("tolerance"),
+                lambda: self.truth(inputs),
+                self.fidelity.get("truth", "off"),
+                atol_scales,
+            )
         except ReferenceNotFinite as e:
             raise Outcome("runtime_error", f"problem error: {e}") from None
         self.accuracy.add(judgement, own_inputs=atol_scales is None)
@@ -103,8 +117,10 @@ class CorrectnessPhase:
         return inputs, expected, got
 
     def _skip_family(self, trial: int, trials: int, seed: int, family: str) -> tuple[list[Any], Any, Any]:
-        self.notes.append(f"input family {family} skipped: the reference output holds NaN or Inf on it "
-                          "(that trial ran on get_inputs())")
+        self.notes.append(
+            f"input family {family} skipped: the reference output holds NaN or Inf on it "
+            "(that trial ran on get_inputs())"
+        )
         self.accuracy.families.remove(family)
         return self._trial(trial, trials, seed, None)
 
@@ -131,8 +147,10 @@ class CorrectnessPhase:
             self.accuracy.probe = "skipped: the reference output barely moves when a few input elements do"
             return
         after = self._guarded_call(_clone(perturbed), "ModelNew.forward (sensitivity probe)", moved)
-        label = (f"sensitivity probe ({families.PROBE_ELEMENTS} element(s) of each floating input moved by "
-                 f"{times:g} times its magnitude, e.g. {where[0]})")
+        label = (
+            f"sensitivity probe ({families.PROBE_ELEMENTS} element(s) of each floating input moved by "
+            f"{times:g} times its magnitude, e.g. {where[0]})"
+        )
         try:
             self._compare(moved, after, label, perturbed, atol_scales=scales)
         except Outcome as o:
@@ -150,9 +168,12 @@ class CorrectnessPhase:
         except Outcome:
             return
         if compare_outputs(expected, got, self.request.problem.get("tolerance")) is None:
-            raise RuntimeHack("stale_memory", "the output was wrong while freed memory held the evaluator's "
-                                              "poison and right once freed memory held the expected result: "
-                                              "it returns memory it never computed")
+            raise RuntimeHack(
+                "stale_memory",
+                "the output was wrong while freed memory held the evaluator's "
+                "poison and right once freed memory held the expected result: "
+                "it returns memory it never computed",
+            )
 
 
 def _probe_change(mismatch: dict | None, before_ref: Any, after_ref: Any, before: Any, after: Any) -> str:
@@ -166,5 +187,7 @@ def _probe_change(mismatch: dict | None, before_ref: Any, after_ref: Any, before
         d_out = float(as_output_list(after)[i][index]) - float(as_output_list(before)[i][index])
     except (IndexError, TypeError, RuntimeError):
         return ""
-    return (f"\nthere the reference's output changed by {d_ref:.6g} when those inputs moved, the candidate's by "
-            f"{d_out:.6g}: the output must follow every input element")
+    return (
+        f"\nthere the reference's output changed by {d_ref:.6g} when those inputs moved, the candidate's by "
+        f"{d_out:.6g}: the output must follow every input element"
+    )

@@ -84,10 +84,12 @@ class PhaseCpuWatch:
         limit = self.budget.phase_seconds(self.phase)
         if self.used <= limit:
             return None
-        return (f"the {self.phase} phase used {self.used:.1f} s of CPU time (the worker and every process it "
-                f"started), over its CPU-time backstop of {limit:.0f} s ({self.budget.cores:g} cores x the "
-                f"{self.budget.timeouts[self.phase]:g} s phase timeout): the code kept more cores busy than "
-                "an evaluation may")
+        return (
+            f"the {self.phase} phase used {self.used:.1f} s of CPU time (the worker and every process it "
+            f"started), over its CPU-time backstop of {limit:.0f} s ({self.budget.cores:g} cores x the "
+            f"{self.budget.timeouts[self.phase]:g} s phase timeout): the code kept more cores busy than "
+            "an evaluation may"
+        )
 
 
 def apply_lifetime_limit() -> int | None:

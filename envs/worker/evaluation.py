@@ -137,15 +137,17 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         try:
             module = load_module(name, self.solution_path)
         except Exception as e:
-            raise Outcome("compile_error", f"importing the solution failed:\n"
-                                           f"{describe_exception(e, self.solution_path)}") from None
+            raise Outcome(
+                "compile_error", f"importing the solution failed:\n{describe_exception(e, self.solution_path)}"
+            ) from None
         finally:
             self.modules.append(name)
         if not isinstance(getattr(module, "ModelNew", None), type):
             raise Outcome("compile_error", "the solution defines no class ModelNew")
         guard.check_identities(self.identities, "while the solution was imported")
         self.candidate = self._run_candidate(
-            lambda: self._build(module.ModelNew, self.request.init_seed), "ModelNew(*get_init_inputs())")
+            lambda: self._build(module.ModelNew, self.request.init_seed), "ModelNew(*get_init_inputs())"
+        )
         guard.check_identities(self.identities, "while ModelNew was built")
 
     def _reference(self, inputs: list[Any]) -> Any:
@@ -154,8 +156,9 @@ class Evaluation(CorrectnessPhase, TimingPhase):
             self._sync()
             return out
         except Exception as e:
-            raise Outcome("runtime_error", "the reference model failed on this problem "
-                                           f"(a problem bug, not the solution's): {e}") from None
+            raise Outcome(
+                "runtime_error", f"the reference model failed on this problem (a problem bug, not the solution's): {e}"
+            ) from None
 
     def _guarded_call(self, inputs: list[Any], what: str, template: Any = None) -> Any:
         """One candidate forward with the runtime checks around it."""
@@ -168,8 +171,9 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         with self.compute:
             out = self._run_candidate(lambda: self.candidate(*inputs), what)
         if LAUNCHES.launches(self.solution_module) == launches:
-            raise RuntimeHack("ghost_optimization", f"{what} returned without launching any of the solution's "
-                                                    "own Triton kernels")
+            raise RuntimeHack(
+                "ghost_optimization", f"{what} returned without launching any of the solution's own Triton kernels"
+            )
         LAUNCHES.check_streams(self.solution_module, what)
         share = self.compute.share(reference_cost)
         if share is not None:  # the largest share any checked call spent in PyTorch, flagged or not
@@ -208,7 +212,9 @@ class Evaluation(CorrectnessPhase, TimingPhase):
             # iid get_inputs() (a mean over 10^8 randn values, say) still depends on its inputs.
             seed = self.request.seeds[0]
             for family in self.fidelity.get("families") or []:
-                out = self._reference(families.derive(self._inputs(seed), family, families.generator(seed, self.device)))
+                out = self._reference(
+                    families.derive(self._inputs(seed), family, families.generator(seed, self.device))
+                )
                 if families.is_finite(out):
                     derived.append(out)
         tolerance = self.request.problem.get("tolerance")
@@ -220,7 +226,10 @@ class Evaluation(CorrectnessPhase, TimingPhase):
                     return f"output {i} holds NaN or Inf"
                 if compare_outputs(t, torch.zeros_like(t), tolerance) is None:
                     return f"output {i} is within tolerance of zero, so an all-zero output would pass"
-                if t.numel() > 1 and compare_outputs(t, torch.full_like(t, float(t.double().mean())), tolerance) is None:
+                if (
+                    t.numel() > 1
+                    and compare_outputs(t, torch.full_like(t, float(t.double().mean())), tolerance) is None
+                ):
                     return f"output {i} is constant, so a constant output would pass"
         if compare_outputs(again, outputs[0], tolerance) is not None:
             return "the output differs between two runs on the same inputs (nondeterministic reference)"
@@ -252,8 +261,9 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         except Outcome as o:
             result.update(status=o.status, error=o.error, **o.extra)
         except RuntimeHack as h:
-            result.update(status="hack", error=f"{h.category}: {h.reason}",
-                          hack={"category": h.category, "reason": h.reason})
+            result.update(
+                status="hack", error=f"{h.category}: {h.reason}", hack={"category": h.category, "reason": h.reason}
+            )
         except BaseException as e:  # e.g. SystemExit raised by the candidate, or a harness bug
             result.update(status="runtime_error", error=describe_exception(e, self.solution_path))
         finally:
@@ -265,15 +275,19 @@ class Evaluation(CorrectnessPhase, TimingPhase):
             left = self._threads_left_running()
             if left:  # they would run on, and be charged to, the next evaluation's phases: a fresh worker
                 result["healthy"] = False
-                result["notes"].append(f"the candidate left {len(left)} thread(s) running ({', '.join(left[:3])}); "
-                                       "the worker is replaced")
+                result["notes"].append(
+                    f"the candidate left {len(left)} thread(s) running ({', '.join(left[:3])}); the worker is replaced"
+                )
             changed = guard.broad_changes(BASELINE_IDENTITIES) if BASELINE_IDENTITIES else []
             if changed:  # never let a patched torch or triton serve the next candidate
                 result["healthy"] = False
                 if result["status"] == "correct" and self.request.solution is not None:
                     reason = f"replaced {', '.join(changed[:5])}"
-                    result.update(status="hack", error=f"monkeypatch: {reason}",
-                                  hack={"category": "monkeypatch", "reason": reason})
+                    result.update(
+                        status="hack",
+                        error=f"monkeypatch: {reason}",
+                        hack={"category": "monkeypatch", "reason": reason},
+                    )
         return result
 
     def _threads_left_running(self) -> list[str]:

@@ -76,8 +76,16 @@ class ForkedWorker(WorkerProcess):
         env = self._environment()
         env["OPENBLAS_NUM_THREADS"] = "1"  # numpy's OpenBLAS starts a thread pool at import: no fork then
         scratch = ["/dev/shm", *self.sandbox.masks()] if self.sandbox is not None else []
-        argv = [sys.executable, "-m", "envs.worker.zygote", str(theirs.fileno()),
-                "1" if self.sandbox is not None else "0", self.root, self.device, *scratch]
+        argv = [
+            sys.executable,
+            "-m",
+            "envs.worker.zygote",
+            str(theirs.fileno()),
+            "1" if self.sandbox is not None else "0",
+            self.root,
+            self.device,
+            *scratch,
+        ]
         try:
             self._spawn(argv, (theirs.fileno(),), env)
         except WorkerFailure:
@@ -112,8 +120,9 @@ class ForkedWorker(WorkerProcess):
             ready, _, _ = select.select([self._ctrl], [], [], min(0.1, deadline - now))
             if not ready:
                 if self.proc.poll() is not None:
-                    raise ForkRefused(f"the zygote exited ({describe_exit(self.proc.returncode)}); its output:\n"
-                                      f"{self.output_tail()}")
+                    raise ForkRefused(
+                        f"the zygote exited ({describe_exit(self.proc.returncode)}); its output:\n{self.output_tail()}"
+                    )
                 continue
             data = self._ctrl.recv(MAX_CONTROL_MESSAGE)
             if not data:
@@ -124,8 +133,11 @@ class ForkedWorker(WorkerProcess):
                 raise ForkRefused("the zygote sent a malformed message") from None
             if not isinstance(message, dict) or message.get("type") != expected:
                 why = message.get("why") if isinstance(message, dict) and message.get("type") == "refused" else None
-                raise ForkRefused(f"the zygote refused to fork: {why}" if why else
-                                  f"the zygote sent {str(message)[:200]} instead of {expected}")
+                raise ForkRefused(
+                    f"the zygote refused to fork: {why}"
+                    if why
+                    else f"the zygote sent {str(message)[:200]} instead of {expected}"
+                )
             return message
 
     # --- children ---------------------------------------------------------------------------------
@@ -236,8 +248,11 @@ class ForkedWorker(WorkerProcess):
 
     def pids(self) -> list[int]:
         """bubblewrap's two processes (sandboxed), the zygote, the harness."""
-        return [*self.wrapper_pids, *([self.zygote_pid] if self.zygote_pid else []),
-                *([self.harness_pid] if self.harness_pid else [])]
+        return [
+            *self.wrapper_pids,
+            *([self.zygote_pid] if self.zygote_pid else []),
+            *([self.harness_pid] if self.harness_pid else []),
+        ]
 
     def stray_processes(self) -> list[psutil.Process]:
         """Any process in the worker but bubblewrap's, the zygote and the harness."""

@@ -57,7 +57,10 @@ def read_proc(proc_dir: Path = PROC_GPUS) -> dict[tuple[int, int, int, int], tup
         if "Device Minor" not in fields:
             continue
         uuid = fields.get("GPU UUID")
-        found[parse_bus_id(info.parent.name)] = (int(fields["Device Minor"]), uuid if uuid and _UUID.match(uuid) else None)
+        found[parse_bus_id(info.parent.name)] = (
+            int(fields["Device Minor"]),
+            uuid if uuid and _UUID.match(uuid) else None,
+        )
     return found
 
 
@@ -99,8 +102,10 @@ def _match(entry: str, gpus: list[Gpu]) -> tuple[Gpu, str | None]:
         hits = [g for g in gpus if g.uuid and g.uuid.lower().startswith(entry.lower())]
     if len(hits) != 1:
         known = ", ".join(f"{g.index} {g.uuid or '(uuid unknown)'}" for g in gpus) or "none"
-        raise GpuMappingError(f"CUDA_VISIBLE_DEVICES entry {entry!r} names {'no' if not hits else 'more than one'} "
-                              f"GPU of this host (GPUs: {known})")
+        raise GpuMappingError(
+            f"CUDA_VISIBLE_DEVICES entry {entry!r} names {'no' if not hits else 'more than one'} "
+            f"GPU of this host (GPUs: {known})"
+        )
     return hits[0], None
 
 
@@ -120,8 +125,10 @@ def select(visible: str | None, gpus: list[Gpu], dev_dir: Path = Path("/dev")) -
         log.warning("sandbox: GPU UUIDs unknown (no nvidia-smi); CUDA_VISIBLE_DEVICES inside is renumbered")
         names = [str(i) for i in range(len(names))]
     if len({g.name for g, _ in chosen}) > 1 and os.environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
-        log.warning("sandbox: GPUs of several models and CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA's indices "
-                    "may differ from the PCI order the sandbox reads them in")
+        log.warning(
+            "sandbox: GPUs of several models and CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA's indices "
+            "may differ from the PCI order the sandbox reads them in"
+        )
     if chosen:
         nodes += [str(dev_dir / n) for n in SHARED_NODES if (dev_dir / n).exists()]
         if "nvidia-uvm" not in {Path(n).name for n in nodes}:  # made on first CUDA use by a setuid helper

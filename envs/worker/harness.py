@@ -20,6 +20,7 @@ import resource
 import sys
 
 import torch
+
 # Import lazily-loaded torch machinery up front: importing it later patches torch functions (dynamo wraps
 # torch.manual_seed) and would look like the candidate's doing to the identity checks.
 import torch._dynamo  # noqa: F401
@@ -96,8 +97,16 @@ def serve(req_fd: int, res_fd: int, root: str, device: str, board_fd: int, prepa
             checked = WorkerRequest.from_message(request)
         except MalformedMessage as e:  # answered, not crashed on: the parent turns it into an internal_error
             if isinstance(request.get("nonce"), str):
-                write_frame(res_fd, {"type": "result", "nonce": request["nonce"], "status": "internal_error",
-                                     "error": str(e), "healthy": True})
+                write_frame(
+                    res_fd,
+                    {
+                        "type": "result",
+                        "nonce": request["nonce"],
+                        "status": "internal_error",
+                        "error": str(e),
+                        "healthy": True,
+                    },
+                )
                 continue
             return  # no nonce to answer with: the parent sees the worker end
         link.nonce = checked.nonce

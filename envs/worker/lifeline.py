@@ -32,8 +32,7 @@ def prctl(option: int, value: int) -> bool:
 def bind_to_owner(owner_fd: int) -> dict[str, bool]:
     """Tie this process's life to the owner behind `owner_fd` (the read end of the request pipe);
     returns which mechanisms are in place (reported in the worker's hello)."""
-    state = {"pdeathsig": prctl(_PR_SET_PDEATHSIG, signal.SIGKILL),
-             "subreaper": prctl(_PR_SET_CHILD_SUBREAPER, 1)}
+    state = {"pdeathsig": prctl(_PR_SET_PDEATHSIG, signal.SIGKILL), "subreaper": prctl(_PR_SET_CHILD_SUBREAPER, 1)}
     watchdog = threading.Thread(target=_watch, args=(owner_fd,), name="kernelrl-owner-watchdog", daemon=True)
     watchdog.start()
     state["watchdog"] = watchdog.is_alive()
@@ -56,6 +55,7 @@ def die_with_descendants() -> None:
     """SIGKILL everything this worker started (its descendants, its process group), then itself."""
     try:
         import psutil
+
         for child in psutil.Process().children(recursive=True):
             try:
                 child.kill()

@@ -93,14 +93,23 @@ class WorkerRequest:
         mode = message.get("mode") or "evaluate"
         if mode not in MODES:
             raise MalformedMessage(f"{what}: mode must be one of {list(MODES)}, not {mode!r}")
-        return cls(nonce=_need(message, "nonce", str, what), device=_need(message, "device", str, what),
-                   problem=problem, solution=_need(message, "solution", str, what, optional=True), timing=timing,
-                   max_torch_share=_need(message, "max_torch_share", (int, float), what), baselines=baselines,
-                   cpu_rechecks=_need(message, "cpu_rechecks", int, what),
-                   floor_fraction=_need(message, "floor_fraction", (int, float), what), correctness=correctness,
-                   init_seed=_need(message, "init_seed", int, what),
-                   timing_seed=_need(message, "timing_seed", int, what),
-                   seeds=seeds, mode=mode, profile_calls=_need(message, "profile_calls", int, what, optional=True))
+        return cls(
+            nonce=_need(message, "nonce", str, what),
+            device=_need(message, "device", str, what),
+            problem=problem,
+            solution=_need(message, "solution", str, what, optional=True),
+            timing=timing,
+            max_torch_share=_need(message, "max_torch_share", (int, float), what),
+            baselines=baselines,
+            cpu_rechecks=_need(message, "cpu_rechecks", int, what),
+            floor_fraction=_need(message, "floor_fraction", (int, float), what),
+            correctness=correctness,
+            init_seed=_need(message, "init_seed", int, what),
+            timing_seed=_need(message, "timing_seed", int, what),
+            seeds=seeds,
+            mode=mode,
+            profile_calls=_need(message, "profile_calls", int, what, optional=True),
+        )
 
 
 def _finite_number(value: Any) -> float | None:
@@ -190,15 +199,25 @@ class WorkerResult:
         kernel_samples, kernel_blocks = _samples(message, "kernel")
         anchor_samples, anchor_blocks = _samples(message, "anchor")
         return cls(
-            status=status, healthy=bool(message.get("healthy", False)),
-            error=str(error)[:8000] if error else None, notes=[str(n)[:500] for n in notes][:10],
+            status=status,
+            healthy=bool(message.get("healthy", False)),
+            error=str(error)[:8000] if error else None,
+            notes=[str(n)[:500] for n in notes][:10],
             hack=HackFinding(str(hack["category"]), str(hack["reason"])[:2000]) if hack else None,
             kernel=_stats(message.get("kernel") or None, "kernel"),
             anchor=_stats(message.get("anchor") or None, "anchor"),
-            kernel_samples=kernel_samples, kernel_blocks=kernel_blocks, anchor_samples=anchor_samples,
-            anchor_blocks=anchor_blocks, anchor_seconds=_finite_number(message.get("anchor_seconds")),
-            mismatch=message.get("mismatch"), own_kernel_share=_finite_number(message.get("own_kernel_share")),
+            kernel_samples=kernel_samples,
+            kernel_blocks=kernel_blocks,
+            anchor_samples=anchor_samples,
+            anchor_blocks=anchor_blocks,
+            anchor_seconds=_finite_number(message.get("anchor_seconds")),
+            mismatch=message.get("mismatch"),
+            own_kernel_share=_finite_number(message.get("own_kernel_share")),
             torch_share=_finite_number(message.get("torch_share")),
-            suspicious=str(suspicious)[:500] if suspicious else None, accuracy=_accuracy(message.get("accuracy")),
+            suspicious=str(suspicious)[:500] if suspicious else None,
+            accuracy=_accuracy(message.get("accuracy")),
             floor_ms=float(floor) if _finite_number(floor) is not None and 0 < floor < math.inf else None,
-            baselines=baselines, degenerate=message.get("degenerate"), profile=message.get("profile"))
+            baselines=baselines,
+            degenerate=message.get("degenerate"),
+            profile=message.get("profile"),
+        )

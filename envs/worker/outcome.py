@@ -32,8 +32,9 @@ def clone_args(args: list[Any]) -> list[Any]:
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
 
 
-def move_to_fresh_placement(placed: dict[str, Any], inputs: list[Any], spacer_bytes: int = 0,
-                            keep_spacer: bool = False) -> None:
+def move_to_fresh_placement(
+    placed: dict[str, Any], inputs: list[Any], spacer_bytes: int = 0, keep_spacer: bool = False
+) -> None:
     """New copies of the original `inputs` for the candidate (`placed["inputs"]`) and the anchor
     (`placed["anchor"]`).
 

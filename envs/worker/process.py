@@ -37,7 +37,8 @@ from envs.worker.sandbox import Sandbox
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 _ENV_ALLOW = re.compile(
     r"^(PATH|LANG|LC_\w+|TZ|LD_LIBRARY_PATH|CUDA_\w+|NVIDIA_\w+|NCCL_\w+|NVSHMEM_\w+|TRITON_\w+|"
-    r"TORCH_\w+|TORCHINDUCTOR_\w+|PYTORCH_\w+|OMP_NUM_THREADS|MKL_\w+|OPENBLAS_\w+|CC|CXX)$")
+    r"TORCH_\w+|TORCHINDUCTOR_\w+|PYTORCH_\w+|OMP_NUM_THREADS|MKL_\w+|OPENBLAS_\w+|CC|CXX)$"
+)
 _ENV_SECRET = re.compile(r"KEY|TOKEN|SECRET|PASS|CRED|AUTH|COOKIE|SESSION|PRIVATE|SIGNATURE", re.I)
 _TAG_VAR = "KERNELRL_WORKER_TAG"
 _OUTPUT_TAIL = 16 << 10
@@ -103,9 +104,16 @@ def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:
 
 
 class WorkerProcess:
-    def __init__(self, device: str, gpu_index: int | str | None = None, memory_limit_bytes: int = 16 << 30,
-                 startup_timeout: float = 120.0, lock: DeviceLock | None = None, sandbox: Sandbox | None = None,
-                 cpu_budget: CpuBudget | None = None):
+    def __init__(
+        self,
+        device: str,
+        gpu_index: int | str | None = None,
+        memory_limit_bytes: int = 16 << 30,
+        startup_timeout: float = 120.0,
+        lock: DeviceLock | None = None,
+        sandbox: Sandbox | None = None,
+        cpu_budget: CpuBudget | None = None,
+    ):
         self.device, self.gpu_index, self.lock, self.sandbox = device, gpu_index, lock, sandbox
         self.memory_limit_bytes, self.cpu_budget = memory_limit_bytes, cpu_budget
         self._cpu_watch: PhaseCpuWatch | None = None
@@ -125,8 +133,16 @@ class WorkerProcess:
         self._res_r, res_w = os.pipe()
         self.board = ProgressBoard.create()
         board_fd = self.board.fd if self.board is not None else -1
-        argv = [sys.executable, "-m", "envs.worker.harness", str(req_r), str(res_w), self.root, self.device,
-                str(board_fd)]
+        argv = [
+            sys.executable,
+            "-m",
+            "envs.worker.harness",
+            str(req_r),
+            str(res_w),
+            self.root,
+            self.device,
+            str(board_fd),
+        ]
         try:
             self._spawn(argv, (req_r, res_w) + ((board_fd,) if board_fd >= 0 else ()))
         except WorkerFailure:
@@ -152,8 +168,12 @@ class WorkerProcess:
 
     def _environment(self) -> dict[str, str]:
         extra = {
-            "HOME": self.root, "TMPDIR": self.root, "PYTHONPATH": PROJECT_ROOT, "PYTHONFAULTHANDLER": "1",
-            "PYTHONDONTWRITEBYTECODE": "1", _TAG_VAR: self.tag,
+            "HOME": self.root,
+            "TMPDIR": self.root,
+            "PYTHONPATH": PROJECT_ROOT,
+            "PYTHONFAULTHANDLER": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            _TAG_VAR: self.tag,
             # No background pool of compile processes from TorchInductor (the eager/inductor baselines):
             # child processes appearing during a candidate's forward are a hack signal.
             "TORCHINDUCTOR_COMPILE_THREADS": "1",
@@ -178,8 +198,15 @@ class WorkerProcess:
         except GpuMappingError as e:
             raise WorkerFailure("crash", f"the sandbox cannot give the worker its GPU: {e}", "startup", {}) from None
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=pass_fds, cwd=self.root, env=env, start_new_session=True)
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=pass_fds,
+            cwd=self.root,
+            env=env,
+            start_new_session=True,
+        )
         self._drain = threading.Thread(target=self._drain_output, daemon=True)
         self._drain.start()
 
@@ -331,18 +358,18 @@ class WorkerProcess:
                 pass
         return rss, cpu_backstop.tree_cpu_seconds(tree)
 
-    def _read(self, deadline: float, phase: str, phases: dict[str, float] | None = None,
-              watch: StepWatch | None = None) -> dict:
+    def _read(
+        self, deadline: float, phase: str, phases: dict[str, float] | None = None, watch: StepWatch | None = None
+    ) -> dict:
         last_memory_check = 0.0
         while True:
             if len(self._buf) >= HEADER.size:
-                (size,) = HEADER.unpack(self._buf[:HEADER.size])
+                (size,) = HEADER.unpack(self._buf[: HEADER.size])
                 if size > MAX_FRAME:
-                    raise WorkerFailure("crash", f"worker sent an oversized frame ({size} bytes)", phase,
-                                        phases or {})
+                    raise WorkerFailure("crash", f"worker sent an oversized frame ({size} bytes)", phase, phases or {})
                 if len(self._buf) >= HEADER.size + size:
-                    data = bytes(self._buf[HEADER.size:HEADER.size + size])
-                    del self._buf[:HEADER.size + size]
+                    data = bytes(self._buf[HEADER.size : HEADER.size + size])
+                    del self._buf[: HEADER.size + size]
                     try:
                         message = json.loads(data)
                     except ValueError:
@@ -362,9 +389,13 @@ class WorkerProcess:
                 last_memory_check = now
                 used, cpu_seconds = self._usage()
                 if used > self.memory_limit_bytes:
-                    raise WorkerFailure("crash", f"the worker exceeded the host memory limit "
-                                                 f"({used / 2**30:.1f} GiB > {self.memory_limit_bytes / 2**30:.1f} GiB)",
-                                        phase, phases or {})
+                    raise WorkerFailure(
+                        "crash",
+                        f"the worker exceeded the host memory limit "
+                        f"({used / 2**30:.1f} GiB > {self.memory_limit_bytes / 2**30:.1f} GiB)",
+                        phase,
+                        phases or {},
+                    )
                 if self._cpu_watch is not None and (why := self._cpu_watch.over(cpu_seconds)):
                     raise WorkerFailure("timeout", why, phase, phases or {})
             ready, _, _ = select.select([self._res_r], [], [], min(0.1, limit - now))
@@ -379,9 +410,13 @@ class WorkerProcess:
                     self._drain.join(timeout=1)
                     how = self._how_it_ended()
                     tail = self.output_tail()
-                    raise WorkerFailure("crash", f"the worker process died during the {phase} phase ({how})"
-                                        + (f"; its last output:\n{tail}" if tail.strip() else ""),
-                                        phase, phases or {})
+                    raise WorkerFailure(
+                        "crash",
+                        f"the worker process died during the {phase} phase ({how})"
+                        + (f"; its last output:\n{tail}" if tail.strip() else ""),
+                        phase,
+                        phases or {},
+                    )
 
     def _how_it_ended(self) -> str:
         """`signal NAME` or `exit code N` of the harness, once it has ended."""
@@ -402,14 +437,17 @@ class WorkerProcess:
         except OSError as e:
             raise WorkerFailure("crash", f"the worker stopped after its result ({e})", phase, phases)
         except WorkerFailure as failure:
-            raise WorkerFailure("crash", f"the result was not confirmed by the worker: {failure.message}",
-                                phase, phases) from None
+            raise WorkerFailure(
+                "crash", f"the result was not confirmed by the worker: {failure.message}", phase, phases
+            ) from None
         if reply != {"type": "confirmed", "nonce": nonce}:
-            raise WorkerFailure("crash", "the result was not confirmed by the worker (a forged verdict frame?)",
-                                phase, phases)
+            raise WorkerFailure(
+                "crash", "the result was not confirmed by the worker (a forged verdict frame?)", phase, phases
+            )
 
-    def evaluate(self, request: dict, timeouts: dict[str, float],
-                 budget: StepBudget | None = None) -> tuple[dict, dict[str, float]]:
+    def evaluate(
+        self, request: dict, timeouts: dict[str, float], budget: StepBudget | None = None
+    ) -> tuple[dict, dict[str, float]]:
         """Send one request; return (result message, wall seconds per phase). Raises WorkerFailure.
         `timeouts` bound each phase; with `budget`, each step of the candidate's phases has a deadline
         derived from the reference time the worker reports (envs/worker/progress.py)."""
@@ -446,8 +484,13 @@ class WorkerProcess:
                     deadline = now + timeouts[phase]
                     if self._cpu_watch is not None:
                         self._cpu_watch.enter(phase, self._usage()[1])
-                    if watch is None and phase in _CANDIDATE_PHASES and budget is not None \
-                            and reference_s is not None and self.board is not None:
+                    if (
+                        watch is None
+                        and phase in _CANDIDATE_PHASES
+                        and budget is not None
+                        and reference_s is not None
+                        and self.board is not None
+                    ):
                         watch = StepWatch(self.board, budget, reference_s, allow_compile=self.device == "cuda")
                     if watch is not None:
                         watch.restart(now)
@@ -475,8 +518,9 @@ class WorkerProcess:
                     self._confirm(phase, phases)
                     return message, phases
                 else:
-                    raise WorkerFailure("crash", f"worker sent an unexpected message {str(message)[:200]}",
-                                        phase, phases)
+                    raise WorkerFailure(
+                        "crash", f"worker sent an unexpected message {str(message)[:200]}", phase, phases
+                    )
         except WorkerFailure as failure:
             failure.phase_seconds[phase] = failure.phase_seconds.get(phase, 0.0) + time.monotonic() - started
             raise

@@ -60,8 +60,14 @@ def profile_candidate(evaluation: Any, launches: guard.LaunchRecorder, calls: in
         if t <= 0:
             continue
         total_us += t
-        kernels.append({"name": event.key, "calls_per_forward": event.count / calls, "us_per_forward": t / calls,
-                        "own": any(event.key.startswith(n) for n in own_names)})
+        kernels.append(
+            {
+                "name": event.key,
+                "calls_per_forward": event.count / calls,
+                "us_per_forward": t / calls,
+                "own": any(event.key.startswith(n) for n in own_names),
+            }
+        )
     kernels.sort(key=lambda k: -k["us_per_forward"])
     moved = guard.tensor_bytes(inputs) + guard.tensor_bytes(as_output_list(expected))
     device_name = torch.cuda.get_device_name()
@@ -69,10 +75,17 @@ def profile_candidate(evaluation: Any, launches: guard.LaunchRecorder, calls: in
     dtype = compute_dtype(inputs)
     throughput, peak_label = guard.peak_flops(device_name, dtype)
     del out
-    return {"device": device_name, "calls": calls, "kernels": kernels[:_MAX_KERNELS],
-            "kernels_omitted": max(0, len(kernels) - _MAX_KERNELS),
-            "device_us_per_forward": total_us / calls, "min_bytes": moved, "flops": flops,
-            "peak_bytes_per_s": bandwidth, "peak_flops_per_s": throughput, "dtype": dtype,
-            "peak_flops_label": peak_label,
-            "floor_ms": guard.floor_ms(moved, flops, device_name)}
-
+    return {
+        "device": device_name,
+        "calls": calls,
+        "kernels": kernels[:_MAX_KERNELS],
+        "kernels_omitted": max(0, len(kernels) - _MAX_KERNELS),
+        "device_us_per_forward": total_us / calls,
+        "min_bytes": moved,
+        "flops": flops,
+        "peak_bytes_per_s": bandwidth,
+        "peak_flops_per_s": throughput,
+        "dtype": dtype,
+        "peak_flops_label": peak_label,
+        "floor_ms": guard.floor_ms(moved, flops, device_name),
+    }

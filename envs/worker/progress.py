@@ -90,6 +90,7 @@ def install_launch_flag(board: Callable[[], ProgressBoard | None]) -> None:
     exist yet."""
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
+
     for cls in (JITFunction, Autotuner):
         cls.run = _flagged(cls.run, board)
 
@@ -108,14 +109,21 @@ def _flagged(run: Callable, board: Callable[[], ProgressBoard | None]) -> Callab
             return run(*args, **kwargs)
         finally:
             slots[_IN_LAUNCH] = outer
+
     return flagged_run
 
 
 class StepWatch:
     """Parent side, for one evaluation: the deadline of the current step of a candidate phase."""
 
-    def __init__(self, board: ProgressBoard, budget: StepBudget, reference_s: float, allow_compile: bool,
-                 now: float | None = None):
+    def __init__(
+        self,
+        board: ProgressBoard,
+        budget: StepBudget,
+        reference_s: float,
+        allow_compile: bool,
+        now: float | None = None,
+    ):
         self.board, self.budget, self.reference_s = board, budget, reference_s
         self.step_s = budget.step_seconds(reference_s)
         self.compile_s = budget.compile_s if allow_compile else 0.0
@@ -154,6 +162,8 @@ class StepWatch:
         return self._since + self.step_s + self._excused + current
 
     def describe(self) -> str:
-        return (f"no call of the candidate's code finished within its derived step deadline of {self.step_s:.1f} s "
-                f"({self.budget.fixed_s:g} s + {self.budget.multiple:g} x the reference's "
-                f"{self.reference_s * 1e3:.3f} ms per call)")
+        return (
+            f"no call of the candidate's code finished within its derived step deadline of {self.step_s:.1f} s "
+            f"({self.budget.fixed_s:g} s + {self.budget.multiple:g} x the reference's "
+            f"{self.reference_s * 1e3:.3f} ms per call)"
+        )

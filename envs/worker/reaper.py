@@ -31,6 +31,7 @@ _start_lock = threading.Lock()
 def ensure_started(interval: float = 0.2) -> int:
     """The pid of this process's reaper, starting it on first use (or when it is no longer running)."""
     import psutil
+
     owner = os.getpid()
     with _start_lock:
         pid = _started.get(owner)
@@ -45,9 +46,14 @@ def ensure_started(interval: float = 0.2) -> int:
 
 def start(watch_pid: int, interval: float = 0.2) -> int:
     """Start a detached reaper for `watch_pid`; return its pid."""
-    launcher = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(watch_pid), str(interval)],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                start_new_session=True, close_fds=True)
+    launcher = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), str(watch_pid), str(interval)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
     out, _ = launcher.communicate(timeout=60)
     return int(out.split()[0])
 
@@ -56,7 +62,7 @@ def _tag(pid: int) -> bytes | None:
     try:
         for item in (Path("/proc") / str(pid) / "environ").read_bytes().split(b"\0"):
             if item.startswith(TAG_VAR):
-                return item[len(TAG_VAR):]
+                return item[len(TAG_VAR) :]
     except OSError:
         pass
     return None
@@ -73,6 +79,7 @@ def _kill(pid: int, group: bool) -> None:
 
 def watch(watch_pid: int, interval: float) -> None:
     import psutil
+
     try:
         owner = psutil.Process(watch_pid)
     except psutil.Error:

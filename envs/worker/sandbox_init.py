@@ -14,15 +14,19 @@ import os
 import resource
 import sys
 
-_LIMITS = {"nofile": resource.RLIMIT_NOFILE, "nproc": resource.RLIMIT_NPROC, "fsize": resource.RLIMIT_FSIZE,
-           "core": resource.RLIMIT_CORE}
+_LIMITS = {
+    "nofile": resource.RLIMIT_NOFILE,
+    "nproc": resource.RLIMIT_NPROC,
+    "fsize": resource.RLIMIT_FSIZE,
+    "core": resource.RLIMIT_CORE,
+}
 
 
 def _parse(argv: list[str]) -> tuple[int | None, int | None, list[tuple[int, int]], list[str]]:
     if "--" not in argv:
         raise SystemExit("sandbox_init: expected -- COMMAND")
     split = argv.index("--")
-    options, command = argv[:split], argv[split + 1:]
+    options, command = argv[:split], argv[split + 1 :]
     uid = gid = None
     limits = []
     it = iter(options)

@@ -29,9 +29,13 @@ from envs.worker.outcome import allocating_in_placement, move_to_fresh_placement
 class TimingPhase:
     request: WorkerRequest  # set by Evaluation
 
-    def _time(self, fn: Callable[[], Any], keep: tuple[int, ...] = (),
-              anchor: Callable[[], Any] | None = None, replace_inputs: Callable[[], None] | None = None,
-              ) -> tuple[dict, dict[int, Any]]:
+    def _time(
+        self,
+        fn: Callable[[], Any],
+        keep: tuple[int, ...] = (),
+        anchor: Callable[[], Any] | None = None,
+        replace_inputs: Callable[[], None] | None = None,
+    ) -> tuple[dict, dict[int, Any]]:
         """Time `fn`; with `anchor` (the candidate's timing, re-anchoring on) eager PyTorch is timed in the
         same window, its runs interleaved with fn's, and the raw samples of both are reported for the
         speedup and its interval (envs/speedup.py). With `replace_inputs` the runs are split into
@@ -41,8 +45,13 @@ class TimingPhase:
         fns = {KERNEL: fn, **({ANCHOR: anchor} if anchor_runs else {})}
         placements = timing.get("placements", 1) if replace_inputs is not None else 1
         with self._gpu("exclusive"):
-            timed = time_in_placements(fns, placement_blocks(timing["runs"], anchor_runs, placements),
-                                       replace_inputs, warmup_ms=timing["warmup_ms"], keep=keep)
+            timed = time_in_placements(
+                fns,
+                placement_blocks(timing["runs"], anchor_runs, placements),
+                replace_inputs,
+                warmup_ms=timing["warmup_ms"],
+                keep=keep,
+            )
         samples, kept = timed.samples, timed.kept
         if anchor is not None:
             self.facts["kernel_samples"] = samples[KERNEL]
@@ -53,8 +62,10 @@ class TimingPhase:
             self.facts["anchor_blocks"] = timed.blocks[ANCHOR]
             self.facts["anchor_seconds"] = timed.seconds[ANCHOR]
             if timed.allocating[ANCHOR]:  # the warm-up should have left the pools what these runs need
-                self.notes.append(f"{timed.allocating[ANCHOR]} of {len(samples[ANCHOR])} anchor runs "
-                                  f"{ALLOCATING_NOTE}: the re-anchored baseline may read slow")
+                self.notes.append(
+                    f"{timed.allocating[ANCHOR]} of {len(samples[ANCHOR])} anchor runs "
+                    f"{ALLOCATING_NOTE}: the re-anchored baseline may read slow"
+                )
         return TimingStats.from_samples(samples[KERNEL]).__dict__, kept
 
     def time_baselines(self) -> dict[str, Any]:
@@ -81,7 +92,6 @@ class TimingPhase:
                     torch._dynamo.reset()
         return results
 
-
     def exercise_candidate(self) -> dict | None:
         """Time the candidate (GPU) or call it repeatedly (CPU), then re-check what those calls returned:
         a kernel that counts calls, detects the timing phase or caches outputs by pointer fails here."""
@@ -101,6 +111,7 @@ class TimingPhase:
                 idle_calls.append(len(idle_calls))
             LAUNCHES.check_streams(self.solution_module, "a timed run")
             return out
+
         stats = None
         with torch.no_grad():
             if timing:
@@ -133,12 +144,14 @@ class TimingPhase:
                         call()
                     self._run_candidate(lambda: None, "back-to-back runs")  # their asynchronous errors
                 if idle_calls:
-                    raise RuntimeHack("output_caching", f"{len(idle_calls)} repeated call(s) on the same inputs "
-                                                        "returned without launching any of the solution's own kernels")
+                    raise RuntimeHack(
+                        "output_caching",
+                        f"{len(idle_calls)} repeated call(s) on the same inputs "
+                        "returned without launching any of the solution's own kernels",
+                    )
                 expected = self._reference(inputs)
                 for i, out in sorted(kept.items()):
-                    self._compare(expected, out, f"output of timed run {i + 1} of {runs}", inputs,
-                                  "phase_detection")
+                    self._compare(expected, out, f"output of timed run {i + 1} of {runs}", inputs, "phase_detection")
                 # Same tensors, new values: a result cached by pointer, shape or call count is now stale.
                 for x in inputs:
                     if isinstance(x, torch.Tensor) and x.is_floating_point():
@@ -159,17 +172,22 @@ class TimingPhase:
         # plus the launch-to-sync latency a one-element kernel shows. Work on a stream the events do not
         # wait for keeps the device busy long after the events' end.
         if tail > latency + kernel + max(1.0, kernel):
-            raise RuntimeHack("side_stream", f"CUDA events measured {kernel:.3f} ms per call but the device was "
-                                             f"still busy {tail:.3f} ms after forward returned (host clock to a "
-                                             f"full synchronization; {latency:.3f} ms for a one-element kernel): "
-                                             "work runs outside the timed stream")
+            raise RuntimeHack(
+                "side_stream",
+                f"CUDA events measured {kernel:.3f} ms per call but the device was "
+                f"still busy {tail:.3f} ms after forward returned (host clock to a "
+                f"full synchronization; {latency:.3f} ms for a one-element kernel): "
+                "work runs outside the timed stream",
+            )
         flops = guard.count_flops(lambda: self.model(*inputs))
         moved = guard.tensor_bytes(inputs) + guard.tensor_bytes(as_output_list(expected))
         floor = guard.floor_ms(moved, flops, torch.cuda.get_device_name())
         self.facts["floor_ms"] = floor
         if kernel < self.request.floor_fraction * floor:
-            self.facts["suspicious"] = (f"median {kernel:.4f} ms is below the physical floor {floor:.4f} ms "
-                                        f"({moved / 1e9:.2f} GB moved, {flops / 1e9:.1f} GFLOP at peak rates)")
+            self.facts["suspicious"] = (
+                f"median {kernel:.4f} ms is below the physical floor {floor:.4f} ms "
+                f"({moved / 1e9:.2f} GB moved, {flops / 1e9:.1f} GFLOP at peak rates)"
+            )
         names = LAUNCHES.names.get(self.solution_module, set())
         try:
             self.facts["own_kernel_share"] = guard.own_kernel_share(call, names)

@@ -15,8 +15,11 @@ _MAX_ERROR_CHARS = 4000
 def describe_exception(exc: BaseException, solution_path: str | None) -> str:
     """The solution's own frames and the final error: what an LLM needs to fix its code."""
     frames = traceback.extract_tb(exc.__traceback__)
-    lines = [f"  solution line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
-             for f in frames if solution_path and f.filename == solution_path]
+    lines = [
+        f"  solution line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
+        for f in frames
+        if solution_path and f.filename == solution_path
+    ]
     if frames and (not lines or frames[-1].filename != solution_path):
         last = frames[-1]
         lines.append(f"  raised in {os.path.basename(last.filename)}:{last.lineno} ({last.name})")
@@ -32,6 +35,7 @@ def describe_exception(exc: BaseException, solution_path: str | None) -> str:
 
 def is_compile_error(exc: BaseException) -> bool:
     from triton.compiler.errors import CompilationError
+
     while exc is not None:
         if isinstance(exc, CompilationError):
             return True

@@ -46,6 +46,7 @@ def resolve_device(device: str) -> str:
     if device != "auto":
         return device
     import torch
+
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -60,6 +61,7 @@ class WorkerSet:
         self.device = resolve_device(settings.device)
         if self.device == "cuda":
             import torch
+
             gpu_ids = gpu_ids if gpu_ids is not None else host_gpu_ids(torch.cuda.device_count())
             if not gpu_ids:
                 raise EvaluatorError("device=cuda but no GPU is visible")
@@ -74,8 +76,11 @@ class WorkerSet:
         self._fork_refused: str | None = None  # why this host's zygotes cannot fork (then: plain workers)
         self.size = len(gpu_ids) * settings.workers
         self._spawner = concurrent.futures.ThreadPoolExecutor(self.size, thread_name_prefix="worker-start")
-        self._slots = [_Slot(gpu, self._spawner.submit(self._start_worker, gpu))
-                       for gpu in gpu_ids for _ in range(settings.workers)]
+        self._slots = [
+            _Slot(gpu, self._spawner.submit(self._start_worker, gpu))
+            for gpu in gpu_ids
+            for _ in range(settings.workers)
+        ]
         self._idle: queue.Queue[_Slot] = queue.Queue()
         for slot in self._slots:
             self._idle.put(slot)
@@ -83,8 +88,15 @@ class WorkerSet:
         self._closed = False
 
     def _start_worker(self, gpu: int | str | None) -> WorkerProcess:
-        args = (self.device, gpu, int(self.settings.memory_limit_gb * 2**30), self.settings.startup_timeout,
-                self._locks[gpu], self.sandbox, self._cpu_budget)
+        args = (
+            self.device,
+            gpu,
+            int(self.settings.memory_limit_gb * 2**30),
+            self.settings.startup_timeout,
+            self._locks[gpu],
+            self.sandbox,
+            self._cpu_budget,
+        )
         if self._fork and self._fork_refused is None:
             try:
                 return ForkedWorker(*args, max_forks=self.settings.max_forks_per_zygote)
@@ -171,25 +183,40 @@ class WorkerSet:
     def _request(self, problem: Problem, solution: CanonicalSolution, measure_baselines: bool) -> WorkerRequest:
         small = self.settings.resolved_size(self.device) == "small"
         return WorkerRequest(
-            nonce=uuid.uuid4().hex, device=self.device,
-            problem={"id": problem.id, "source": problem.source, "tolerance": problem.tolerance,
-                     "sizes": problem.small_sizes if small else {}},
+            nonce=uuid.uuid4().hex,
+            device=self.device,
+            problem={
+                "id": problem.id,
+                "source": problem.source,
+                "tolerance": problem.tolerance,
+                "sizes": problem.small_sizes if small else {},
+            },
             solution=solution.source,
-            timing={"runs": self.settings.timed_runs, "warmup_ms": self.settings.warmup_ms,
-                    "anchor_runs": min(self.settings.anchor_runs, self.settings.timed_runs)
-                    if self.settings.reanchor else 0,
-                    "placements": min(self.settings.placements, self.settings.timed_runs)}
-            if self.device == "cuda" else None,
+            timing={
+                "runs": self.settings.timed_runs,
+                "warmup_ms": self.settings.warmup_ms,
+                "anchor_runs": min(self.settings.anchor_runs, self.settings.timed_runs)
+                if self.settings.reanchor
+                else 0,
+                "placements": min(self.settings.placements, self.settings.timed_runs),
+            }
+            if self.device == "cuda"
+            else None,
             max_torch_share=self.settings.max_torch_share,
             baselines=["eager", "inductor"] if measure_baselines else [],
-            cpu_rechecks=self.settings.cpu_rechecks, floor_fraction=self.settings.floor_fraction,
-            correctness={"families": list(self.settings.input_families), "probe": self.settings.sensitivity_probe,
-                         "truth": self.settings.fp64_truth},
+            cpu_rechecks=self.settings.cpu_rechecks,
+            floor_fraction=self.settings.floor_fraction,
+            correctness={
+                "families": list(self.settings.input_families),
+                "probe": self.settings.sensitivity_probe,
+                "truth": self.settings.fp64_truth,
+            },
             **self._seeds(),
         )
 
-    def execute(self, problem: Problem, solution: CanonicalSolution | None,
-                baselines: dict | None) -> tuple[Verdict, dict | None]:
+    def execute(
+        self, problem: Problem, solution: CanonicalSolution | None, baselines: dict | None
+    ) -> tuple[Verdict, dict | None]:
         """Run one candidate on a worker. On CUDA, `baselines=None` makes the worker measure them first;
         returns (the worker's verdict, baselines measured now or None). `solution` None measures the
         baselines alone (unless known): the verdict is `correct` when the reference ran, else `internal_error`.
@@ -204,11 +231,17 @@ class WorkerSet:
             return verdict, measured
         again, measured_again = self._execute_once(problem, solution, measured or baselines, fresh_worker=True)
         if again.status is Status.CORRECT and self._suspicion(again) is not None:
-            return dataclasses.replace(again, status=Status.HACK, hack=HackFinding(
-                "timing_anomaly", f"{suspicion}; the same in a fresh worker: {self._suspicion(again)}"),
-                error=f"timing_anomaly: {suspicion}"), measured
-        return dataclasses.replace(again, notes=[*again.notes, f"re-measured in a fresh worker: {suspicion}"]), \
-            measured or measured_again
+            return dataclasses.replace(
+                again,
+                status=Status.HACK,
+                hack=HackFinding(
+                    "timing_anomaly", f"{suspicion}; the same in a fresh worker: {self._suspicion(again)}"
+                ),
+                error=f"timing_anomaly: {suspicion}",
+            ), measured
+        return dataclasses.replace(
+            again, notes=[*again.notes, f"re-measured in a fresh worker: {suspicion}"]
+        ), measured or measured_again
 
     def _baselines_only(self, problem: Problem, baselines: dict | None) -> tuple[Verdict, dict | None]:
         started = time.monotonic()
@@ -217,8 +250,9 @@ class WorkerSet:
         except EvaluatorError as e:
             return Verdict(Status.INTERNAL_ERROR, problem.id, self.device_name, error=str(e)), None
         seconds = {"baseline": time.monotonic() - started}
-        return Verdict(Status.CORRECT, problem.id, self.device_name, phase_seconds=seconds,
-                       notes=["baselines only"]), measured or None
+        return Verdict(
+            Status.CORRECT, problem.id, self.device_name, phase_seconds=seconds, notes=["baselines only"]
+        ), measured or None
 
     def _suspicion(self, verdict: Verdict) -> str | None:
         if verdict.status is not Status.CORRECT:
@@ -227,8 +261,9 @@ class WorkerSet:
             return f"speedup {verdict.speedup:.1f}x exceeds the plausible bound {self.settings.max_speedup:g}x"
         return verdict.suspicious
 
-    def _run(self, request: WorkerRequest, fresh_worker: bool = False,
-             recycle: bool = False) -> tuple[WorkerResult, dict[str, float], float]:
+    def _run(
+        self, request: WorkerRequest, fresh_worker: bool = False, recycle: bool = False
+    ) -> tuple[WorkerResult, dict[str, float], float]:
         """One request on an idle worker: (result, wall seconds per phase, seconds waited for the worker).
         The worker is recycled afterwards when it must be. Raises WorkerFailure, or MalformedMessage for a
         result without the agreed shape (its worker is recycled)."""
@@ -241,8 +276,9 @@ class WorkerSet:
                 self._recycle(slot, worker)
                 worker = self._worker(slot)
             waited = time.monotonic() - waited
-            message, phases = worker.evaluate(request.to_message(), self.settings.timeouts.as_dict(),
-                                              self.settings.deadlines.for_device(self.device))
+            message, phases = worker.evaluate(
+                request.to_message(), self.settings.timeouts.as_dict(), self.settings.deadlines.for_device(self.device)
+            )
             result = self._check_strays(worker, WorkerResult.from_message(message), request.solution is not None)
             return result, phases, waited
         finally:
@@ -259,18 +295,29 @@ class WorkerSet:
             return result
         reason = f"{len(strays)} process(es) it started were still running after its evaluation"
         if result.status is Status.CORRECT and candidate:
-            return dataclasses.replace(result, healthy=False, status=Status.HACK, error=f"concurrency: {reason}",
-                                       hack=HackFinding("concurrency", reason))
+            return dataclasses.replace(
+                result,
+                healthy=False,
+                status=Status.HACK,
+                error=f"concurrency: {reason}",
+                hack=HackFinding("concurrency", reason),
+            )
         return dataclasses.replace(result, healthy=False)
 
-    def _execute_once(self, problem: Problem, solution: CanonicalSolution, baselines: dict | None,
-                      fresh_worker: bool = False) -> tuple[Verdict, dict | None]:
+    def _execute_once(
+        self, problem: Problem, solution: CanonicalSolution, baselines: dict | None, fresh_worker: bool = False
+    ) -> tuple[Verdict, dict | None]:
         measure = self.device == "cuda" and baselines is None
         try:
             result, phases, waited = self._run(self._request(problem, solution, measure), fresh_worker)
         except WorkerFailure as failure:
-            return Verdict(Status(failure.status), problem.id, self.device_name, error=failure.message,
-                           phase_seconds=failure.phase_seconds), None
+            return Verdict(
+                Status(failure.status),
+                problem.id,
+                self.device_name,
+                error=failure.message,
+                phase_seconds=failure.phase_seconds,
+            ), None
         except MalformedMessage as e:  # the environment's fault (or a forgery): no verdict on the candidate
             return Verdict(Status.INTERNAL_ERROR, problem.id, self.device_name, error=str(e)), None
         measured = result.baselines
@@ -281,8 +328,9 @@ class WorkerSet:
 
     def check_problem(self, problem: Problem) -> str | None:
         """Run the problem's reference on a few input sets; why it is degenerate, or None."""
-        request = dataclasses.replace(self._request(problem, CanonicalSolution("", ""), False), mode="check_problem",
-                                      solution=None, timing=None)
+        request = dataclasses.replace(
+            self._request(problem, CanonicalSolution("", ""), False), mode="check_problem", solution=None, timing=None
+        )
         return self._run_reference(problem, request, "checking the problem").degenerate
 
     def measure_baselines(self, problem: Problem) -> dict:
@@ -345,9 +393,15 @@ class WorkerSet:
             samples = result.kernel_samples
             if not samples and result.kernel:
                 samples = [result.kernel.median_ms]
-            estimate = estimate_speedup(samples, eager, inductor, self.settings.baseline,
-                                        result.anchor_samples or None, kernel_blocks=result.kernel_blocks,
-                                        anchor_blocks=result.anchor_blocks)
+            estimate = estimate_speedup(
+                samples,
+                eager,
+                inductor,
+                self.settings.baseline,
+                result.anchor_samples or None,
+                kernel_blocks=result.kernel_blocks,
+                anchor_blocks=result.anchor_blocks,
+            )
             if estimate is not None:
                 speedup, baseline_name, interval = estimate.speedup, estimate.baseline, estimate.interval
                 notes.extend(estimate.notes)
@@ -355,12 +409,25 @@ class WorkerSet:
                 phases = {**phases, "anchor": result.anchor_seconds}
         elif self.device == "cpu" and status is Status.CORRECT:
             notes.append("evaluated on CPU with the Triton interpreter: correctness only, no speedup measured")
-        return Verdict(status, problem.id, self.device_name, error=result.error, hack=result.hack,
-                       timings=timings, speedup=speedup, baseline=baseline_name, phase_seconds=phases,
-                       notes=notes, mismatch=result.mismatch if status is Status.INCORRECT else None,
-                       own_kernel_share=result.own_kernel_share, speedup_interval=interval,
-                       torch_share=result.torch_share, suspicious=result.suspicious, accuracy=result.accuracy,
-                       floor_ms=result.floor_ms)
+        return Verdict(
+            status,
+            problem.id,
+            self.device_name,
+            error=result.error,
+            hack=result.hack,
+            timings=timings,
+            speedup=speedup,
+            baseline=baseline_name,
+            phase_seconds=phases,
+            notes=notes,
+            mismatch=result.mismatch if status is Status.INCORRECT else None,
+            own_kernel_share=result.own_kernel_share,
+            speedup_interval=interval,
+            torch_share=result.torch_share,
+            suspicious=result.suspicious,
+            accuracy=result.accuracy,
+            floor_ms=result.floor_ms,
+        )
 
     def close(self) -> None:
         if self._closed:
@@ -375,4 +442,3 @@ class WorkerSet:
         for slot in self._slots:  # a replacement may have started while closing
             if slot.future.done() and slot.future.exception() is None:
                 slot.future.result().kill()
-

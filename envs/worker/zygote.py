@@ -199,6 +199,7 @@ class Zygote:
                     except OSError:
                         pass
             from envs.worker import harness
+
             board = fds[2] if len(fds) == 3 else -1
             # What `python -m envs.worker.harness REQ RES ROOT DEVICE BOARD` would see: to the code it runs,
             # a forked harness is a started one.
@@ -220,6 +221,7 @@ def main(argv: list[str]) -> None:
     prctl(_PR_SET_CHILD_SUBREAPER, 1)  # what a dead child's processes leave stays visible and is reaped here
     os.chdir(root)
     from envs.worker import harness
+
     harness.prepare(device)
     zygote = Zygote(ctrl_fd, sandboxed, root, device, scratch)
     zygote.send({"type": "ready", "pid": os.getpid(), "why_not_fork": why_not_fork(sandboxed)})

@@ -9,7 +9,7 @@ import os
 import threading
 from typing import Any, Iterable, Mapping, Sequence
 
-from envs.service.client import (TOKEN_ENV, AsyncKernelRLClient, KernelRLClient, RetryPolicy, ScoreRequest)
+from envs.service.client import TOKEN_ENV, AsyncKernelRLClient, KernelRLClient, RetryPolicy, ScoreRequest
 from envs.verdict import Verdict
 from rewards.kernel_reward import DEFAULT_DELTA, check_delta, reward_for_verdict
 
@@ -35,8 +35,10 @@ def problem_ref(ground_truth: Any = None, extra_info: Mapping[str, Any] | None =
             return pid, sha or None
         if source is ground_truth and isinstance(source, str) and source.strip():
             return source.strip(), None
-    raise ValueError("no problem id in this sample: put it in extra_info['problem_id'] or ground_truth "
-                     f"(got ground_truth={ground_truth!r}, extra_info={extra_info!r})")
+    raise ValueError(
+        "no problem id in this sample: put it in extra_info['problem_id'] or ground_truth "
+        f"(got ground_truth={ground_truth!r}, extra_info={extra_info!r})"
+    )
 
 
 def completion_text(completion: Any) -> str:
@@ -53,8 +55,9 @@ def completion_text(completion: Any) -> str:
                 if isinstance(content, str):
                     return content
                 if isinstance(content, Sequence):
-                    return "".join(p.get("text", "") for p in content
-                                   if isinstance(p, Mapping) and p.get("type", "text") == "text")
+                    return "".join(
+                        p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type", "text") == "text"
+                    )
                 return ""
         return ""
     raise TypeError(f"a completion is a string or a list of messages, not {type(completion).__name__}")
@@ -72,9 +75,17 @@ class KernelRewardScorer:
     One per process: the HTTP clients are made on first use, and again in a forked child (a trainer's reward
     workers), since a connection pool must not be shared across fork."""
 
-    def __init__(self, url: str | None = None, token: str | None = None, *, delta: float = DEFAULT_DELTA,
-                 concurrency: int = 8, timeout: float = 600.0, retry: RetryPolicy | None = None,
-                 token_env: str = TOKEN_ENV):
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        delta: float = DEFAULT_DELTA,
+        concurrency: int = 8,
+        timeout: float = 600.0,
+        retry: RetryPolicy | None = None,
+        token_env: str = TOKEN_ENV,
+    ):
         self.url = url
         self.token = token if token is not None else (os.environ.get(token_env, "").strip() or None)
         self.delta = check_delta(delta)
@@ -89,22 +100,29 @@ class KernelRewardScorer:
     def client(self) -> KernelRLClient:
         with self._lock:
             if self._client is None or self._pid != os.getpid():
-                self._client = KernelRLClient(self.url, self.token, timeout=self.timeout, retry=self.retry,
-                                              max_connections=max(self.concurrency, 4))
+                self._client = KernelRLClient(
+                    self.url,
+                    self.token,
+                    timeout=self.timeout,
+                    retry=self.retry,
+                    max_connections=max(self.concurrency, 4),
+                )
                 self._pid = os.getpid()
             return self._client
 
     def async_client(self) -> AsyncKernelRLClient:
         """A new async client (bound to the caller's event loop; close it with `aclose`)."""
-        return AsyncKernelRLClient(self.url, self.token, timeout=self.timeout, retry=self.retry,
-                                   max_connections=max(self.concurrency, 4))
+        return AsyncKernelRLClient(
+            self.url, self.token, timeout=self.timeout, retry=self.retry, max_connections=max(self.concurrency, 4)
+        )
 
     def _scored(self, verdict: Verdict) -> Scored:
         return Scored(reward_for_verdict(verdict, self.delta), verdict)
 
     def score(self, problem_id: str, answer: str, problem_sha256: str | None = None) -> Scored:
-        return self._scored(self.client.evaluate(ScoreRequest(problem_id, answer, problem_sha256=problem_sha256))
-                            .verdict)
+        return self._scored(
+            self.client.evaluate(ScoreRequest(problem_id, answer, problem_sha256=problem_sha256)).verdict
+        )
 
     def score_many(self, items: Iterable[tuple[str, str, str | None]]) -> list[Scored]:
         """(problem id, answer, sha or None) each, scored `concurrency` at a time; results in order. A failure

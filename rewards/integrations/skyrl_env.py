@@ -57,8 +57,12 @@ class KernelRLEnv(BaseTextEnv):
         self.max_turns = int(extras.get("max_turns") or _get(env_config, "max_turns", 1))
         if self.max_turns < 1:
             raise ValueError("max_turns must be >= 1")
-        key = (_get(env_config, "url", None), float(_get(env_config, "delta", DEFAULT_DELTA)),
-               float(_get(env_config, "timeout", 600.0)), _get(env_config, "token_env", TOKEN_ENV))
+        key = (
+            _get(env_config, "url", None),
+            float(_get(env_config, "delta", DEFAULT_DELTA)),
+            float(_get(env_config, "timeout", 600.0)),
+            _get(env_config, "token_env", TOKEN_ENV),
+        )
         # One scorer (one connection pool) per configuration, shared by the episodes; the environment's URL and
         # token are part of the configuration (they are read when the scorer is made).
         cache_key = (*key, os.environ.get(URL_ENV), os.environ.get(key[3]))
@@ -76,8 +80,14 @@ class KernelRLEnv(BaseTextEnv):
         done = scored.verdict.correct or self.turns >= self.max_turns
         observations = [] if done else [{"role": "user", "content": feedback(scored.verdict)}]
         v = scored.verdict
-        metadata = {"problem_id": self.problem_id, "status": v.status.value, "correct": v.correct,
-                    "speedup": v.speedup, "cached": v.cached, "turn": self.turns}
+        metadata = {
+            "problem_id": self.problem_id,
+            "status": v.status.value,
+            "correct": v.correct,
+            "speedup": v.speedup,
+            "cached": v.cached,
+            "turn": self.turns,
+        }
         return BaseTextEnvStepOutput(observations=observations, reward=scored.reward, done=done, metadata=metadata)
 
     def get_metrics(self) -> dict[str, Any]:

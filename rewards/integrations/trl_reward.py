@@ -30,11 +30,21 @@ class KernelRLReward:
 
     __name__ = "kernelrl"
 
-    def __init__(self, url: str | None = None, *, delta: float = DEFAULT_DELTA, concurrency: int = 8,
-                 timeout: float = 600.0, problem_id_column: str = "problem_id", token_env: str = TOKEN_ENV,
-                 retry: RetryPolicy | None = None, scorer: KernelRewardScorer | None = None):
-        self.scorer = scorer or KernelRewardScorer(url, delta=delta, concurrency=concurrency, timeout=timeout,
-                                                   retry=retry, token_env=token_env)
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        delta: float = DEFAULT_DELTA,
+        concurrency: int = 8,
+        timeout: float = 600.0,
+        problem_id_column: str = "problem_id",
+        token_env: str = TOKEN_ENV,
+        retry: RetryPolicy | None = None,
+        scorer: KernelRewardScorer | None = None,
+    ):
+        self.scorer = scorer or KernelRewardScorer(
+            url, delta=delta, concurrency=concurrency, timeout=timeout, retry=retry, token_env=token_env
+        )
         self.problem_id_column = problem_id_column
 
     def _refs(self, n: int, columns: dict[str, Any]) -> list[tuple[str, str | None]]:
@@ -46,15 +56,21 @@ class KernelRLReward:
 
         ids, shas = column(self.problem_id_column), column("problem_sha256")
         if ids is not None:
-            return [problem_ref({"problem_id": ids[i], "problem_sha256": shas[i] if shas is not None else None})
-                    for i in range(n)]
+            return [
+                problem_ref({"problem_id": ids[i], "problem_sha256": shas[i] if shas is not None else None})
+                for i in range(n)
+            ]
         truths, extras = column("ground_truth"), column("extra_info")
         if truths is None and extras is None:
             names = sorted(k for k in columns if k not in ("trainer_state", "log_extra", "log_metric"))
-            raise KeyError(f"no {self.problem_id_column!r} (or ground_truth / extra_info) column among the dataset "
-                           f"columns the trainer passed: {names}")
-        return [problem_ref(truths[i] if truths is not None else None, extras[i] if extras is not None else None)
-                for i in range(n)]
+            raise KeyError(
+                f"no {self.problem_id_column!r} (or ground_truth / extra_info) column among the dataset "
+                f"columns the trainer passed: {names}"
+            )
+        return [
+            problem_ref(truths[i] if truths is not None else None, extras[i] if extras is not None else None)
+            for i in range(n)
+        ]
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
         refs = self._refs(len(completions), kwargs)

@@ -47,16 +47,34 @@ def _scorer(url: str | None, delta: float, timeout: float, token_env: str) -> Ke
         return scorer
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None, *,
-                  url: str | None = None, delta: float = DEFAULT_DELTA, timeout: float = 600.0,
-                  token_env: str = TOKEN_ENV, **_: Any) -> float:
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict | None = None,
+    *,
+    url: str | None = None,
+    delta: float = DEFAULT_DELTA,
+    timeout: float = 600.0,
+    token_env: str = TOKEN_ENV,
+    **_: Any,
+) -> float:
     """The reward of one response: 0 unless correct, else sigmoid(1 + max(0, speedup) - delta)."""
     problem_id, sha = problem_ref(ground_truth, extra_info)
     return _scorer(url, delta, timeout, token_env).score(problem_id, solution_str, sha).reward
 
 
-async def compute_score_async(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
-                              *, url: str | None = None, delta: float = DEFAULT_DELTA, timeout: float = 600.0,
-                              token_env: str = TOKEN_ENV, **_: Any) -> float:
+async def compute_score_async(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict | None = None,
+    *,
+    url: str | None = None,
+    delta: float = DEFAULT_DELTA,
+    timeout: float = 600.0,
+    token_env: str = TOKEN_ENV,
+    **_: Any,
+) -> float:
     problem_id, sha = problem_ref(ground_truth, extra_info)
     return (await _scorer(url, delta, timeout, token_env).score_async(problem_id, solution_str, sha)).reward

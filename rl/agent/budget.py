@@ -67,8 +67,11 @@ class BudgetConfig:
     def from_mapping(cls, m: Mapping[str, Any] | None) -> BudgetConfig:
         m = dict(m or {})
         reject_unknown(cls, m, "agent.budget")
-        return cls(per_problem=Budget.from_mapping(m.pop("per_problem", None), "agent.budget.per_problem"),
-                   total=Budget.from_mapping(m.pop("total", None), "agent.budget.total"), **m)
+        return cls(
+            per_problem=Budget.from_mapping(m.pop("per_problem", None), "agent.budget.per_problem"),
+            total=Budget.from_mapping(m.pop("total", None), "agent.budget.total"),
+            **m,
+        )
 
 
 @dataclasses.dataclass

@@ -18,8 +18,14 @@ __all__ = ["kernel_cell", "fitness", "UNPARSED_CELL"]
 UNPARSED_CELL = "unparsed"
 
 # Partial credit of failures, so that mutation prefers near-misses (wrong numbers) over code that never ran.
-_FAILURE_CREDIT = {Status.INCORRECT: 0.3, Status.RUNTIME_ERROR: 0.2, Status.TIMEOUT: 0.15,
-                   Status.COMPILE_ERROR: 0.1, Status.CRASH: 0.1, Status.HACK: 0.0}
+_FAILURE_CREDIT = {
+    Status.INCORRECT: 0.3,
+    Status.RUNTIME_ERROR: 0.2,
+    Status.TIMEOUT: 0.15,
+    Status.COMPILE_ERROR: 0.1,
+    Status.CRASH: 0.1,
+    Status.HACK: 0.0,
+}
 
 
 def _decorator_names(fn: ast.FunctionDef) -> list[str]:
@@ -36,8 +42,11 @@ def kernel_cell(text: str) -> str:
         tree = ast.parse(extract_code(text))
     except (SyntaxError, ValueError, RecursionError, SourceError):
         return UNPARSED_CELL
-    kernels = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
-               and any(n.endswith("jit") for n in _decorator_names(f))]
+    kernels = [
+        f
+        for f in ast.walk(tree)
+        if isinstance(f, ast.FunctionDef) and any(n.endswith("jit") for n in _decorator_names(f))
+    ]
     autotuned = any(any("autotune" in n for n in _decorator_names(f)) for f in kernels)
     dot = loop = False
     for f in kernels:

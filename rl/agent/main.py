@@ -35,12 +35,19 @@ class AgentError(ValueError):
 
 
 def _sampling(m: Mapping[str, Any]) -> SamplingConfig:
-    return SamplingConfig(n=1, temperature=m["temperature"], top_p=m["top_p"], max_tokens=m["max_tokens"],
-                          seed=m.get("seed"), stop=tuple(m.get("stop") or ()))
+    return SamplingConfig(
+        n=1,
+        temperature=m["temperature"],
+        top_p=m["top_p"],
+        max_tokens=m["max_tokens"],
+        seed=m.get("seed"),
+        stop=tuple(m.get("stop") or ()),
+    )
 
 
-def _policy(entry: Mapping[str, Any], problems: list[Problem], sampling: SamplingConfig,
-            ray_init: Mapping[str, Any]) -> Policy:
+def _policy(
+    entry: Mapping[str, Any], problems: list[Problem], sampling: SamplingConfig, ray_init: Mapping[str, Any]
+) -> Policy:
     name = entry.get("name") or entry.get("model")
     if entry.get("kind") == "files":
         if not entry.get("dir") or entry["dir"] == "???":
@@ -56,8 +63,9 @@ def _policy(entry: Mapping[str, Any], problems: list[Problem], sampling: Samplin
 
         if not ray.is_initialized():
             ray.init(**dict(ray_init or {}))
-    engine = make_engine(engine_cfg, entry["model"], sync="merged", chat_template=entry.get("chat_template"),
-                         seed=sampling.seed)
+    engine = make_engine(
+        engine_cfg, entry["model"], sync="merged", chat_template=entry.get("chat_template"), seed=sampling.seed
+    )
     start = getattr(engine, "start", None)
     if start is not None and not asyncio.iscoroutinefunction(start):
         start()  # the openai engine's preflight: key, model served
@@ -83,8 +91,9 @@ def _problems(cfg: Mapping[str, Any], settings: EvalSettings, cache: Any) -> tup
     from envs.screening import fit_problems
     from rl.bench.main import select_problems
 
-    problems, skipped = fit_problems(select_problems(str(cfg["problems"]), cfg.get("levels"), cfg.get("ids")),
-                                     settings, cache)
+    problems, skipped = fit_problems(
+        select_problems(str(cfg["problems"]), cfg.get("levels"), cfg.get("ids")), settings, cache
+    )
     if not problems:
         raise AgentError(f"no problem left to search: {skipped}")
     return problems, skipped
@@ -125,8 +134,15 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
         store = PopulationStore(cfg.get("store") or out_dir / "population.sqlite")
         pool, closer = _pool(cfg, settings, cache)
         try:
-            search = Search(search_config, store, pool, policies, prompts, index,
-                            functools.partial(reward_for_verdict, delta=cfg["delta"]))
+            search = Search(
+                search_config,
+                store,
+                pool,
+                policies,
+                prompts,
+                index,
+                functools.partial(reward_for_verdict, delta=cfg["delta"]),
+            )
             outcomes = asyncio.run(search.run(problems))
             device_name = getattr(closer, "device_name", settings.device)
         finally:
@@ -136,21 +152,42 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path) -> dict[str, Any]:
             p.engine.shutdown()
     verified = verify_winners(outcomes, settings, verify_config, cfg["delta"])
     records_all = [r for o in outcomes for r in o.records]
-    run_info = {"policies": [p.name for p in policies], "problem_set": str(cfg["problems"]),
-                "levels": cfg.get("levels"), "ids": cfg.get("ids"), "device": device_name,
-                "store": str(store.path), "seed": search_config.seed, "proposers": search_config.proposers,
-                "evaluations": search.total.evaluations, "llm_calls": search.total.llm_calls,
-                "tokens": search.total.tokens, "cost_usd": search.total.cost_usd,
-                "eval_seconds": search.total.eval_seconds, "candidates": len(records_all),
-                "resumed_candidates": sum(o.resumed_from for o in outcomes),
-                "bandit": {"pulls": search.bandit.pulls, "reward_sum": search.bandit.total},
-                "profiles": search.total.profiles,
-                "stop_at_floor_fraction": search_config.budget.stop_at_floor_fraction, "notes": search.notes,
-                "verify": dataclasses.asdict(verify_config) if verify_config.enabled else "off",
-                "skipped": skipped, "wall_seconds": time.perf_counter() - started, "eval": cfg["eval"]}
+    run_info = {
+        "policies": [p.name for p in policies],
+        "problem_set": str(cfg["problems"]),
+        "levels": cfg.get("levels"),
+        "ids": cfg.get("ids"),
+        "device": device_name,
+        "store": str(store.path),
+        "seed": search_config.seed,
+        "proposers": search_config.proposers,
+        "evaluations": search.total.evaluations,
+        "llm_calls": search.total.llm_calls,
+        "tokens": search.total.tokens,
+        "cost_usd": search.total.cost_usd,
+        "eval_seconds": search.total.eval_seconds,
+        "candidates": len(records_all),
+        "resumed_candidates": sum(o.resumed_from for o in outcomes),
+        "bandit": {"pulls": search.bandit.pulls, "reward_sum": search.bandit.total},
+        "profiles": search.total.profiles,
+        "stop_at_floor_fraction": search_config.budget.stop_at_floor_fraction,
+        "notes": search.notes,
+        "verify": dataclasses.asdict(verify_config) if verify_config.enabled else "off",
+        "skipped": skipped,
+        "wall_seconds": time.perf_counter() - started,
+        "eval": cfg["eval"],
+    }
     report = build_report(outcomes, verified, settings.baseline, run_info)
-    write_outputs(report, outcomes, verified, out_dir, solutions, split, cfg.get("name") or out_dir.name,
-                  plots=cfg.get("plots", True))
+    write_outputs(
+        report,
+        outcomes,
+        verified,
+        out_dir,
+        solutions,
+        split,
+        cfg.get("name") or out_dir.name,
+        plots=cfg.get("plots", True),
+    )
     store.close()
     if solutions is not None:
         solutions.close()

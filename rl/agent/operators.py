@@ -32,11 +32,11 @@ __all__ = ["STRATEGIES", "fresh_messages", "mutate_messages", "crossover_message
 STRATEGIES = {
     "plain": "",
     "fused": "Strategy: fuse the whole computation into as few Triton kernels as possible (ideally one), keeping "
-             "intermediates in registers instead of writing them to memory.",
+    "intermediates in registers instead of writing them to memory.",
     "tiled": "Strategy: use a tiled kernel: each program handles a BLOCK-sized tile (BLOCK sizes as tl.constexpr "
-             "launch parameters), looping over the reduction dimension in tiles when there is one.",
+    "launch parameters), looping over the reduction dimension in tiles when there is one.",
     "autotuned": "Strategy: wrap the kernel in @triton.autotune with a few triton.Config choices of BLOCK sizes and "
-                 "num_warps, keyed on the problem's sizes.",
+    "num_warps, keyed on the problem's sizes.",
 }
 _MAX_CODE_CHARS = 6000
 _ANSWER = "Answer with the complete solution (class ModelNew and its kernels) in one fenced python block."
@@ -69,25 +69,39 @@ def fresh_messages(builder: PromptBuilder, problem: Problem, strategy: str) -> l
     return _append_to_last_user(messages, STRATEGIES[strategy]) if STRATEGIES[strategy] else messages
 
 
-def mutate_messages(builder: PromptBuilder, problem: Problem, parent: CandidateRecord,
-                    profile: dict | None = None) -> list[Message]:
+def mutate_messages(
+    builder: PromptBuilder, problem: Problem, parent: CandidateRecord, profile: dict | None = None
+) -> list[Message]:
     """`profile`: the parent's GPU profile facts (envs/worker/profiling.py), shown after the verdict."""
-    goal = ("Make it faster while keeping it correct: fuse work, pick better block sizes and warps, avoid "
-            "redundant memory traffic." if parent.correct else "Fix it so that it is correct.")
+    goal = (
+        "Make it faster while keeping it correct: fuse work, pick better block sizes and warps, avoid "
+        "redundant memory traffic."
+        if parent.correct
+        else "Fix it so that it is correct."
+    )
     feedback = _feedback(parent, profile)
-    return [*builder.build(problem).messages,
-            {"role": "assistant", "content": f"```python\n{_code(parent)}\n```"},
-            {"role": "user", "content": f"The evaluator ran this ModelNew:\n{feedback}\n\n{goal} {_ANSWER}"}]
+    return [
+        *builder.build(problem).messages,
+        {"role": "assistant", "content": f"```python\n{_code(parent)}\n```"},
+        {"role": "user", "content": f"The evaluator ran this ModelNew:\n{feedback}\n\n{goal} {_ANSWER}"},
+    ]
 
 
-def crossover_messages(builder: PromptBuilder, problem: Problem, a: CandidateRecord, b: CandidateRecord,
-                       profiles: Sequence[dict | None] = (None, None)) -> list[Message]:
+def crossover_messages(
+    builder: PromptBuilder,
+    problem: Problem,
+    a: CandidateRecord,
+    b: CandidateRecord,
+    profiles: Sequence[dict | None] = (None, None),
+) -> list[Message]:
     """`profiles`: each parent's GPU profile facts (or None), shown after its verdict as in mutate_messages."""
     parts = ["Two earlier solutions of this problem and the evaluator's verdicts on them:"]
     for name, record, profile in (("A", a, profiles[0]), ("B", b, profiles[1])):
         parts.append(f"### solution {name}\n```python\n{_code(record)}\n```\n{_feedback(record, profile)}")
-    parts.append("Write one solution that combines the strengths of both (the correct parts, the faster "
-                 f"techniques) and avoids their failures. {_ANSWER}")
+    parts.append(
+        "Write one solution that combines the strengths of both (the correct parts, the faster "
+        f"techniques) and avoids their failures. {_ANSWER}"
+    )
     return _append_to_last_user(builder.build(problem).messages, "\n\n".join(parts))
 
 
@@ -101,6 +115,8 @@ def retrieval_messages(builder: PromptBuilder, problem: Problem, index: KernelIn
     for hit in hits:
         r = hit.record
         speed = f"{r.speedup:.2f}x" if r.speedup is not None else "speedup not measured"
-        parts.append(f"### problem {r.problem_id} ({speed})\n```python\n{r.problem_source.strip()[:_MAX_CODE_CHARS]}\n"
-                     f"```\n### its solution\n```python\n{r.solution.strip()[:_MAX_CODE_CHARS]}\n```")
+        parts.append(
+            f"### problem {r.problem_id} ({speed})\n```python\n{r.problem_source.strip()[:_MAX_CODE_CHARS]}\n"
+            f"```\n### its solution\n```python\n{r.solution.strip()[:_MAX_CODE_CHARS]}\n```"
+        )
     return _append_to_last_user(messages, "\n\n".join(parts))

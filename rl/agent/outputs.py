@@ -24,8 +24,9 @@ def file_stem(problem_id: str) -> str:
     return problem_id.replace("/", "__")
 
 
-def _store_winners(outcomes: list[ProblemOutcome], verified: list[Verified], store: SolutionStore, split: str,
-                   run_name: str) -> int:
+def _store_winners(
+    outcomes: list[ProblemOutcome], verified: list[Verified], store: SolutionStore, split: str, run_name: str
+) -> int:
     by_id = {v.problem_id: v for v in verified}
     added = 0
     for o in outcomes:
@@ -34,14 +35,24 @@ def _store_winners(outcomes: list[ProblemOutcome], verified: list[Verified], sto
             continue
         verdict = v.verdict or v.record.verdict
         p = v.record.proposal
-        provenance = (f"agent {run_name} candidate {v.record.id} ({p.operator}{'/' + p.strategy if p.strategy else ''}"
-                      f"{', policy ' + p.policy if p.policy else ''}{', re-verified' if v.verdict else ''})")
+        provenance = (
+            f"agent {run_name} candidate {v.record.id} ({p.operator}{'/' + p.strategy if p.strategy else ''}"
+            f"{', policy ' + p.policy if p.policy else ''}{', re-verified' if v.verdict else ''})"
+        )
         added += store.add_verified(o.problem, extract_code(p.text), verdict, split, provenance)
     return added
 
 
-def write_outputs(report: dict[str, Any], outcomes: list[ProblemOutcome], verified: list[Verified], out_dir: Path,
-                  solutions: SolutionStore | None, split: str, run_name: str, plots: bool = True) -> dict[str, Any]:
+def write_outputs(
+    report: dict[str, Any],
+    outcomes: list[ProblemOutcome],
+    verified: list[Verified],
+    out_dir: Path,
+    solutions: SolutionStore | None,
+    split: str,
+    run_name: str,
+    plots: bool = True,
+) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     best_dir = out_dir / "best"
     best_dir.mkdir(exist_ok=True)
@@ -63,8 +74,12 @@ def write_outputs(report: dict[str, Any], outcomes: list[ProblemOutcome], verifi
         except ImportError as e:  # a GPU image without matplotlib still gets the JSON and the markdown
             log.warning("no plots (%s); pip install matplotlib", e)
     stored = _store_winners(outcomes, verified, solutions, split, run_name) if solutions is not None else 0
-    report["outputs"] = {"best_files": files, "plots": pictures, "solutions_added": stored,
-                         "solutions_store": str(solutions.path) if solutions is not None else None}
+    report["outputs"] = {
+        "best_files": files,
+        "plots": pictures,
+        "solutions_added": stored,
+        "solutions_store": str(solutions.path) if solutions is not None else None,
+    }
     write_json(report, out_dir / "agent.json")
     write_markdown(report, out_dir / "agent.md", pictures)
     return report["outputs"]

@@ -69,8 +69,15 @@ def write_tree(outcome: ProblemOutcome, winner_id: int | None, path: Path) -> st
         pts = [r for r in nodes if r.proposal.operator == op]
         if not pts:
             continue
-        ax.scatter([order[r.id] for r in pts], [y[r.id] for r in pts], s=28, zorder=2, label=op,
-                   edgecolors=_COLOURS[op], facecolors=[_COLOURS[op] if r.correct else "white" for r in pts])
+        ax.scatter(
+            [order[r.id] for r in pts],
+            [y[r.id] for r in pts],
+            s=28,
+            zorder=2,
+            label=op,
+            edgecolors=_COLOURS[op],
+            facecolors=[_COLOURS[op] if r.correct else "white" for r in pts],
+        )
     if winner_id in order:
         ax.scatter([order[winner_id]], [y[winner_id]], s=160, facecolors="none", edgecolors="black", zorder=3)
     ax.set_title(f"{outcome.problem.id}: search tree (filled = correct, ring = winner)", fontsize=9)

@@ -30,8 +30,10 @@ class ReplayEngine:
             raise FilesPolicyError(f"agent replay policy dir {directory}: no such directory")
         self.files = {p.id: answer_files(self.directory, p) for p in problems}
         if not any(self.files.values()):
-            raise FilesPolicyError(f"agent replay policy dir {directory}: holds no answer for any of the "
-                                   f"{len(problems)} problems (<stem>.py|.md or <stem>/<k>.py|.md)")
+            raise FilesPolicyError(
+                f"agent replay policy dir {directory}: holds no answer for any of the "
+                f"{len(problems)} problems (<stem>.py|.md or <stem>/<k>.py|.md)"
+            )
         self.cursor = {pid: 0 for pid in self.files}
 
     def remaining(self, problem_id: str) -> int:
@@ -45,13 +47,33 @@ class ReplayEngine:
         for r in requests:
             for index in range(r.sampling.n):
                 if self.remaining(r.problem_id) <= 0:
-                    yield Sample(r.request_id, r.problem_id, index, [], [], "", None, "error", 0,
-                                 usage={"error": f"replay: no answer file left for {r.problem_id}"})
+                    yield Sample(
+                        r.request_id,
+                        r.problem_id,
+                        index,
+                        [],
+                        [],
+                        "",
+                        None,
+                        "error",
+                        0,
+                        usage={"error": f"replay: no answer file left for {r.problem_id}"},
+                    )
                     continue
                 path = self.files[r.problem_id][self.cursor[r.problem_id]]
                 self.cursor[r.problem_id] += 1
-                yield Sample(r.request_id, r.problem_id, index, [], [], path.read_text(), None, "stop", 0,
-                             usage={"file": str(path)})
+                yield Sample(
+                    r.request_id,
+                    r.problem_id,
+                    index,
+                    [],
+                    [],
+                    path.read_text(),
+                    None,
+                    "stop",
+                    0,
+                    usage={"file": str(path)},
+                )
 
     def update_weights(self, update: WeightUpdate) -> float:
         raise FilesPolicyError("the replay policy has no weights")

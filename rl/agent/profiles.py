@@ -25,8 +25,9 @@ __all__ = ["ParentProfiler", "CPU_NOTE", "profile_facts"]
 
 log = logging.getLogger("kernelrl.agent")
 
-CPU_NOTE = ("profile feedback skipped: the pool evaluates on the CPU (Triton interpreter), where device time "
-            "is not measured")
+CPU_NOTE = (
+    "profile feedback skipped: the pool evaluates on the CPU (Triton interpreter), where device time is not measured"
+)
 
 
 class ParentProfiler:
@@ -68,8 +69,13 @@ class ParentProfiler:
                 result = {"error": f"malformed profile result: {str(result)[:200]}"}
             seconds = time.monotonic() - t0
             self.store.add_profile(problem.id, parent.source_sha256, result, seconds)
-            log.info("%s: profiled parent #%d in %.1f s%s", problem.id, parent.id, seconds,
-                     f" (failed: {result['error'][:200]})" if "error" in result else "")
+            log.info(
+                "%s: profiled parent #%d in %.1f s%s",
+                problem.id,
+                parent.id,
+                seconds,
+                f" (failed: {result['error'][:200]})" if "error" in result else "",
+            )
             future.set_result(result)
             return result, seconds
         except BaseException as e:

@@ -78,10 +78,21 @@ class CandidateRecord:
         return self.verdict.speedup if self.verdict.correct else None
 
     def to_row(self) -> dict[str, Any]:
-        return {"id": self.id, "problem_id": self.problem_id, "operator": self.proposal.operator,
-                "strategy": self.proposal.strategy, "policy": self.proposal.policy,
-                "parents": list(self.proposal.parents), "status": self.verdict.status.value,
-                "speedup": self.verdict.speedup, "reward": self.reward, "island": self.island,
-                "cell": self.cell, "duplicate_of": self.duplicate_of,
-                "prompt_tokens": self.proposal.prompt_tokens, "completion_tokens": self.proposal.completion_tokens,
-                "cost_usd": self.proposal.cost_usd, "eval_seconds": self.eval_seconds}
+        return {
+            "id": self.id,
+            "problem_id": self.problem_id,
+            "operator": self.proposal.operator,
+            "strategy": self.proposal.strategy,
+            "policy": self.proposal.policy,
+            "parents": list(self.proposal.parents),
+            "status": self.verdict.status.value,
+            "speedup": self.verdict.speedup,
+            "reward": self.reward,
+            "island": self.island,
+            "cell": self.cell,
+            "duplicate_of": self.duplicate_of,
+            "prompt_tokens": self.proposal.prompt_tokens,
+            "completion_tokens": self.proposal.completion_tokens,
+            "cost_usd": self.proposal.cost_usd,
+            "eval_seconds": self.eval_seconds,
+        }

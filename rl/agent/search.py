@@ -46,8 +46,9 @@ class SearchConfig:
     seed: int = 0
     initial_fresh: int = 2  # a problem's first LLM steps are fresh proposals
     strategies: tuple[str, ...] = ("plain", "fused", "tiled", "autotuned")
-    operator_weights: dict[str, float] = dataclasses.field(default_factory=lambda: {
-        "fresh": 1.0, "mutate": 3.0, "crossover": 1.0, "retrieval": 1.0, "tune": 2.0})
+    operator_weights: dict[str, float] = dataclasses.field(
+        default_factory=lambda: {"fresh": 1.0, "mutate": 3.0, "crossover": 1.0, "retrieval": 1.0, "tune": 2.0}
+    )
     tune_variants: int = 4  # launch-configuration variants evaluated per tune step
     retrieval_k: int = 2  # similar solved kernels shown by the retrieval operator
     bandit_exploration: float = 1.0
@@ -62,14 +63,18 @@ class SearchConfig:
         if unknown or any(w < 0 for w in self.operator_weights.values()):
             raise ValueError(f"agent.operator_weights: operators are {OPERATORS} with weights >= 0 ({sorted(unknown)})")
         b = self.budget
+
         def capped(*caps: str) -> bool:
-            return b.wall_seconds is not None or any(getattr(x, c) is not None for x in (b.per_problem, b.total)
-                                                     for c in caps)
+            return b.wall_seconds is not None or any(
+                getattr(x, c) is not None for x in (b.per_problem, b.total) for c in caps
+            )
 
         # Policy steps that repeat a kernel cost no evaluation, and tuner steps no LLM call: cap both kinds.
         if not capped("llm_calls", "tokens", "cost_usd") or not capped("evaluations", "eval_seconds"):
-            raise ValueError("agent.budget: cap LLM steps (llm_calls, tokens or cost_usd) and evaluations "
-                             "(evaluations or eval_seconds), or set wall_seconds: a search without caps never ends")
+            raise ValueError(
+                "agent.budget: cap LLM steps (llm_calls, tokens or cost_usd) and evaluations "
+                "(evaluations or eval_seconds), or set wall_seconds: a search without caps never ends"
+            )
         bad = [s for s in self.strategies if s not in STRATEGIES]
         if bad or not self.strategies:
             raise ValueError(f"agent.strategies must be a non-empty subset of {sorted(STRATEGIES)} (not {bad})")
@@ -84,8 +89,7 @@ class SearchConfig:
             m["strategies"] = tuple(m["strategies"])
         if "operator_weights" in m:
             m["operator_weights"] = {k: float(v) for k, v in dict(m["operator_weights"]).items()}
-        return cls(selection=SelectionConfig(**selection), budget=BudgetConfig.from_mapping(m.pop("budget", None)),
-                   **m)
+        return cls(selection=SelectionConfig(**selection), budget=BudgetConfig.from_mapping(m.pop("budget", None)), **m)
 
 
 @dataclasses.dataclass
@@ -135,9 +139,16 @@ class _ProblemState:
 class Search:
     """One search over problems with a shared pool, store, policies and bandit."""
 
-    def __init__(self, config: SearchConfig, store: PopulationStore, pool: KernelEvaluator, policies: list[Policy],
-                 prompts: PromptBuilder, index: KernelIndex | None = None,
-                 reward: Callable[[Verdict], float] = reward_for_verdict):
+    def __init__(
+        self,
+        config: SearchConfig,
+        store: PopulationStore,
+        pool: KernelEvaluator,
+        policies: list[Policy],
+        prompts: PromptBuilder,
+        index: KernelIndex | None = None,
+        reward: Callable[[Verdict], float] = reward_for_verdict,
+    ):
         """`reward`: a verdict's kernel reward at the run's delta (rewards/kernel_reward.py), kept on its record."""
         if not policies:
             raise ValueError("the agent needs at least one policy")
@@ -156,8 +167,10 @@ class Search:
         if self.profiler.note:
             self.notes.append(self.profiler.note)
         if config.budget.stop_at_floor_fraction is not None and getattr(pool, "device", "cpu") != "cuda":
-            self.notes.append("stop_at_floor_fraction has no effect: the CPU pool measures no time, so no kernel "
-                              "is compared with the physical floor")
+            self.notes.append(
+                "stop_at_floor_fraction has no effect: the CPU pool measures no time, so no kernel "
+                "is compared with the physical floor"
+            )
         for note in self.notes:
             log.info("agent: %s", note)
 
@@ -188,16 +201,22 @@ class Search:
         near = state.nearest_floor() if b.stop_at_floor_fraction is not None else None
         if near is not None and near.verdict.speed_of_light >= b.stop_at_floor_fraction:
             v = near.verdict
-            return (f"{FLOOR_STOP}: #{near.id} runs at {100 * v.speed_of_light:.0f}% of the floor's speed "
-                    f"({v.timings.kernel.median_ms:.4g} ms, floor {v.floor_ms:.4g} ms) >= "
-                    f"stop_at_floor_fraction {b.stop_at_floor_fraction:g}")
+            return (
+                f"{FLOOR_STOP}: #{near.id} runs at {100 * v.speed_of_light:.0f}% of the floor's speed "
+                f"({v.timings.kernel.median_ms:.4g} ms, floor {v.floor_ms:.4g} ms) >= "
+                f"stop_at_floor_fraction {b.stop_at_floor_fraction:g}"
+            )
         everywhere = self.states.values()
-        pending = ((state.pending_llm, state.pending_evals),
-                   (sum(s.pending_llm for s in everywhere), sum(s.pending_evals for s in everywhere)))
+        pending = (
+            (state.pending_llm, state.pending_evals),
+            (sum(s.pending_llm for s in everywhere), sum(s.pending_evals for s in everywhere)),
+        )
         for (usage, budget, scope), (llm_calls, evaluations) in zip(
-                ((state.usage, b.per_problem, "per problem"), (self.total, b.total, "total")), pending):
-            planned = dataclasses.replace(usage, llm_calls=usage.llm_calls + llm_calls,
-                                          evaluations=usage.evaluations + evaluations)
+            ((state.usage, b.per_problem, "per problem"), (self.total, b.total, "total")), pending
+        ):
+            planned = dataclasses.replace(
+                usage, llm_calls=usage.llm_calls + llm_calls, evaluations=usage.evaluations + evaluations
+            )
             reason = planned.exhausted(budget, llm)
             if reason:
                 return f"{scope} {reason}"
@@ -234,8 +253,9 @@ class Search:
     # ---- one step ----------------------------------------------------------------------------------------
     async def _ask(self, state: _ProblemState, operator: str, island: int, tag: str) -> Proposal | None:
         problem = state.problem
-        name = self.bandit.choose([n for n, p in self.policies.items()
-                                   if p.available(problem.id) and (operator == "fresh" or not p.replay)])
+        name = self.bandit.choose(
+            [n for n, p in self.policies.items() if p.available(problem.id) and (operator == "fresh" or not p.replay)]
+        )
         policy = self.policies[name]
         parents: tuple[int, ...] = ()
         strategy = ""
@@ -264,10 +284,19 @@ class Search:
         if policy.replay and sample.finish_reason == "error":
             return None  # another proposer took the last file: nothing was asked, nothing to record
         usage = sample.usage or {}
-        return Proposal(operator, sample.text, strategy, name, parents, messages,
-                        int(usage.get("prompt_tokens") or len(sample.prompt_ids)),
-                        int(usage.get("completion_tokens") or len(sample.completion_ids)), usage.get("cost_usd"),
-                        sample.seconds, sample.finish_reason)
+        return Proposal(
+            operator,
+            sample.text,
+            strategy,
+            name,
+            parents,
+            messages,
+            int(usage.get("prompt_tokens") or len(sample.prompt_ids)),
+            int(usage.get("completion_tokens") or len(sample.completion_ids)),
+            usage.get("cost_usd"),
+            sample.seconds,
+            sample.finish_reason,
+        )
 
     async def _parent_profile(self, state: _ProblemState, parent: CandidateRecord) -> dict | None:
         """A parent's profile facts for its mutation or crossover prompt: stored, or measured now if the profile
@@ -280,8 +309,10 @@ class Search:
         if self.profiler.running(state.problem, parent):  # another proposer is profiling it: share, spend nothing
             return profile_facts((await self.profiler.run(state.problem, parent))[0])
         b = self.config.budget
-        if any(cap.profiles is not None and usage.profiles >= cap.profiles
-               for usage, cap in ((state.usage, b.per_problem), (self.total, b.total))):
+        if any(
+            cap.profiles is not None and usage.profiles >= cap.profiles
+            for usage, cap in ((state.usage, b.per_problem), (self.total, b.total))
+        ):
             return None
         state.usage.profiles += 1
         self.total.profiles += 1
@@ -296,8 +327,10 @@ class Search:
     def _evaluations_left(self, state: _ProblemState) -> int:
         left = self.config.tune_variants
         total_pending = sum(s.pending_evals for s in self.states.values())
-        for usage, budget, pending in ((state.usage, self.config.budget.per_problem, state.pending_evals),
-                                       (self.total, self.config.budget.total, total_pending)):
+        for usage, budget, pending in (
+            (state.usage, self.config.budget.per_problem, state.pending_evals),
+            (self.total, self.config.budget.total, total_pending),
+        ):
             if budget.evaluations is not None:
                 left = min(left, budget.evaluations - usage.evaluations - pending)
         return max(left, 0)
@@ -306,8 +339,9 @@ class Search:
         wanted = self._evaluations_left(state)  # never more variants than the evaluation budget has room for
         if wanted == 0:
             return []
-        tunable = [e for e in state.archive.elites(island) if e.correct and e.id not in state.tuned] or \
-                  [e for e in state.archive.elites() if e.correct and e.id not in state.tuned]
+        tunable = [e for e in state.archive.elites(island) if e.correct and e.id not in state.tuned] or [
+            e for e in state.archive.elites() if e.correct and e.id not in state.tuned
+        ]
         for parent in tunable:  # best first
             fresh = []
             for v in variants(parent.proposal.text):
@@ -323,8 +357,9 @@ class Search:
                 return fresh
         return []
 
-    async def _evaluate(self, state: _ProblemState, proposal: Proposal, island: int,
-                        turn: asyncio.Future | None = None) -> CandidateRecord:
+    async def _evaluate(
+        self, state: _ProblemState, proposal: Proposal, island: int, turn: asyncio.Future | None = None
+    ) -> CandidateRecord:
         """Evaluate and record one proposal. `turn`, when given, is awaited between the verdict and the record:
         concurrent evaluations are then recorded in the order they were proposed, not the order they finished
         (which depends on the pool's timing), so ids, records and the search that follows them repeat."""
@@ -336,8 +371,9 @@ class Search:
         if known is not None:  # the same kernel again: its verdict, no evaluation
             if turn is not None:
                 await turn
-            record = self.store.add(problem.id, proposal, sha, known.verdict, island, known.cell, 0.0, known.id,
-                                    reward=known.reward)
+            record = self.store.add(
+                problem.id, proposal, sha, known.verdict, island, known.cell, 0.0, known.id, reward=known.reward
+            )
         else:
             future = asyncio.get_running_loop().create_future()
             state.in_flight[sha] = future
@@ -347,8 +383,16 @@ class Search:
                 seconds = time.monotonic() - t0
                 if turn is not None:
                     await turn
-                record = self.store.add(problem.id, proposal, sha, verdict, island, kernel_cell(proposal.text),
-                                        seconds, reward=self.reward(verdict))
+                record = self.store.add(
+                    problem.id,
+                    proposal,
+                    sha,
+                    verdict,
+                    island,
+                    kernel_cell(proposal.text),
+                    seconds,
+                    reward=self.reward(verdict),
+                )
                 future.set_result(record)
             except BaseException as e:
                 future.set_exception(e)
@@ -383,10 +427,16 @@ class Search:
             for migrant, island in state.archive.migrations():
                 if state.archive.migrate_into(island, migrant):
                     self.store.add_migration(state.problem.id, migrant.id, island, record.id)
-        log.info("%s #%d %s%s %s -> %s%s", state.problem.id, record.id, record.proposal.operator,
-                 f"/{record.proposal.strategy}" if record.proposal.strategy else "",
-                 record.proposal.policy or "-", record.verdict.status.value,
-                 f" {record.verdict.speedup:.3f}x" if record.verdict.speedup is not None else "")
+        log.info(
+            "%s #%d %s%s %s -> %s%s",
+            state.problem.id,
+            record.id,
+            record.proposal.operator,
+            f"/{record.proposal.strategy}" if record.proposal.strategy else "",
+            record.proposal.policy or "-",
+            record.verdict.status.value,
+            f" {record.verdict.speedup:.3f}x" if record.verdict.speedup is not None else "",
+        )
 
     async def _proposer(self, state: _ProblemState, k: int) -> None:
         island = k % self.config.selection.islands

@@ -79,8 +79,13 @@ def find_sites(code: str) -> list[Site]:
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             value = _int_literal(node.value)
-            if value is not None and value > 0 and len(targets) == 1 and isinstance(targets[0], ast.Name) \
-                    and _BLOCK_NAME.search(targets[0].id):
+            if (
+                value is not None
+                and value > 0
+                and len(targets) == 1
+                and isinstance(targets[0], ast.Name)
+                and _BLOCK_NAME.search(targets[0].id)
+            ):
                 sites.append(Site("assign", targets[0].id, value, node.value.lineno, node.value.col_offset))
     return sorted(sites, key=lambda s: (s.line, s.col, s.name))
 
@@ -91,8 +96,9 @@ def _neighbours(site: Site) -> list[int]:
         steps = (site.value + 1, site.value - 1)
     else:  # warps and block sizes must stay powers of two (tl.arange, the warp scheduler)
         steps = (site.value * 2, site.value // 2)
-    return [v for v in steps if low <= v <= high and v != site.value
-            and (site.family == "num_stages" or v & (v - 1) == 0)]
+    return [
+        v for v in steps if low <= v <= high and v != site.value and (site.family == "num_stages" or v & (v - 1) == 0)
+    ]
 
 
 class _Rewrite(ast.NodeTransformer):

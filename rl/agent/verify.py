@@ -43,16 +43,20 @@ class Verified:
     tried: tuple[tuple[int, Verdict], ...] = ()  # (candidate id, its re-verification verdict), best first
 
 
-def verify_winners(outcomes: list[ProblemOutcome], settings: EvalSettings, config: VerifyConfig,
-                   delta: float, judge: Any = None) -> list[Verified]:
+def verify_winners(
+    outcomes: list[ProblemOutcome], settings: EvalSettings, config: VerifyConfig, delta: float, judge: Any = None
+) -> list[Verified]:
     if not config.enabled:
         return [Verified(o.problem.id, o.best if o.best and o.best.correct else None, None) for o in outcomes]
     fresh = dataclasses.replace(settings, seed=None, timed_runs=config.timed_runs, anchor_runs=config.anchor_runs)
     out = []
     with Evaluator(fresh, cache=None, judge=judge) as evaluator:
         for o in outcomes:
-            correct = sorted((r for r in o.records if r.correct and r.duplicate_of is None),
-                             key=lambda r: (fitness(r.verdict, r.reward), -r.id), reverse=True)[:config.candidates]
+            correct = sorted(
+                (r for r in o.records if r.correct and r.duplicate_of is None),
+                key=lambda r: (fitness(r.verdict, r.reward), -r.id),
+                reverse=True,
+            )[: config.candidates]
             tried, survivors = [], []
             for record in correct:
                 verdict = evaluator.evaluate(o.problem, record.proposal.text)

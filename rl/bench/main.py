@@ -31,8 +31,9 @@ class BenchmarkError(ValueError):
     """A configuration the benchmark cannot run (said before anything expensive starts)."""
 
 
-def run_hydra_job(cfg: Any, run: Callable[[dict[str, Any], Path], dict[str, Any]],
-                  usage_errors: tuple[type[Exception], ...]) -> tuple[dict[str, Any], dict[str, Any], Path]:
+def run_hydra_job(
+    cfg: Any, run: Callable[[dict[str, Any], Path], dict[str, Any]], usage_errors: tuple[type[Exception], ...]
+) -> tuple[dict[str, Any], dict[str, Any], Path]:
     """What scripts/benchmark.py and scripts/generate.py share inside their Hydra main: the resolved config (a
     missing mandatory setting exits 2 naming it), then `run(config, Hydra's output directory)` (any of
     `usage_errors` exits 2 with its message). Returns (config, report, output directory)."""
@@ -63,8 +64,9 @@ def select_problems(spec: str, levels: list[int] | None, ids: list[str] | None) 
         known = {p.id for p in problems}
         unknown = [i for i in ids if i not in known]
         if unknown:
-            raise BenchmarkError(f"unknown problem ids {unknown} in {spec!r} (levels={levels}); "
-                                 f"e.g. {sorted(known)[:3]}")
+            raise BenchmarkError(
+                f"unknown problem ids {unknown} in {spec!r} (levels={levels}); e.g. {sorted(known)[:3]}"
+            )
         problems = [p for p in problems if p.id in set(ids)]
     if not problems:
         raise BenchmarkError(f"no problems selected from {spec!r} (levels={levels}, ids={ids})")
@@ -82,23 +84,32 @@ def trajectory_settings(cfg: dict[str, Any]) -> Any:
     rollout = dict(cfg.get("rollout") or {})
     unknown = sorted(set(rollout) - {"tools", "trajectory"})
     if unknown:
-        raise BenchmarkError(f"rollout: unknown keys {unknown} (the benchmark reads rollout.tools and "
-                             "rollout.trajectory; sampling is under `sampling`, samples per problem `samples`)")
+        raise BenchmarkError(
+            f"rollout: unknown keys {unknown} (the benchmark reads rollout.tools and "
+            "rollout.trajectory; sampling is under `sampling`, samples per problem `samples`)"
+        )
     tools = rollout.get("tools") or ()
     if not tools:
         return None
     policy = cfg["policy"]
     if policy.get("kind") == "files":
-        raise BenchmarkError("policy=files answers first attempts only; rollout.tools (multi-turn trajectories) "
-                             "needs a model")
+        raise BenchmarkError(
+            "policy=files answers first attempts only; rollout.tools (multi-turn trajectories) needs a model"
+        )
     if cfg["attempts"] > 1:
-        raise BenchmarkError("rollout.tools runs one trajectory per sample whose turns are the refinement: use "
-                             "rollout.trajectory.max_turns, not attempts > 1")
+        raise BenchmarkError(
+            "rollout.tools runs one trajectory per sample whose turns are the refinement: use "
+            "rollout.trajectory.max_turns, not attempts > 1"
+        )
     engine = dict(policy.get("engine") or {})
     api = engine.get("kind") == "openai"
     try:
-        return trajectory_config(tools, rollout.get("trajectory") or {}, api=api,
-                                 context=None if api else int(engine.get("max_model_len", EngineConfig.max_model_len)))
+        return trajectory_config(
+            tools,
+            rollout.get("trajectory") or {},
+            api=api,
+            context=None if api else int(engine.get("max_model_len", EngineConfig.max_model_len)),
+        )
     except (ValueError, TypeError) as e:
         raise BenchmarkError(f"rollout: {e}") from None
 
@@ -121,8 +132,13 @@ def _engine(cfg: dict[str, Any], problems: list[Problem]) -> tuple[Any, str]:
 
         if not ray.is_initialized():
             ray.init(**(cfg.get("ray_init") or {}))
-    engine = make_engine(engine_cfg, policy["model"], sync="merged", chat_template=policy.get("chat_template"),
-                         seed=cfg["sampling"].get("seed"))
+    engine = make_engine(
+        engine_cfg,
+        policy["model"],
+        sync="merged",
+        chat_template=policy.get("chat_template"),
+        seed=cfg["sampling"].get("seed"),
+    )
     start = getattr(engine, "start", None)
     if start is not None and not asyncio.iscoroutinefunction(start):
         start()  # the openai engine's preflight: key, model served
@@ -136,8 +152,9 @@ def _prompts(cfg: dict[str, Any], problems: list[Problem]) -> Any:
     config = PromptConfig.from_mapping(cfg.get("prompt"))
     index = None
     if config.one_shot:  # the benchmark's problems are held out of the examples (no leakage)
-        index = KernelIndex(builtin_solutions(), held_out_ids=[p.id for p in problems],
-                            held_out_sha256=[p.sha256 for p in problems])
+        index = KernelIndex(
+            builtin_solutions(), held_out_ids=[p.id for p in problems], held_out_sha256=[p.sha256 for p in problems]
+        )
     return PromptBuilder(config, index)
 
 
@@ -187,13 +204,18 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     # Only problems too large for the CPU get sizes (envs.small_sizes.needs_small_sizes), as in eval_kernel.py and
     # training; one already small runs as it is written.
     if size == "small" and not derive:
-        skipped.update({p.id: "no SMALL_SIZES and small_sizes.derive=false"
-                        for p in problems if needs_small_sizes(p, search)})
+        skipped.update(
+            {p.id: "no SMALL_SIZES and small_sizes.derive=false" for p in problems if needs_small_sizes(p, search)}
+        )
         problems = [p for p in problems if p.id not in skipped]
     elif size == "small":
         sized, found, failed = size_large_problems(
-            problems, search, cache, settings.workers,
-            announce=lambda n: log.info("deriving small sizes for %d problems", n))
+            problems,
+            search,
+            cache,
+            settings.workers,
+            announce=lambda n: log.info("deriving small sizes for %d problems", n),
+        )
         derived = {k: dataclasses.asdict(v) for k, v in found.items()}
         skipped.update(failed)
         problems = [sized.get(p.sha256, p) for p in problems if p.id not in failed]
@@ -209,11 +231,21 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
         if samples is None:
             samples = max(engine.samples_for(p.id) for p in problems) if isinstance(engine, FilesEngine) else 1
         s = cfg["sampling"]
-        run = RunSettings(samples=samples, attempts=cfg["attempts"], refine_correct=cfg.get("refine_correct", False),
-                          feedback_chars=cfg.get("feedback_chars", 2000), history=cfg.get("history", "last"),
-                          sampling=SamplingConfig(n=samples, temperature=s["temperature"], top_p=s["top_p"],
-                                                  max_tokens=s["max_tokens"], seed=s.get("seed"),
-                                                  stop=tuple(s.get("stop") or ())))
+        run = RunSettings(
+            samples=samples,
+            attempts=cfg["attempts"],
+            refine_correct=cfg.get("refine_correct", False),
+            feedback_chars=cfg.get("feedback_chars", 2000),
+            history=cfg.get("history", "last"),
+            sampling=SamplingConfig(
+                n=samples,
+                temperature=s["temperature"],
+                top_p=s["top_p"],
+                max_tokens=s["max_tokens"],
+                seed=s.get("seed"),
+                stop=tuple(s.get("stop") or ()),
+            ),
+        )
         prompts = None if isinstance(engine, FilesEngine) else _prompts(cfg, problems)
         first = (lambda p: []) if prompts is None else (lambda p: prompts.build(p).messages)
         evaluator = _evaluator(cfg, settings, cache, judge)
@@ -236,22 +268,37 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
             if trajectory is None:
                 results, stats = asyncio.run(run_benchmark(problems, engine, first, evaluate_many, run, sizes))
             else:
-                results, trajectories, stats = _run_trajectories(cfg, problems, benchmarked, engine, first,
-                                                                 evaluator, trajectory, run, sizes)
+                results, trajectories, stats = _run_trajectories(
+                    cfg, problems, benchmarked, engine, first, evaluator, trajectory, run, sizes
+                )
             device_name = evaluator.device_name
         finally:
             evaluator.close()
     finally:
         engine.shutdown()
-    run_info = {"policy": policy_name, "problem_set": str(cfg["problems"]), "levels": cfg.get("levels"),
-                "ids": cfg.get("ids"), "device": device_name, "size": size, "samples": samples,
-                "attempts": cfg["attempts"], "refine_correct": run.refine_correct, "history": run.history,
-                "sampling": dataclasses.asdict(run.sampling), "eval": cfg["eval"], "backend": cfg["backend"],
-                "wall_seconds": time.perf_counter() - started, "generate_seconds": stats.generate_seconds,
-                "evaluate_seconds": stats.evaluate_seconds, "rounds": stats.rounds, "skipped": skipped,
-                "derived_sizes": derived,
-                "tools": list(trajectory.tools) if trajectory is not None else [],
-                "trajectory": dataclasses.asdict(trajectory) if trajectory is not None else None}
+    run_info = {
+        "policy": policy_name,
+        "problem_set": str(cfg["problems"]),
+        "levels": cfg.get("levels"),
+        "ids": cfg.get("ids"),
+        "device": device_name,
+        "size": size,
+        "samples": samples,
+        "attempts": cfg["attempts"],
+        "refine_correct": run.refine_correct,
+        "history": run.history,
+        "sampling": dataclasses.asdict(run.sampling),
+        "eval": cfg["eval"],
+        "backend": cfg["backend"],
+        "wall_seconds": time.perf_counter() - started,
+        "generate_seconds": stats.generate_seconds,
+        "evaluate_seconds": stats.evaluate_seconds,
+        "rounds": stats.rounds,
+        "skipped": skipped,
+        "derived_sizes": derived,
+        "tools": list(trajectory.tools) if trajectory is not None else [],
+        "trajectory": dataclasses.asdict(trajectory) if trajectory is not None else None,
+    }
     report = build_report(results, settings.baseline, run_info)
     if trajectories is not None:
         from rl.bench.trajectories import trajectory_report
@@ -261,8 +308,17 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     return report
 
 
-def _run_trajectories(cfg: dict[str, Any], problems: list[Problem], benchmarked: list[Problem], engine: Any,
-                      first: Any, evaluator: Any, trajectory: Any, run: RunSettings, sizes: dict) -> tuple:
+def _run_trajectories(
+    cfg: dict[str, Any],
+    problems: list[Problem],
+    benchmarked: list[Problem],
+    engine: Any,
+    first: Any,
+    evaluator: Any,
+    trajectory: Any,
+    run: RunSettings,
+    sizes: dict,
+) -> tuple:
     """The tools mode's rounds: the trajectories, with kernel_search over the solution store less every
     benchmarked problem (the leakage rule of training, rl.rollout.tool_rollouts.kernel_search_index)."""
     from rewards.shaping import RewardConfig
@@ -271,9 +327,20 @@ def _run_trajectories(cfg: dict[str, Any], problems: list[Problem], benchmarked:
 
     store = open_solution_store(cfg.get("cache_path"))
     try:
-        return asyncio.run(run_trajectory_benchmark(
-            problems, engine, first, evaluator, trajectory, run, solutions=kernel_search_index(store, benchmarked),
-            store=store, reward=RewardConfig(delta=cfg["delta"]), sizes=sizes))
+        return asyncio.run(
+            run_trajectory_benchmark(
+                problems,
+                engine,
+                first,
+                evaluator,
+                trajectory,
+                run,
+                solutions=kernel_search_index(store, benchmarked),
+                store=store,
+                reward=RewardConfig(delta=cfg["delta"]),
+                sizes=sizes,
+            )
+        )
     finally:
         if store is not None:
             store.close()
@@ -304,25 +371,58 @@ def write_outputs(report: dict[str, Any], cfg: dict[str, Any], out_dir: Path, tr
     return path
 
 
-def _log_wandb(report: dict[str, Any], wandb_cfg: dict[str, Any], directory: Path, plots: list[str],
-               trajectories: list | None = None) -> None:
+def _log_wandb(
+    report: dict[str, Any],
+    wandb_cfg: dict[str, Any],
+    directory: Path,
+    plots: list[str],
+    trajectories: list | None = None,
+) -> None:
     import wandb
 
     from rl.bench.metrics import flatten
 
-    run = wandb.init(project=wandb_cfg.get("project", "kernelrl"), name=wandb_cfg.get("name"),
-                     mode=wandb_cfg.get("mode", "offline"), dir=str(directory), job_type="benchmark",
-                     config={k: v for k, v in report["run"].items() if k not in ("derived_sizes", "skipped")})
+    run = wandb.init(
+        project=wandb_cfg.get("project", "kernelrl"),
+        name=wandb_cfg.get("name"),
+        mode=wandb_cfg.get("mode", "offline"),
+        dir=str(directory),
+        job_type="benchmark",
+        config={k: v for k, v in report["run"].items() if k not in ("derived_sizes", "skipped")},
+    )
     try:
         run.summary.update(flatten(report, "bench"))
-        columns = ["problem_id", "level", "sample", "attempt", "status", "hack", "speedup", "speedup_inductor",
-                   "speedup_eager", "completion_tokens", "cost_usd", "error"]
+        columns = [
+            "problem_id",
+            "level",
+            "sample",
+            "attempt",
+            "status",
+            "hack",
+            "speedup",
+            "speedup_inductor",
+            "speedup_eager",
+            "completion_tokens",
+            "cost_usd",
+            "error",
+        ]
         table = wandb.Table(columns=columns)
         for row in report["per_problem"]:
             for a in row["attempts"]:
-                table.add_data(row["problem_id"], row["level"], a["sample"], a["attempt"], a["status"], a["hack"],
-                               a["speedup"], a["speedup_inductor"], a["speedup_eager"], a["completion_tokens"],
-                               a["cost_usd"], (a["verdict"].get("error") or "")[:500])
+                table.add_data(
+                    row["problem_id"],
+                    row["level"],
+                    a["sample"],
+                    a["attempt"],
+                    a["status"],
+                    a["hack"],
+                    a["speedup"],
+                    a["speedup_inductor"],
+                    a["speedup_eager"],
+                    a["completion_tokens"],
+                    a["cost_usd"],
+                    (a["verdict"].get("error") or "")[:500],
+                )
         logged = {"bench/per_problem": table, **{f"bench/plot/{Path(p).stem}": wandb.Image(p) for p in plots}}
         if trajectories:
             from rl.rollout.trajectory_metrics import trajectory_rows

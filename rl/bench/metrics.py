@@ -24,8 +24,18 @@ from typing import Any, Iterable, Mapping
 
 from envs.verdict import Status, Verdict
 
-__all__ = ["AttemptRecord", "ProblemResult", "FAST_P", "pass_at_k", "speedup_vs", "geomean", "summarize",
-           "results_from_groups", "validation_metrics", "flatten"]
+__all__ = [
+    "AttemptRecord",
+    "ProblemResult",
+    "FAST_P",
+    "pass_at_k",
+    "speedup_vs",
+    "geomean",
+    "summarize",
+    "results_from_groups",
+    "validation_metrics",
+    "flatten",
+]
 
 FAST_P = (0.0, 1.0, 1.2, 1.5, 2.0)
 BASELINES = ("inductor", "eager")
@@ -71,7 +81,7 @@ class ProblemResult:
             return None
         correct = [a for a in pool if a.verdict.correct]
         if correct:
-            return max(correct, key=lambda a: (a.verdict.speedup if a.verdict.speedup is not None else -1.0))
+            return max(correct, key=lambda a: a.verdict.speedup if a.verdict.speedup is not None else -1.0)
         return max(pool, key=lambda a: (a.sample == 0, a.attempt))
 
 
@@ -121,8 +131,9 @@ def _summary(results: list[ProblemResult], baseline: str) -> dict[str, Any]:
     finals = [r.best() for r in results]
     out: dict[str, Any] = {"problems": n_problems}
     out["correct_at_1"] = _share([bool(a and a.verdict.correct) for a in firsts])
-    out["correct_within_attempts"] = _share([bool(r.chain(0)) and any(a.verdict.correct for a in r.chain(0))
-                                             for r in results])
+    out["correct_within_attempts"] = _share(
+        [bool(r.chain(0)) and any(a.verdict.correct for a in r.chain(0)) for r in results]
+    )
     out["correct_any"] = _share([bool(a and a.verdict.correct) for a in finals])
     # pass@k over the n samples every problem has (a sample is correct when its chain reached a correct answer)
     n = min((len(r.samples) for r in results), default=0)
@@ -130,16 +141,16 @@ def _summary(results: list[ProblemResult], baseline: str) -> dict[str, Any]:
     out["pass_at_k"] = {}
     if n:
         per_problem = [(n, sum(any(a.verdict.correct for a in r.chain(s)) for s in r.samples[:n])) for r in results]
-        out["pass_at_k"] = {str(k): sum(pass_at_k(nn, c, k) for nn, c in per_problem) / len(per_problem)
-                            for k in _pass_ks(n)}
+        out["pass_at_k"] = {
+            str(k): sum(pass_at_k(nn, c, k) for nn, c in per_problem) / len(per_problem) for k in _pass_ks(n)
+        }
     measured = any(speedup_vs(a.verdict, b) is not None for r in results for a in r.attempts for b in BASELINES)
     out["speedups_measured"] = measured
 
     def fast(p: float, base: str, attempts: list[AttemptRecord | None]) -> float | None:
         if not measured:  # CPU: no timings; fast_0 is correctness (every correct kernel has speedup > 0)
             return _share([bool(a and a.verdict.correct) for a in attempts]) if p == 0 else None
-        return _share([bool(a and a.verdict.correct and (speedup_vs(a.verdict, base) or 0.0) > p)
-                       for a in attempts])
+        return _share([bool(a and a.verdict.correct and (speedup_vs(a.verdict, base) or 0.0) > p) for a in attempts])
 
     out["baseline"] = baseline
     out["fast_p"] = {f"{p:g}": fast(p, baseline, finals) for p in FAST_P}
@@ -153,22 +164,32 @@ def _summary(results: list[ProblemResult], baseline: str) -> dict[str, Any]:
         correct = [speedup_vs(a.verdict, base) for a in finals if a and a.verdict.correct]
         correct = [s for s in correct if s is not None and s > 0]
         fallback = [(speedup_vs(a.verdict, base) or 1.0) if a and a.verdict.correct else 1.0 for a in finals]
-        geo[base] = {"correct": geomean(correct), "all": geomean(fallback) if measured and finals else None,
-                     "correct_count": len(correct)}
-    out["geomean_speedup"] = {"correct": geo[baseline]["correct"], "all": geo[baseline]["all"],
-                              "rule": "all: a problem without a correct answer counts as speedup 1.0 (fallback "
-                                      "to the baseline)", **{f"vs_{b}": g for b, g in geo.items()}}
+        geo[base] = {
+            "correct": geomean(correct),
+            "all": geomean(fallback) if measured and finals else None,
+            "correct_count": len(correct),
+        }
+    out["geomean_speedup"] = {
+        "correct": geo[baseline]["correct"],
+        "all": geo[baseline]["all"],
+        "rule": "all: a problem without a correct answer counts as speedup 1.0 (fallback to the baseline)",
+        **{f"vs_{b}": g for b, g in geo.items()},
+    }
     every = [a for r in results for a in r.attempts]
     out["status_mix"] = {s.value: sum(a.verdict.status is s for a in every) for s in Status}
     out["final_status_mix"] = {s.value: sum(bool(a and a.verdict.status is s) for a in finals) for s in Status}
-    out["hack_mix"] = dict(sorted(collections.Counter(a.verdict.hack.category for a in every
-                                                      if a.verdict.hack).items()))
+    out["hack_mix"] = dict(
+        sorted(collections.Counter(a.verdict.hack.category for a in every if a.verdict.hack).items())
+    )
     prompt = sum(a.prompt_tokens for a in every)
     completion = sum(a.completion_tokens for a in every)
     costs = [a.cost_usd for a in every if a.cost_usd is not None]
-    out["tokens"] = {"prompt": prompt, "completion": completion,
-                     "per_problem": (prompt + completion) / n_problems if n_problems else None,
-                     "completion_per_problem": completion / n_problems if n_problems else None}
+    out["tokens"] = {
+        "prompt": prompt,
+        "completion": completion,
+        "per_problem": (prompt + completion) / n_problems if n_problems else None,
+        "completion_per_problem": completion / n_problems if n_problems else None,
+    }
     cost = sum(costs) if costs else None
     out["cost_usd"] = {"total": cost, "per_problem": cost / n_problems if cost is not None and n_problems else None}
     out["attempts"] = len(every)
@@ -180,21 +201,27 @@ def summarize(results: Iterable[ProblemResult], baseline: str = "inductor") -> d
     results = list(results)
     out = _summary(results, baseline)
     levels = sorted({r.level for r in results}, key=lambda x: (x is None, x))
-    out["per_level"] = {("none" if lv is None else str(lv)): _summary([r for r in results if r.level == lv], baseline)
-                        for lv in levels}
+    out["per_level"] = {
+        ("none" if lv is None else str(lv)): _summary([r for r in results if r.level == lv], baseline) for lv in levels
+    }
     # KernelBench's own levels (1 single operators, 2 fusions, 3 architectures, 4 HF models) for its problems,
     # apart from the built-in set's L0-L5 scale, so a mixed run still reports per KernelBench level
     kb = [r for r in results if kernelbench_level(r.problem_id) is not None]
     if kb:
         kb_levels = sorted({kernelbench_level(r.problem_id) for r in kb})
-        out["per_kernelbench_level"] = {str(lv): _summary([r for r in kb if kernelbench_level(r.problem_id) == lv],
-                                                          baseline) for lv in kb_levels}
-    out["level_scale"] = ("kernelbench" if kb and len(kb) == len(results) else "mixed" if kb else "kernelrl")
+        out["per_kernelbench_level"] = {
+            str(lv): _summary([r for r in kb if kernelbench_level(r.problem_id) == lv], baseline) for lv in kb_levels
+        }
+    out["level_scale"] = "kernelbench" if kb and len(kb) == len(results) else "mixed" if kb else "kernelrl"
     return out
 
 
-KERNELBENCH_LEVELS = {1: "single-kernel operators", 2: "simple fusions", 3: "full architectures",
-                      4: "Hugging Face models"}
+KERNELBENCH_LEVELS = {
+    1: "single-kernel operators",
+    2: "simple fusions",
+    3: "full architectures",
+    4: "Hugging Face models",
+}
 
 
 def kernelbench_level(problem_id: str) -> int | None:
@@ -215,8 +242,14 @@ def flatten(summary: Mapping[str, Any], prefix: str) -> dict[str, float]:
         if isinstance(value, (int, float)) or value is None:
             out[f"{prefix}/{key}"] = math.nan if value is None else float(value)
 
-    for key in ("problems", "correct_at_1", "correct_within_attempts", "correct_any", "faster_than_inductor",
-                "faster_than_eager"):
+    for key in (
+        "problems",
+        "correct_at_1",
+        "correct_within_attempts",
+        "correct_any",
+        "faster_than_inductor",
+        "faster_than_eager",
+    ):
         put(key, summary.get(key))
     for p, v in summary.get("fast_p", {}).items():
         put(f"fast_{p}", v)
@@ -246,17 +279,28 @@ def results_from_groups(groups: Iterable[Any], levels: Mapping[str, int | None] 
             sample = s.sample
             usage = sample.usage or {}
             records = by_problem[g.problem_id]
-            records.append(AttemptRecord(
-                sample=len(records), attempt=0, verdict=s.verdict,
-                prompt_tokens=int(usage.get("prompt_tokens", len(sample.prompt_ids))),
-                completion_tokens=int(usage.get("completion_tokens", len(sample.completion_ids))),
-                cost_usd=usage.get("cost_usd"), generate_seconds=sample.seconds,
-                finish_reason=sample.finish_reason, text=sample.text))
+            records.append(
+                AttemptRecord(
+                    sample=len(records),
+                    attempt=0,
+                    verdict=s.verdict,
+                    prompt_tokens=int(usage.get("prompt_tokens", len(sample.prompt_ids))),
+                    completion_tokens=int(usage.get("completion_tokens", len(sample.completion_ids))),
+                    cost_usd=usage.get("cost_usd"),
+                    generate_seconds=sample.seconds,
+                    finish_reason=sample.finish_reason,
+                    text=sample.text,
+                )
+            )
     levels = levels or {}
     return [ProblemResult(pid, levels.get(pid), tuple(recs)) for pid, recs in by_problem.items()]
 
 
-def validation_metrics(groups: Iterable[Any], levels: Mapping[str, int | None] | None = None,
-                       prefix: str = "val", baseline: str = "inductor") -> dict[str, float]:
+def validation_metrics(
+    groups: Iterable[Any],
+    levels: Mapping[str, int | None] | None = None,
+    prefix: str = "val",
+    baseline: str = "inductor",
+) -> dict[str, float]:
     """The benchmark's metrics for the training loop's validation groups, as flat `<prefix>/...` floats."""
     return flatten(summarize(results_from_groups(groups, levels), baseline), prefix)

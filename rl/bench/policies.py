@@ -43,8 +43,9 @@ def answer_files(directory: Path, problem: Problem) -> list[Path]:
     if len(single) > 1 or any(len(v) > 1 for v in samples.values()):
         raise FilesPolicyError(f"{directory}: two answers for one sample of {problem.id} (both .py and .md)")
     if single and samples:
-        raise FilesPolicyError(f"{directory}: {problem.id} has both {single[0].name} and a {stem}/ directory "
-                               "of samples; keep one")
+        raise FilesPolicyError(
+            f"{directory}: {problem.id} has both {single[0].name} and a {stem}/ directory of samples; keep one"
+        )
     return single or [samples[k][0] for k in sorted(samples)]
 
 
@@ -58,8 +59,10 @@ class FilesEngine:
         self.files = {p.id: answer_files(self.directory, p) for p in problems}
         if not any(self.files.values()):
             stems = ", ".join(_stem(p) for p in problems[:3])
-            raise FilesPolicyError(f"policy.dir {directory}: holds no answer for any of the {len(problems)} "
-                                   f"problems (expected e.g. {stems}: <stem>.py|.md or <stem>/<k>.py|.md)")
+            raise FilesPolicyError(
+                f"policy.dir {directory}: holds no answer for any of the {len(problems)} "
+                f"problems (expected e.g. {stems}: <stem>.py|.md or <stem>/<k>.py|.md)"
+            )
 
     def samples_for(self, problem_id: str) -> int:
         return len(self.files.get(problem_id, []))
@@ -69,15 +72,23 @@ class FilesEngine:
             files = self.files.get(r.problem_id, [])
             for index in range(r.sampling.n):
                 if index < len(files):
-                    yield Sample(r.request_id, r.problem_id, index, [], [], files[index].read_text(), None,
-                                 "stop", 0)
+                    yield Sample(r.request_id, r.problem_id, index, [], [], files[index].read_text(), None, "stop", 0)
                 else:  # no answer on disk for this sample: evaluated as an empty answer (a failure)
-                    yield Sample(r.request_id, r.problem_id, index, [], [], "", None, "error", 0,
-                                 usage={"error": f"no answer file for sample {index} in {self.directory}"})
+                    yield Sample(
+                        r.request_id,
+                        r.problem_id,
+                        index,
+                        [],
+                        [],
+                        "",
+                        None,
+                        "error",
+                        0,
+                        usage={"error": f"no answer file for sample {index} in {self.directory}"},
+                    )
 
     def update_weights(self, update: WeightUpdate) -> float:
         raise FilesPolicyError("the files policy has no weights")
 
     def shutdown(self) -> None:
         pass
-

@@ -17,25 +17,43 @@ REQUIRED_KEYS = ("correct_at_1", "fast_p", "faster_than_inductor", "geomean_spee
 
 def _attempt(a: Any) -> dict[str, Any]:
     v = a.verdict
-    return {"sample": a.sample, "attempt": a.attempt, "status": v.status.value, "correct": v.correct,
-            "speedup": v.speedup, **{f"speedup_{b}": speedup_vs(v, b) for b in BASELINES},
-            "hack": v.hack.category if v.hack else None, "prompt_tokens": a.prompt_tokens,
-            "completion_tokens": a.completion_tokens, "cost_usd": a.cost_usd, "finish_reason": a.finish_reason,
-            "generate_seconds": a.generate_seconds, "verdict": v.to_dict()}
+    return {
+        "sample": a.sample,
+        "attempt": a.attempt,
+        "status": v.status.value,
+        "correct": v.correct,
+        "speedup": v.speedup,
+        **{f"speedup_{b}": speedup_vs(v, b) for b in BASELINES},
+        "hack": v.hack.category if v.hack else None,
+        "prompt_tokens": a.prompt_tokens,
+        "completion_tokens": a.completion_tokens,
+        "cost_usd": a.cost_usd,
+        "finish_reason": a.finish_reason,
+        "generate_seconds": a.generate_seconds,
+        "verdict": v.to_dict(),
+    }
 
 
 def per_problem_rows(results: Iterable[ProblemResult]) -> list[dict[str, Any]]:
     rows = []
     for r in results:
         first, best = r.first(), r.best()
-        rows.append({"problem_id": r.problem_id, "level": r.level, "sizes": r.sizes,
-                     "correct_at_1": bool(first and first.verdict.correct),
-                     "status_at_1": first.verdict.status.value if first else None,
-                     "best_status": best.verdict.status.value if best else None,
-                     "best_speedup": best.verdict.speedup if best and best.verdict.correct else None,
-                     **{f"best_speedup_{b}": speedup_vs(best.verdict, b) if best and best.verdict.correct else None
-                        for b in BASELINES},
-                     "attempts": [_attempt(a) for a in r.attempts]})
+        rows.append(
+            {
+                "problem_id": r.problem_id,
+                "level": r.level,
+                "sizes": r.sizes,
+                "correct_at_1": bool(first and first.verdict.correct),
+                "status_at_1": first.verdict.status.value if first else None,
+                "best_status": best.verdict.status.value if best else None,
+                "best_speedup": best.verdict.speedup if best and best.verdict.correct else None,
+                **{
+                    f"best_speedup_{b}": speedup_vs(best.verdict, b) if best and best.verdict.correct else None
+                    for b in BASELINES
+                },
+                "attempts": [_attempt(a) for a in r.attempts],
+            }
+        )
     return rows
 
 
@@ -69,16 +87,23 @@ def _f(x: Any, pct: bool = False, digits: int = 3) -> str:
 
 def _metric_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     geo = s["geomean_speedup"]
-    rows = [("problems", str(s["problems"])), ("correct@1", _f(s["correct_at_1"], True)),
-            ("correct within attempts", _f(s["correct_within_attempts"], True)),
-            ("correct (any sample/attempt)", _f(s["correct_any"], True))]
+    rows = [
+        ("problems", str(s["problems"])),
+        ("correct@1", _f(s["correct_at_1"], True)),
+        ("correct within attempts", _f(s["correct_within_attempts"], True)),
+        ("correct (any sample/attempt)", _f(s["correct_any"], True)),
+    ]
     rows += [(f"pass@{k}", _f(v, True)) for k, v in s["pass_at_k"].items()]
-    rows += [("faster than TorchInductor", _f(s["faster_than_inductor"], True)),
-             ("faster than eager", _f(s["faster_than_eager"], True))]
+    rows += [
+        ("faster than TorchInductor", _f(s["faster_than_inductor"], True)),
+        ("faster than eager", _f(s["faster_than_eager"], True)),
+    ]
     for base, label in (("inductor", "TorchInductor"), ("eager", "eager, KernelBench's baseline")):
         rows += [(f"fast_{p} (vs {label})", _f(v, True)) for p, v in fast_p_vs(s, base).items()]
-    rows += [(f"geomean speedup over correct (vs {s['baseline']})", _f(geo["correct"])),
-             (f"geomean speedup over all, failures = 1.0 (vs {s['baseline']})", _f(geo["all"]))]
+    rows += [
+        (f"geomean speedup over correct (vs {s['baseline']})", _f(geo["correct"])),
+        (f"geomean speedup over all, failures = 1.0 (vs {s['baseline']})", _f(geo["all"])),
+    ]
     return rows
 
 
@@ -91,31 +116,51 @@ def fast_p_vs(s: dict[str, Any], base: str) -> dict[str, Any]:
 
 
 def _level_table(levels: dict[str, Any], title: str, names: dict[int, str] | None = None) -> list[str]:
-    header = ["level", "problems", "correct@1", "within attempts", "fast_1 (inductor)", "fast_1 (eager)",
-              "geomean (correct)", "geomean (all)"]
+    header = [
+        "level",
+        "problems",
+        "correct@1",
+        "within attempts",
+        "fast_1 (inductor)",
+        "fast_1 (eager)",
+        "geomean (correct)",
+        "geomean (all)",
+    ]
     lines = ["", f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for lv, s in levels.items():
         name = f"{lv} ({names[int(lv)]})" if names and lv.isdigit() and int(lv) in names else lv
-        lines.append(f"| {name} | {s['problems']} | {_f(s['correct_at_1'], True)} | "
-                     f"{_f(s['correct_within_attempts'], True)} | {_f(fast_p_vs(s, 'inductor').get('1'), True)} | "
-                     f"{_f(fast_p_vs(s, 'eager').get('1'), True)} | {_f(s['geomean_speedup']['correct'])} | "
-                     f"{_f(s['geomean_speedup']['all'])} |")
+        lines.append(
+            f"| {name} | {s['problems']} | {_f(s['correct_at_1'], True)} | "
+            f"{_f(s['correct_within_attempts'], True)} | {_f(fast_p_vs(s, 'inductor').get('1'), True)} | "
+            f"{_f(fast_p_vs(s, 'eager').get('1'), True)} | {_f(s['geomean_speedup']['correct'])} | "
+            f"{_f(s['geomean_speedup']['all'])} |"
+        )
     return lines
 
 
 def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] | None = None) -> None:
     run = report["run"]
-    lines = [f"# Benchmark: {run.get('policy')} on {run.get('problem_set')}", "",
-             f"Device {run.get('device')}, sizes {run.get('size')}, {run.get('samples')} sample(s) x "
-             f"{run.get('attempts')} attempt(s), baseline {report['baseline']}; "
-             f"wall {run.get('wall_seconds', 0):.1f} s "
-             f"(generate {run.get('generate_seconds', 0):.1f} s, evaluate {run.get('evaluate_seconds', 0):.1f} s). "
-             "Metric definitions: docs/benchmark.md.", "", "| metric | overall |", "|---|---|"]
+    lines = [
+        f"# Benchmark: {run.get('policy')} on {run.get('problem_set')}",
+        "",
+        f"Device {run.get('device')}, sizes {run.get('size')}, {run.get('samples')} sample(s) x "
+        f"{run.get('attempts')} attempt(s), baseline {report['baseline']}; "
+        f"wall {run.get('wall_seconds', 0):.1f} s "
+        f"(generate {run.get('generate_seconds', 0):.1f} s, evaluate {run.get('evaluate_seconds', 0):.1f} s). "
+        "Metric definitions: docs/benchmark.md.",
+        "",
+        "| metric | overall |",
+        "|---|---|",
+    ]
     lines += [f"| {k} | {v} |" for k, v in _metric_rows(report)]
     scale = report.get("level_scale")
     if report["per_level"] and scale != "kernelbench":
-        lines += _level_table(report["per_level"], "Per level" if scale == "kernelrl" or scale is None else
-                              "Per level (mixed scales: the built-in L0-L5 and KernelBench's 1-4 share numbers)")
+        lines += _level_table(
+            report["per_level"],
+            "Per level"
+            if scale == "kernelrl" or scale is None
+            else "Per level (mixed scales: the built-in L0-L5 and KernelBench's 1-4 share numbers)",
+        )
     if report.get("per_kernelbench_level"):
         lines += _level_table(report["per_kernelbench_level"], "Per KernelBench level", KERNELBENCH_LEVELS)
     mix = ", ".join(f"{k} {v}" for k, v in report["status_mix"].items() if v)
@@ -123,25 +168,40 @@ def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] | 
     tok, cost = report["tokens"], report["cost_usd"]
     total = f"${cost['total']:.4f}" if cost["total"] is not None else "unknown"
     each = f" (${cost['per_problem']:.4f} per problem)" if cost["per_problem"] is not None else ""
-    lines += ["", f"Status mix (all {report['attempts']} attempts): {mix}. Hack categories: {hacks}.",
-              f"Tokens: {tok['prompt']} prompt, {tok['completion']} completion "
-              f"({_f(tok['per_problem'], digits=0)} per problem); cost: {total}{each}."]
+    lines += [
+        "",
+        f"Status mix (all {report['attempts']} attempts): {mix}. Hack categories: {hacks}.",
+        f"Tokens: {tok['prompt']} prompt, {tok['completion']} completion "
+        f"({_f(tok['per_problem'], digits=0)} per problem); cost: {total}{each}.",
+    ]
     if run.get("skipped"):
         lines += ["", "## Problems left out", ""] + [f"- {k}: {v}" for k, v in run["skipped"].items()]
     if run.get("derived_sizes"):
-        lines += ["", "## Derived small sizes (envs/small_sizes.py)", "",
-                  "| problem | halvings | sizes | est. elements |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "## Derived small sizes (envs/small_sizes.py)",
+            "",
+            "| problem | halvings | sizes | est. elements |",
+            "|---|---|---|---|",
+        ]
         for pid, d in run["derived_sizes"].items():
             sizes = ", ".join(f"{k}={v}" for k, v in d["sizes"].items())
             lines.append(f"| {pid} | {d['halvings']} | {sizes} | {d['estimated_elements'] or '-'} |")
-    lines += ["", "## Per problem", "", "| problem | level | status@1 | best status | best speedup | vs inductor "
-              "| vs eager | attempts | tokens |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Per problem",
+        "",
+        "| problem | level | status@1 | best status | best speedup | vs inductor | vs eager | attempts | tokens |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for row in report["per_problem"]:
         tokens = sum(a["prompt_tokens"] + a["completion_tokens"] for a in row["attempts"])
-        lines.append(f"| {row['problem_id']} | {row['level'] if row['level'] is not None else '-'} | "
-                     f"{row['status_at_1']} | {row['best_status']} | {_f(row['best_speedup'])} | "
-                     f"{_f(row['best_speedup_inductor'])} | {_f(row['best_speedup_eager'])} | "
-                     f"{len(row['attempts'])} | {tokens} |")
+        lines.append(
+            f"| {row['problem_id']} | {row['level'] if row['level'] is not None else '-'} | "
+            f"{row['status_at_1']} | {row['best_status']} | {_f(row['best_speedup'])} | "
+            f"{_f(row['best_speedup_inductor'])} | {_f(row['best_speedup_eager'])} | "
+            f"{len(row['attempts'])} | {tokens} |"
+        )
     if report.get("trajectories"):
         lines += _trajectory_lines(report["trajectories"])
     failures = [(row["problem_id"], a) for row in report["per_problem"] for a in row["attempts"] if not a["correct"]]
@@ -149,8 +209,10 @@ def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] | 
         lines += ["", "## Failures", ""]
         for pid, a in failures[:50]:
             error = (a["verdict"].get("error") or "").strip().splitlines()
-            lines.append(f"- {pid} (sample {a['sample']}, attempt {a['attempt']}): {a['status']}"
-                         f"{': ' + error[-1][:200] if error else ''}")
+            lines.append(
+                f"- {pid} (sample {a['sample']}, attempt {a['attempt']}): {a['status']}"
+                f"{': ' + error[-1][:200] if error else ''}"
+            )
     for plot in plots or []:
         lines += ["", f"![{Path(plot).stem}]({Path(plot).name})"]
     Path(path).write_text("\n".join(lines) + "\n")
@@ -159,26 +221,36 @@ def write_markdown(report: dict[str, Any], path: str | Path, plots: list[str] | 
 def _trajectory_lines(t: dict[str, Any]) -> list[str]:
     """The tools mode's section (rl.bench.trajectories.trajectory_report): shares, metrics, one row per trajectory."""
     m = t["metrics"]
-    per_turn = ", ".join(f"turn {k.split('/')[0][5:]}: {_f(v, True)}" for k, v in sorted(m.items())
-                         if k.startswith("turn_") and k.endswith("/correct_rate"))
-    lines = ["", "## Trajectories (rollout.tools)", "",
-             f"Correct within the trajectory (sample 0): {_f(t['correct_within_trajectory'], True)}; final answer "
-             f"correct: {_f(t['final_correct'], True)}; best judged answer correct: {_f(t['best_correct'], True)}. "
-             f"Turns per trajectory {_f(m.get('turns_mean'), digits=2)}, "
-             f"tool calls {_f(m.get('tool_calls_mean'), digits=2)}; "
-             f"correct rate per turn: {per_turn or '-'}; reward gain first -> final: "
-             f"{_f(m.get('reward_gain_first_to_final'))}.", "",
-             "| problem | sample | turns | tool calls | stop | final | best (source, turn) | correct within | gain |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    per_turn = ", ".join(
+        f"turn {k.split('/')[0][5:]}: {_f(v, True)}"
+        for k, v in sorted(m.items())
+        if k.startswith("turn_") and k.endswith("/correct_rate")
+    )
+    lines = [
+        "",
+        "## Trajectories (rollout.tools)",
+        "",
+        f"Correct within the trajectory (sample 0): {_f(t['correct_within_trajectory'], True)}; final answer "
+        f"correct: {_f(t['final_correct'], True)}; best judged answer correct: {_f(t['best_correct'], True)}. "
+        f"Turns per trajectory {_f(m.get('turns_mean'), digits=2)}, "
+        f"tool calls {_f(m.get('tool_calls_mean'), digits=2)}; "
+        f"correct rate per turn: {per_turn or '-'}; reward gain first -> final: "
+        f"{_f(m.get('reward_gain_first_to_final'))}.",
+        "",
+        "| problem | sample | turns | tool calls | stop | final | best (source, turn) | correct within | gain |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for pid, rows in t["per_problem"].items():
         for r in rows:
             tools = ", ".join(f"{name} x{n}" for name, n in r["tools"].items()) or "-"
             best = r["best"]
             best_text = f"{best['status']} ({best['source']}, {best['turn']})" if best else "-"
-            lines.append(f"| {pid} | {r['sample']} | {r['turns']} | {tools} | {r['stop_reason']} | "
-                         f"{r['final']['status'] if r['final'] else '-'} | {best_text} | "
-                         f"{'yes' if r['correct_within_trajectory'] else 'no'} | "
-                         f"{_f(r['reward_gain_first_to_final'])} |")
+            lines.append(
+                f"| {pid} | {r['sample']} | {r['turns']} | {tools} | {r['stop_reason']} | "
+                f"{r['final']['status'] if r['final'] else '-'} | {best_text} | "
+                f"{'yes' if r['correct_within_trajectory'] else 'no'} | "
+                f"{_f(r['reward_gain_first_to_final'])} |"
+            )
     return lines
 
 
@@ -191,8 +263,7 @@ def write_plots(report: dict[str, Any], directory: str | Path) -> list[str]:
 
     directory = Path(directory)
     base = report["baseline"]
-    speedups = [row[f"best_speedup_{base}"] for row in report["per_problem"]
-                if row[f"best_speedup_{base}"] is not None]
+    speedups = [row[f"best_speedup_{base}"] for row in report["per_problem"] if row[f"best_speedup_{base}"] is not None]
     paths = []
 
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -227,13 +298,16 @@ def write_plots(report: dict[str, Any], directory: str | Path) -> list[str]:
     n = report["problems"] or 1
     ps = [i / 100 for i in range(0, 301)]
     if report["speedups_measured"]:
-        for b, color, label in (("inductor", "tab:green", "vs TorchInductor"), ("eager", "tab:purple",
-                                                                              "vs eager (KernelBench)")):
+        for b, color, label in (
+            ("inductor", "tab:green", "vs TorchInductor"),
+            ("eager", "tab:purple", "vs eager (KernelBench)"),
+        ):
             best = [row.get(f"best_speedup_{b}") for row in report["per_problem"]]
             best = [x for x in best if x is not None]
             ax.plot(ps, [sum(x > p for x in best) / n for p in ps], color=color, label=label)
-            ax.scatter(list(FAST_P), [sum(x > p for x in best) / n for p in FAST_P], color=color, edgecolor="black",
-                       zorder=3)
+            ax.scatter(
+                list(FAST_P), [sum(x > p for x in best) / n for p in FAST_P], color=color, edgecolor="black", zorder=3
+            )
         ax.legend()
     else:
         ax.text(0.5, 0.5, "no speedups measured (CPU)", ha="center", va="center", transform=ax.transAxes)
@@ -267,13 +341,17 @@ def compare(reports: list[tuple[str, dict[str, Any]]]) -> str:
     lines.insert(2, "| policy | " + " | ".join(policies) + " |")
     levels = sorted({lv for _, r in reports for lv in r.get("per_level", {})})
     for lv in levels:
-        cells = [_f(r["per_level"][lv]["correct_at_1"], True) if lv in r.get("per_level", {}) else "-"
-                 for _, r in reports]
+        cells = [
+            _f(r["per_level"][lv]["correct_at_1"], True) if lv in r.get("per_level", {}) else "-" for _, r in reports
+        ]
         lines.append(f"| correct@1, level {lv} | " + " | ".join(cells) + " |")
     kb_levels = sorted({lv for _, r in reports for lv in r.get("per_kernelbench_level", {})})
     for lv in kb_levels:
-        for key, label in (("correct_at_1", "correct@1"), ("inductor", "fast_1 vs TorchInductor"),
-                           ("eager", "fast_1 vs eager")):
+        for key, label in (
+            ("correct_at_1", "correct@1"),
+            ("inductor", "fast_1 vs TorchInductor"),
+            ("eager", "fast_1 vs eager"),
+        ):
             cells = []
             for _, r in reports:
                 s = r.get("per_kernelbench_level", {}).get(lv)

@@ -56,8 +56,10 @@ def feedback_message(verdict: Verdict, limit: int) -> str:
         lines.append(f"It was rejected as `{verdict.hack.category}`: {verdict.hack.reason}")
     if verdict.correct:
         if verdict.speedup is not None:
-            lines.append(f"It is correct; speedup over {verdict.baseline or 'the baseline'}: {verdict.speedup:.3f}x. "
-                         "Make it faster while keeping it correct.")
+            lines.append(
+                f"It is correct; speedup over {verdict.baseline or 'the baseline'}: {verdict.speedup:.3f}x. "
+                "Make it faster while keeping it correct."
+            )
         else:
             lines.append("It is correct (no timing on this machine). Make it faster while keeping it correct.")
     elif verdict.error:
@@ -75,16 +77,27 @@ async def _collect(engine: Any, requests: list[RolloutRequest]) -> list[Sample]:
 
 def _record(sample: Sample, attempt: int, verdict: Verdict) -> AttemptRecord:
     usage = sample.usage or {}
-    return AttemptRecord(sample=sample.index, attempt=attempt, verdict=verdict,
-                         prompt_tokens=int(usage.get("prompt_tokens") or len(sample.prompt_ids)),
-                         completion_tokens=int(usage.get("completion_tokens") or len(sample.completion_ids)),
-                         cost_usd=usage.get("cost_usd"), generate_seconds=sample.seconds,
-                         finish_reason=sample.finish_reason, text=sample.text)
+    return AttemptRecord(
+        sample=sample.index,
+        attempt=attempt,
+        verdict=verdict,
+        prompt_tokens=int(usage.get("prompt_tokens") or len(sample.prompt_ids)),
+        completion_tokens=int(usage.get("completion_tokens") or len(sample.completion_ids)),
+        cost_usd=usage.get("cost_usd"),
+        generate_seconds=sample.seconds,
+        finish_reason=sample.finish_reason,
+        text=sample.text,
+    )
 
 
-async def run_benchmark(problems: Iterable[Problem], engine: Any, first_messages: Callable[[Problem], list[Message]],
-                        evaluate_many: EvaluateMany, settings: RunSettings,
-                        sizes: dict[str, dict] | None = None) -> tuple[list[ProblemResult], RunStats]:
+async def run_benchmark(
+    problems: Iterable[Problem],
+    engine: Any,
+    first_messages: Callable[[Problem], list[Message]],
+    evaluate_many: EvaluateMany,
+    settings: RunSettings,
+    sizes: dict[str, dict] | None = None,
+) -> tuple[list[ProblemResult], RunStats]:
     """Run every mode's rounds; results in problem order. `first_messages(problem)` builds the first prompt."""
     problems = list(problems)
     by_id = {p.id: p for p in problems}
@@ -94,9 +107,10 @@ async def run_benchmark(problems: Iterable[Problem], engine: Any, first_messages
     records: dict[str, list[AttemptRecord]] = {p.id: [] for p in problems}
     history: dict[tuple[str, int], list[Message]] = {}
     first = {p.id: first_messages(p) for p in problems}
-    requests = [RolloutRequest(f"{p.id}/a0", p.id, first[p.id], dataclasses.replace(settings.sampling,
-                                                                                    n=settings.samples))
-                for p in problems]
+    requests = [
+        RolloutRequest(f"{p.id}/a0", p.id, first[p.id], dataclasses.replace(settings.sampling, n=settings.samples))
+        for p in problems
+    ]
     chain: dict[str, int] = {}
     for attempt in range(settings.attempts):
         t = time.perf_counter()
@@ -115,16 +129,21 @@ async def run_benchmark(problems: Iterable[Problem], engine: Any, first_messages
             key = (sample.problem_id, sample.index)
             if attempt == 0 or settings.history == "last":
                 history[key] = list(first[sample.problem_id])
-            history[key] = [*history[key], {"role": "assistant", "content": sample.text},
-                            {"role": "user", "content": feedback_message(verdict, settings.feedback_chars)}]
+            history[key] = [
+                *history[key],
+                {"role": "assistant", "content": sample.text},
+                {"role": "user", "content": feedback_message(verdict, settings.feedback_chars)},
+            ]
             if attempt + 1 < settings.attempts and (settings.refine_correct or not verdict.correct):
                 request_id = f"{sample.problem_id}/s{sample.index}/a{attempt + 1}"
                 chain[request_id] = sample.index
-                requests.append(RolloutRequest(request_id, sample.problem_id, history[key],
-                                               dataclasses.replace(settings.sampling, n=1)))
+                requests.append(
+                    RolloutRequest(
+                        request_id, sample.problem_id, history[key], dataclasses.replace(settings.sampling, n=1)
+                    )
+                )
         if not requests:
             break
         log.info("refinement round %d: %d open chains", attempt + 1, len(requests))
     sizes = sizes or {}
     return [ProblemResult(p.id, p.level, tuple(records[p.id]), sizes.get(p.id)) for p in problems], stats
-

@@ -40,20 +40,33 @@ def _record(t: Trajectory) -> AttemptRecord:
     usages = [turn.usage or {} for turn in t.turns]
     costs = [u["cost_usd"] for u in usages if u.get("cost_usd") is not None]
     return AttemptRecord(
-        sample=t.index, attempt=0, verdict=t.final_verdict,
+        sample=t.index,
+        attempt=0,
+        verdict=t.final_verdict,
         prompt_tokens=sum(int(u.get("prompt_tokens") or len(turn.prompt_ids)) for u, turn in zip(usages, t.turns)),
-        completion_tokens=sum(int(u.get("completion_tokens") or len(turn.completion_ids))
-                              for u, turn in zip(usages, t.turns)),
-        cost_usd=sum(costs) if costs else None, generate_seconds=sum(turn.seconds for turn in t.turns),
-        finish_reason=t.stop_reason, text=t.final_answer)
+        completion_tokens=sum(
+            int(u.get("completion_tokens") or len(turn.completion_ids)) for u, turn in zip(usages, t.turns)
+        ),
+        cost_usd=sum(costs) if costs else None,
+        generate_seconds=sum(turn.seconds for turn in t.turns),
+        finish_reason=t.stop_reason,
+        text=t.final_answer,
+    )
 
 
-async def run_trajectory_benchmark(problems: Iterable[Problem], engine: Any,
-                                   first_messages: Callable[[Problem], list[Message]], backend: Any,
-                                   config: TrajectoryConfig, settings: RunSettings, *, solutions: Any,
-                                   store: Any = None, reward: RewardConfig | None = None,
-                                   sizes: dict[str, dict] | None = None
-                                   ) -> tuple[list[ProblemResult], list[Trajectory], RunStats]:
+async def run_trajectory_benchmark(
+    problems: Iterable[Problem],
+    engine: Any,
+    first_messages: Callable[[Problem], list[Message]],
+    backend: Any,
+    config: TrajectoryConfig,
+    settings: RunSettings,
+    *,
+    solutions: Any,
+    store: Any = None,
+    reward: RewardConfig | None = None,
+    sizes: dict[str, dict] | None = None,
+) -> tuple[list[ProblemResult], list[Trajectory], RunStats]:
     """`settings.samples` trajectories per problem, all turns batched through `engine`; `backend` serves
     kernel_evaluator, profile and the final answers (evaluate_async: envs.Evaluator or the Ray
     pool). Results in problem order, one AttemptRecord per trajectory."""
@@ -63,16 +76,29 @@ async def run_trajectory_benchmark(problems: Iterable[Problem], engine: Any,
         raise ValueError("the benchmark's problem list holds a problem id twice")
     if settings.attempts != 1:
         raise ValueError("a tools benchmark runs one trajectory per sample: its turns are the refinement")
-    requests = [RolloutRequest(f"{p.id}/a0", p.id, first_messages(p),
-                               dataclasses.replace(settings.sampling, n=settings.samples)) for p in problems]
-    runner = TrajectoryRunner(engine, backend, config, reward=reward, solutions=solutions,
-                              profiler=backend if hasattr(backend, "profile") else None, store=store,
-                              store_split="benchmark")
+    requests = [
+        RolloutRequest(
+            f"{p.id}/a0", p.id, first_messages(p), dataclasses.replace(settings.sampling, n=settings.samples)
+        )
+        for p in problems
+    ]
+    runner = TrajectoryRunner(
+        engine,
+        backend,
+        config,
+        reward=reward,
+        solutions=solutions,
+        profiler=backend if hasattr(backend, "profile") else None,
+        store=store,
+        store_split="benchmark",
+    )
     trajectories = await runner.run(requests, by_id, priority=PRIORITY)
     timings = runner.timings
-    stats = RunStats(generate_seconds=timings["generate_s"],
-                     evaluate_seconds=timings["tools_s"] + timings["final_evaluation_s"],
-                     rounds=max((len(t.turns) for t in trajectories), default=0))
+    stats = RunStats(
+        generate_seconds=timings["generate_s"],
+        evaluate_seconds=timings["tools_s"] + timings["final_evaluation_s"],
+        rounds=max((len(t.turns) for t in trajectories), default=0),
+    )
     records: dict[str, list[AttemptRecord]] = {p.id: [] for p in problems}
     for t in sorted(trajectories, key=lambda t: (t.problem_id, t.index)):
         records[t.problem_id].append(_record(t))
@@ -96,9 +122,13 @@ def _judged(t: Trajectory) -> list[tuple[str, int | None, Verdict]]:
 def _verdict(v: Verdict | None, delta: float) -> dict[str, Any] | None:
     if v is None:
         return None
-    return {"status": v.status.value, "correct": v.correct, "speedup": v.speedup,
-            "reward": reward_for_verdict(v, delta),
-            "hack": v.hack.category if v.hack else None}
+    return {
+        "status": v.status.value,
+        "correct": v.correct,
+        "speedup": v.speedup,
+        "reward": reward_for_verdict(v, delta),
+        "hack": v.hack.category if v.hack else None,
+    }
 
 
 def trajectory_summary(t: Trajectory, delta: float = DEFAULT_DELTA) -> dict[str, Any]:
@@ -106,14 +136,25 @@ def trajectory_summary(t: Trajectory, delta: float = DEFAULT_DELTA) -> dict[str,
     the best judged answer of the trajectory, the correct rate per turn and the reward gain first -> final."""
     judged = _judged(t)
     # best: correct first, then the highest speedup (unmeasured lowest), then reward; ties go to the final answer
-    best = max(reversed(judged), key=lambda j: (j[2].correct, j[2].speedup if j[2].speedup is not None else -1.0,
-                                                 reward_for_verdict(j[2], delta)), default=None)
+    best = max(
+        reversed(judged),
+        key=lambda j: (
+            j[2].correct,
+            j[2].speedup if j[2].speedup is not None else -1.0,
+            reward_for_verdict(j[2], delta),
+        ),
+        default=None,
+    )
     first = first_verdict(t)
     final = t.final_verdict
     return {
-        "trajectory_id": t.trajectory_id, "sample": t.index, "turns": len(t.turns),
-        "tool_calls": len(t.tool_calls), "tools": dict(collections.Counter(c.name for c in t.tool_calls)),
-        "failed_tool_calls": sum(not c.ok for c in t.tool_calls), "stop_reason": t.stop_reason,
+        "trajectory_id": t.trajectory_id,
+        "sample": t.index,
+        "turns": len(t.turns),
+        "tool_calls": len(t.tool_calls),
+        "tools": dict(collections.Counter(c.name for c in t.tool_calls)),
+        "failed_tool_calls": sum(not c.ok for c in t.tool_calls),
+        "stop_reason": t.stop_reason,
         "correct_within_trajectory": any(v.correct for _, _, v in judged),
         "final": _verdict(final, delta),
         "best": None if best is None else {"source": best[0], "turn": best[1], **_verdict(best[2], delta)},
@@ -123,12 +164,14 @@ def trajectory_summary(t: Trajectory, delta: float = DEFAULT_DELTA) -> dict[str,
         "reward_gain_first_to_final": (reward_for_verdict(final, delta) - reward_for_verdict(first, delta))
         if first is not None and final is not None
         else None,
-        "completion_tokens": t.completion_tokens, "seconds": t.seconds,
+        "completion_tokens": t.completion_tokens,
+        "seconds": t.seconds,
     }
 
 
-def trajectory_report(trajectories: list[Trajectory], problems: Iterable[Problem],
-                      delta: float = DEFAULT_DELTA) -> dict[str, Any]:
+def trajectory_report(
+    trajectories: list[Trajectory], problems: Iterable[Problem], delta: float = DEFAULT_DELTA
+) -> dict[str, Any]:
     """benchmark.json's `trajectories`: the shares over problems (sample 0's trajectory, like correct@1), the
     training loop's trajectory metrics over every trajectory (rl.rollout.trajectory_metrics, without the
     prefix: turns_mean, tool/<name>/..., turn_<k>/correct_rate, reward_gain_first_to_final, stop/<reason>), and
@@ -136,15 +179,19 @@ def trajectory_report(trajectories: list[Trajectory], problems: Iterable[Problem
     by_problem: dict[str, list[Trajectory]] = collections.defaultdict(list)
     for t in trajectories:
         by_problem[t.problem_id].append(t)
-    per_problem = {p.id: [trajectory_summary(t, delta) for t in sorted(by_problem[p.id], key=lambda t: t.index)]
-                   for p in problems}
+    per_problem = {
+        p.id: [trajectory_summary(t, delta) for t in sorted(by_problem[p.id], key=lambda t: t.index)] for p in problems
+    }
     firsts = [rows[0] for rows in per_problem.values() if rows]
 
     def share(key: Callable[[dict[str, Any]], bool]) -> float | None:
         return sum(map(key, firsts)) / len(firsts) if firsts else None
 
     metrics = {k.split("/", 1)[1]: v for k, v in trajectory_metrics(trajectories, "bench", delta).items()}
-    return {"correct_within_trajectory": share(lambda r: r["correct_within_trajectory"]),
-            "final_correct": share(lambda r: bool(r["final"] and r["final"]["correct"])),
-            "best_correct": share(lambda r: bool(r["best"] and r["best"]["correct"])),
-            "metrics": metrics, "per_problem": per_problem}
+    return {
+        "correct_within_trajectory": share(lambda r: r["correct_within_trajectory"]),
+        "final_correct": share(lambda r: bool(r["final"] and r["final"]["correct"])),
+        "best_correct": share(lambda r: bool(r["best"] and r["best"]["correct"])),
+        "metrics": metrics,
+        "per_problem": per_problem,
+    }

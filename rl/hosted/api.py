@@ -40,9 +40,18 @@ class FineTuningAPI:
     def delete_file(self, file_id: str) -> None:
         self.client.files.delete(file_id)
 
-    def create_job(self, *, model: str, training_file: str, validation_file: str | None, grader: Mapping[str, Any],
-                   hyperparameters: Mapping[str, Any], suffix: str | None, seed: int | None,
-                   metadata: Mapping[str, str]) -> Any:
+    def create_job(
+        self,
+        *,
+        model: str,
+        training_file: str,
+        validation_file: str | None,
+        grader: Mapping[str, Any],
+        hyperparameters: Mapping[str, Any],
+        suffix: str | None,
+        seed: int | None,
+        metadata: Mapping[str, str],
+    ) -> Any:
         import openai
 
         reinforcement: dict[str, Any] = {"grader": dict(grader)}
@@ -50,11 +59,14 @@ class FineTuningAPI:
             reinforcement["hyperparameters"] = dict(hyperparameters)
         omit = openai.omit
         return self.client.fine_tuning.jobs.create(
-            model=model, training_file=training_file,
+            model=model,
+            training_file=training_file,
             validation_file=validation_file if validation_file else omit,
             method={"type": "reinforcement", "reinforcement": reinforcement},
-            suffix=suffix if suffix else omit, seed=seed if seed is not None else omit,
-            metadata=dict(metadata) if metadata else omit)
+            suffix=suffix if suffix else omit,
+            seed=seed if seed is not None else omit,
+            metadata=dict(metadata) if metadata else omit,
+        )
 
     def retrieve(self, job_id: str) -> Any:
         return self.client.fine_tuning.jobs.retrieve(job_id)

@@ -18,8 +18,15 @@ __all__ = ["GraderConfig", "HostedConfig", "RFT_HYPERPARAMETERS"]
 
 # The fields of openai 3.57's ReinforcementHyperparametersParam (types/fine_tuning/
 # reinforcement_hyperparameters_param.py); anything else is refused here rather than by the API after an upload.
-RFT_HYPERPARAMETERS = ("batch_size", "compute_multiplier", "eval_interval", "eval_samples",
-                       "learning_rate_multiplier", "n_epochs", "reasoning_effort")
+RFT_HYPERPARAMETERS = (
+    "batch_size",
+    "compute_multiplier",
+    "eval_interval",
+    "eval_samples",
+    "learning_rate_multiplier",
+    "n_epochs",
+    "reasoning_effort",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,8 +81,10 @@ class HostedConfig:
             raise ValueError(f"hosted.mode must be rft or measure, not {self.mode!r}")
         unknown = set(self.hyperparameters) - set(RFT_HYPERPARAMETERS)
         if unknown:
-            raise ValueError(f"hosted.hyperparameters: unknown {sorted(unknown)}; the reinforcement method "
-                             f"takes {list(RFT_HYPERPARAMETERS)}")
+            raise ValueError(
+                f"hosted.hyperparameters: unknown {sorted(unknown)}; the reinforcement method "
+                f"takes {list(RFT_HYPERPARAMETERS)}"
+            )
         if self.poll_interval_s <= 0:
             raise ValueError("hosted.poll_interval_s must be > 0")
         if self.suffix is not None and len(self.suffix) > 64:

@@ -33,8 +33,11 @@ def rft_row(problem: Problem, messages: list[dict[str, Any]]) -> dict[str, Any]:
     if not messages or messages[-1].get("role") != "user":
         # RFT samples the assistant's answer to the last message, which must be the user's.
         raise HostedError(f"{problem.id}: the prompt must end with a user message for RFT", EXIT_CONFIG)
-    return {"messages": [{"role": m["role"], "content": m["content"]} for m in messages],
-            "problem_id": problem.id, "problem_sha256": problem.sha256}
+    return {
+        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+        "problem_id": problem.id,
+        "problem_sha256": problem.sha256,
+    }
 
 
 def _write(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -45,8 +48,9 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> None:
     tmp.replace(path)
 
 
-def export_dataset(data: ProblemData, prompts: Any, out_dir: Path,
-                   max_validation_rows: int | None = None) -> ExportedDataset:
+def export_dataset(
+    data: ProblemData, prompts: Any, out_dir: Path, max_validation_rows: int | None = None
+) -> ExportedDataset:
     """Write rft_train.jsonl (and rft_validation.jsonl when problems are held out) into `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     train = sorted(data.train, key=lambda p: p.id)

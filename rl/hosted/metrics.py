@@ -41,8 +41,9 @@ def verdict_metrics(graded: Iterable[GradedSample], split: str) -> dict[str, flo
     for category in sorted({v.hack.category for v in verdicts if v.hack}):
         out[f"{split}/hack/{category}"] = sum(bool(v.hack and v.hack.category == category) for v in verdicts) / n
     speedups = [v.speedup for v in correct if v.speedup is not None and v.speedup > 0]
-    out[f"{split}/speedup_geomean"] = (math.exp(sum(math.log(x) for x in speedups) / len(speedups))
-                                       if speedups else math.nan)
+    out[f"{split}/speedup_geomean"] = (
+        math.exp(sum(math.log(x) for x in speedups) / len(speedups)) if speedups else math.nan
+    )
     out[f"{split}/speedup_median"] = statistics.median(speedups) if speedups else math.nan
     out[f"{split}/fast_1"] = sum(1 for v in correct if (v.speedup or 0.0) > 1.0) / n
     return out

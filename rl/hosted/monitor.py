@@ -38,11 +38,23 @@ class JobOutcome:
 
 
 class JobMonitor:
-    def __init__(self, api: FineTuningAPI, job_id: str, logger: Any, run_dir: Path, *, recorder: Any = None,
-                 validation_ids: tuple[str, ...] = (), poll_interval_s: float = 30.0, confirm_cancel: bool = True,
-                 ask: Callable[[str], str] = input, is_tty: Callable[[], bool] = lambda: sys.stdin.isatty(),
-                 sleep: Callable[[float], None] = time.sleep, max_polls: int | None = None,
-                 max_transient_failures: int = 20):
+    def __init__(
+        self,
+        api: FineTuningAPI,
+        job_id: str,
+        logger: Any,
+        run_dir: Path,
+        *,
+        recorder: Any = None,
+        validation_ids: tuple[str, ...] = (),
+        poll_interval_s: float = 30.0,
+        confirm_cancel: bool = True,
+        ask: Callable[[str], str] = input,
+        is_tty: Callable[[], bool] = lambda: sys.stdin.isatty(),
+        sleep: Callable[[float], None] = time.sleep,
+        max_polls: int | None = None,
+        max_transient_failures: int = 20,
+    ):
         self.api, self.job_id, self.logger, self.recorder = api, job_id, logger, recorder
         self.validation_ids, self.poll_interval_s, self.confirm_cancel = validation_ids, poll_interval_s, confirm_cancel
         self.ask, self.is_tty, self.sleep, self.max_polls = ask, is_tty, sleep, max_polls
@@ -61,8 +73,19 @@ class JobMonitor:
         events = self.api.new_events(self.job_id)
         with open(self.events_path, "a") as f:
             for e in events:
-                f.write(json.dumps({"id": e.id, "created_at": e.created_at, "level": e.level, "type": e.type,
-                                    "message": e.message, "data": e.data}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "id": e.id,
+                            "created_at": e.created_at,
+                            "level": e.level,
+                            "type": e.type,
+                            "message": e.message,
+                            "data": e.data,
+                        }
+                    )
+                    + "\n"
+                )
                 if e.type != "metrics":
                     (log.warning if e.level in ("warn", "error") else log.info)("job event: %s", e.message)
         step, row = event_metrics(events)
@@ -72,8 +95,9 @@ class JobMonitor:
             if checkpoint.id in self._checkpoint_ids:
                 continue
             self._checkpoint_ids.add(checkpoint.id)
-            self.outcome.checkpoints.append({"id": checkpoint.id, "step": checkpoint.step_number,
-                                             "model": checkpoint.fine_tuned_model_checkpoint})
+            self.outcome.checkpoints.append(
+                {"id": checkpoint.id, "step": checkpoint.step_number, "model": checkpoint.fine_tuned_model_checkpoint}
+            )
             row.update(checkpoint_metrics(checkpoint))
             log.info("checkpoint at step %d: %s", checkpoint.step_number, checkpoint.fine_tuned_model_checkpoint)
         if self.recorder is not None:
@@ -107,9 +131,10 @@ class JobMonitor:
                     failures += 1
                     if failures > self.max_transient_failures:
                         raise
-                    log.warning("polling job %s failed (%s, %d in a row); retrying", self.job_id,
-                                type(e).__name__, failures)
-                    self.sleep(self.poll_interval_s * min(2 ** failures, 32))
+                    log.warning(
+                        "polling job %s failed (%s, %d in a row); retrying", self.job_id, type(e).__name__, failures
+                    )
+                    self.sleep(self.poll_interval_s * min(2**failures, 32))
                     continue
                 polls += 1
                 if job.status in TERMINAL_STATUSES or (self.max_polls is not None and polls >= self.max_polls):
@@ -124,8 +149,14 @@ class JobMonitor:
         answer = ""
         if self.confirm_cancel and self.is_tty():
             try:
-                answer = self.ask(f"\nCancel fine-tuning job {self.job_id} on OpenAI? Otherwise it keeps running "
-                                  "(and billing) and can be monitored again. [y/N] ").strip().lower()
+                answer = (
+                    self.ask(
+                        f"\nCancel fine-tuning job {self.job_id} on OpenAI? Otherwise it keeps running "
+                        "(and billing) and can be monitored again. [y/N] "
+                    )
+                    .strip()
+                    .lower()
+                )
             except (EOFError, KeyboardInterrupt):
                 answer = ""
         if answer in ("y", "yes"):
@@ -134,6 +165,10 @@ class JobMonitor:
             self.outcome.status = job.status if job.status in TERMINAL_STATUSES else "cancelled"
             log.warning("job %s cancelled (status %s)", self.job_id, job.status)
         else:
-            log.warning("stopped monitoring; job %s keeps running on OpenAI's side, and a grader served by this "
-                        "process stops with it (grading requests fail until one runs again). Resume with: "
-                        "python scripts/train.py +experiment=gpt5_triton hosted.job_id=%s", self.job_id, self.job_id)
+            log.warning(
+                "stopped monitoring; job %s keeps running on OpenAI's side, and a grader served by this "
+                "process stops with it (grading requests fail until one runs again). Resume with: "
+                "python scripts/train.py +experiment=gpt5_triton hosted.job_id=%s",
+                self.job_id,
+                self.job_id,
+            )

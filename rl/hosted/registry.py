@@ -24,16 +24,24 @@ def benchmark_overrides(model: str, policy: str = "gpt5", reasoning: bool = True
     return overrides
 
 
-def register(run_dir: Path, outcome: JobOutcome, base_model: str, files: dict[str, Any],
-             reasoning: bool = True) -> dict[str, Any]:
-    record: dict[str, Any] = {"job_id": outcome.job_id, "status": outcome.status, "base_model": base_model,
-                              "fine_tuned_model": outcome.fine_tuned_model, "checkpoints": outcome.checkpoints,
-                              "error": outcome.error, "files": files}
+def register(
+    run_dir: Path, outcome: JobOutcome, base_model: str, files: dict[str, Any], reasoning: bool = True
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "job_id": outcome.job_id,
+        "status": outcome.status,
+        "base_model": base_model,
+        "fine_tuned_model": outcome.fine_tuned_model,
+        "checkpoints": outcome.checkpoints,
+        "error": outcome.error,
+        "files": files,
+    }
     if outcome.fine_tuned_model:
         args = benchmark_overrides(outcome.fine_tuned_model, reasoning=reasoning)
         record["benchmark_overrides"] = args
-        record["benchmark_command"] = ("python scripts/benchmark.py " + " ".join(shlex.quote(a) for a in args)
-                                       + " attempts=3 eval.device=cuda")
+        record["benchmark_command"] = (
+            "python scripts/benchmark.py " + " ".join(shlex.quote(a) for a in args) + " attempts=3 eval.device=cuda"
+        )
     path = Path(run_dir) / "hosted_model.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n")

@@ -59,10 +59,20 @@ class RecordingBackend:
             self._pending.append(graded)
             self.total += 1
             if self._journal is not None:
-                self._journal.write(json.dumps({
-                    "t": graded.t, "problem_id": problem.id, "status": verdict.status.value,
-                    "hack": verdict.hack.category if verdict.hack else None, "reward": graded.reward,
-                    "speedup": verdict.speedup, "cached": verdict.cached}) + "\n")
+                self._journal.write(
+                    json.dumps(
+                        {
+                            "t": graded.t,
+                            "problem_id": problem.id,
+                            "status": verdict.status.value,
+                            "hack": verdict.hack.category if verdict.hack else None,
+                            "reward": graded.reward,
+                            "speedup": verdict.speedup,
+                            "cached": verdict.cached,
+                        }
+                    )
+                    + "\n"
+                )
                 self._journal.flush()
         return verdict
 
@@ -98,9 +108,19 @@ class RecordingBackend:
 class HostedService:
     """`create_app` under uvicorn in a daemon thread. Use as a context manager; `url` is the local address."""
 
-    def __init__(self, backend: Any, problems: Iterable[Problem], token: str, host: str = "127.0.0.1",
-                 port: int = 0, journal: Path | None = None, delta: float | None = None,
-                 baseline: str = "inductor", max_concurrent: int = 32, max_queued: int = 1024):
+    def __init__(
+        self,
+        backend: Any,
+        problems: Iterable[Problem],
+        token: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        journal: Path | None = None,
+        delta: float | None = None,
+        baseline: str = "inductor",
+        max_concurrent: int = 32,
+        max_queued: int = 1024,
+    ):
         from envs.service import ServiceSettings
 
         self.delta = DEFAULT_DELTA if delta is None else delta
@@ -109,9 +129,14 @@ class HostedService:
         self.host, self.port = host, port
         # One client holds the token: OpenAI's grader, which sends a whole batch at once. The per-client rate
         # limit would only turn its batch into 429s, so it is off; the bounded queue (503 beyond) still holds.
-        self.settings = ServiceSettings(tokens=(token,), rate_per_second=0.0, max_concurrent_evaluations=max_concurrent,
-                                        max_queued_evaluations=max_queued, default_baseline=baseline,
-                                        backend_name="hosted")
+        self.settings = ServiceSettings(
+            tokens=(token,),
+            rate_per_second=0.0,
+            max_concurrent_evaluations=max_concurrent,
+            max_queued_evaluations=max_queued,
+            default_baseline=baseline,
+            backend_name="hosted",
+        )
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -131,8 +156,9 @@ class HostedService:
         shown = f"[{self.host}]" if family == socket.AF_INET6 else self.host
         self.url = f"http://{shown}:{self.port}"
         self._server = uvicorn.Server(uvicorn.Config(app, lifespan="on", log_level="warning"))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
-                                        name="kernelrl-grader")
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True, name="kernelrl-grader"
+        )
         self._thread.start()
         deadline = time.monotonic() + 60
         while not self._server.started:

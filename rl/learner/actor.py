@@ -1,8 +1,8 @@
 """The learner as a Ray actor (rl.types.Learner): one process owning the Policy, on a GPU when there is one.
 
-    learner = LearnerActor.create(policy_cfg, algorithm_cfg)   # configs or Hydra mappings -> RemoteLearner
-    metrics = learner.train_step(batch)                         # rl.types.Learner, synchronous
-    update = learner.export_weights("merged", "/dev/shm/kernelrl/policy")
+learner = LearnerActor.create(policy_cfg, algorithm_cfg)   # configs or Hydra mappings -> RemoteLearner
+metrics = learner.train_step(batch)                         # rl.types.Learner, synchronous
+update = learner.export_weights("merged", "/dev/shm/kernelrl/policy")
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ def learner_resources(policy: PolicyConfig) -> dict[str, float]:
         has_gpu = ray.cluster_resources().get("GPU", 0) >= 1
         num_gpus = 1.0 if has_gpu and policy.device in ("auto", "cuda") else 0.0
     if policy.device == "cuda" and num_gpus == 0:
-        raise ValueError("policy.device=cuda but the learner actor gets no GPU (policy.actor.num_gpus=0 "
-                         "or no GPU in the Ray cluster)")
+        raise ValueError(
+            "policy.device=cuda but the learner actor gets no GPU (policy.actor.num_gpus=0 "
+            "or no GPU in the Ray cluster)"
+        )
     return {"num_cpus": policy.actor.num_cpus, "num_gpus": num_gpus}
 
 
@@ -114,8 +116,9 @@ class RemoteLearner:
             self.placement = None
 
 
-def _create(policy: PolicyConfig | dict, algorithm: AlgorithmConfig | dict, startup_timeout: float = 900.0,
-            **ray_options) -> RemoteLearner:
+def _create(
+    policy: PolicyConfig | dict, algorithm: AlgorithmConfig | dict, startup_timeout: float = 900.0, **ray_options
+) -> RemoteLearner:
     """Start the learner actor (ray must be initialised) and wait until its model is loaded, so that a
     bad model path fails here with the reason. The actor gets a placement group of its own unless
     `ray_options` (given to .options(): name, scheduling) choose its scheduling: a cluster without room for

@@ -90,12 +90,16 @@ def build_train_batch(groups: Sequence[Group], config: AlgorithmConfig, policy_v
                 # An empty completion has no token to carry the advantage; it is dropped, not zero-padded.
                 continue
             if s.logprobs is not None and len(s.logprobs) != len(s.completion_ids):
-                raise ValueError(f"sample {s.request_id}#{s.index}: {len(s.logprobs)} logprobs "
-                                 f"for {len(s.completion_ids)} completion tokens")
+                raise ValueError(
+                    f"sample {s.request_id}#{s.index}: {len(s.logprobs)} logprobs "
+                    f"for {len(s.completion_ids)} completion tokens"
+                )
             if s.loss_mask is not None:
                 if len(s.loss_mask) != len(s.completion_ids) or set(s.loss_mask) - {0, 1}:
-                    raise ValueError(f"sample {s.request_id}#{s.index}: its loss mask must be one 0/1 per "
-                                     f"completion token ({len(s.loss_mask)} for {len(s.completion_ids)})")
+                    raise ValueError(
+                        f"sample {s.request_id}#{s.index}: its loss mask must be one 0/1 per "
+                        f"completion token ({len(s.loss_mask)} for {len(s.completion_ids)})"
+                    )
                 if 1 not in s.loss_mask:
                     continue  # no policy token to carry the advantage, like an empty completion
             input_ids.append(list(s.prompt_ids) + list(s.completion_ids))
@@ -107,6 +111,13 @@ def build_train_batch(groups: Sequence[Group], config: AlgorithmConfig, policy_v
             rewards.append(float(scored.reward))
     if not input_ids:
         raise ValueError("every sample of the batch has an empty completion")
-    return TrainBatch(input_ids=input_ids, prompt_lengths=prompt_lengths, advantages=advantages,
-                      rollout_logprobs=rollout_logprobs, group_ids=group_ids, policy_version=policy_version,
-                      rewards=rewards, loss_masks=loss_masks if any(m is not None for m in loss_masks) else None)
+    return TrainBatch(
+        input_ids=input_ids,
+        prompt_lengths=prompt_lengths,
+        advantages=advantages,
+        rollout_logprobs=rollout_logprobs,
+        group_ids=group_ids,
+        policy_version=policy_version,
+        rewards=rewards,
+        loss_masks=loss_masks if any(m is not None for m in loss_masks) else None,
+    )

@@ -15,8 +15,14 @@ from typing import Any
 
 import torch
 
-from rl.learner.checkpoint_files import (base_model_reference, fsync_path, json_extra, model_meta, new_checkpoint_dir,
-                                         publish)
+from rl.learner.checkpoint_files import (
+    base_model_reference,
+    fsync_path,
+    json_extra,
+    model_meta,
+    new_checkpoint_dir,
+    publish,
+)
 from rl.learner.export import ADAPTER_CONFIG, ADAPTER_WEIGHTS, write_adapter
 from rl.rng_state import decode_python_rng, encode_python_rng
 
@@ -32,8 +38,11 @@ def save(policy: Any, path: str, extra: dict[str, Any]) -> None:
     try:
         weights = {k: v.detach().to("cpu").contiguous() for k, v in policy.trainable_state().items()}
         save_file(weights, os.path.join(tmp_dir, "trainable.safetensors"))
-        state = {"optimizer": policy.optimizer.state_dict(), "scheduler": policy.scheduler.state_dict(),
-                 "torch_rng": torch.get_rng_state()}
+        state = {
+            "optimizer": policy.optimizer.state_dict(),
+            "scheduler": policy.scheduler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+        }
         if policy.value_optimizer is not None:  # PPO's value head has an optimizer of its own
             state["value_optimizer"] = policy.value_optimizer.state_dict()
             state["value_scheduler"] = policy.value_scheduler.state_dict()
@@ -45,9 +54,14 @@ def save(policy: Any, path: str, extra: dict[str, Any]) -> None:
         if policy.config.finetune == "lora":
             write_adapter(policy.model, tmp_dir, base)
             files += [ADAPTER_WEIGHTS, ADAPTER_CONFIG]
-        meta = {"format": FORMAT, "version": policy.version, "optimizer_steps": policy.optimizer_steps,
-                "python_rng": encode_python_rng(random.getstate()), "extra": meta_extra,
-                **model_meta(policy.config)}
+        meta = {
+            "format": FORMAT,
+            "version": policy.version,
+            "optimizer_steps": policy.optimizer_steps,
+            "python_rng": encode_python_rng(random.getstate()),
+            "extra": meta_extra,
+            **model_meta(policy.config),
+        }
         with open(os.path.join(tmp_dir, "meta.json"), "w") as f:
             json.dump(meta, f)
         for file in files:
@@ -80,8 +94,10 @@ def load(policy: Any, path: str) -> dict[str, Any]:
     params = policy.trainable_state()
     if set(weights) != set(params):
         missing, unexpected = sorted(set(params) - set(weights)), sorted(set(weights) - set(params))
-        raise ValueError(f"{path} does not fit this policy: missing {missing[:3]}, unexpected {unexpected[:3]} "
-                         "(another model or LoRA target set?)")
+        raise ValueError(
+            f"{path} does not fit this policy: missing {missing[:3]}, unexpected {unexpected[:3]} "
+            "(another model or LoRA target set?)"
+        )
     for name, p in params.items():
         if weights[name].shape != p.shape:
             raise ValueError(f"{path}: {name} has shape {tuple(weights[name].shape)}, the policy {tuple(p.shape)}")

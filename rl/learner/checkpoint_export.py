@@ -62,12 +62,15 @@ def _lora_settings(meta: dict[str, Any], path: Path) -> dict[str, Any]:
         if config.is_file():
             learner = OmegaConf.to_container(OmegaConf.load(config)).get("policy", {}).get("learner") or {}
             return dataclasses.asdict(LoraSettings.from_mapping(learner.get("lora") or {}))
-    raise ValueError(f"{path}: a LoRA checkpoint without adapter_config.json, LoRA settings in meta.json or its "
-                     "run's .hydra/config.yaml: its rank and alpha are unknown")
+    raise ValueError(
+        f"{path}: a LoRA checkpoint without adapter_config.json, LoRA settings in meta.json or its "
+        "run's .hydra/config.yaml: its rank and alpha are unknown"
+    )
 
 
-def load_checkpoint_model(checkpoint: str | os.PathLike[str], base: str | os.PathLike[str] | None = None,
-                          dtype: str | None = None) -> CheckpointModel:
+def load_checkpoint_model(
+    checkpoint: str | os.PathLike[str], base: str | os.PathLike[str] | None = None, dtype: str | None = None
+) -> CheckpointModel:
     """The policy of `checkpoint` in memory (eval mode, CPU). `base` replaces the base model meta.json names;
     `dtype` (float32 | bfloat16) the dtype it trained in."""
     from transformers import AutoModelForCausalLM
@@ -90,9 +93,18 @@ def load_checkpoint_model(checkpoint: str | os.PathLike[str], base: str | os.Pat
             from peft import LoraConfig, get_peft_model
 
             s = _lora_settings(meta, real)
-            model = get_peft_model(model, LoraConfig(r=s["r"], lora_alpha=s["alpha"], lora_dropout=s["dropout"],
-                                                     target_modules=list(s["target_modules"]), bias="none",
-                                                     task_type="CAUSAL_LM"), autocast_adapter_dtype=True)
+            model = get_peft_model(
+                model,
+                LoraConfig(
+                    r=s["r"],
+                    lora_alpha=s["alpha"],
+                    lora_dropout=s["dropout"],
+                    target_modules=list(s["target_modules"]),
+                    bias="none",
+                    task_type="CAUSAL_LM",
+                ),
+                autocast_adapter_dtype=True,
+            )
         _load_trained_weights(model, real, meta)
     return CheckpointModel(model.eval(), lora, base_dir, meta, path)
 
@@ -114,23 +126,34 @@ def _load_trained_weights(model: torch.nn.Module, directory: Path, meta: dict[st
     else:
         from safetensors.torch import load_file
 
-        weights = {k: v for k, v in load_file(str(directory / "trainable.safetensors")).items()
-                   if not k.startswith("value_head.")}
+        weights = {
+            k: v
+            for k, v in load_file(str(directory / "trainable.safetensors")).items()
+            if not k.startswith("value_head.")
+        }
     unknown = sorted(set(weights) - set(params))
     if unknown:
-        raise ValueError(f"{directory} does not fit its base model: unexpected weights {unknown[:3]} "
-                         "(another base model or LoRA target set?)")
+        raise ValueError(
+            f"{directory} does not fit its base model: unexpected weights {unknown[:3]} "
+            "(another base model or LoRA target set?)"
+        )
     with torch.no_grad():
         for name, value in weights.items():
             if params[name].shape != value.shape:
-                raise ValueError(f"{directory}: {name} has shape {tuple(value.shape)}, the model "
-                                 f"{tuple(params[name].shape)} (another base model?)")
+                raise ValueError(
+                    f"{directory}: {name} has shape {tuple(value.shape)}, the model "
+                    f"{tuple(params[name].shape)} (another base model?)"
+                )
             params[name].copy_(value)
 
 
-def export_checkpoint(checkpoint: str | os.PathLike[str], out: str | os.PathLike[str],
-                      kind: Literal["merged", "adapter"] = "merged", base: str | os.PathLike[str] | None = None,
-                      dtype: str | None = None) -> CheckpointModel:
+def export_checkpoint(
+    checkpoint: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    kind: Literal["merged", "adapter"] = "merged",
+    base: str | os.PathLike[str] | None = None,
+    dtype: str | None = None,
+) -> CheckpointModel:
     """Write `checkpoint`'s policy to the directory `out` (which must not exist or be empty).
 
     merged: model.safetensors + config + generation config + the base model's tokenizer files, adapter merged
@@ -144,8 +167,9 @@ def export_checkpoint(checkpoint: str | os.PathLike[str], out: str | os.PathLike
         raise FileExistsError(f"{out} exists and is not an empty directory")
     loaded = load_checkpoint_model(checkpoint, base, dtype)
     if kind == "adapter" and not loaded.lora:
-        raise ValueError(f"{loaded.path} is a {loaded.meta.get('finetune')} fine-tune: it has no adapter "
-                         "(export it merged)")
+        raise ValueError(
+            f"{loaded.path} is a {loaded.meta.get('finetune')} fine-tune: it has no adapter (export it merged)"
+        )
     tmp = out.with_name(f".{out.name}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
     try:

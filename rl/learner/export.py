@@ -15,9 +15,17 @@ from typing import Literal
 import torch
 
 # Files of a model directory that describe the tokenizer and chat template (copied into merged exports).
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                   "merges.txt", "tokenizer.model", "added_tokens.json", "chat_template.jinja",
-                   "chat_template.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+)
 
 
 def merged_state_dict(model: torch.nn.Module, lora: bool) -> dict[str, torch.Tensor]:
@@ -53,8 +61,11 @@ def _dedupe(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out = {}
     for key, value in state.items():
         # the same memory under two names (tied embeddings), not merely two views into one storage
-        ident = (value.untyped_storage().data_ptr(), value.storage_offset(), tuple(value.shape), value.dtype) \
-            if value.numel() else (id(value),)
+        ident = (
+            (value.untyped_storage().data_ptr(), value.storage_offset(), tuple(value.shape), value.dtype)
+            if value.numel()
+            else (id(value),)
+        )
         if ident in seen:
             continue
         seen.add(ident)
@@ -62,8 +73,9 @@ def _dedupe(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def export_weights(model: torch.nn.Module, kind: Literal["lora", "merged"], path: str, *, lora: bool,
-                   source_dir: str | None) -> None:
+def export_weights(
+    model: torch.nn.Module, kind: Literal["lora", "merged"], path: str, *, lora: bool, source_dir: str | None
+) -> None:
     """Write the policy to directory `path` (created; files of the same names are overwritten)."""
     if kind not in ("lora", "merged"):
         raise ValueError(f"export kind must be lora or merged, not {kind!r}")

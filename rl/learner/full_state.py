@@ -19,7 +19,7 @@ def merge_lora_by_name(state: dict[str, torch.Tensor], scaling: float) -> dict[s
     for key, value in state.items():
         if ".lora_A." in key or ".lora_B." in key or ".lora_dropout." in key:
             continue
-        name = key[len(_PEFT_PREFIX):] if key.startswith(_PEFT_PREFIX) else key
+        name = key[len(_PEFT_PREFIX) :] if key.startswith(_PEFT_PREFIX) else key
         if ".base_layer." in key:
             prefix, _, param = key.rpartition(".base_layer.")
             name = name.replace(".base_layer.", ".")
@@ -30,8 +30,9 @@ def merge_lora_by_name(state: dict[str, torch.Tensor], scaling: float) -> dict[s
     return out
 
 
-def serving_state_dict(net: torch.nn.Module, config, *, cpu: bool, rank0_only: bool, is_rank0: bool
-                       ) -> dict[str, torch.Tensor] | None:
+def serving_state_dict(
+    net: torch.nn.Module, config, *, cpu: bool, rank0_only: bool, is_rank0: bool
+) -> dict[str, torch.Tensor] | None:
     """Gather the full weights of rl.learner.logprobs.PolicyNet `net` (a collective under FSDP2: every rank
     calls it). cpu: on the host; rank0_only (with cpu): the other ranks get None and hold no copy."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
@@ -39,13 +40,15 @@ def serving_state_dict(net: torch.nn.Module, config, *, cpu: bool, rank0_only: b
     state = get_model_state_dict(net, options=StateDictOptions(full_state_dict=True, cpu_offload=cpu and rank0_only))
     if rank0_only and not is_rank0:
         return None
-    state = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}  # not value_head.*
+    state = {k[len("model.") :]: v for k, v in state.items() if k.startswith("model.")}  # not value_head.*
     if config.finetune == "lora":
         state = merge_lora_by_name(state, config.lora.alpha / config.lora.r)
     if getattr(net.causal_lm.config, "tie_word_embeddings", False):
         state.pop("lm_head.weight", None)  # the same tensor as the embeddings; loaders tie it again
     # bf16 mixed precision keeps float32 masters; engines serve the compute dtype, and half the bytes travel
     dtype = torch.bfloat16 if getattr(config, "dtype", "float32") == "bfloat16" else None
-    state = {k: v.detach().to(device="cpu" if cpu else v.device, dtype=dtype if v.is_floating_point() else None)
-             .contiguous() for k, v in state.items()}
+    state = {
+        k: v.detach().to(device="cpu" if cpu else v.device, dtype=dtype if v.is_floating_point() else None).contiguous()
+        for k, v in state.items()
+    }
     return state

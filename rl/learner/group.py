@@ -33,8 +33,13 @@ def init_process_group(rank: int, world_size: int, address: str, port: int, devi
     backend = "nccl" if cuda else "gloo"
     if cuda:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)) if "LOCAL_RANK" in os.environ else 0)
-    dist.init_process_group(backend, init_method=f"tcp://{address}:{port}", rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(minutes=30))
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://{address}:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(minutes=30),
+    )
     return backend
 
 
@@ -83,8 +88,9 @@ class LearnerRank(PolicyHost):
 
         t0 = time.perf_counter()
         on_gpu = self.policy.device.type == "cuda"
-        state = serving_state_dict(self.policy.net, self.policy.config, cpu=not on_gpu, rank0_only=not on_gpu,
-                                   is_rank0=self.rank == 0)
+        state = serving_state_dict(
+            self.policy.net, self.policy.config, cpu=not on_gpu, rank0_only=not on_gpu, is_rank0=self.rank == 0
+        )
         gathered = time.perf_counter() - t0
         if self.rank != 0:
             return {}
@@ -102,8 +108,9 @@ class LearnerGroup:
         self.placement = placement
 
     @staticmethod
-    def create(policy: PolicyConfig | dict, algorithm: AlgorithmConfig | dict, startup_timeout: float = 900.0
-               ) -> LearnerGroup:
+    def create(
+        policy: PolicyConfig | dict, algorithm: AlgorithmConfig | dict, startup_timeout: float = 900.0
+    ) -> LearnerGroup:
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -116,14 +123,24 @@ class LearnerGroup:
             policy = PolicyConfig.from_mapping(policy)
         resources = learner_resources(policy)
         bundle = resource_bundle(resources["num_cpus"], resources["num_gpus"])
-        group = placed_group([dict(bundle) for _ in range(policy.world_size)],
-                             "PACK" if policy.placement == "pack" else "SPREAD",
-                             f"{policy.world_size} learner ranks of {bundle}", startup_timeout)
-        actors = [ray.remote(LearnerRank).options(
-            num_cpus=resources["num_cpus"], num_gpus=resources["num_gpus"], max_restarts=0,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i),
-            runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}},
-        ).remote(i, policy.world_size, algorithm, policy) for i in range(policy.world_size)]
+        group = placed_group(
+            [dict(bundle) for _ in range(policy.world_size)],
+            "PACK" if policy.placement == "pack" else "SPREAD",
+            f"{policy.world_size} learner ranks of {bundle}",
+            startup_timeout,
+        )
+        actors = [
+            ray.remote(LearnerRank)
+            .options(
+                num_cpus=resources["num_cpus"],
+                num_gpus=resources["num_gpus"],
+                max_restarts=0,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=i),
+                runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}},
+            )
+            .remote(i, policy.world_size, algorithm, policy)
+            for i in range(policy.world_size)
+        ]
         learner = LearnerGroup(actors, group)
         try:
             address, port = ray.get(actors[0].address.remote(), timeout=startup_timeout)

@@ -70,9 +70,14 @@ def target_offsets(completion_length: int, mask: Sequence[int] | None) -> list[i
     return [j for j, m in enumerate(mask) if m]
 
 
-def pack_rows(input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int], rows: Sequence[int],
-              device: torch.device | str, layout: Layout = "packed",
-              loss_masks: Sequence[Sequence[int] | None] | None = None) -> PackedRows:
+def pack_rows(
+    input_ids: Sequence[Sequence[int]],
+    prompt_lengths: Sequence[int],
+    rows: Sequence[int],
+    device: torch.device | str,
+    layout: Layout = "packed",
+    loss_masks: Sequence[Sequence[int] | None] | None = None,
+) -> PackedRows:
     """`loss_masks` (per row, one 0/1 per completion token, or None): only tokens marked 1 become targets,
     so a masked token (a tool's output inside a trajectory) is context for the tokens after it but has no
     logprob, no entropy and no loss, and is not counted in `seq_lengths`."""
@@ -97,13 +102,21 @@ def pack_rows(input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int],
     as_long = lambda v: torch.tensor(v, dtype=torch.long, device=device)  # noqa: E731
     shape = (len(rows), width) if layout == "padded" else (1, width)
     attention_mask = as_long(mask).view(shape) if 0 in mask else None
-    return PackedRows(rows=list(rows), input_ids=as_long(ids).view(shape), position_ids=as_long(positions).view(shape),
-                      attention_mask=attention_mask, target_positions=as_long(target_pos), target_ids=as_long(targets),
-                      seq_index=as_long(seq_index), seq_lengths=as_long(seq_lengths))
+    return PackedRows(
+        rows=list(rows),
+        input_ids=as_long(ids).view(shape),
+        position_ids=as_long(positions).view(shape),
+        attention_mask=attention_mask,
+        target_positions=as_long(target_pos),
+        target_ids=as_long(targets),
+        seq_index=as_long(seq_index),
+        seq_lengths=as_long(seq_lengths),
+    )
 
 
-def _chunk_logprobs(hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor,
-                    bias: torch.Tensor | None, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _chunk_logprobs(
+    hidden: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     logits = torch.nn.functional.linear(hidden, weight, bias).float()
     if temperature != 1.0:
         logits = logits / temperature
@@ -132,8 +145,9 @@ def _compiled_chunk_logprobs() -> Callable:
     return compile_fn(_chunk_logprobs)
 
 
-def completion_logprobs(causal_lm: torch.nn.Module, packed: PackedRows, *, temperature: float = 1.0,
-                        chunk_tokens: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+def completion_logprobs(
+    causal_lm: torch.nn.Module, packed: PackedRows, *, temperature: float = 1.0, chunk_tokens: int = 1024
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(logprob, entropy) of every completion target of `packed`, float32, [N] each.
 
     `causal_lm` is a transformers *ForCausalLM (the peft-wrapped one's base model works too: adapters
@@ -143,10 +157,16 @@ def completion_logprobs(causal_lm: torch.nn.Module, packed: PackedRows, *, tempe
     return logp, entropy
 
 
-def completion_outputs(causal_lm: torch.nn.Module, packed: PackedRows, *, temperature: float = 1.0,
-                       chunk_tokens: int = 1024, value_head: torch.nn.Module | None = None,
-                       with_logprobs: bool = True, compiled: bool = False
-                       ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+def completion_outputs(
+    causal_lm: torch.nn.Module,
+    packed: PackedRows,
+    *,
+    temperature: float = 1.0,
+    chunk_tokens: int = 1024,
+    value_head: torch.nn.Module | None = None,
+    with_logprobs: bool = True,
+    compiled: bool = False,
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """(logprob, entropy, value) of every completion target; value is None without a value head, logprob and
     entropy None with `with_logprobs=False` (PPO's scoring pass for the old values alone: no lm_head).
 
@@ -156,8 +176,12 @@ def completion_outputs(causal_lm: torch.nn.Module, packed: PackedRows, *, temper
     """
     decoder = causal_lm.get_decoder()
     head = causal_lm.get_output_embeddings()
-    hidden = decoder(input_ids=packed.input_ids, position_ids=packed.position_ids,
-                     attention_mask=packed.attention_mask, use_cache=False).last_hidden_state
+    hidden = decoder(
+        input_ids=packed.input_ids,
+        position_ids=packed.position_ids,
+        attention_mask=packed.attention_mask,
+        use_cache=False,
+    ).last_hidden_state
     hidden = hidden.reshape(-1, hidden.shape[-1])[packed.target_positions]
     weight, bias = _head_parameters(head)
     chunk_fn = _compiled_chunk_logprobs() if compiled else _chunk_logprobs
@@ -188,8 +212,13 @@ class PolicyNet(torch.nn.Module):
     chunked lm_head above reads as plain tensors, outside the lm_head module's own forward.
     """
 
-    def __init__(self, model: torch.nn.Module, value_head: torch.nn.Module | None = None, peft: bool = False,
-                 compiled: bool = False):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        value_head: torch.nn.Module | None = None,
+        peft: bool = False,
+        compiled: bool = False,
+    ):
         super().__init__()
         self.model = model
         self.value_head = value_head
@@ -200,18 +229,32 @@ class PolicyNet(torch.nn.Module):
     def causal_lm(self) -> torch.nn.Module:
         return self.model.get_base_model() if self.peft else self.model
 
-    def forward(self, packed: PackedRows, temperature: float = 1.0, chunk_tokens: int = 1024,
-                with_values: bool = True, with_logprobs: bool = True):
-        return completion_outputs(self.causal_lm, packed, temperature=temperature, chunk_tokens=chunk_tokens,
-                                  value_head=self.value_head if with_values else None, with_logprobs=with_logprobs,
-                                  compiled=self.compiled)
+    def forward(
+        self,
+        packed: PackedRows,
+        temperature: float = 1.0,
+        chunk_tokens: int = 1024,
+        with_values: bool = True,
+        with_logprobs: bool = True,
+    ):
+        return completion_outputs(
+            self.causal_lm,
+            packed,
+            temperature=temperature,
+            chunk_tokens=chunk_tokens,
+            value_head=self.value_head if with_values else None,
+            with_logprobs=with_logprobs,
+            compiled=self.compiled,
+        )
 
 
 def _head_parameters(head: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
     if isinstance(head, torch.nn.Linear):
         return head.weight, head.bias
-    raise TypeError(f"lm_head must be a torch.nn.Linear to be chunked, not {type(head).__name__} "
-                    "(a LoRA on lm_head is not supported: leave it out of lora.target_modules)")
+    raise TypeError(
+        f"lm_head must be a torch.nn.Linear to be chunked, not {type(head).__name__} "
+        "(a LoRA on lm_head is not supported: leave it out of lora.target_modules)"
+    )
 
 
 def check_supported(config) -> None:
@@ -219,5 +262,7 @@ def check_supported(config) -> None:
     for attr in ("final_logit_softcapping", "logit_scale", "logits_scaling"):
         value = getattr(config, attr, None)
         if value not in (None, 1, 1.0, 0):
-            raise ValueError(f"model config has {attr}={value}: its logits are not lm_head(hidden), "
-                             "which the chunked logprobs assume")
+            raise ValueError(
+                f"model config has {attr}={value}: its logits are not lm_head(hidden), "
+                "which the chunked logprobs assume"
+            )

@@ -26,8 +26,9 @@ class Normalizer:
     max_tokens: int | None = None  # Dr. GRPO's constant length (seq_mean_token_sum_norm)
 
 
-def aggregate(values: torch.Tensor, seq_index: torch.Tensor, seq_lengths: torch.Tensor,
-              mode: str, norm: Normalizer) -> torch.Tensor:
+def aggregate(
+    values: torch.Tensor, seq_index: torch.Tensor, seq_lengths: torch.Tensor, mode: str, norm: Normalizer
+) -> torch.Tensor:
     """Reduce per-token values to the scalar the optimizer sees.
 
     token_mean: sum / tokens (DAPO); seq_mean_token_mean: mean over sequences of each one's token mean
@@ -44,8 +45,9 @@ def aggregate(values: torch.Tensor, seq_index: torch.Tensor, seq_lengths: torch.
     raise ValueError(f"unknown loss aggregation {mode!r}")
 
 
-def clipped_policy_gradient(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
-                            eps_low: float, eps_high: float):
+def clipped_policy_gradient(
+    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, eps_low: float, eps_high: float
+):
     """Per-token PPO surrogate max(-A r, -A clip(r, 1-eps_low, 1+eps_high)) with r = exp(logp - old_logp).
 
     Returns (loss per token, ratio, clipped_low, clipped_high): the masks mark tokens whose gradient the
@@ -147,7 +149,8 @@ def policy_loss(x: LossInputs, config: AlgorithmConfig, norm: Normalizer) -> tup
     agg = lambda v: aggregate(v, x.seq_index, x.seq_lengths, config.loss_aggregation, norm)  # noqa: E731
 
     pg, ratio, clipped_low, clipped_high = clipped_policy_gradient(
-        x.logp, x.old_logp, x.advantages, config.clip_eps_low, config.clip_eps_high)
+        x.logp, x.old_logp, x.advantages, config.clip_eps_low, config.clip_eps_high
+    )
 
     if x.rollout_logp is not None:
         has_rollout = ~torch.isnan(x.rollout_logp)

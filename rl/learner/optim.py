@@ -29,7 +29,8 @@ def build_optimizer(params: Iterable[torch.nn.Parameter], s: OptimizerSettings, 
     if not params:
         raise ValueError("the policy has no trainable parameters")
     # fused AdamW is one kernel per step on CUDA; on CPU the default (foreach) implementation is used.
-    optimizer = torch.optim.AdamW(params, lr=s.lr, betas=s.betas, eps=s.eps, weight_decay=s.weight_decay,
-                                  fused=device.type == "cuda" or None)
+    optimizer = torch.optim.AdamW(
+        params, lr=s.lr, betas=s.betas, eps=s.eps, weight_decay=s.weight_decay, fused=device.type == "cuda" or None
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, s))
     return optimizer, scheduler

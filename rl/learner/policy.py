@@ -24,8 +24,15 @@ from envs.gpu_lock import GpuGate
 from rl.learner import checkpoint as ckpt
 from rl.learner.config import AlgorithmConfig, PolicyConfig
 from rl.learner.export import export_weights
-from rl.learner.logprobs import (PackedRows, PolicyNet, check_supported, layout_for, pack_rows, plan_micro_batches,
-                                target_offsets)
+from rl.learner.logprobs import (
+    PackedRows,
+    PolicyNet,
+    check_supported,
+    layout_for,
+    pack_rows,
+    plan_micro_batches,
+    target_offsets,
+)
 from rl.learner.losses import LossInputs, Normalizer, Stats, aggregate, policy_loss
 from rl.learner.optim import build_optimizer
 from rl.learner.ppo import token_advantages, value_loss, value_stats
@@ -55,8 +62,9 @@ def load_causal_lm(config: PolicyConfig, device: torch.device):
     if not path or not os.path.isfile(os.path.join(path, "config.json")):
         raise FileNotFoundError(f"policy.model={path!r} is not a model directory (no config.json there)")
     check_supported(AutoConfig.from_pretrained(path))
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=_DTYPES[config.dtype],
-                                                 attn_implementation=config.attn_implementation)
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=_DTYPES[config.dtype], attn_implementation=config.attn_implementation
+    )
     return model.to(device)
 
 
@@ -64,16 +72,21 @@ class Policy:
     def __init__(self, policy: PolicyConfig, algorithm: AlgorithmConfig, model: torch.nn.Module | None = None):
         """`model` (optional) replaces loading policy.model: a transformers causal LM, e.g. a random-init one."""
         if algorithm.loss_aggregation == "seq_mean_token_sum_norm" and algorithm.loss_max_tokens is None:
-            raise ValueError("loss_aggregation=seq_mean_token_sum_norm divides by a constant length: "
-                             "set algorithm.loss_max_tokens (normally the rollout's max_tokens)")
+            raise ValueError(
+                "loss_aggregation=seq_mean_token_sum_norm divides by a constant length: "
+                "set algorithm.loss_max_tokens (normally the rollout's max_tokens)"
+            )
         self.config = policy
         self.algorithm = algorithm
         self.device = resolve_device(policy.device)
         self._gate = GpuGate.for_current_device() if self.device.type == "cuda" else None
         self.layout = layout_for(policy.attn_implementation) if policy.layout == "auto" else policy.layout
         seed_everything(policy.seed)
-        base = model.to(device=self.device, dtype=_DTYPES[policy.dtype]) if model is not None \
+        base = (
+            model.to(device=self.device, dtype=_DTYPES[policy.dtype])
+            if model is not None
             else load_causal_lm(policy, self.device)
+        )
         check_supported(base.config)
         base.config.use_cache = False
         if policy.gradient_checkpointing:
@@ -83,8 +96,14 @@ class Policy:
             from peft import LoraConfig, get_peft_model
 
             lora = policy.lora
-            peft_config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                                     target_modules=list(lora.target_modules), bias="none", task_type="CAUSAL_LM")
+            peft_config = LoraConfig(
+                r=lora.r,
+                lora_alpha=lora.alpha,
+                lora_dropout=lora.dropout,
+                target_modules=list(lora.target_modules),
+                bias="none",
+                task_type="CAUSAL_LM",
+            )
             # autocast_adapter_dtype keeps the adapter in float32 over a bf16 base (AdamW on bf16 loses updates).
             self.model = get_peft_model(base, peft_config, autocast_adapter_dtype=True)
         else:
@@ -108,12 +127,15 @@ class Policy:
                 if net is not None:
                     compile_decoder_layers(net.causal_lm)
         self.optimizer, self.scheduler = build_optimizer(
-            (p for p in self.model.parameters() if p.requires_grad), policy.optimizer, self.device)
+            (p for p in self.model.parameters() if p.requires_grad), policy.optimizer, self.device
+        )
         self.value_optimizer = self.value_scheduler = None
         if self.value_head is not None:
             self.value_optimizer, self.value_scheduler = build_optimizer(
-                self.value_head.parameters(), dataclasses.replace(policy.optimizer, lr=algorithm.ppo.value_lr),
-                self.device)
+                self.value_head.parameters(),
+                dataclasses.replace(policy.optimizer, lr=algorithm.ppo.value_lr),
+                self.device,
+            )
         self.version = 0  # train steps taken (the weights version the next export carries)
         self.optimizer_steps = 0
 
@@ -143,8 +165,9 @@ class Policy:
         """The transformers *ForCausalLM (inside the peft wrapper when LoRA is on)."""
         return self.net.causal_lm
 
-    def _forward(self, packed: PackedRows, reference: bool = False, with_values: bool = False,
-                 with_logprobs: bool = True):
+    def _forward(
+        self, packed: PackedRows, reference: bool = False, with_values: bool = False, with_logprobs: bool = True
+    ):
         """(logprobs, entropy, values or None) of the completion targets of `packed` (logprobs and entropy
         None without `with_logprobs`: values only)."""
         kwargs = dict(temperature=self.algorithm.temperature, chunk_tokens=self.config.logprob_chunk_tokens)
@@ -156,9 +179,15 @@ class Policy:
             return self.net(packed, with_values=False, **kwargs)
 
     @torch.no_grad()
-    def _score(self, input_ids, prompt_lengths, reference: bool = False, with_values: bool = False,
-               loss_masks=None, with_logprobs: bool = True) -> tuple[list[torch.Tensor] | None,
-                                                                     list[torch.Tensor] | None]:
+    def _score(
+        self,
+        input_ids,
+        prompt_lengths,
+        reference: bool = False,
+        with_values: bool = False,
+        loss_masks=None,
+        with_logprobs: bool = True,
+    ) -> tuple[list[torch.Tensor] | None, list[torch.Tensor] | None]:
         """Per row: float32 logprobs of its completion tokens (of its masked-in tokens with `loss_masks`; None
         without `with_logprobs`), and the value head's values (eval mode, no grad)."""
         self.net.eval()
@@ -176,8 +205,10 @@ class Policy:
                     values[row] = v[packed.seq_index == local]
         logps = self._all_rows(logps) if with_logprobs else None
         gathered = self._all_rows(values) if with_values else None
-        return (None if logps is None else [logps[r] for r in all_rows],
-                None if gathered is None else [gathered[r] for r in all_rows])
+        return (
+            None if logps is None else [logps[r] for r in all_rows],
+            None if gathered is None else [gathered[r] for r in all_rows],
+        )
 
     def _score_rows(self, input_ids, prompt_lengths, reference: bool = False, loss_masks=None) -> list[torch.Tensor]:
         return self._score(input_ids, prompt_lengths, reference, loss_masks=loss_masks)[0]
@@ -188,16 +219,26 @@ class Policy:
         return [t.tolist() for t in self._score_rows(input_ids, prompt_lengths)]
 
     # ---------------------------------------------------------------------------------------- updates
-    def _optimizer_step(self, rows: Sequence[int], input_ids, prompt_lengths,
-                        micro_loss: Callable[..., tuple[torch.Tensor, Stats]], stats: Stats,
-                        with_values: bool = False, loss_masks=None) -> None:
+    def _optimizer_step(
+        self,
+        rows: Sequence[int],
+        input_ids,
+        prompt_lengths,
+        micro_loss: Callable[..., tuple[torch.Tensor, Stats]],
+        stats: Stats,
+        with_values: bool = False,
+        loss_masks=None,
+    ) -> None:
         """Accumulate gradients over the micro-batches of `rows`, clip, step; metrics into `stats`. With
         `loss_masks`, only masked-in tokens are targets (logprobs.pack_rows), and the normalizers count them.
 
         micro_loss(packed, logp, entropy, values, norm) -> (loss, stats)."""
         self.net.train()
-        norm = Normalizer(tokens=sum(_policy_tokens(input_ids, prompt_lengths, loss_masks, r) for r in rows),
-                          seqs=len(rows), max_tokens=self.algorithm.loss_max_tokens)
+        norm = Normalizer(
+            tokens=sum(_policy_tokens(input_ids, prompt_lengths, loss_masks, r) for r in rows),
+            seqs=len(rows),
+            max_tokens=self.algorithm.loss_max_tokens,
+        )
         local = Stats()
         for mb in self._local_micro_batches(rows, input_ids):
             packed = pack_rows(input_ids, prompt_lengths, mb or [rows[0]], self.device, self.layout, loss_masks)
@@ -258,20 +299,32 @@ class Policy:
         ids, plens, masks = batch.input_ids, batch.prompt_lengths, batch.loss_masks
         ppo = cfg.uses_critic
         # The engine's logprobs of the loss's tokens only (a masked token's entry is no sample of the policy).
-        rollout = [None if lp is None else torch.tensor(
-            [lp[j] for j in target_offsets(len(lp), masks[r] if masks is not None else None)],
-            dtype=torch.float32, device=self.device) for r, lp in enumerate(batch.rollout_logprobs)]
+        rollout = [
+            None
+            if lp is None
+            else torch.tensor(
+                [lp[j] for j in target_offsets(len(lp), masks[r] if masks is not None else None)],
+                dtype=torch.float32,
+                device=self.device,
+            )
+            for r, lp in enumerate(batch.rollout_logprobs)
+        ]
         use_rollout = any(r is not None for r in rollout)
         from_rollout = cfg.old_logprobs == "rollout" and cfg.updates_per_batch > 1
         if from_rollout and any(r is None for r in rollout):
-            raise ValueError("algorithm.old_logprobs=rollout: some rows carry no engine logprobs "
-                             "(an engine that returns none); use old_logprobs=recompute")
+            raise ValueError(
+                "algorithm.old_logprobs=rollout: some rows carry no engine logprobs "
+                "(an engine that returns none); use old_logprobs=recompute"
+            )
         # The old policy's logprobs need a pass of their own only when the weights change within the batch
         # (and the engine's are not taken instead); with one update they are the current logprobs, detached
         # (old = None). PPO's old values always need the pass; without old logprobs it skips the lm_head.
         recompute_old = cfg.updates_per_batch > 1 and not from_rollout
-        old, old_values = (self._score(ids, plens, with_values=ppo, loss_masks=masks, with_logprobs=recompute_old)
-                           if recompute_old or ppo else (None, None))
+        old, old_values = (
+            self._score(ids, plens, with_values=ppo, loss_masks=masks, with_logprobs=recompute_old)
+            if recompute_old or ppo
+            else (None, None)
+        )
         if not recompute_old:
             old = rollout if from_rollout else None  # the sampler itself: its truncated IS weight is 1
         ref = self._score_rows(ids, plens, reference=True, loss_masks=masks) if cfg.kl_coef > 0 else None
@@ -281,23 +334,35 @@ class Policy:
             token_adv, returns = token_advantages(batch.rewards, old_values, cfg.ppo)
         else:
             # one per loss token (with a loss mask: per policy token; PPO's values above are per loss token too)
-            token_adv = [torch.full((_policy_tokens(ids, plens, masks, r),), a, dtype=torch.float32, device=self.device)
-                         for r, a in enumerate(batch.advantages)]
+            token_adv = [
+                torch.full((_policy_tokens(ids, plens, masks, r),), a, dtype=torch.float32, device=self.device)
+                for r, a in enumerate(batch.advantages)
+            ]
 
         def micro_loss(packed: PackedRows, logp, entropy, values, norm):
             def per_token(values: list[torch.Tensor] | None) -> torch.Tensor | None:
                 return None if values is None else torch.cat([values[r] for r in packed.rows])
+
             n_rows = [int(n) for n in packed.seq_lengths]
             adv = per_token(token_adv)
             rollout_logp = None
             if use_rollout and not from_rollout:  # from the rollout: π_old is the engine's, the IS weight 1
-                rollout_logp = torch.cat([rollout[r] if rollout[r] is not None
-                                          else torch.full((n,), float("nan"), device=self.device)
-                                          for r, n in zip(packed.rows, n_rows)])
-            x = LossInputs(logp=logp, old_logp=per_token(old) if old is not None else logp.detach(),
-                           advantages=adv, seq_index=packed.seq_index, seq_lengths=packed.seq_lengths,
-                           ref_logp=per_token(ref), entropy=entropy if cfg.entropy_coef > 0 else entropy.detach(),
-                           rollout_logp=rollout_logp)
+                rollout_logp = torch.cat(
+                    [
+                        rollout[r] if rollout[r] is not None else torch.full((n,), float("nan"), device=self.device)
+                        for r, n in zip(packed.rows, n_rows)
+                    ]
+                )
+            x = LossInputs(
+                logp=logp,
+                old_logp=per_token(old) if old is not None else logp.detach(),
+                advantages=adv,
+                seq_index=packed.seq_index,
+                seq_lengths=packed.seq_lengths,
+                ref_logp=per_token(ref),
+                entropy=entropy if cfg.entropy_coef > 0 else entropy.detach(),
+                rollout_logp=rollout_logp,
+            )
             loss, stats = policy_loss(x, cfg, norm)
             if from_rollout and updates_done == 0 and logp.numel():
                 # Before the first update the trainer's logprobs are those of the weights that sampled: the
@@ -395,8 +460,9 @@ def _step_metrics(stats: Stats, input_ids, prompt_lengths, start: float, loss_ma
     tokens = sum(len(s) for s in input_ids)
     metrics["tokens"] = float(tokens)
     # the tokens the loss was taken on (a trajectory's tool outputs are completion tokens outside the mask)
-    metrics["completion_tokens"] = float(sum(_policy_tokens(input_ids, prompt_lengths, loss_masks, r)
-                                             for r in range(len(input_ids))))
+    metrics["completion_tokens"] = float(
+        sum(_policy_tokens(input_ids, prompt_lengths, loss_masks, r) for r in range(len(input_ids)))
+    )
     metrics["seconds"] = seconds
     metrics["tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
     return metrics
@@ -407,16 +473,19 @@ def _check_rows(input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int
         raise ValueError(f"{len(input_ids)} rows but {len(prompt_lengths)} prompt lengths (need >= 1 row)")
     for i, (seq, p) in enumerate(zip(input_ids, prompt_lengths)):
         if p < 1 or len(seq) <= p:
-            raise ValueError(f"row {i}: prompt length {p} of {len(seq)} tokens (need >= 1 prompt and "
-                             ">= 1 completion token)")
+            raise ValueError(
+                f"row {i}: prompt length {p} of {len(seq)} tokens (need >= 1 prompt and >= 1 completion token)"
+            )
 
 
 def _check_batch(batch: TrainBatch) -> None:
     _check_rows(batch.input_ids, batch.prompt_lengths)
     n = len(batch.input_ids)
     if len(batch.advantages) != n or len(batch.rollout_logprobs) != n:
-        raise ValueError(f"batch of {n} rows has {len(batch.advantages)} advantages and "
-                         f"{len(batch.rollout_logprobs)} rollout logprob lists")
+        raise ValueError(
+            f"batch of {n} rows has {len(batch.advantages)} advantages and "
+            f"{len(batch.rollout_logprobs)} rollout logprob lists"
+        )
     for i, (seq, p, lp) in enumerate(zip(batch.input_ids, batch.prompt_lengths, batch.rollout_logprobs)):
         if lp is not None and len(lp) != len(seq) - p:
             raise ValueError(f"row {i}: {len(lp)} rollout logprobs for {len(seq) - p} completion tokens")
@@ -425,5 +494,7 @@ def _check_batch(batch: TrainBatch) -> None:
             raise ValueError(f"batch of {n} rows has {len(batch.loss_masks)} loss masks")
         for i, (seq, p, mask) in enumerate(zip(batch.input_ids, batch.prompt_lengths, batch.loss_masks)):
             if mask is not None and (len(mask) != len(seq) - p or not any(mask)):
-                raise ValueError(f"row {i}: a loss mask of {len(mask)} ({sum(map(bool, mask))} set) for "
-                                 f"{len(seq) - p} completion tokens (needs one per token, at least one set)")
+                raise ValueError(
+                    f"row {i}: a loss mask of {len(mask)} ({sum(map(bool, mask))} set) for "
+                    f"{len(seq) - p} completion tokens (needs one per token, at least one set)"
+                )

@@ -25,8 +25,9 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -
     returns R_t = A_t + V_t. Returns (advantages, returns), float32, detached.
     """
     if rewards.shape != values.shape or rewards.dim() != 1:
-        raise ValueError(f"gae needs 1-d rewards and values of one length, not {tuple(rewards.shape)} "
-                         f"and {tuple(values.shape)}")
+        raise ValueError(
+            f"gae needs 1-d rewards and values of one length, not {tuple(rewards.shape)} and {tuple(values.shape)}"
+        )
     # The recursion runs over Python floats on the host (one copy each way): on tensors it was ~7 tiny ops per
     # token, each a kernel launch on a GPU, which cost more than the whole GRPO step at 10^4 completion tokens.
     r, v = rewards.detach().double().cpu().tolist(), values.detach().double().cpu().tolist()
@@ -47,8 +48,9 @@ def outcome_rewards(length: int, reward: float, device: torch.device | str = "cp
     return r
 
 
-def token_advantages(rewards: Sequence[float], old_values: Sequence[torch.Tensor], s: PPOSettings
-                     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def token_advantages(
+    rewards: Sequence[float], old_values: Sequence[torch.Tensor], s: PPOSettings
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Per row: (advantages, returns) over its completion tokens, advantages whitened over the whole batch
     when `s.whiten_advantages` (mean 0, std 1 over every token of every row; returns are not)."""
     advantages, returns = [], []
@@ -64,8 +66,9 @@ def token_advantages(rewards: Sequence[float], old_values: Sequence[torch.Tensor
     return advantages, returns
 
 
-def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
-               clip: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+def value_loss(
+    values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, clip: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per token 0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2) (unclipped: 0.5 (V - R)^2);
     also the mask of tokens where the clipped term is the larger one (its gradient is then zero)."""
     unclipped = (values - returns) ** 2
@@ -76,8 +79,9 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
     return 0.5 * torch.maximum(unclipped, clipped), clipped > unclipped
 
 
-def value_stats(values: torch.Tensor, returns: torch.Tensor, advantages: torch.Tensor, clipped: torch.Tensor,
-                loss: torch.Tensor) -> Stats:
+def value_stats(
+    values: torch.Tensor, returns: torch.Tensor, advantages: torch.Tensor, clipped: torch.Tensor, loss: torch.Tensor
+) -> Stats:
     s = Stats()
     n = values.numel()
     s.add_total("value_loss", loss.detach())

@@ -42,8 +42,10 @@ def _state(policy) -> dict[str, Any]:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
 
     options = StateDictOptions(ignore_frozen_params=True)
-    state = {"model": get_model_state_dict(policy.net, options=options),
-             "optimizer": get_optimizer_state_dict(policy.net, policy.optimizer, options=options)}
+    state = {
+        "model": get_model_state_dict(policy.net, options=options),
+        "optimizer": get_optimizer_state_dict(policy.net, policy.optimizer, options=options),
+    }
     if policy.value_optimizer is not None:
         state["value_optimizer"] = get_optimizer_state_dict(policy.net, policy.value_optimizer, options=options)
     return state
@@ -67,10 +69,16 @@ def save(policy, path: str, extra: dict[str, Any]) -> None:
             if policy.value_scheduler is not None:
                 state["value_scheduler"] = policy.value_scheduler.state_dict()
             torch.save(state, os.path.join(tmp_dir, "trainer_state.pt"))
-            meta = {"format": FORMAT, "world_size": dist.get_world_size() if _distributed() else 1,
-                    "version": policy.version, "optimizer_steps": policy.optimizer_steps,
-                    "python_rng": encode_python_rng(random.getstate()), "extra": meta_extra,
-                    **model_meta(policy.config), "value_head": policy.value_head is not None}
+            meta = {
+                "format": FORMAT,
+                "world_size": dist.get_world_size() if _distributed() else 1,
+                "version": policy.version,
+                "optimizer_steps": policy.optimizer_steps,
+                "python_rng": encode_python_rng(random.getstate()),
+                "extra": meta_extra,
+                **model_meta(policy.config),
+                "value_head": policy.value_head is not None,
+            }
             with open(os.path.join(tmp_dir, "meta.json"), "w") as f:
                 json.dump(meta, f)
             for root, _, files in os.walk(tmp_dir):
@@ -99,8 +107,10 @@ def load(policy, path: str) -> dict[str, Any]:
     if meta.get("finetune") != policy.config.finetune:
         raise ValueError(f"{path} holds a {meta.get('finetune')} checkpoint; the policy is {policy.config.finetune}")
     if meta.get("value_head", False) != (policy.value_head is not None):
-        raise ValueError(f"{path}: value head {'present' if meta.get('value_head') else 'absent'} in the checkpoint, "
-                         "not in this policy (another algorithm?)")
+        raise ValueError(
+            f"{path}: value head {'present' if meta.get('value_head') else 'absent'} in the checkpoint, "
+            "not in this policy (another algorithm?)"
+        )
     state = _state(policy)
     try:
         dcp.load(state, checkpoint_id=os.path.join(directory, "dcp"))

@@ -1,9 +1,9 @@
 """Rollout engines: implementations of rl.types.RolloutEngine, and `make_engine`, which the loop calls.
 
-    vllm    vLLM's AsyncLLM in Ray actors (rl.rollout.vllm_engine, rl.rollout.actor)
-    hf      transformers models in Ray actors (rl.rollout.hf_engine): an own decode loop over a static KV cache,
-            compiled on a GPU (engine.hf_decode), or `generate`; for GPUs without vLLM
-    openai  an OpenAI-compatible endpoint, in the driver (rl.rollout.openai_engine)
+vllm    vLLM's AsyncLLM in Ray actors (rl.rollout.vllm_engine, rl.rollout.actor)
+hf      transformers models in Ray actors (rl.rollout.hf_engine): an own decode loop over a static KV cache,
+        compiled on a GPU (engine.hf_decode), or `generate`; for GPUs without vLLM
+openai  an OpenAI-compatible endpoint, in the driver (rl.rollout.openai_engine)
 """
 
 from __future__ import annotations
@@ -16,8 +16,14 @@ from rl.types import RolloutEngine
 __all__ = ["ENGINE_KINDS", "EngineConfig", "make_engine"]
 
 
-def make_engine(engine: Mapping[str, Any], model: str, *, sync: Literal["lora", "merged", "broadcast"] = "merged",
-                chat_template: str | None = None, seed: int | None = None) -> RolloutEngine:
+def make_engine(
+    engine: Mapping[str, Any],
+    model: str,
+    *,
+    sync: Literal["lora", "merged", "broadcast"] = "merged",
+    chat_template: str | None = None,
+    seed: int | None = None,
+) -> RolloutEngine:
     """The engine `engine["kind"]` selects, serving `model`.
 
     engine: the `policy.engine` mapping (its other keys are EngineConfig's fields, or OpenAIEngineConfig's)
@@ -41,5 +47,6 @@ def make_engine(engine: Mapping[str, Any], model: str, *, sync: Literal["lora", 
     from rl.models import resolve_model
     from rl.rollout.actor import RayRolloutEngine
 
-    return RayRolloutEngine(kind, resolve_model(model), config, enable_lora=(kind == "vllm" and sync == "lora"),
-                            chat_template=chat_template)
+    return RayRolloutEngine(
+        kind, resolve_model(model), config, enable_lora=(kind == "vllm" and sync == "lora"), chat_template=chat_template
+    )

@@ -31,8 +31,7 @@ log = logging.getLogger(__name__)
 class RolloutActor:
     """Owns one local engine (vllm or hf). Construct cheaply, then `start()` (the expensive part)."""
 
-    def __init__(self, kind: str, model_dir: str, config: EngineConfig, enable_lora: bool,
-                 chat_template: str | None):
+    def __init__(self, kind: str, model_dir: str, config: EngineConfig, enable_lora: bool, chat_template: str | None):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.kind, self.model_dir, self.config = kind, model_dir, config
         self.enable_lora, self.chat_template = enable_lora, chat_template
@@ -44,14 +43,16 @@ class RolloutActor:
             if self.kind == "vllm":
                 from rl.rollout.vllm_engine import VLLMEngine
 
-                self.engine = VLLMEngine(self.model_dir, self.config, enable_lora=self.enable_lora,
-                                         chat_template=self.chat_template)
+                self.engine = VLLMEngine(
+                    self.model_dir, self.config, enable_lora=self.enable_lora, chat_template=self.chat_template
+                )
                 await self.engine.start()
             else:
                 from rl.rollout.hf_engine import HFEngine
 
-                self.engine = await asyncio.to_thread(HFEngine, self.model_dir, self.config,
-                                                      chat_template=self.chat_template)
+                self.engine = await asyncio.to_thread(
+                    HFEngine, self.model_dir, self.config, chat_template=self.chat_template
+                )
         return time.perf_counter() - t0
 
     async def generate(self, requests: list[RolloutRequest]) -> AsyncIterator[Sample]:
@@ -91,8 +92,16 @@ class RayRolloutEngine:
     """RolloutEngine (rl.types) over `config.num_engines` RolloutActors; requests are spread by sample count,
     all samples of a request on one engine (they share its prefix cache)."""
 
-    def __init__(self, kind: str, model_dir: str | Path, config: EngineConfig, *, enable_lora: bool = False,
-                 chat_template: str | None = None, startup_timeout: float = 900.0):
+    def __init__(
+        self,
+        kind: str,
+        model_dir: str | Path,
+        config: EngineConfig,
+        *,
+        enable_lora: bool = False,
+        chat_template: str | None = None,
+        startup_timeout: float = 900.0,
+    ):
         if not ray.is_initialized():
             ray.init()
         self.kind, self.config = kind, config
@@ -106,11 +115,18 @@ class RayRolloutEngine:
             for _ in range(config.num_engines):
                 group = placed_group([bundle], "STRICT_PACK", f"a rollout engine ({bundle})", startup_timeout)
                 self._groups.append(group)
-                actor = ray.remote(RolloutActor).options(
-                    num_cpus=config.num_cpus, num_gpus=gpus, max_restarts=0, max_concurrency=1000,
-                    scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0),
-                    runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}},
-                ).remote(kind, str(model_dir), config, enable_lora, chat_template)
+                actor = (
+                    ray.remote(RolloutActor)
+                    .options(
+                        num_cpus=config.num_cpus,
+                        num_gpus=gpus,
+                        max_restarts=0,
+                        max_concurrency=1000,
+                        scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=0),
+                        runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}},
+                    )
+                    .remote(kind, str(model_dir), config, enable_lora, chat_template)
+                )
                 self.actors.append(actor)
             self.engine_start_seconds = ray.get([a.start.remote() for a in self.actors], timeout=startup_timeout)
         except BaseException:
@@ -130,8 +146,11 @@ class RayRolloutEngine:
     async def generate(self, requests: list[RolloutRequest]) -> AsyncIterator[Sample]:
         """Every sample of every request as it finishes, from whichever engine finished it."""
         done: asyncio.Queue = asyncio.Queue()
-        streams = [a.generate.options(num_returns="streaming").remote(part)
-                   for a, part in zip(self.actors, self._assign(requests)) if part]
+        streams = [
+            a.generate.options(num_returns="streaming").remote(part)
+            for a, part in zip(self.actors, self._assign(requests))
+            if part
+        ]
 
         async def drain(stream: Any) -> None:
             try:

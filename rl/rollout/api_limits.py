@@ -21,9 +21,14 @@ class AsyncTokenBucket:
     for a full bucket and leaves a debt that later requests wait out, so the long-run rate holds.
     `per_minute` None or 0: unlimited."""
 
-    def __init__(self, per_minute: float | None, burst_s: float = 10.0, *,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
+    def __init__(
+        self,
+        per_minute: float | None,
+        burst_s: float = 10.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ):
         self.rate = (per_minute or 0.0) / 60.0
         self.capacity = max(1.0, self.rate * burst_s)
         self.tokens = self.capacity
@@ -72,13 +77,19 @@ class AsyncTokenBucket:
         self._last = self._clock()
 
 
-def backoff_delay(attempt: int, base_s: float, max_s: float, retry_after: float | None = None,
-                  max_retry_after_s: float = 300.0, rng: random.Random | None = None) -> float:
+def backoff_delay(
+    attempt: int,
+    base_s: float,
+    max_s: float,
+    retry_after: float | None = None,
+    max_retry_after_s: float = 300.0,
+    rng: random.Random | None = None,
+) -> float:
     """Delay before retry `attempt` (0 = the first retry): exponential with "equal jitter" (half fixed,
     half random, so concurrent clients spread out but never retry at once), and never shorter than
     the server's Retry-After (itself capped at `max_retry_after_s`)."""
     rng = rng or random
-    delay = min(max_s, base_s * 2 ** attempt) * (0.5 + 0.5 * rng.random())
+    delay = min(max_s, base_s * 2**attempt) * (0.5 + 0.5 * rng.random())
     if retry_after is not None:
         delay = max(delay, min(retry_after, max_retry_after_s))
     return delay

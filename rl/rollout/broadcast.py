@@ -72,8 +72,12 @@ def _broadcast(channel: Channel, tensor: torch.Tensor) -> None:
 def send(channel: Channel, state: dict[str, torch.Tensor], version: int) -> dict[str, float]:
     """Rank 0: broadcast `state` (name -> tensor); returns seconds and bytes."""
     t0 = time.perf_counter()
-    header = json.dumps({"version": version, "tensors": [[k, str(v.dtype).removeprefix("torch."), list(v.shape)]
-                                                         for k, v in state.items()]}).encode()
+    header = json.dumps(
+        {
+            "version": version,
+            "tensors": [[k, str(v.dtype).removeprefix("torch."), list(v.shape)] for k, v in state.items()],
+        }
+    ).encode()
     _broadcast(channel, torch.tensor([len(header)], dtype=torch.long, device=channel.device))
     _broadcast(channel, torch.frombuffer(bytearray(header), dtype=torch.uint8).to(channel.device))
     total = 0

@@ -46,8 +46,10 @@ def check_requests(requests: list[RolloutRequest], max_model_len: int, prompts: 
             raise ValueError(f"duplicate request_id {request.request_id!r} in one generate() call")
         seen.add(request.request_id)
         if len(ids) >= max_model_len:
-            raise ValueError(f"request {request.request_id!r}: prompt of {len(ids)} tokens does not fit "
-                             f"max_model_len={max_model_len}")
+            raise ValueError(
+                f"request {request.request_id!r}: prompt of {len(ids)} tokens does not fit "
+                f"max_model_len={max_model_len}"
+            )
 
 
 def shared_memory_segments(pid: int) -> list[str]:
@@ -64,9 +66,11 @@ def shared_memory_segments(pid: int) -> list[str]:
     for proc in procs:
         try:
             with open(f"/proc/{proc.pid}/maps") as f:
-                found.update(line.split(None, 5)[5].strip() for line in f
-                             if "/dev/shm/psm_" in line and len(line.split(None, 5)) == 6)
+                found.update(
+                    line.split(None, 5)[5].strip()
+                    for line in f
+                    if "/dev/shm/psm_" in line and len(line.split(None, 5)) == 6
+                )
         except OSError:  # exited meanwhile
             continue
     return sorted(p.removesuffix(" (deleted)") for p in found if not p.endswith("(deleted)"))
-

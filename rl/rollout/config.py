@@ -51,8 +51,11 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if self.kind not in ("vllm", "hf"):
-            raise ValueError(f"engine kind must be one of {ENGINE_KINDS}, not {self.kind!r}"
-                             if self.kind != "openai" else "the openai engine has its own config (OpenAIEngineConfig)")
+            raise ValueError(
+                f"engine kind must be one of {ENGINE_KINDS}, not {self.kind!r}"
+                if self.kind != "openai"
+                else "the openai engine has its own config (OpenAIEngineConfig)"
+            )
         if self.device not in _DEVICES:
             raise ValueError(f"engine.device must be one of {_DEVICES}, not {self.device!r}")
         if self.dtype not in _DTYPES:
@@ -96,8 +99,11 @@ class EngineConfig:
 
     def resolved_kv_cache_bytes(self) -> int | None:
         """vLLM's kv_cache_memory_bytes: None lets vLLM size the cache from gpu_memory_utilization."""
-        gb = self.kv_cache_gb if self.kv_cache_gb is not None else (
-            CPU_KV_CACHE_GB if self.resolved_device() == "cpu" else None)
+        gb = (
+            self.kv_cache_gb
+            if self.kv_cache_gb is not None
+            else (CPU_KV_CACHE_GB if self.resolved_device() == "cpu" else None)
+        )
         return None if gb is None else int(gb * (1 << 30))
 
     def resolved_num_gpus(self) -> float:

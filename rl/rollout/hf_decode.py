@@ -26,8 +26,9 @@ CHECK_EVERY = 16  # steps between looks for finished rows (each look waits for t
 
 
 class StaticDecoder:
-    def __init__(self, model: Any, eos_ids: list[int], pad_id: int, *, compile: bool, max_rows: int,
-                 gate: GpuGate | None = None):
+    def __init__(
+        self, model: Any, eos_ids: list[int], pad_id: int, *, compile: bool, max_rows: int, gate: GpuGate | None = None
+    ):
         self.model = model
         self.gate = gate  # held shared between two looks, so kernels timed on this GPU are timed alone
         self.pad_id = pad_id
@@ -43,8 +44,14 @@ class StaticDecoder:
             self._sample = torch.compile(sample_tokens, fullgraph=True)
 
     def _forward_eager(self, ids, positions, mask, cache):
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                         use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         return out.logits[:, -1]
 
     def _cache_for(self, rows: int, length: int) -> Any:
@@ -64,8 +71,14 @@ class StaticDecoder:
         return max(n, min(self.max_rows, max(2, 1 << (n - 1).bit_length())))
 
     @torch.no_grad()
-    def run(self, prompts: list[list[int]], max_new: int, temperature: float, top_p: float,
-            generator: torch.Generator | None) -> Iterator[list[tuple[int, list[int], list[float]]]]:
+    def run(
+        self,
+        prompts: list[list[int]],
+        max_new: int,
+        temperature: float,
+        top_p: float,
+        generator: torch.Generator | None,
+    ) -> Iterator[list[tuple[int, list[int], list[float]]]]:
         """Yield (row, completion ids, logprobs) of rows as they end (EOS included) or reach max_new."""
         if max_new < 1:
             raise ValueError(f"max_new must be >= 1, not {max_new}")
@@ -97,7 +110,7 @@ class StaticDecoder:
                 hold.take()
                 if step:
                     torch.compiler.cudagraph_mark_step_begin()  # the previous step's graph outputs are consumed
-                    logits = self._forward(tokens[:, step - 1:step], next_pos, mask, cache)
+                    logits = self._forward(tokens[:, step - 1 : step], next_pos, mask, cache)
                     next_pos = next_pos + 1
                 noise = None
                 if not greedy:  # drawn for the real rows only: the draws torch.multinomial (so generate) makes
@@ -112,8 +125,8 @@ class StaticDecoder:
                 if last or (step + 1) % CHECK_EVERY == 0:
                     now = ended.nonzero()[:, 0].tolist() if not last else list(range(rows))
                     done = [r for r in now if r not in out]
-                    toks = tokens[done, :step + 1].tolist() if done else []
-                    lps = logprobs[done, :step + 1].tolist() if done else []
+                    toks = tokens[done, : step + 1].tolist() if done else []
+                    lps = logprobs[done, : step + 1].tolist() if done else []
                     hold.let_go()  # not held while the caller has the rows
                     if done:
                         out.update(done)

@@ -51,9 +51,18 @@ class HFEngine:
         # On a GPU the decode loop holds the GPU's gate shared between its looks: an evaluation timing kernels
         # on the same GPU (a colocated recipe) waits for the current chunk and times alone.
         gate = GpuGate.for_current_device() if torch.device(self.device).type == "cuda" else None
-        self._decoder = None if self.decode == "generate" else StaticDecoder(
-            self.model, self.eos_ids, self.tokenizer.pad_token_id, compile=self.decode == "compiled",
-            max_rows=config.max_num_seqs, gate=gate)
+        self._decoder = (
+            None
+            if self.decode == "generate"
+            else StaticDecoder(
+                self.model,
+                self.eos_ids,
+                self.tokenizer.pad_token_id,
+                compile=self.decode == "compiled",
+                max_rows=config.max_num_seqs,
+                gate=gate,
+            )
+        )
         self._lock = threading.Lock()  # one batch or one weight load at a time
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="hf-engine")  # CUDA graph trees are per thread
 
@@ -107,7 +116,7 @@ class HFEngine:
         for rows in by_sampling.values():
             rows.sort(key=lambda row: len(row[1]))
             for i in range(0, len(rows), size):
-                yield rows[i:i + size]
+                yield rows[i : i + size]
 
     def _run_batch(self, rows: list[Row], t0: float) -> Iterator[list[Sample]]:
         import torch
@@ -140,10 +149,18 @@ class HFEngine:
             torch.manual_seed(seed)
         with torch.no_grad():
             out = self.model.generate(
-                input_ids=input_ids, attention_mask=mask, do_sample=not greedy,
-                temperature=None if greedy else s.temperature, top_p=None if greedy else s.top_p, top_k=None,
-                max_new_tokens=max_new, eos_token_id=self.eos_ids,
-                pad_token_id=pad, output_scores=True, return_dict_in_generate=True)
+                input_ids=input_ids,
+                attention_mask=mask,
+                do_sample=not greedy,
+                temperature=None if greedy else s.temperature,
+                top_p=None if greedy else s.top_p,
+                top_k=None,
+                max_new_tokens=max_new,
+                eos_token_id=self.eos_ids,
+                pad_token_id=pad,
+                output_scores=True,
+                return_dict_in_generate=True,
+            )
         new = out.sequences[:, width:]
         # scores are the processed logits (temperature, top-p applied) the tokens were drawn from
         logprobs = torch.stack(out.scores, dim=1).float().log_softmax(-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
@@ -154,15 +171,23 @@ class HFEngine:
         request, ids, index = row
         completion, finish = self._trim(tokens)
         return Sample(
-            request_id=request.request_id, problem_id=request.problem_id, index=index, prompt_ids=ids,
-            completion_ids=completion, text=self.tokenizer.decode(completion, skip_special_tokens=True),
-            logprobs=logprobs[:len(completion)], finish_reason=finish, policy_version=self.version, seconds=seconds)
+            request_id=request.request_id,
+            problem_id=request.problem_id,
+            index=index,
+            prompt_ids=ids,
+            completion_ids=completion,
+            text=self.tokenizer.decode(completion, skip_special_tokens=True),
+            logprobs=logprobs[: len(completion)],
+            finish_reason=finish,
+            policy_version=self.version,
+            seconds=seconds,
+        )
 
     def _trim(self, tokens: list[int]) -> tuple[list[int], str]:
         """Up to and including the first EOS (what vLLM returns too); rows that ended early are padded after it."""
         for i, t in enumerate(tokens):
             if t in self.eos_ids:
-                return tokens[:i + 1], "stop"
+                return tokens[: i + 1], "stop"
         return tokens, "length"
 
     def update_weights(self, update: WeightUpdate) -> float:
@@ -220,8 +245,10 @@ class HFEngine:
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         tied = {"lm_head.weight"} if self.model.config.tie_word_embeddings else set()
         if set(missing) - tied or unexpected:
-            raise ValueError(f"merged weights do not match the model: missing {sorted(set(missing) - tied)[:5]}, "
-                             f"unexpected {sorted(unexpected)[:5]}")
+            raise ValueError(
+                f"merged weights do not match the model: missing {sorted(set(missing) - tied)[:5]}, "
+                f"unexpected {sorted(unexpected)[:5]}"
+            )
 
     def shutdown(self) -> None:
         self._worker.shutdown(wait=False, cancel_futures=True)

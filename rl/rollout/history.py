@@ -23,7 +23,8 @@ HISTORIES = ("full", "summary")
 SUMMARY_INSTRUCTIONS = (
     "Context is limited: end every message in which you call a tool with <summary>...</summary>, a few "
     "sentences on what you tried, what the results showed and what you will do next. In later turns your "
-    "earlier messages are shown only as their summary, their tool calls and their last ```python block.")
+    "earlier messages are shown only as their summary, their tool calls and their last ```python block."
+)
 
 _SUMMARY = re.compile(r"<summary>(.*?)(?:</summary>|\Z)", re.DOTALL | re.IGNORECASE)
 

@@ -51,23 +51,34 @@ class OpenAIEngineConfig:
         if not isinstance(self.model, str) or not self.model.strip():
             raise ValueError("openai engine: `model` must name the served model")
         if self.max_concurrency < 1 or self.max_n_per_request < 1 or self.max_consecutive_failures < 1:
-            raise ValueError("openai engine: max_concurrency, max_n_per_request and max_consecutive_failures "
-                             "must be >= 1")
-        if self.max_retries < 0 or self.timeout_s <= 0 or self.backoff_s < 0 or self.max_backoff_s < 0 \
-                or self.max_retry_after_s < 0 or self.rate_limit_burst_s <= 0:
-            raise ValueError("openai engine: max_retries >= 0, timeout_s > 0, backoff and Retry-After caps >= 0, "
-                             "rate_limit_burst_s > 0")
+            raise ValueError(
+                "openai engine: max_concurrency, max_n_per_request and max_consecutive_failures must be >= 1"
+            )
+        if (
+            self.max_retries < 0
+            or self.timeout_s <= 0
+            or self.backoff_s < 0
+            or self.max_backoff_s < 0
+            or self.max_retry_after_s < 0
+            or self.rate_limit_burst_s <= 0
+        ):
+            raise ValueError(
+                "openai engine: max_retries >= 0, timeout_s > 0, backoff and Retry-After caps >= 0, "
+                "rate_limit_burst_s > 0"
+            )
         for name in ("requests_per_minute", "tokens_per_minute"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"openai engine: {name} must be >= 0 (0 or null: unlimited)")
         unknown = set(self.preflight) - set(PREFLIGHT_CHECKS)
         if unknown:
-            raise ValueError(f"openai engine: unknown preflight checks {sorted(unknown)}; "
-                             f"choose from {list(PREFLIGHT_CHECKS)}")
+            raise ValueError(
+                f"openai engine: unknown preflight checks {sorted(unknown)}; choose from {list(PREFLIGHT_CHECKS)}"
+            )
         if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
-            raise ValueError(f"openai engine: reasoning_effort {self.reasoning_effort!r} is not one of "
-                             f"{list(REASONING_EFFORTS)}")
+            raise ValueError(
+                f"openai engine: reasoning_effort {self.reasoning_effort!r} is not one of {list(REASONING_EFFORTS)}"
+            )
         if self.api_key_env is None and self.base_url is None:
             raise ValueError("openai engine: api_key_env may only be null for a base_url that needs no key")
 

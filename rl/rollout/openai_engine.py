@@ -31,8 +31,11 @@ log = logging.getLogger(__name__)
 
 _REASONING_MODEL = re.compile(r"^(o\d+(-|$)|gpt-5(?!-chat))")
 _RETRYABLE_STATUS = {408, 409, 429}
-_FATAL_STATUS = {401: "the endpoint refused the API key", 403: "the endpoint denied access",
-                 404: "the endpoint does not know this model or path"}
+_FATAL_STATUS = {
+    401: "the endpoint refused the API key",
+    403: "the endpoint denied access",
+    404: "the endpoint does not know this model or path",
+}
 _SECRET = re.compile(r"\b(sk-[A-Za-z0-9]{0,4})[A-Za-z0-9_\-*.]{6,}|(Bearer\s+)[^\s\"',]+", re.IGNORECASE)
 
 
@@ -64,15 +67,27 @@ class OpenAIEngine:
         self.config = config
         self._api_key()  # no key: an error now, not at the first request
         self.prices = PriceTable(config.prices)
-        self.reasoning = (config.reasoning_model if config.reasoning_model is not None
-                          else bool(_REASONING_MODEL.match(config.model)))
+        self.reasoning = (
+            config.reasoning_model if config.reasoning_model is not None else bool(_REASONING_MODEL.match(config.model))
+        )
         self.logprobs = config.logprobs if config.logprobs is not None else not self.reasoning
         self.server_token_ids: bool | None = config.server_token_ids
         self.server_kind: str | None = None  # "vllm" when the models preflight recognises one
         self.started = False
-        self.stats: dict[str, float] = {k: 0 for k in (  # "http_requests" counts attempts, retries included
-            "http_requests", "failed_requests", "retries", "samples", "prompt_tokens", "completion_tokens",
-            "reasoning_tokens", "cost_usd", "wait_seconds")}
+        self.stats: dict[str, float] = {
+            k: 0
+            for k in (  # "http_requests" counts attempts, retries included
+                "http_requests",
+                "failed_requests",
+                "retries",
+                "samples",
+                "prompt_tokens",
+                "completion_tokens",
+                "reasoning_tokens",
+                "cost_usd",
+                "wait_seconds",
+            )
+        }
         self._rng = random.Random(seed)
         self._rpm = AsyncTokenBucket(config.requests_per_minute, config.rate_limit_burst_s)
         self._tpm = AsyncTokenBucket(config.tokens_per_minute, config.rate_limit_burst_s)
@@ -96,8 +111,10 @@ class OpenAIEngine:
         return state
 
     def __repr__(self) -> str:
-        return (f"OpenAIEngine(model={self.config.model!r}, base_url={self.config.base_url!r}, "
-                f"api_key_env={self.config.api_key_env!r}, started={self.started})")
+        return (
+            f"OpenAIEngine(model={self.config.model!r}, base_url={self.config.base_url!r}, "
+            f"api_key_env={self.config.api_key_env!r}, started={self.started})"
+        )
 
     # ------------------------------------------------------------------ credentials and clients
     def _api_key(self) -> str:
@@ -106,8 +123,10 @@ class OpenAIEngine:
             return "no-key-needed"  # the SDK insists on a non-empty key; the server ignores it
         key = os.environ.get(env, "").strip()
         if not key:
-            raise EngineError(f"openai engine: no API key in the environment variable {env} "
-                              f"(set it, or set api_key_env to the variable that holds the key)")
+            raise EngineError(
+                f"openai engine: no API key in the environment variable {env} "
+                f"(set it, or set api_key_env to the variable that holds the key)"
+            )
         return key
 
     def _redact(self, text: str) -> str:
@@ -121,8 +140,10 @@ class OpenAIEngine:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
             import openai
-            self._client = openai.AsyncOpenAI(api_key=self._api_key(), base_url=self.config.base_url,
-                                              timeout=self.config.timeout_s, max_retries=0)
+
+            self._client = openai.AsyncOpenAI(
+                api_key=self._api_key(), base_url=self.config.base_url, timeout=self.config.timeout_s, max_retries=0
+            )
             self._client_loop = loop
             self._semaphore = asyncio.Semaphore(self.config.max_concurrency)
             for bucket in (self._rpm, self._tpm):
@@ -135,8 +156,13 @@ class OpenAIEngine:
         if self.started:
             return
         import openai
-        client = openai.OpenAI(api_key=self._api_key(), base_url=self.config.base_url,
-                               timeout=min(60.0, self.config.timeout_s), max_retries=2)
+
+        client = openai.OpenAI(
+            api_key=self._api_key(),
+            base_url=self.config.base_url,
+            timeout=min(60.0, self.config.timeout_s),
+            max_retries=2,
+        )
         where, stage = self.config.base_url or "the OpenAI API", ""
         try:
             if "models" in self.config.preflight:
@@ -147,19 +173,35 @@ class OpenAIEngine:
             if "completion" in self.config.preflight:
                 stage = "completion"
                 response = client.chat.completions.create(
-                    **self._params([{"role": "user", "content": "Say OK."}], n=1, max_tokens=1, seed=None,
-                                   stop=(), temperature=1.0, top_p=1.0))
+                    **self._params(
+                        [{"role": "user", "content": "Say OK."}],
+                        n=1,
+                        max_tokens=1,
+                        seed=None,
+                        stop=(),
+                        temperature=1.0,
+                        top_p=1.0,
+                    )
+                )
                 if not response.choices:
                     raise EngineError(f"openai engine: {where} answered a test completion with no choices")
         except openai.APIStatusError as e:
             reason = _FATAL_STATUS.get(e.status_code, "the endpoint refused the preflight request")
-            hint = ("; an endpoint without GET /models can be checked with preflight: [completion]"
-                    if stage == "models" and e.status_code in (404, 405) else "")
-            raise EngineError(self._redact(f"openai engine: {reason} (model {self.config.model!r} at {where}, "
-                                           f"HTTP {e.status_code}): {_short(e)}{hint}")) from None
+            hint = (
+                "; an endpoint without GET /models can be checked with preflight: [completion]"
+                if stage == "models" and e.status_code in (404, 405)
+                else ""
+            )
+            raise EngineError(
+                self._redact(
+                    f"openai engine: {reason} (model {self.config.model!r} at {where}, "
+                    f"HTTP {e.status_code}): {_short(e)}{hint}"
+                )
+            ) from None
         except openai.APIConnectionError as e:
-            raise EngineError(self._redact(f"openai engine: cannot reach {where}: {type(e).__name__}: "
-                                           f"{_short(e)}")) from None
+            raise EngineError(
+                self._redact(f"openai engine: cannot reach {where}: {type(e).__name__}: {_short(e)}")
+            ) from None
         finally:
             client.close()
         self._load_tokenizer()
@@ -178,16 +220,26 @@ class OpenAIEngine:
         ids = [m.id for m in models]
         if self.config.model not in ids:
             shown = ", ".join(sorted(ids)[:20]) + (" ..." if len(ids) > 20 else "")
-            raise EngineError(f"openai engine: {where} does not serve model {self.config.model!r}"
-                              f" (it serves: {shown or 'nothing'})")
+            raise EngineError(
+                f"openai engine: {where} does not serve model {self.config.model!r} (it serves: {shown or 'nothing'})"
+            )
         entry = models[ids.index(self.config.model)]
         if getattr(entry, "owned_by", None) == "vllm":
             self.server_kind = "vllm"
 
     # ------------------------------------------------------------------ requests
-    def _params(self, messages: list[dict[str, str]], *, n: int, max_tokens: int, seed: int | None,
-                stop: tuple[str, ...], temperature: float, top_p: float,
-                tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    def _params(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        n: int,
+        max_tokens: int,
+        seed: int | None,
+        stop: tuple[str, ...],
+        temperature: float,
+        top_p: float,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
         cfg = self.config
         kwargs: dict[str, Any] = {"model": cfg.model, "messages": messages, "max_completion_tokens": max_tokens}
         if tools:  # native function calling: the calls come back in each choice's message.tool_calls
@@ -196,8 +248,11 @@ class OpenAIEngine:
             kwargs["n"] = n
         if self.reasoning:
             if (temperature, top_p) != (1.0, 1.0) or stop:
-                self._warn_once("reasoning", f"{cfg.model} is a reasoning model: temperature, top_p and stop "
-                                             "are not sent (the API refuses them)")
+                self._warn_once(
+                    "reasoning",
+                    f"{cfg.model} is a reasoning model: temperature, top_p and stop "
+                    "are not sent (the API refuses them)",
+                )
         else:
             kwargs["temperature"], kwargs["top_p"] = temperature, top_p
             if stop:
@@ -268,11 +323,20 @@ class OpenAIEngine:
 
     async def _call(self, request: RolloutRequest, indices: list[int], accepted: float) -> list[Sample]:
         import openai
+
         client = self._async_client()
         sp = request.sampling
         seed = None if sp.seed is None else _derive_seed(sp.seed, request.request_id, indices[0])
-        kwargs = self._params(request.messages, n=len(indices), max_tokens=sp.max_tokens, seed=seed,
-                              stop=sp.stop, temperature=sp.temperature, top_p=sp.top_p, tools=request.tools)
+        kwargs = self._params(
+            request.messages,
+            n=len(indices),
+            max_tokens=sp.max_tokens,
+            seed=seed,
+            stop=sp.stop,
+            temperature=sp.temperature,
+            top_p=sp.top_p,
+            tools=request.tools,
+        )
         estimate = self._estimate_tokens(request, len(indices))
         waited, retries = 0.0, 0
         while True:
@@ -297,12 +361,23 @@ class OpenAIEngine:
                 break
             self._tpm.adjust(-estimate)  # a refused request used no tokens
             if failure.retryable and retries < self.config.max_retries:
-                delay = backoff_delay(retries, self.config.backoff_s, self.config.max_backoff_s,
-                                      failure.retry_after, self.config.max_retry_after_s, self._rng)
+                delay = backoff_delay(
+                    retries,
+                    self.config.backoff_s,
+                    self.config.max_backoff_s,
+                    failure.retry_after,
+                    self.config.max_retry_after_s,
+                    self._rng,
+                )
                 if failure.status == 429 and failure.retry_after is not None:
                     self._pause_until = max(self._pause_until, time.monotonic() + delay)
-                log.info("openai engine: %s; retry %d/%d in %.2fs", self._redact(str(failure)), retries + 1,
-                         self.config.max_retries, delay)
+                log.info(
+                    "openai engine: %s; retry %d/%d in %.2fs",
+                    self._redact(str(failure)),
+                    retries + 1,
+                    self.config.max_retries,
+                    delay,
+                )
                 retries += 1
                 self.stats["retries"] += 1
                 await asyncio.sleep(delay)
@@ -312,8 +387,9 @@ class OpenAIEngine:
         try:
             samples = self._samples(request, indices, response, retries, accepted, waited, api_seconds, estimate)
         except MalformedResponse as e:
-            return self._failed(request, indices, _Attempt(f"malformed response: {e}", False), retries, accepted,
-                                waited)
+            return self._failed(
+                request, indices, _Attempt(f"malformed response: {e}", False), retries, accepted, waited
+            )
         self._failure_streak = 0
         self.stats["wait_seconds"] += waited
         return samples
@@ -322,16 +398,24 @@ class OpenAIEngine:
         status = e.status_code
         message = f"HTTP {status}: {_short(e)}"
         if status in _FATAL_STATUS:
-            raise EngineError(self._redact(f"openai engine: {_FATAL_STATUS[status]} (model {self.config.model!r}, "
-                                           f"{message})"))
+            raise EngineError(
+                self._redact(f"openai engine: {_FATAL_STATUS[status]} (model {self.config.model!r}, {message})")
+            )
         if status == 429 and getattr(e, "code", None) == "insufficient_quota":
             raise EngineError(self._redact(f"openai engine: the account's quota is exhausted ({message})"))
         retryable = status in _RETRYABLE_STATUS or status >= 500
         headers = getattr(getattr(e, "response", None), "headers", None)
         return _Attempt(message, retryable, retry_after_seconds(headers), status)
 
-    def _failed(self, request: RolloutRequest, indices: list[int], failure: _Attempt, retries: int,
-                accepted: float, waited: float) -> list[Sample]:
+    def _failed(
+        self,
+        request: RolloutRequest,
+        indices: list[int],
+        failure: _Attempt,
+        retries: int,
+        accepted: float,
+        waited: float,
+    ) -> list[Sample]:
         self.stats["failed_requests"] += 1
         self.stats["wait_seconds"] += waited
         self._failure_streak += 1
@@ -339,23 +423,48 @@ class OpenAIEngine:
         if self._failure_streak >= self.config.max_consecutive_failures:
             raise EngineError(f"openai engine: {self._failure_streak} requests in a row failed; last: {message}")
         log.warning("openai engine: request %s failed after %d retries: %s", request.request_id, retries, message)
-        return error_samples(request, indices, message, time.monotonic() - accepted,
-                             {"model": self.config.model, "retries": retries, "wait_seconds": waited})
+        return error_samples(
+            request,
+            indices,
+            message,
+            time.monotonic() - accepted,
+            {"model": self.config.model, "retries": retries, "wait_seconds": waited},
+        )
 
     # ------------------------------------------------------------------ responses
-    def _samples(self, request: RolloutRequest, indices: list[int], response: Any, retries: int,
-                 accepted: float, waited: float, api_seconds: float, estimate: int) -> list[Sample]:
-        result = response_samples(request, indices, response, model=self.config.model, prices=self.prices,
-                                  tokenizer=self._tokenizer, seconds=time.monotonic() - accepted,
-                                  extra_usage={"retries": retries, "wait_seconds": waited, "api_seconds": api_seconds})
+    def _samples(
+        self,
+        request: RolloutRequest,
+        indices: list[int],
+        response: Any,
+        retries: int,
+        accepted: float,
+        waited: float,
+        api_seconds: float,
+        estimate: int,
+    ) -> list[Sample]:
+        result = response_samples(
+            request,
+            indices,
+            response,
+            model=self.config.model,
+            prices=self.prices,
+            tokenizer=self._tokenizer,
+            seconds=time.monotonic() - accepted,
+            extra_usage={"retries": retries, "wait_seconds": waited, "api_seconds": api_seconds},
+        )
         usage = result.usage
         self._tpm.adjust(usage.prompt_tokens + usage.completion_tokens - estimate)
         if result.cost is None:
-            self._warn_once("price", f"no price for model {self.config.model!r}: cost_usd is None "
-                                     "(add it under prices:)")
+            self._warn_once(
+                "price", f"no price for model {self.config.model!r}: cost_usd is None (add it under prices:)"
+            )
         if result.token_ids == "none":
-            self._warn_once("ids", "no token ids: the server returns none and no tokenizer is configured "
-                                   "(prompt_ids and completion_ids stay empty; fine for sampling, not for training)")
+            self._warn_once(
+                "ids",
+                "no token ids: the server returns none and no tokenizer is configured "
+                "(prompt_ids and completion_ids stay empty; fine for sampling, not for training)",
+            )
         self.stats["samples"] += len(result.samples)
         self.stats["prompt_tokens"] += usage.prompt_tokens
         self.stats["completion_tokens"] += usage.completion_tokens
@@ -365,9 +474,11 @@ class OpenAIEngine:
 
     # ------------------------------------------------------------------ RolloutEngine
     def update_weights(self, update: WeightUpdate) -> float:
-        raise EngineError(f"openai engine: cannot load weights into {self.config.model!r}: a hosted model's "
-                          "weights are not ours to update (train open models with the vllm engine; hosted "
-                          "fine-tuning is rl/hosted)")
+        raise EngineError(
+            f"openai engine: cannot load weights into {self.config.model!r}: a hosted model's "
+            "weights are not ours to update (train open models with the vllm engine; hosted "
+            "fine-tuning is rl/hosted)"
+        )
 
     def metrics(self) -> dict[str, float]:
         """Totals since the engine was made, as flat `rollout/api/...` keys."""
@@ -390,6 +501,7 @@ class OpenAIEngine:
 
 
 # ---------------------------------------------------------------------- helpers
+
 
 def _short(exc: BaseException, limit: int = 300) -> str:
     text = " ".join(str(exc).split())

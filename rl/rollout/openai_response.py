@@ -20,12 +20,26 @@ from typing import Any
 from rl.rollout.pricing import PriceTable, RequestUsage
 from rl.types import FinishReason, Message, RolloutRequest, Sample
 
-__all__ = ["FINISH_REASONS", "MalformedResponse", "ResponseSamples", "encode_chat", "error_samples", "load_tokenizer",
-           "request_usage", "response_samples"]
+__all__ = [
+    "FINISH_REASONS",
+    "MalformedResponse",
+    "ResponseSamples",
+    "encode_chat",
+    "error_samples",
+    "load_tokenizer",
+    "request_usage",
+    "response_samples",
+]
 
 FINISH_REASONS: dict[str, FinishReason] = {
-    "stop": "stop", "length": "length", "tool_calls": "stop", "function_call": "stop",
-    "content_filter": "abort", "abort": "abort", "error": "error"}  # anything else: abort
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "stop",
+    "function_call": "stop",
+    "content_filter": "abort",
+    "abort": "abort",
+    "error": "error",
+}  # anything else: abort
 
 
 class MalformedResponse(ValueError):
@@ -46,9 +60,12 @@ def request_usage(response: Any) -> RequestUsage:
         return RequestUsage()
     details = getattr(u, "completion_tokens_details", None)
     prompt_details = getattr(u, "prompt_tokens_details", None)
-    return RequestUsage(prompt_tokens=int(u.prompt_tokens or 0), completion_tokens=int(u.completion_tokens or 0),
-                        reasoning_tokens=int(getattr(details, "reasoning_tokens", None) or 0),
-                        cached_prompt_tokens=int(getattr(prompt_details, "cached_tokens", None) or 0))
+    return RequestUsage(
+        prompt_tokens=int(u.prompt_tokens or 0),
+        completion_tokens=int(u.completion_tokens or 0),
+        reasoning_tokens=int(getattr(details, "reasoning_tokens", None) or 0),
+        cached_prompt_tokens=int(getattr(prompt_details, "cached_tokens", None) or 0),
+    )
 
 
 def encode_chat(tokenizer: Any, messages: list[Message]) -> list[int]:
@@ -104,32 +121,47 @@ def _choices(response: Any) -> list[Any]:
     (the SDK builds its objects without validating them)."""
     choices = getattr(response, "choices", None) or []
     ok = isinstance(choices, list) and all(
-        isinstance(getattr(c, "index", None), int) and getattr(c, "message", None) is not None
-        and isinstance(getattr(c.message, "content", None), (str, type(None))) for c in choices)
+        isinstance(getattr(c, "index", None), int)
+        and getattr(c, "message", None) is not None
+        and isinstance(getattr(c.message, "content", None), (str, type(None)))
+        for c in choices
+    )
     if not ok:
         raise MalformedResponse(f"the answer is not a chat completion: choices={str(choices)[:200]}")
     return sorted(choices, key=lambda c: c.index)
 
 
-def response_samples(request: RolloutRequest, indices: list[int], response: Any, *, model: str,
-                     prices: PriceTable, tokenizer: Any = None, seconds: float = 0.0,
-                     extra_usage: dict[str, Any] | None = None) -> ResponseSamples:
+def response_samples(
+    request: RolloutRequest,
+    indices: list[int],
+    response: Any,
+    *,
+    model: str,
+    prices: PriceTable,
+    tokenizer: Any = None,
+    seconds: float = 0.0,
+    extra_usage: dict[str, Any] | None = None,
+) -> ResponseSamples:
     """The samples `indices` of `request` that `response` answers (missing choices become error samples)."""
     usage = request_usage(response)
     cost = prices.cost(model, usage)
     prompt_cost = prices.cost(model, dataclasses.replace(usage, completion_tokens=0)) or 0.0
     prompt_ids, prompt_source = _ids(getattr(response, "prompt_token_ids", None)), "server"
     if prompt_ids is None:
-        prompt_ids, prompt_source = ((encode_chat(tokenizer, request.messages), "tokenizer") if tokenizer
-                                     else ([], "none"))
+        prompt_ids, prompt_source = (
+            (encode_chat(tokenizer, request.messages), "tokenizer") if tokenizer else ([], "none")
+        )
 
     rows = []
-    for choice in _choices(response)[:len(indices)]:
+    for choice in _choices(response)[: len(indices)]:
         text = choice.message.content or ""
         ids, source = _ids(getattr(choice, "token_ids", None)), "server"
         if ids is None:
-            ids, source = (list(tokenizer.encode(text, add_special_tokens=False)), "tokenizer") \
-                if tokenizer is not None and text else ([], "none")
+            ids, source = (
+                (list(tokenizer.encode(text, add_special_tokens=False)), "tokenizer")
+                if tokenizer is not None and text
+                else ([], "none")
+            )
         rows.append((choice, text, ids, source))
     n = len(indices)
     measured = len(rows) == n and all(ids for _, _, ids, _ in rows)
@@ -143,25 +175,72 @@ def response_samples(request: RolloutRequest, indices: list[int], response: Any,
         if logprobs is not None and len(logprobs) != len(ids):
             logprobs = None  # only useful aligned with completion ids
         sample_usage = {
-            "model": served_model, "prompt_tokens": usage.prompt_tokens,
-            "cached_prompt_tokens": usage.cached_prompt_tokens, "completion_tokens": counts[k],
-            "reasoning_tokens": usage.reasoning_tokens * share, "completion_tokens_measured": measured,
+            "model": served_model,
+            "prompt_tokens": usage.prompt_tokens,
+            "cached_prompt_tokens": usage.cached_prompt_tokens,
+            "completion_tokens": counts[k],
+            "reasoning_tokens": usage.reasoning_tokens * share,
+            "completion_tokens_measured": measured,
             "cost_usd": None if cost is None else prompt_cost / n + (cost - prompt_cost) * share,
-            "request_cost_usd": cost, "samples_in_request": n, "finish_reason_raw": choice.finish_reason,
-            "token_ids": source, "prompt_token_ids": prompt_source, **(extra_usage or {})}
-        samples.append(Sample(request.request_id, request.problem_id, indices[k], list(prompt_ids), ids, text,
-                              logprobs, FINISH_REASONS.get(choice.finish_reason or "", "abort"),
-                              request.policy_version, seconds, sample_usage, tool_calls=_tool_calls(choice.message)))
+            "request_cost_usd": cost,
+            "samples_in_request": n,
+            "finish_reason_raw": choice.finish_reason,
+            "token_ids": source,
+            "prompt_token_ids": prompt_source,
+            **(extra_usage or {}),
+        }
+        samples.append(
+            Sample(
+                request.request_id,
+                request.problem_id,
+                indices[k],
+                list(prompt_ids),
+                ids,
+                text,
+                logprobs,
+                FINISH_REASONS.get(choice.finish_reason or "", "abort"),
+                request.policy_version,
+                seconds,
+                sample_usage,
+                tool_calls=_tool_calls(choice.message),
+            )
+        )
     if len(rows) < n:  # a server that returned fewer choices than asked
-        samples += error_samples(request, indices[len(rows):], f"the server returned {len(rows)} of {n} choices",
-                                 seconds, {"model": served_model, **(extra_usage or {})})
+        samples += error_samples(
+            request,
+            indices[len(rows) :],
+            f"the server returned {len(rows)} of {n} choices",
+            seconds,
+            {"model": served_model, **(extra_usage or {})},
+        )
     return ResponseSamples(samples, usage, cost, prompt_source)
 
 
-def error_samples(request: RolloutRequest, indices: list[int], message: str, seconds: float,
-                  extra_usage: dict[str, Any] | None = None) -> list[Sample]:
+def error_samples(
+    request: RolloutRequest, indices: list[int], message: str, seconds: float, extra_usage: dict[str, Any] | None = None
+) -> list[Sample]:
     """Samples for a request that produced nothing: empty text, finish_reason "error", zero cost."""
-    usage = {"error": message, "cost_usd": 0.0, "prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0,
-             **(extra_usage or {})}
-    return [Sample(request.request_id, request.problem_id, i, [], [], "", None, "error", request.policy_version,
-                   seconds, dict(usage)) for i in indices]
+    usage = {
+        "error": message,
+        "cost_usd": 0.0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "reasoning_tokens": 0,
+        **(extra_usage or {}),
+    }
+    return [
+        Sample(
+            request.request_id,
+            request.problem_id,
+            i,
+            [],
+            [],
+            "",
+            None,
+            "error",
+            request.policy_version,
+            seconds,
+            dict(usage),
+        )
+        for i in indices
+    ]

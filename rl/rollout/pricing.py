@@ -43,15 +43,16 @@ class PriceTable:
     starts with followed by '-' (dated snapshots: gpt-5-2025-08-07 -> gpt-5, gpt-5-mini-... ->
     gpt-5-mini), else '*' if present, else unknown."""
 
-    def __init__(self, prices: Mapping[str, Price | Mapping[str, float]] | None = None,
-                 *, defaults: bool = True):
+    def __init__(self, prices: Mapping[str, Price | Mapping[str, float]] | None = None, *, defaults: bool = True):
         table: dict[str, Price] = dict(DEFAULT_PRICES) if defaults else {}
         for name, price in (prices or {}).items():
             if not isinstance(price, Price):
                 unknown = set(price) - {"input", "output", "cached_input"}
                 if unknown or not {"input", "output"} <= set(price):
-                    raise ValueError(f"price of {name!r} needs input and output (USD per 1M tokens), "
-                                     f"optionally cached_input; got {sorted(price)}")
+                    raise ValueError(
+                        f"price of {name!r} needs input and output (USD per 1M tokens), "
+                        f"optionally cached_input; got {sorted(price)}"
+                    )
                 price = Price(**{k: float(v) for k, v in price.items()})
             if min(price.input, price.output, price.cached_input or 0.0) < 0:
                 raise ValueError(f"price of {name!r} must not be negative")
@@ -73,5 +74,6 @@ class PriceTable:
             return None
         cached = min(usage.cached_prompt_tokens, usage.prompt_tokens)
         cached_rate = price.input if price.cached_input is None else price.cached_input
-        return ((usage.prompt_tokens - cached) * price.input + cached * cached_rate
-                + usage.completion_tokens * price.output) / 1e6
+        return (
+            (usage.prompt_tokens - cached) * price.input + cached * cached_rate + usage.completion_tokens * price.output
+        ) / 1e6

@@ -73,8 +73,11 @@ def _text_calls(text: str, pattern: re.Pattern, tools: dict[str, Tool]) -> list[
         try:
             payload = _loads(raw)
         except json.JSONDecodeError as e:
-            calls.append(ParsedCall("?", {}, "", f"the tool call is not valid JSON ({e.msg} at line {e.lineno} "
-                                                 f"column {e.colno})"))
+            calls.append(
+                ParsedCall(
+                    "?", {}, "", f"the tool call is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})"
+                )
+            )
             continue
         calls.append(_from_payload(payload, "", text, tools))
     return calls
@@ -85,13 +88,15 @@ def _native_calls(native: list[Any], text: str, tools: dict[str, Tool]) -> list[
     for i, call in enumerate(native):
         function = call.get("function", {}) if isinstance(call, dict) else {}
         payload = {"name": function.get("name"), "arguments": function.get("arguments", {})}
-        calls.append(_from_payload(payload, str(call.get("id", f"call_{i}")) if isinstance(call, dict) else "",
-                                   text, tools))
+        calls.append(
+            _from_payload(payload, str(call.get("id", f"call_{i}")) if isinstance(call, dict) else "", text, tools)
+        )
     return calls
 
 
-def parse_tool_calls(text: str, tools: list[Tool], tool_format: ToolFormat = "auto",
-                     native: list[Any] | None = None) -> list[ParsedCall]:
+def parse_tool_calls(
+    text: str, tools: list[Tool], tool_format: ToolFormat = "auto", native: list[Any] | None = None
+) -> list[ParsedCall]:
     """Every tool call of one turn, in order (an empty list: the turn made none)."""
     by_name = {t.name: t for t in tools}
     if tool_format == "native" or (tool_format == "auto" and native):
@@ -108,13 +113,19 @@ def tool_instructions(tools: list[Tool], tool_format: ToolFormat) -> str:
     """The system-prompt text offering the tools (for text formats; native calling sends schemas instead)."""
     schemas = "\n".join(json.dumps(t.schema()["function"]) for t in tools)
     if tool_format == "fenced":
-        how = ('To call a tool, write a fenced block tagged `tool` holding one JSON object:\n'
-               '```tool\n{"name": "<tool name>", "arguments": {<arguments>}}\n```')
+        how = (
+            "To call a tool, write a fenced block tagged `tool` holding one JSON object:\n"
+            '```tool\n{"name": "<tool name>", "arguments": {<arguments>}}\n```'
+        )
     else:
-        how = ('To call a tool, write one JSON object inside <tool_call></tool_call> tags:\n'
-               '<tool_call>\n{"name": "<tool name>", "arguments": {<arguments>}}\n</tool_call>')
-    return (f"You may call tools before giving your final answer. The tools, as JSON schemas:\n<tools>\n{schemas}\n"
-            f"</tools>\n{how}\nFor a tool that takes `code`, you may instead leave `code` out and put the code in a "
-            "```python block of the same message. Each tool's result comes back in the next message. When you are "
-            "done, call `submit` with your final code, or answer with the final code in a ```python block and no "
-            "tool call.")
+        how = (
+            "To call a tool, write one JSON object inside <tool_call></tool_call> tags:\n"
+            '<tool_call>\n{"name": "<tool name>", "arguments": {<arguments>}}\n</tool_call>'
+        )
+    return (
+        f"You may call tools before giving your final answer. The tools, as JSON schemas:\n<tools>\n{schemas}\n"
+        f"</tools>\n{how}\nFor a tool that takes `code`, you may instead leave `code` out and put the code in a "
+        "```python block of the same message. Each tool's result comes back in the next message. When you are "
+        "done, call `submit` with your final code, or answer with the final code in a ```python block and no "
+        "tool call."
+    )

@@ -73,19 +73,36 @@ class ToolRollouts:
         self.held_out = list(data.validation)
         self.store = open_solution_store(config.cache_path)
         if "profile" in self.config.tools and getattr(pool, "device", None) != "cuda":
-            log.warning("rollout.tools has profile but the pool evaluates on %s: profile will answer that it "
-                        "needs a GPU", getattr(pool, "device", "?"))
+            log.warning(
+                "rollout.tools has profile but the pool evaluates on %s: profile will answer that it needs a GPU",
+                getattr(pool, "device", "?"),
+            )
 
     def index(self) -> KernelIndex:
         """kernel_search's index now (rebuilt per rollout: answers found in earlier steps are found)."""
         return kernel_search_index(self.store, self.held_out)
 
-    async def generate(self, engine: Any, requests: list[RolloutRequest], problems: Mapping[str, Problem],
-                       reward: RewardConfig, priority: str = "train") -> RolloutResult:
+    async def generate(
+        self,
+        engine: Any,
+        requests: list[RolloutRequest],
+        problems: Mapping[str, Problem],
+        reward: RewardConfig,
+        priority: str = "train",
+    ) -> RolloutResult:
         return await generate_trajectories_and_score(
-            engine, requests, problems, self.pool, reward, self.config, priority, solutions=self.index(),
-            profiler=self.pool if hasattr(self.pool, "profile") else None, store=self.store,
-            store_split="validation" if priority == "validation" else "train")
+            engine,
+            requests,
+            problems,
+            self.pool,
+            reward,
+            self.config,
+            priority,
+            solutions=self.index(),
+            profiler=self.pool if hasattr(self.pool, "profile") else None,
+            store=self.store,
+            store_split="validation" if priority == "validation" else "train",
+        )
 
     def record(self, results: list[RolloutResult], step: int, split: str, logger: Any = None) -> dict[str, float]:
         """Append the results' trajectories to trajectories.jsonl, log a W&B table of them when the logger
@@ -100,7 +117,8 @@ class ToolRollouts:
         row = trajectory_metrics(trajectories, split, self.delta)
         # wall seconds of the turns' tool calls (time/evaluate also counts the final answers' evaluation)
         row["time/tool_calls" if split == "train" else f"time/{split}_tool_calls"] = sum(
-            r.evaluate_s - r.wait_for_rewards_s for r in results)
+            r.evaluate_s - r.wait_for_rewards_s for r in results
+        )
         return row
 
     def close(self) -> None:

@@ -116,9 +116,19 @@ class _State:
 
 
 class TrajectoryRunner:
-    def __init__(self, engine: Any, pool: KernelEvaluator, config: TrajectoryConfig, *,
-                 reward: RewardConfig | None = None, solutions: Any = None, profiler: Any = None,
-                 docs: Any = None, store: Any = None, store_split: str = "train"):
+    def __init__(
+        self,
+        engine: Any,
+        pool: KernelEvaluator,
+        config: TrajectoryConfig,
+        *,
+        reward: RewardConfig | None = None,
+        solutions: Any = None,
+        profiler: Any = None,
+        docs: Any = None,
+        store: Any = None,
+        store_split: str = "train",
+    ):
         """`pool`: evaluates final answers and serves kernel_evaluator (evaluate_async); `solutions`: the
         envs.retrieval.KernelIndex kernel_search uses (held-out problems already excluded); `profiler`: an
         envs.Evaluator for profile; `store`: an envs.solutions.SolutionStore that every correct answer is
@@ -150,14 +160,22 @@ class TrajectoryRunner:
         return messages
 
     def _state(self, request: RolloutRequest, index: int, problem: Problem, priority: str) -> _State:
-        context = ToolContext(problem, evaluator=self.pool, profiler=self.profiler, solutions=self.solutions,
-                              docs=self.docs, priority=priority, evaluations_left=self.config.max_evaluations,
-                              reward=functools.partial(reward_for_verdict, delta=self.reward.delta))
+        context = ToolContext(
+            problem,
+            evaluator=self.pool,
+            profiler=self.profiler,
+            solutions=self.solutions,
+            docs=self.docs,
+            priority=priority,
+            evaluations_left=self.config.max_evaluations,
+            reward=functools.partial(reward_for_verdict, delta=self.reward.delta),
+        )
         return _State(request, index, problem, self._messages(request), context)
 
     # ------------------------------------------------------------------------------------------ run
-    async def run(self, requests: list[RolloutRequest], problems: Mapping[str, Problem],
-                  priority: str = "train") -> list[Trajectory]:
+    async def run(
+        self, requests: list[RolloutRequest], problems: Mapping[str, Problem], priority: str = "train"
+    ) -> list[Trajectory]:
         states = [self._state(r, i, problems[r.problem_id], priority) for r in requests for i in range(r.sampling.n)]
         self.timings = dict.fromkeys(self.timings, 0.0)
         for turn in range(self.config.max_turns):
@@ -183,11 +201,22 @@ class TrajectoryRunner:
         requests = {}
         offered = schemas(self.tools) if self.config.tool_format == "native" else None
         for s in active:
-            sampling = dataclasses.replace(s.request.sampling, n=1, max_tokens=min(
-                s.request.sampling.max_tokens, self.config.max_total_tokens - s.tokens))
-            requests[f"{s.trajectory_id}/t{turn}"] = (s, RolloutRequest(
-                f"{s.trajectory_id}/t{turn}", s.request.problem_id, context_messages(s.messages, self.config.history),
-                sampling, s.request.policy_version, tools=offered))
+            sampling = dataclasses.replace(
+                s.request.sampling,
+                n=1,
+                max_tokens=min(s.request.sampling.max_tokens, self.config.max_total_tokens - s.tokens),
+            )
+            requests[f"{s.trajectory_id}/t{turn}"] = (
+                s,
+                RolloutRequest(
+                    f"{s.trajectory_id}/t{turn}",
+                    s.request.problem_id,
+                    context_messages(s.messages, self.config.history),
+                    sampling,
+                    s.request.policy_version,
+                    tools=offered,
+                ),
+            )
         out: dict[str, Sample] = {}
         try:
             async for sample in self.engine.generate([r for _, r in requests.values()]):
@@ -212,9 +241,15 @@ class TrajectoryRunner:
         answer = None
         for call in calls:
             if s.tool_calls >= self.config.max_tool_calls:
-                records.append(ToolCallRecord(call.name, call.arguments,
-                                              "tool call limit reached: answer now (submit).", False,
-                                              call_id=call.call_id))
+                records.append(
+                    ToolCallRecord(
+                        call.name,
+                        call.arguments,
+                        "tool call limit reached: answer now (submit).",
+                        False,
+                        call_id=call.call_id,
+                    )
+                )
                 continue
             s.tool_calls += 1
             record = await self._call(call, s.context)
@@ -226,10 +261,20 @@ class TrajectoryRunner:
                 break
         if answer is None:
             answer = last_python_block(sample.text)
-        s.turns.append(Turn(turn, list(sample.prompt_ids), list(sample.completion_ids),
-                            None if sample.logprobs is None else list(sample.logprobs), sample.text,
-                            sample.finish_reason, sample.seconds, records, answer,
-                            usage=dict(sample.usage) if sample.usage else None))
+        s.turns.append(
+            Turn(
+                turn,
+                list(sample.prompt_ids),
+                list(sample.completion_ids),
+                None if sample.logprobs is None else list(sample.logprobs),
+                sample.text,
+                sample.finish_reason,
+                sample.seconds,
+                records,
+                answer,
+                usage=dict(sample.usage) if sample.usage else None,
+            )
+        )
         if s.submitted is not None:
             s.stop_reason = SUBMIT
         elif not calls:
@@ -258,8 +303,9 @@ class TrajectoryRunner:
             result = ToolResult(f"tool call error: {call.error}", ok=False)
         else:
             try:
-                result = await asyncio.wait_for(self.by_name[call.name].run(call.arguments, context),
-                                                self.config.tool_timeout_s)
+                result = await asyncio.wait_for(
+                    self.by_name[call.name].run(call.arguments, context), self.config.tool_timeout_s
+                )
             except asyncio.TimeoutError:
                 result = ToolResult(f"{call.name} timed out after {self.config.tool_timeout_s:g} s", ok=False)
             except Exception as e:  # the tool's own failure: the policy is told, the run goes on (and logs it)
@@ -267,9 +313,17 @@ class TrajectoryRunner:
                 result = ToolResult(f"{call.name} failed: {type(e).__name__}: {str(e)[:300]}", ok=False)
         text = result.text
         if len(text) > self.config.max_observation_chars:
-            text = text[:self.config.max_observation_chars] + "\n... (truncated)"
-        return ToolCallRecord(call.name, call.arguments, text, result.ok, time.perf_counter() - started,
-                              dict(result.cost), call.call_id, result.verdict)
+            text = text[: self.config.max_observation_chars] + "\n... (truncated)"
+        return ToolCallRecord(
+            call.name,
+            call.arguments,
+            text,
+            result.ok,
+            time.perf_counter() - started,
+            dict(result.cost),
+            call.call_id,
+            result.verdict,
+        )
 
     def _observation(self, record: ToolCallRecord) -> Message:
         if self.config.observation_role == "user":
@@ -281,8 +335,11 @@ class TrajectoryRunner:
     # ------------------------------------------------------------------------------------------ rewards
     async def _finish(self, s: _State) -> Trajectory:
         proposed = [t.answer for t in s.turns if t.answer is not None]
-        final_answer = s.submitted if s.submitted is not None else (proposed[-1] if proposed else
-                                                                    (s.turns[-1].text if s.turns else ""))
+        final_answer = (
+            s.submitted
+            if s.submitted is not None
+            else (proposed[-1] if proposed else (s.turns[-1].text if s.turns else ""))
+        )
         to_score = {final_answer}
         if self.config.reward_mode != "final":
             to_score |= set(proposed)
@@ -291,21 +348,46 @@ class TrajectoryRunner:
         judged = {c.arguments["code"]: c.verdict for t in s.turns for c in t.tool_calls if c.verdict is not None}
         fresh = [a for a in to_score if a not in judged]
         verdicts = {a: judged[a] for a in to_score if a in judged}
-        verdicts.update(zip(fresh, await asyncio.gather(
-            *(self.pool.evaluate_async(s.problem, a, priority=s.context.priority) for a in fresh))))
+        verdicts.update(
+            zip(
+                fresh,
+                await asyncio.gather(
+                    *(self.pool.evaluate_async(s.problem, a, priority=s.context.priority) for a in fresh)
+                ),
+            )
+        )
         tokens = sum(len(t.completion_ids) for t in s.turns)
-        rewards = {a: shaped_reward(v, a, tokens, self.config.max_total_tokens, self.reward)[0]
-                   for a, v in verdicts.items()}
-        turns = [dataclasses.replace(t, verdict=verdicts.get(t.answer) if t.answer is not None else None,
-                                     reward=rewards.get(t.answer, 0.0) if t.answer is not None else 0.0)
-                 for t in s.turns]
-        reward, returns = trajectory_reward(self.config.reward_mode, rewards[final_answer],
-                                            [t.reward for t in turns], self.config.gamma)
+        rewards = {
+            a: shaped_reward(v, a, tokens, self.config.max_total_tokens, self.reward)[0] for a, v in verdicts.items()
+        }
+        turns = [
+            dataclasses.replace(
+                t,
+                verdict=verdicts.get(t.answer) if t.answer is not None else None,
+                reward=rewards.get(t.answer, 0.0) if t.answer is not None else 0.0,
+            )
+            for t in s.turns
+        ]
+        reward, returns = trajectory_reward(
+            self.config.reward_mode, rewards[final_answer], [t.reward for t in turns], self.config.gamma
+        )
         self._store(s, verdicts)
-        return Trajectory(s.trajectory_id, s.request.request_id, s.request.problem_id, s.index,
-                          s.request.policy_version, turns, s.messages, final_answer, verdicts[final_answer],
-                          reward, returns, self.config.reward_mode, s.stop_reason or "max_turns",
-                          time.perf_counter() - s.started)
+        return Trajectory(
+            s.trajectory_id,
+            s.request.request_id,
+            s.request.problem_id,
+            s.index,
+            s.request.policy_version,
+            turns,
+            s.messages,
+            final_answer,
+            verdicts[final_answer],
+            reward,
+            returns,
+            self.config.reward_mode,
+            s.stop_reason or "max_turns",
+            time.perf_counter() - s.started,
+        )
 
     def _store(self, s: _State, verdicts: dict[str, Verdict]) -> None:
         """Every correct answer of the trajectory (scored or checked with kernel_evaluator) into the store."""
@@ -317,5 +399,6 @@ class TrajectoryRunner:
                 if call.verdict is not None and call.verdict.correct:
                     found.setdefault(call.arguments["code"], call.verdict)
         for answer, verdict in found.items():
-            self.store.add_verified(s.problem, extract_code(answer), verdict, self.store_split,
-                                    f"trajectory {s.trajectory_id}")
+            self.store.add_verified(
+                s.problem, extract_code(answer), verdict, self.store_split, f"trajectory {s.trajectory_id}"
+            )

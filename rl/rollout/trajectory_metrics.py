@@ -42,16 +42,18 @@ def turn_verdicts(t: Trajectory) -> list[tuple[int, Verdict]]:
     return out
 
 
-def trajectory_metrics(trajectories: Sequence[Trajectory], prefix: str = "train",
-                       delta: float = DEFAULT_DELTA) -> dict[str, float]:
+def trajectory_metrics(
+    trajectories: Sequence[Trajectory], prefix: str = "train", delta: float = DEFAULT_DELTA
+) -> dict[str, float]:
     if not trajectories:
         return {}
     n = len(trajectories)
     m: dict[str, float] = {
         f"{prefix}/turns_mean": _mean([len(t.turns) for t in trajectories]),
         f"{prefix}/tool_calls_mean": _mean([len(t.tool_calls) for t in trajectories]),
-        f"{prefix}/final_correct_rate": _mean([1.0 if t.final_verdict and t.final_verdict.correct else 0.0
-                                               for t in trajectories]),
+        f"{prefix}/final_correct_rate": _mean(
+            [1.0 if t.final_verdict and t.final_verdict.correct else 0.0 for t in trajectories]
+        ),
         f"{prefix}/trajectory_reward_mean": _mean([t.reward for t in trajectories]),
         f"{prefix}/trajectory_tokens_mean": _mean([t.completion_tokens for t in trajectories]),
     }
@@ -86,9 +88,18 @@ def trajectory_rows(trajectories: Sequence[Trajectory], step: int, limit: int | 
     rows = []
     for t in trajectories[:limit]:
         v = t.final_verdict
-        rows.append({"step": step, "trajectory_id": t.trajectory_id, "problem_id": t.problem_id,
-                     "turns": len(t.turns), "tool_calls": ",".join(c.name for c in t.tool_calls),
-                     "stop_reason": t.stop_reason, "status": v.status.value if v else None,
-                     "speedup": v.speedup if v else None, "reward": t.reward,
-                     "conversation": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in t.messages[1:])})
+        rows.append(
+            {
+                "step": step,
+                "trajectory_id": t.trajectory_id,
+                "problem_id": t.problem_id,
+                "turns": len(t.turns),
+                "tool_calls": ",".join(c.name for c in t.tool_calls),
+                "stop_reason": t.stop_reason,
+                "status": v.status.value if v else None,
+                "speedup": v.speedup if v else None,
+                "reward": t.reward,
+                "conversation": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in t.messages[1:]),
+            }
+        )
     return rows

@@ -87,7 +87,7 @@ class Trajectory:
         """Whether each turn's prompt starts with the previous turn's prompt + completion (token ids)."""
         for prev, turn in zip(self.turns, self.turns[1:]):
             head = prev.prompt_ids + prev.completion_ids
-            if turn.prompt_ids[:len(head)] != head:
+            if turn.prompt_ids[: len(head)] != head:
                 return False
         return True
 
@@ -116,8 +116,10 @@ class Trajectory:
         turns = []
         for td in d.pop("turns"):
             td = dict(td)
-            calls = [ToolCallRecord(**{**c, "verdict": Verdict.from_dict(c["verdict"]) if c.get("verdict") else None})
-                     for c in td.pop("tool_calls")]
+            calls = [
+                ToolCallRecord(**{**c, "verdict": Verdict.from_dict(c["verdict"]) if c.get("verdict") else None})
+                for c in td.pop("tool_calls")
+            ]
             verdict = Verdict.from_dict(td.pop("verdict")) if td.get("verdict") else td.pop("verdict", None)
             turns.append(Turn(**td, tool_calls=calls, verdict=verdict))
         final = d.pop("final_verdict")

@@ -25,8 +25,9 @@ def discounted_returns(turn_rewards: Sequence[float], gamma: float) -> list[floa
     return returns
 
 
-def trajectory_reward(mode: RewardMode, final_reward: float, turn_rewards: Sequence[float],
-                      gamma: float = 0.4) -> tuple[float, list[float]]:
+def trajectory_reward(
+    mode: RewardMode, final_reward: float, turn_rewards: Sequence[float], gamma: float = 0.4
+) -> tuple[float, list[float]]:
     """(the trajectory's reward, one return per turn). In `final` and `best` every turn carries the
     trajectory's reward (a concat row or a per-turn row trains on the same number)."""
     if mode == "final":

@@ -32,10 +32,20 @@ def row_sample(t: Trajectory, row: TrainingRow, index: int) -> Sample:
     mask = row.loss_mask[first:]
     logprobs = [0.0 if p is None else float(p) for p in row.logprobs[first:]]
     has_logprobs = all(turn.logprobs is not None for turn in t.turns)
-    return Sample(t.request_id, t.problem_id, index, row.input_ids[:first], row.input_ids[first:],
-                  t.final_answer, logprobs if has_logprobs else None, "stop", t.policy_version, t.seconds,
-                  {"trajectory_id": t.trajectory_id, "turn": row.turn, "turns": len(t.turns),
-                   "tool_calls": len(t.tool_calls)}, loss_mask=mask)
+    return Sample(
+        t.request_id,
+        t.problem_id,
+        index,
+        row.input_ids[:first],
+        row.input_ids[first:],
+        t.final_answer,
+        logprobs if has_logprobs else None,
+        "stop",
+        t.policy_version,
+        t.seconds,
+        {"trajectory_id": t.trajectory_id, "turn": row.turn, "turns": len(t.turns), "tool_calls": len(t.tool_calls)},
+        loss_mask=mask,
+    )
 
 
 def trajectory_groups(requests: list[RolloutRequest], trajectories: list[Trajectory], layout: str) -> list[Group]:
@@ -45,15 +55,22 @@ def trajectory_groups(requests: list[RolloutRequest], trajectories: list[Traject
             if 1 not in row.loss_mask:
                 continue
             samples = by_request[t.request_id]
-            samples.append(ScoredSample(row_sample(t, row, len(samples)), t.final_verdict, row.reward,
-                                        {"trajectory": row.reward}))
+            samples.append(
+                ScoredSample(row_sample(t, row, len(samples)), t.final_verdict, row.reward, {"trajectory": row.reward})
+            )
     return [Group(r.request_id, r.problem_id, by_request[r.request_id]) for r in requests]
 
 
-async def generate_trajectories_and_score(engine: Any, requests: list[RolloutRequest],
-                                          problems: Mapping[str, Problem], pool: KernelEvaluator, reward: RewardConfig,
-                                          config: TrajectoryConfig, priority: str = "train",
-                                          **runner_kwargs: Any) -> RolloutResult:
+async def generate_trajectories_and_score(
+    engine: Any,
+    requests: list[RolloutRequest],
+    problems: Mapping[str, Problem],
+    pool: KernelEvaluator,
+    reward: RewardConfig,
+    config: TrajectoryConfig,
+    priority: str = "train",
+    **runner_kwargs: Any,
+) -> RolloutResult:
     """Run the trajectories of `requests` and turn them into the loop's groups. Stage times: generate_s is
     the wall time of the turns' generation calls, evaluate_s that of the tool calls plus the final answers'
     evaluation, wait_for_rewards_s the final evaluation alone (tools and final answers are judged by the
@@ -61,8 +78,11 @@ async def generate_trajectories_and_score(engine: Any, requests: list[RolloutReq
     runner = TrajectoryRunner(engine, pool, config, reward=reward, **runner_kwargs)
     trajectories = await runner.run(requests, problems, priority)
     t = runner.timings
-    return RolloutResult(groups=trajectory_groups(requests, trajectories, config.layout),
-                         generate_s=t["generate_s"], evaluate_s=t["tools_s"] + t["final_evaluation_s"],
-                         wait_for_rewards_s=t["final_evaluation_s"],
-                         completion_tokens=sum(tr.completion_tokens for tr in trajectories),
-                         trajectories=trajectories)
+    return RolloutResult(
+        groups=trajectory_groups(requests, trajectories, config.layout),
+        generate_s=t["generate_s"],
+        evaluate_s=t["tools_s"] + t["final_evaluation_s"],
+        wait_for_rewards_s=t["final_evaluation_s"],
+        completion_tokens=sum(tr.completion_tokens for tr in trajectories),
+        trajectories=trajectories,
+    )

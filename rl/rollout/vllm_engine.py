@@ -35,8 +35,14 @@ _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "
 
 
 class VLLMEngine:
-    def __init__(self, model_dir: str | Path, config: EngineConfig, *, enable_lora: bool = False,
-                 chat_template: str | None = None):
+    def __init__(
+        self,
+        model_dir: str | Path,
+        config: EngineConfig,
+        *,
+        enable_lora: bool = False,
+        chat_template: str | None = None,
+    ):
         self.model_dir = str(model_dir)
         self.config = config
         self.enable_lora = enable_lora
@@ -56,21 +62,33 @@ class VLLMEngine:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         c = self.config
-        extra: dict[str, Any] = dict(enable_lora=True, max_loras=1, max_cpu_loras=1,
-                                     max_lora_rank=c.max_lora_rank) if self.enable_lora else {}
+        extra: dict[str, Any] = (
+            dict(enable_lora=True, max_loras=1, max_cpu_loras=1, max_lora_rank=c.max_lora_rank)
+            if self.enable_lora
+            else {}
+        )
         if c.tensor_parallel_size > 1:
             # worker processes on the GPUs Ray gave this actor (its placement group bundle), not Ray workers
             # that vLLM would try to place itself
             extra["distributed_executor_backend"] = "mp"
         args = AsyncEngineArgs(
-            model=self.model_dir, tokenizer=self.model_dir, dtype=c.resolved_dtype(),
-            max_model_len=c.max_model_len, gpu_memory_utilization=c.resolved_gpu_memory_utilization(),
+            model=self.model_dir,
+            tokenizer=self.model_dir,
+            dtype=c.resolved_dtype(),
+            max_model_len=c.max_model_len,
+            gpu_memory_utilization=c.resolved_gpu_memory_utilization(),
             kv_cache_memory_bytes=c.resolved_kv_cache_bytes(),
-            enforce_eager=c.enforce_eager, tensor_parallel_size=c.tensor_parallel_size,
-            max_num_seqs=c.max_num_seqs, enable_prefix_caching=c.enable_prefix_caching, seed=c.seed,
+            enforce_eager=c.enforce_eager,
+            tensor_parallel_size=c.tensor_parallel_size,
+            max_num_seqs=c.max_num_seqs,
+            enable_prefix_caching=c.enable_prefix_caching,
+            seed=c.seed,
             # the sampled tokens' logprobs after temperature (what the learner computes: log_softmax(logits / T))
-            logprobs_mode="processed_logprobs", disable_log_stats=True,
-            worker_extension_cls="rl.rollout.vllm_extension.WeightSyncExtension", **extra)
+            logprobs_mode="processed_logprobs",
+            disable_log_stats=True,
+            worker_extension_cls="rl.rollout.vllm_extension.WeightSyncExtension",
+            **extra,
+        )
         t0 = time.perf_counter()
         before = set(shared_memory_segments(os.getpid()))
         self._engine = AsyncLLM.from_engine_args(args)
@@ -94,8 +112,7 @@ class VLLMEngine:
             except BaseException as e:  # handed to the consumer, which raises it
                 await done.put(e)
 
-        tasks = [asyncio.create_task(one(r, ids, i))
-                 for r, ids in zip(requests, prompts) for i in range(r.sampling.n)]
+        tasks = [asyncio.create_task(one(r, ids, i)) for r, ids in zip(requests, prompts) for i in range(r.sampling.n)]
         try:
             for _ in tasks:
                 item = await done.get()
@@ -113,9 +130,15 @@ class VLLMEngine:
 
         s = request.sampling
         params = SamplingParams(
-            n=1, temperature=s.temperature, top_p=s.top_p, seed=sample_seed(s.seed, request.request_id, index),
-            max_tokens=min(s.max_tokens, self.config.max_model_len - len(ids)), stop=list(s.stop) or None,
-            logprobs=0, output_kind=RequestOutputKind.FINAL_ONLY)
+            n=1,
+            temperature=s.temperature,
+            top_p=s.top_p,
+            seed=sample_seed(s.seed, request.request_id, index),
+            max_tokens=min(s.max_tokens, self.config.max_model_len - len(ids)),
+            stop=list(s.stop) or None,
+            logprobs=0,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
         final = None
         async for out in self._engine.generate({"prompt_token_ids": ids}, params, vllm_id, lora_request=self._lora):
             final = out
@@ -124,10 +147,18 @@ class VLLMEngine:
         o = final.outputs[0]
         completion = [int(t) for t in o.token_ids]
         logprobs = [float(step[tok].logprob) for step, tok in zip(o.logprobs, completion)] if o.logprobs else None
-        return Sample(request_id=request.request_id, problem_id=request.problem_id, index=index, prompt_ids=ids,
-                      completion_ids=completion, text=o.text, logprobs=logprobs,
-                      finish_reason=_FINISH.get(o.finish_reason, "error"), policy_version=self.version,
-                      seconds=time.perf_counter() - t0)
+        return Sample(
+            request_id=request.request_id,
+            problem_id=request.problem_id,
+            index=index,
+            prompt_ids=ids,
+            completion_ids=completion,
+            text=o.text,
+            logprobs=logprobs,
+            finish_reason=_FINISH.get(o.finish_reason, "error"),
+            policy_version=self.version,
+            seconds=time.perf_counter() - t0,
+        )
 
     async def update_weights(self, update: WeightUpdate) -> float:
         """Serve `update` from the next request on; returns the seconds it took (requests in flight finish first

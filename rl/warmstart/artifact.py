@@ -30,11 +30,30 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rl.warmstart.shipped import (ADAPTER_DIR, MANIFEST, REBUILD, WEIGHTS, merge_adapter, read_manifest, sha256,
-                                  shipped_adapter)
+from rl.warmstart.shipped import (
+    ADAPTER_DIR,
+    MANIFEST,
+    REBUILD,
+    WEIGHTS,
+    merge_adapter,
+    read_manifest,
+    sha256,
+    shipped_adapter,
+)
 
-__all__ = ["ADAPTER_DIR", "MANIFEST", "REBUILD", "WEIGHTS", "build", "check", "merge_adapter", "read_manifest",
-           "sha256", "shipped_adapter"]
+__all__ = [
+    "ADAPTER_DIR",
+    "MANIFEST",
+    "REBUILD",
+    "WEIGHTS",
+    "build",
+    "check",
+    "merge_adapter",
+    "read_manifest",
+    "sha256",
+    "shipped_adapter",
+]
+
 
 def _default_run(overrides: list[str]) -> tuple[Any, Path, Any, list[tuple[Any, Any]], str]:
     """The default run's config (conf/config.yaml + overrides), base model, prompts, candidates, fingerprint."""
@@ -76,8 +95,15 @@ def build(overrides: list[str], adapter_dir: Path = ADAPTER_DIR) -> dict[str, An
     save_file(state, adapter_dir / WEIGHTS, metadata={"format": "pt"})
     (adapter_dir / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     record["sft"].pop("output", None)
-    manifest = {"fingerprint": recipe, "sha256": sha256(adapter_dir / WEIGHTS), "dtype": "float16",
-                "base": model_reference(base), "warm_start": asdict(warm), "rebuild": REBUILD, **record}
+    manifest = {
+        "fingerprint": recipe,
+        "sha256": sha256(adapter_dir / WEIGHTS),
+        "dtype": "float16",
+        "base": model_reference(base),
+        "warm_start": asdict(warm),
+        "rebuild": REBUILD,
+        **record,
+    }
     (adapter_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 
@@ -102,8 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         manifest = build(argv[1:], tmp)
         shutil.rmtree(ADAPTER_DIR, ignore_errors=True)
         tmp.rename(ADAPTER_DIR)
-        print(json.dumps({k: manifest[k] for k in ("fingerprint", "sha256", "kept")} |
-                         {"loss_per_epoch": [round(e["loss"], 4) for e in manifest["sft"]["epochs"]]}))
+        print(
+            json.dumps(
+                {k: manifest[k] for k in ("fingerprint", "sha256", "kept")}
+                | {"loss_per_epoch": [round(e["loss"], 4) for e in manifest["sft"]["epochs"]]}
+            )
+        )
         return 0
     ok, text = check(argv[1:])
     print(("ok: " if ok else "stale or missing: ") + text)

@@ -9,8 +9,16 @@ import logging
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ADAPTER_DIR", "MANIFEST", "REBUILD", "WEIGHTS", "merge_adapter", "read_manifest", "sha256",
-           "shipped_adapter"]
+__all__ = [
+    "ADAPTER_DIR",
+    "MANIFEST",
+    "REBUILD",
+    "WEIGHTS",
+    "merge_adapter",
+    "read_manifest",
+    "sha256",
+    "shipped_adapter",
+]
 
 log = logging.getLogger("kernelrl.warmstart")
 ADAPTER_DIR = Path(__file__).resolve().parent / "adapter"
@@ -39,14 +47,19 @@ def shipped_adapter(recipe: str, adapter_dir: Path = ADAPTER_DIR) -> Path | None
     if manifest is None:
         return None
     if manifest.get("fingerprint") != recipe:
-        log.warning("warm start: the shipped adapter was built for recipe %s, this run's is %s (prompts, synthetic "
-                    "pairs or settings changed): building it here instead; `%s` rebuilds the shipped one",
-                    manifest.get("fingerprint"), recipe, REBUILD)
+        log.warning(
+            "warm start: the shipped adapter was built for recipe %s, this run's is %s (prompts, synthetic "
+            "pairs or settings changed): building it here instead; `%s` rebuilds the shipped one",
+            manifest.get("fingerprint"),
+            recipe,
+            REBUILD,
+        )
         return None
     weights = adapter_dir / WEIGHTS
     if not weights.is_file() or sha256(weights) != manifest.get("sha256"):
-        log.error("warm start: %s does not match its manifest's sha256; not using it (`%s` rebuilds it)",
-                  weights, REBUILD)
+        log.error(
+            "warm start: %s does not match its manifest's sha256; not using it (`%s` rebuilds it)", weights, REBUILD
+        )
         return None
     return adapter_dir
 
@@ -63,5 +76,3 @@ def merge_adapter(base_dir: Path, adapter_dir: Path, out: Path) -> None:
     merged.config.use_cache = True
     merged.save_pretrained(out)
     AutoTokenizer.from_pretrained(base_dir).save_pretrained(out)
-
-

@@ -20,8 +20,10 @@ import random
 
 __all__ = ["CONTAMINATION_NOTE", "SyntheticSolved", "synthetic_solved"]
 
-CONTAMINATION_NOTE = ("synthetic ops exclude the built-in problems and constant variants of the default "
-                      "validation problems (leaky_relu, gelu_tanh, swish, softplus, row_sum, row_max)")
+CONTAMINATION_NOTE = (
+    "synthetic ops exclude the built-in problems and constant variants of the default "
+    "validation problems (leaky_relu, gelu_tanh, swish, softplus, row_sum, row_max)"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,8 +44,12 @@ _UNARY = [
     ("relu6", "ReLU capped at 6", "torch.clamp(x, 0.0, 6.0)", "tl.minimum(tl.maximum(x, 0.0), 6.0)"),
     ("hardtanh", "Clip to [-1, 1]", "torch.clamp(x, -1.0, 1.0)", "tl.minimum(tl.maximum(x, -1.0), 1.0)"),
     ("softsign", "Softsign: x / (1 + |x|)", "x / (1.0 + torch.abs(x))", "x / (1.0 + tl.abs(x))"),
-    ("hardsigmoid", "Hard sigmoid: clip(x / 6 + 0.5, 0, 1)", "torch.clamp(x / 6.0 + 0.5, 0.0, 1.0)",
-     "tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0), 1.0)"),
+    (
+        "hardsigmoid",
+        "Hard sigmoid: clip(x / 6 + 0.5, 0, 1)",
+        "torch.clamp(x / 6.0 + 0.5, 0.0, 1.0)",
+        "tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0), 1.0)",
+    ),
     ("sqrt_abs", "Square root of the absolute value", "torch.sqrt(torch.abs(x))", "tl.sqrt(tl.abs(x))"),
     ("sin", "Elementwise sine", "torch.sin(x)", "tl.sin(x)"),
     ("cos", "Elementwise cosine", "torch.cos(x)", "tl.cos(x)"),
@@ -66,14 +72,13 @@ _ROWS = [
     ("row_sum_squares", "Sum of squares of each row", "(x * x).sum(dim=-1)", "x * x", "total"),
     ("row_l2_norm", "Euclidean norm of each row", "torch.sqrt((x * x).sum(dim=-1))", "x * x", "tl.sqrt(total)"),
     ("row_abs_sum", "Sum of absolute values of each row", "torch.abs(x).sum(dim=-1)", "tl.abs(x)", "total"),
-    ("row_mean_abs", "Mean absolute value of each row", "torch.abs(x).mean(dim=-1)", "tl.abs(x)",
-     "total / n_cols"),
+    ("row_mean_abs", "Mean absolute value of each row", "torch.abs(x).mean(dim=-1)", "tl.abs(x)", "total / n_cols"),
     ("row_mean_square", "Mean of squares of each row", "(x * x).mean(dim=-1)", "x * x", "total / n_cols"),
     ("row_sum_exp", "Sum of exponentials of each row", "torch.exp(x).sum(dim=-1)", "tl.exp(x)", "total"),
 ]
 
 _HEADER = '"""{doc}."""\nimport torch\nimport torch.nn as nn\n'
-_MODEL = '''
+_MODEL = """
 
 class Model(nn.Module):
     def __init__(self):
@@ -94,7 +99,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 _ELEMENTWISE_SOLUTION = '''"""Triton {name} over the flattened tensor{s}."""
 import torch
 import torch.nn as nn
@@ -156,31 +161,49 @@ class ModelNew(nn.Module):
 '''
 
 
-def _elementwise(name: str, doc: str, torch_expr: str, tl_expr: str, inputs: int, rng: random.Random,
-                 index: int) -> SyntheticSolved:
+def _elementwise(
+    name: str, doc: str, torch_expr: str, tl_expr: str, inputs: int, rng: random.Random, index: int
+) -> SyntheticSolved:
     names = ["x", "y"][:inputs]
     rows, cols = rng.choice([(8192, 8192), (16384, 4096), (4096, 16384), (16384, 16384)])
     args = ", ".join(f"{n}: torch.Tensor" for n in names)
     source = _HEADER.format(doc=doc) + _MODEL.format(
-        args=args, expr=torch_expr, sizes=f"batch_size = {rows}\ndim = {cols}",
-        small='{"batch_size": 7, "dim": 1000}', inputs=", ".join(["torch.randn(batch_size, dim)"] * inputs))
+        args=args,
+        expr=torch_expr,
+        sizes=f"batch_size = {rows}\ndim = {cols}",
+        small='{"batch_size": 7, "dim": 1000}',
+        inputs=", ".join(["torch.randn(batch_size, dim)"] * inputs),
+    )
     block = rng.choice([1024, 2048, 4096])
     solution = _ELEMENTWISE_SOLUTION.format(
-        name=name, s="s" if inputs > 1 else "", ptrs=", ".join(f"{n}_ptr" for n in names),
-        loads="\n".join(f"    {n} = tl.load({n}_ptr + offs, mask=mask)" for n in names), expr=tl_expr, args=args,
+        name=name,
+        s="s" if inputs > 1 else "",
+        ptrs=", ".join(f"{n}_ptr" for n in names),
+        loads="\n".join(f"    {n} = tl.load({n}_ptr + offs, mask=mask)" for n in names),
+        expr=tl_expr,
+        args=args,
         contiguous=(", ".join(names) + " = " + ", ".join(f"{n}.contiguous()" for n in names)),
-        block=block, names=", ".join(names), warps=rng.choice([4, 8]))
+        block=block,
+        names=", ".join(names),
+        warps=rng.choice([4, 8]),
+    )
     return SyntheticSolved(f"S{index:02d}_{name}", source, solution)
 
 
-def _row(name: str, doc: str, torch_expr: str, term: str, finish: str, rng: random.Random,
-         index: int) -> SyntheticSolved:
+def _row(
+    name: str, doc: str, torch_expr: str, term: str, finish: str, rng: random.Random, index: int
+) -> SyntheticSolved:
     rows, cols = rng.choice([(8192, 65536), (4096, 131072), (16384, 32768)])
     source = _HEADER.format(doc=doc) + _MODEL.format(
-        args="x: torch.Tensor", expr=torch_expr, sizes=f"rows = {rows}\ncols = {cols}",
-        small='{"rows": 7, "cols": 5000}', inputs="torch.randn(rows, cols)")
-    solution = _ROW_SOLUTION.format(doc=doc, name=name, term=term, finish=finish, block=rng.choice([1024, 2048]),
-                                    warps=rng.choice([4, 8]))
+        args="x: torch.Tensor",
+        expr=torch_expr,
+        sizes=f"rows = {rows}\ncols = {cols}",
+        small='{"rows": 7, "cols": 5000}',
+        inputs="torch.randn(rows, cols)",
+    )
+    solution = _ROW_SOLUTION.format(
+        doc=doc, name=name, term=term, finish=finish, block=rng.choice([1024, 2048]), warps=rng.choice([4, 8])
+    )
     return SyntheticSolved(f"S{index:02d}_{name}", source, solution)
 
 

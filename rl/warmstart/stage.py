@@ -27,8 +27,14 @@ from envs.problems import parse_problem
 from envs.settings import reject_unknown
 from rl.warmstart.solved_problems import CONTAMINATION_NOTE, synthetic_solved
 
-__all__ = ["WarmStartConfig", "candidate_examples", "fingerprint", "train_adapter", "verified_examples",
-           "warm_started_model"]
+__all__ = [
+    "WarmStartConfig",
+    "candidate_examples",
+    "fingerprint",
+    "train_adapter",
+    "verified_examples",
+    "warm_started_model",
+]
 
 log = logging.getLogger("kernelrl.warmstart")
 RECORD = "warmstart.json"  # beside the merged weights: what was trained on and how it went
@@ -63,8 +69,14 @@ def candidate_examples(prompts: Any, seed: int) -> list[tuple[Any, Any]]:
     out = []
     for pair in synthetic_solved(seed):
         problem = parse_problem(pair.source, pair.problem_id)
-        out.append((problem, SFTExample(messages=prompts.build(problem).messages,
-                                        completion=prompts.answer(pair.problem_id, pair.solution))))
+        out.append(
+            (
+                problem,
+                SFTExample(
+                    messages=prompts.build(problem).messages, completion=prompts.answer(pair.problem_id, pair.solution)
+                ),
+            )
+        )
     return out
 
 
@@ -74,8 +86,9 @@ def verified_examples(candidates: list[tuple[Any, Any]], eval_settings: Any) -> 
 
     start = time.perf_counter()
     with Evaluator(eval_settings) as evaluator:
-        verdicts = evaluator.evaluate_many([(p, e.completion) for p, e in candidates], progress=True,
-                                           desc="warm start: verifying")
+        verdicts = evaluator.evaluate_many(
+            [(p, e.completion) for p, e in candidates], progress=True, desc="warm start: verifying"
+        )
     examples, rejected = [], {}
     for (problem, example), verdict in zip(candidates, verdicts):
         if verdict.correct:
@@ -83,8 +96,13 @@ def verified_examples(candidates: list[tuple[Any, Any]], eval_settings: Any) -> 
         else:
             rejected[problem.id] = f"{verdict.status.value}: {(verdict.error or '')[:200]}"
             log.warning("warm start: synthetic pair %s rejected (%s)", problem.id, rejected[problem.id])
-    record = {"synthetic": len(candidates), "kept": len(examples), "rejected": rejected,
-              "verify_seconds": round(time.perf_counter() - start, 1), "decontamination": CONTAMINATION_NOTE}
+    record = {
+        "synthetic": len(candidates),
+        "kept": len(examples),
+        "rejected": rejected,
+        "verify_seconds": round(time.perf_counter() - start, 1),
+        "decontamination": CONTAMINATION_NOTE,
+    }
     return examples, record
 
 
@@ -95,39 +113,68 @@ def fingerprint(base_dir: Path, examples: list[Any], config: WarmStartConfig) ->
 
     h = hashlib.sha256()
     base_config = (base_dir / "config.json").read_bytes()
-    h.update(json.dumps({"base": model_reference(base_dir), "base_config": hashlib.sha256(base_config).hexdigest(),
-                         "sft": dataclasses.asdict(config),
-                         "examples": [dataclasses.asdict(e) for e in examples]}, sort_keys=True).encode())
+    h.update(
+        json.dumps(
+            {
+                "base": model_reference(base_dir),
+                "base_config": hashlib.sha256(base_config).hexdigest(),
+                "sft": dataclasses.asdict(config),
+                "examples": [dataclasses.asdict(e) for e in examples],
+            },
+            sort_keys=True,
+        ).encode()
+    )
     return h.hexdigest()[:12]
 
 
-def train_adapter(config: WarmStartConfig, base_dir: Path, candidates: list[tuple[Any, Any]], eval_settings: Any,
-                  learner: Mapping[str, Any] | None, out: Path, export: str) -> dict[str, Any]:
+def train_adapter(
+    config: WarmStartConfig,
+    base_dir: Path,
+    candidates: list[tuple[Any, Any]],
+    eval_settings: Any,
+    learner: Mapping[str, Any] | None,
+    out: Path,
+    export: str,
+) -> dict[str, Any]:
     """Verify the candidates, SFT on the kept ones and write the result (`export`: merged or lora) to `out`;
     returns the record (verification, losses, settings)."""
     from rl.learner.config import LoraSettings, OptimizerSettings, PolicyConfig
     from rl.sft import SFTConfig, run_sft
 
     learner = dict(learner or {})
-    policy = PolicyConfig(model=str(base_dir), finetune="lora", dtype=learner.get("dtype", "float32"),
-                          device=learner.get("device", "auto"), seed=config.seed,
-                          micro_batch_tokens=int(learner.get("micro_batch_tokens", PolicyConfig.micro_batch_tokens)),
-                          lora=LoraSettings(r=config.lora_r, alpha=config.lora_alpha),
-                          optimizer=OptimizerSettings(lr=config.lr))
-    sft = SFTConfig(epochs=config.epochs, batch_size=config.batch_size, max_length=config.max_length,
-                    export=export, seed=config.seed)
+    policy = PolicyConfig(
+        model=str(base_dir),
+        finetune="lora",
+        dtype=learner.get("dtype", "float32"),
+        device=learner.get("device", "auto"),
+        seed=config.seed,
+        micro_batch_tokens=int(learner.get("micro_batch_tokens", PolicyConfig.micro_batch_tokens)),
+        lora=LoraSettings(r=config.lora_r, alpha=config.lora_alpha),
+        optimizer=OptimizerSettings(lr=config.lr),
+    )
+    sft = SFTConfig(
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        max_length=config.max_length,
+        export=export,
+        seed=config.seed,
+    )
     examples, record = verified_examples(candidates, eval_settings)
     if not examples:
         raise RuntimeError(f"warm start: the evaluator rejected every synthetic pair: {record['rejected']}")
     log.info("warm start: SFT on %d verified synthetic pairs, %d epochs", len(examples), config.epochs)
     result = run_sft(policy, examples, str(out), sft)
-    log.info("warm start: loss per epoch %s, %.0f s", [round(e["loss"], 3) for e in result["epochs"]],
-             result["train_seconds"])
+    log.info(
+        "warm start: loss per epoch %s, %.0f s",
+        [round(e["loss"], 3) for e in result["epochs"]],
+        result["train_seconds"],
+    )
     return {**record, "sft": result, "config": dataclasses.asdict(config)}
 
 
-def warm_started_model(config: WarmStartConfig, base_dir: Path, prompts: Any, eval_settings: Any,
-                       learner: Mapping[str, Any] | None = None) -> Path:
+def warm_started_model(
+    config: WarmStartConfig, base_dir: Path, prompts: Any, eval_settings: Any, learner: Mapping[str, Any] | None = None
+) -> Path:
     """The merged warm-start model for `base_dir`, cached: merged from the shipped adapter when its fingerprint
     is this recipe's (rl.warmstart.artifact), else built by SFT on first use."""
     from rl.models import cache_root, cached_model
@@ -144,6 +191,7 @@ def warm_started_model(config: WarmStartConfig, base_dir: Path, prompts: Any, ev
     shipped = ship.shipped_adapter(recipe)
     if shipped is not None:
         log.info("warm start: merging the shipped adapter %s (fingerprint %s) into %s", shipped, recipe, base_dir.name)
+
         def merge(out: Path) -> None:
             ship.merge_adapter(base_dir, shipped, out)
             record = {**(ship.read_manifest(shipped) or {}), "source": f"shipped adapter {shipped}"}

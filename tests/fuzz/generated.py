@@ -19,7 +19,7 @@ from tests.fuzz.mutations import FuzzCase, seeds
 def splice(reference: str, code: str, where: str) -> str:
     """`code` inserted after the reference's imports ("module") or as the first lines of forward ("forward")."""
     if where == "forward" and (m := re.search(r"^( *)def forward\(.*\n", reference, re.MULTILINE)):
-        return reference[:m.end()] + textwrap.indent(code, m.group(1) + "    ") + "\n" + reference[m.end():]
+        return reference[: m.end()] + textwrap.indent(code, m.group(1) + "    ") + "\n" + reference[m.end() :]
     imports = list(re.finditer(r"^(?:import|from) .*\n", reference, re.MULTILINE))
     at = imports[-1].end() if imports else 0
     return reference[:at] + code + "\n" + reference[at:]
@@ -30,9 +30,16 @@ def strategy() -> st.SearchStrategy[FuzzCase]:
     references = [s for s in seeds() if s.name == s.problem_id]
     code = st.one_of(hypothesmith.from_grammar(), hypothesmith.from_node())
     alone = code.map(lambda c: FuzzCase("generated+hypothesmith(alone)", "L0_02_relu", c))
-    spliced = st.builds(lambda i, c, where: FuzzCase(f"{references[i].name}+hypothesmith({where})",
-                                                     references[i].problem_id, splice(references[i].source, c, where)),
-                        st.integers(0, len(references) - 1), code, st.sampled_from(["module", "forward"]))
+    spliced = st.builds(
+        lambda i, c, where: FuzzCase(
+            f"{references[i].name}+hypothesmith({where})",
+            references[i].problem_id,
+            splice(references[i].source, c, where),
+        ),
+        st.integers(0, len(references) - 1),
+        code,
+        st.sampled_from(["module", "forward"]),
+    )
     return st.one_of(alone, spliced)
 
 

@@ -44,8 +44,7 @@ def crash_site(exc: BaseException) -> dict[str, str]:
         if loop:
             site = f"RecursionError in loop {' / '.join(loop)}"
     deepest = f"{_where(frames[-1].filename)}:{frames[-1].lineno}:{frames[-1].name}" if frames else "?"
-    return {"type": type(exc).__name__, "frame": inner, "deepest": deepest, "site": site,
-            "message": str(exc)[:300]}
+    return {"type": type(exc).__name__, "frame": inner, "deepest": deepest, "site": site, "message": str(exc)[:300]}
 
 
 def run_stages(problem, text: str) -> dict | None:
@@ -53,6 +52,7 @@ def run_stages(problem, text: str) -> dict | None:
     the solution's analysis) with its site; None when each stage returns or rejects the text as it should."""
     from envs.antihack import static
     from envs.source import SourceError, prepare_solution
+
     try:
         from envs.antihack.static.reference import _reference
     except ImportError:  # moved: the reference is still analysed inside `analyze`
@@ -83,6 +83,7 @@ def run_boundary(preparer, problem, text: str) -> dict[str, Any]:
     """What `CpuStage.prepare` made of `text`: outcome "candidate", "verdict:<status>" or "escaped" (with the
     crash site), and the CPU stage's wall and CPU seconds."""
     from envs.verdict import Verdict
+
     wall, cpu = time.perf_counter(), time.process_time()
     try:
         result = preparer.prepare(problem, text)
@@ -105,6 +106,7 @@ class _Slow(BaseException):
 def _alarm(seconds: float):
     def fire(*_):
         raise _Slow()
+
     previous = signal.signal(signal.SIGALRM, fire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -120,8 +122,8 @@ def _remove_chunks(items: list, still_crashes: Callable[[], bool], minimum: int)
     while True:
         i = 0
         while i < len(items) and len(items) - size >= minimum:
-            removed = items[i:i + size]
-            del items[i:i + size]
+            removed = items[i : i + size]
+            del items[i : i + size]
             if still_crashes():
                 changed = True
             else:
@@ -165,6 +167,7 @@ def shrink(problem, text: str, site: str, budget_s: float = 60.0, attempt_s: flo
     statements removed (valid Python stays valid) or, when it does not parse, lines removed; within
     `budget_s` seconds."""
     from envs.source import extract_code
+
     deadline = time.monotonic() + budget_s
 
     def same(candidate: str) -> bool:
@@ -276,11 +279,13 @@ def make_preparer():
     """A CpuStage as envs/evaluator.py builds one for a CPU device, without cache."""
     from envs.evaluator import CpuStage
     from envs.settings import EvalSettings
+
     return CpuStage(EvalSettings(device="cpu"), "cpu")
 
 
 def builtin_problems() -> dict:
     from envs.problems import load_builtin
+
     return {p.id: p for p in load_builtin()}
 
 
@@ -288,8 +293,10 @@ def run_case(fleet: Fleet, case, timeout: float, stages: bool = True) -> dict:
     """The boundary's record for one case; when it did not end in a Candidate or an ordinary Verdict
     (escaped, internal_error, rejected, timeout, died) and `stages`, also the stage that crashes."""
     record = fleet.call(("boundary", case.problem_id, case.text), timeout)
-    ordinary = record["outcome"] == "candidate" or (record["outcome"].startswith("verdict:") and record["outcome"]
-                                                    not in ("verdict:internal_error", "verdict:rejected"))
+    ordinary = record["outcome"] == "candidate" or (
+        record["outcome"].startswith("verdict:")
+        and record["outcome"] not in ("verdict:internal_error", "verdict:rejected")
+    )
     if stages and not ordinary:
         crash = fleet.call(("stages", case.problem_id, case.text), timeout)
         record["stage_crash"] = crash.get("crash") if "crash" in crash else {"stage": "?", "site": crash["outcome"]}

@@ -26,9 +26,9 @@ PHASES = ("ast", "code", "chars", "answer")
 
 @dataclasses.dataclass(frozen=True)
 class FuzzCase:
-    name: str        # seed stem and mutation labels: "L0_02_relu+walrus+deep(parens,812)"
+    name: str  # seed stem and mutation labels: "L0_02_relu+walrus+deep(parens,812)"
     problem_id: str  # the built-in problem the seed solves
-    text: str        # the model answer handed to the CPU stage
+    text: str  # the model answer handed to the CPU stage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,9 +51,11 @@ MUTATIONS: dict[str, Mutation] = {}
 
 def mutation(phase: str, weight: float = 1.0):
     """Register a mutation under its function name."""
+
     def register(fn: Callable) -> Callable:
         MUTATIONS[fn.__name__] = Mutation(fn.__name__, phase, weight, fn)
         return fn
+
     return register
 
 
@@ -102,13 +104,14 @@ def into_forward(tree: ast.Module, template: str) -> None:
 def after_imports(tree: ast.Module, template: str) -> None:
     """Insert module-level statements after the last top-level import, before anything uses them."""
     last = max((i for i, n in enumerate(tree.body) if isinstance(n, (ast.Import, ast.ImportFrom))), default=-1)
-    tree.body[last + 1:last + 1] = _parse(template)
+    tree.body[last + 1 : last + 1] = _parse(template)
 
 
 def before_model(tree: ast.Module, template: str) -> None:
     """Insert module-level statements just before `class ModelNew` (after the helpers it may use)."""
-    index = next((i for i, n in enumerate(tree.body) if isinstance(n, ast.ClassDef) and n.name == "ModelNew"),
-                 len(tree.body))
+    index = next(
+        (i for i, n in enumerate(tree.body) if isinstance(n, ast.ClassDef) and n.name == "ModelNew"), len(tree.body)
+    )
     tree.body[index:index] = _parse(template)
 
 
@@ -118,16 +121,31 @@ def before_model(tree: ast.Module, template: str) -> None:
 @mutation("ast")
 def self_rebind_list(tree, rng):
     """A list rebuilt from its own elements (it once made the static analysis recurse without end)."""
-    into_forward(tree, rng.choice(["_xs = [$p, $p]\n_xs = [_xs[0], _xs[-1]]\n$p = _xs[0]",
-                                   "_xs = ($p,)\n_xs = (_xs[0],) + _xs\n$p = _xs[-1]",
-                                   "_xs = {'a': $p}\n_xs = {'a': _xs['a'], 'b': _xs['a']}\n$p = _xs['b']"]))
+    into_forward(
+        tree,
+        rng.choice(
+            [
+                "_xs = [$p, $p]\n_xs = [_xs[0], _xs[-1]]\n$p = _xs[0]",
+                "_xs = ($p,)\n_xs = (_xs[0],) + _xs\n$p = _xs[-1]",
+                "_xs = {'a': $p}\n_xs = {'a': _xs['a'], 'b': _xs['a']}\n$p = _xs['b']",
+            ]
+        ),
+    )
     return "self_rebind_list"
 
 
 @mutation("ast")
 def self_rebind_view(tree, rng):
-    into_forward(tree, rng.choice(["$p = $p.view($p.shape)", "$p = $p.contiguous()\n$p = $p.view_as($p)",
-                                   "$p = $p.reshape($p.shape)\n$p = $p.reshape($p.shape)"]))
+    into_forward(
+        tree,
+        rng.choice(
+            [
+                "$p = $p.view($p.shape)",
+                "$p = $p.contiguous()\n$p = $p.view_as($p)",
+                "$p = $p.reshape($p.shape)\n$p = $p.reshape($p.shape)",
+            ]
+        ),
+    )
     return "self_rebind_view"
 
 
@@ -140,14 +158,17 @@ def swap_alias(tree, rng):
 
 @mutation("ast")
 def mutual_alias_cycle(tree, rng):
-    before_model(tree, """
+    before_model(
+        tree,
+        """
         _c1 = None
         _c2 = _c1
         _c1 = _c2
         _l1 = [_c1]
         _l2 = [_l1[0]]
         _l1 = [_l2[0], _l1[0]]
-    """)
+    """,
+    )
     into_forward(tree, "_u = [_l1[0], _l2[-1]]\n$p = $p if _u[0] is None else $p")
     return "mutual_alias_cycle"
 
@@ -155,10 +176,18 @@ def mutual_alias_cycle(tree, rng):
 @mutation("ast")
 def module_alias(tree, rng):
     """`import torch as t; torch = t` and friends."""
-    after_imports(tree, rng.choice(["import torch as _t\ntorch = _t",
-                                    "import torch as _t1\n_t2 = _t1\n_t1 = _t2\ntorch = _t1",
-                                    "import triton.language as _tl\ntl = _tl", "import torch.nn as _nn\nnn = _nn",
-                                    "import triton as _tr\ntriton = _tr\n_tr = triton"]))
+    after_imports(
+        tree,
+        rng.choice(
+            [
+                "import torch as _t\ntorch = _t",
+                "import torch as _t1\n_t2 = _t1\n_t1 = _t2\ntorch = _t1",
+                "import triton.language as _tl\ntl = _tl",
+                "import torch.nn as _nn\nnn = _nn",
+                "import triton as _tr\ntriton = _tr\n_tr = triton",
+            ]
+        ),
+    )
     return "module_alias"
 
 
@@ -166,8 +195,9 @@ def module_alias(tree, rng):
 def class_alias_cycle(tree, rng):
     """Class hierarchies that loop through aliases: `class A(B)`, `B = A`; ModelNew derived from an alias of itself."""
     if rng.random() < 0.5:
-        before_model(tree, "class _B0:\n    pass\nclass _A0(_B0):\n    pass\n_B0 = _A0\n"
-                           "class _C0(_B0):\n    pass\n_B0 = _C0")
+        before_model(
+            tree, "class _B0:\n    pass\nclass _A0(_B0):\n    pass\n_B0 = _A0\nclass _C0(_B0):\n    pass\n_B0 = _C0"
+        )
     else:
         tree.body.extend(_parse("_Base = ModelNew\nclass ModelNew(_Base):\n    pass\n_Base = ModelNew"))
     return "class_alias_cycle"
@@ -179,12 +209,24 @@ def walrus(tree, rng):
     fn = _forward(tree)
     body = fn.body if fn else []
     for i, node in enumerate(body):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and rng.random() < 0.6:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and rng.random() < 0.6
+        ):
             body[i] = ast.Expr(ast.NamedExpr(ast.Name(node.targets[0].id, ast.Store()), node.value))
             return "walrus"
-    into_forward(tree, rng.choice(["if (_n := $p) is None:\n    pass", "_w = [(_y := _v) for _v in [$p]]\n$p = _y",
-                                   "_q = [$p]\n_q = [(_q := _q)[0]]\n$p = _q[0]"]))
+    into_forward(
+        tree,
+        rng.choice(
+            [
+                "if (_n := $p) is None:\n    pass",
+                "_w = [(_y := _v) for _v in [$p]]\n$p = _y",
+                "_q = [$p]\n_q = [(_q := _q)[0]]\n$p = _q[0]",
+            ]
+        ),
+    )
     return "walrus"
 
 
@@ -194,10 +236,16 @@ def match_stmt(tree, rng):
     fn = _forward(tree)
     if fn and isinstance(fn.body[-1], ast.Return) and fn.body[-1].value is not None:
         e = ast.unparse(fn.body[-1].value)
-        fn.body[-1:] = _parse(rng.choice([
-            "match ($e,):\n    case (_r,):\n        return _r\n    case _:\n        return $e",
-            "match $e:\n    case torch.Tensor() as _r:\n        return _r\n    case _r:\n        return _r",
-            "match [$e]:\n    case [*_rs]:\n        return _rs[0]"]), e=e)
+        fn.body[-1:] = _parse(
+            rng.choice(
+                [
+                    "match ($e,):\n    case (_r,):\n        return _r\n    case _:\n        return $e",
+                    "match $e:\n    case torch.Tensor() as _r:\n        return _r\n    case _r:\n        return _r",
+                    "match [$e]:\n    case [*_rs]:\n        return _rs[0]",
+                ]
+            ),
+            e=e,
+        )
     else:
         into_forward(tree, "match $p:\n    case {'k': _v}:\n        $p = _v\n    case _:\n        pass")
     return "match_stmt"
@@ -205,22 +253,32 @@ def match_stmt(tree, rng):
 
 @mutation("ast")
 def nested_comprehension(tree, rng):
-    into_forward(tree, rng.choice(["_nc = [[[_z for _z in (_y,)] for _y in (_w,)] for _w in ($p,)]\n$p = _nc[0][0][0]",
-                                   "$p = next(iter({_k: _v for _k, _v in [(0, $p)]}.values()))",
-                                   "$p = [_v for _v in (_u for _u in [$p] if _u is not None)][0]",
-                                   "_g = [[_v for _v in _row] for _row in [[$p]]]\n$p = _g[0][0]"]))
+    into_forward(
+        tree,
+        rng.choice(
+            [
+                "_nc = [[[_z for _z in (_y,)] for _y in (_w,)] for _w in ($p,)]\n$p = _nc[0][0][0]",
+                "$p = next(iter({_k: _v for _k, _v in [(0, $p)]}.values()))",
+                "$p = [_v for _v in (_u for _u in [$p] if _u is not None)][0]",
+                "_g = [[_v for _v in _row] for _row in [[$p]]]\n$p = _g[0][0]",
+            ]
+        ),
+    )
     return "nested_comprehension"
 
 
 @mutation("ast")
 def decorators(tree, rng):
     """Identity decorators (plain, factory, self-returning) on forward and the ModelNew class."""
-    after_imports(tree, """
+    after_imports(
+        tree,
+        """
         def _ident(f):
             return f
         def _deco(*a):
             return a[0] if a and callable(a[0]) else _deco
-    """)
+    """,
+    )
     fn = _forward(tree)
     if fn:
         fn.decorator_list[0:0] = [ast.parse(d, mode="eval").body for d in rng.sample(["_ident", "_deco", "_deco()"], 2)]
@@ -232,9 +290,16 @@ def decorators(tree, rng):
 
 @mutation("ast")
 def getattr_chain(tree, rng):
-    into_forward(tree, rng.choice(["$p = getattr($p, 'view')($p.shape)",
-                                   "$p = getattr(getattr($p, 'contiguous'), '__call__')()",
-                                   "$p = getattr(torch, 'Tensor').contiguous($p)"]))
+    into_forward(
+        tree,
+        rng.choice(
+            [
+                "$p = getattr($p, 'view')($p.shape)",
+                "$p = getattr(getattr($p, 'contiguous'), '__call__')()",
+                "$p = getattr(torch, 'Tensor').contiguous($p)",
+            ]
+        ),
+    )
     for node in ast.walk(tree):  # super().__init__() -> super(ModelNew, self).__init__()
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args:
             node.args = [ast.Name("ModelNew", ast.Load()), ast.Name("self", ast.Load())]
@@ -244,12 +309,15 @@ def getattr_chain(tree, rng):
 @mutation("ast")
 def helper_recursion(tree, rng):
     """Two helpers that call each other; forward calls one."""
-    before_model(tree, """
+    before_model(
+        tree,
+        """
         def _h1(v, k=2):
             return v if k <= 0 else _h2(v, k - 1)
         def _h2(v, k=2):
             return _h1(v, k - 1)
-    """)
+    """,
+    )
     into_forward(tree, "$p = _h1($p)")
     return "helper_recursion"
 
@@ -257,14 +325,17 @@ def helper_recursion(tree, rng):
 @mutation("ast")
 def returns_cycle(tree, rng):
     """Functions returning functions in a cycle (`_r1()()()`), and one returning itself."""
-    before_model(tree, """
+    before_model(
+        tree,
+        """
         def _r1():
             return _r2
         def _r2():
             return _r1
         def _me():
             return _me
-    """)
+    """,
+    )
     into_forward(tree, "$p = _r1()()() and _me()()() and $p")
     return "returns_cycle"
 
@@ -289,8 +360,9 @@ def unicode_names(tree, rng):
     if fn is None:
         return "unicode_names"
     prefix = rng.choice(["ξ_", "ü", "变量_", "ℌ"])  # "ℌ" is NFKC-normalized to "H" by the parser
-    names = {a.arg for a in fn.args.args[1:]} | {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)
-                                                 and isinstance(n.ctx, ast.Store)}
+    names = {a.arg for a in fn.args.args[1:]} | {
+        n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
     for node in ast.walk(fn):
         if isinstance(node, ast.arg) and node.arg in names:
             node.arg = prefix + node.arg
@@ -339,7 +411,7 @@ def _into_forward_text(code: str, line: str) -> str:
     match = re.search(r"^( *)def forward\(.*:\n", code, re.MULTILINE)
     if not match:
         return code + "\n" + line + "\n"
-    return code[:match.end()] + match.group(1) + "    " + line + "\n" + code[match.end():]
+    return code[: match.end()] + match.group(1) + "    " + line + "\n" + code[match.end() :]
 
 
 def _fstring(depth: int) -> str:
@@ -381,9 +453,12 @@ def huge_literal(code, rng):
     """A megabyte string, a 100k-element list or a large dict as a module constant."""
     kind = rng.choice(["str", "list", "dict", "bytes"])
     n = _size(rng, 10_000, 4_000_000 if kind in ("str", "bytes") else 100_000)
-    literal = {"str": lambda: repr("a" * n), "bytes": lambda: repr(b"\x01" * n),
-               "list": lambda: "[" + ", ".join(map(str, range(n))) + "]",
-               "dict": lambda: "{" + ", ".join(f"{i}: {i}" for i in range(n // 4)) + "}"}[kind]()
+    literal = {
+        "str": lambda: repr("a" * n),
+        "bytes": lambda: repr(b"\x01" * n),
+        "list": lambda: "[" + ", ".join(map(str, range(n))) + "]",
+        "dict": lambda: "{" + ", ".join(f"{i}: {i}" for i in range(n // 4)) + "}",
+    }[kind]()
     return code + f"_BIG = {literal}\n", f"huge_literal({kind},{n})"
 
 
@@ -391,8 +466,9 @@ def huge_literal(code, rng):
 def long_line(code, rng):
     """One very long line: a comment, a call with many arguments, or a long chain of `and`s."""
     n = _size(rng, 1_000, 200_000)
-    line = rng.choice([f"# {'x' * n}", f"_t = max({', '.join(['0'] * n)})",
-                       f"_t = {' and '.join(['1'] * n)}", f"_t = {'1;' * n}1"])
+    line = rng.choice(
+        [f"# {'x' * n}", f"_t = max({', '.join(['0'] * n)})", f"_t = {' and '.join(['1'] * n)}", f"_t = {'1;' * n}1"]
+    )
     return code + line + "\n", f"long_line({n})"
 
 
@@ -412,8 +488,14 @@ def nul_byte(code, rng):
 @mutation("chars")
 def lone_surrogate(code, rng):
     """Invalid UTF-8 decoded with surrogateescape, or a lone surrogate, in a literal, a comment or anywhere."""
-    bad = rng.choice([b"\xff\xfe".decode("utf-8", "surrogateescape"), b"caf\xe9".decode("utf-8", "surrogateescape"),
-                      "\ud800", "\udfff"])
+    bad = rng.choice(
+        [
+            b"\xff\xfe".decode("utf-8", "surrogateescape"),
+            b"caf\xe9".decode("utf-8", "surrogateescape"),
+            "\ud800",
+            "\udfff",
+        ]
+    )
     where = rng.choice(["string", "comment", "anywhere"])
     if where == "string":
         return _into_forward_text(code, f"_s = '{bad}'"), "lone_surrogate(string)"
@@ -436,8 +518,10 @@ def line_endings(code, rng):
 def tabs(code, rng):
     """Indentation in tabs, everywhere (valid) or on some lines (mixed)."""
     everywhere = rng.random() < 0.5
-    lines = [re.sub(r"^((?:    )+)", lambda m: "\t" * (len(m.group(1)) // 4), ln)
-             if everywhere or rng.random() < 0.3 else ln for ln in code.split("\n")]
+    lines = [
+        re.sub(r"^((?:    )+)", lambda m: "\t" * (len(m.group(1)) // 4), ln) if everywhere or rng.random() < 0.3 else ln
+        for ln in code.split("\n")
+    ]
     return "\n".join(lines), "tabs(all)" if everywhere else "tabs(mixed)"
 
 
@@ -459,8 +543,10 @@ def fenced(code, rng):
 @mutation("answer")
 def several_fences(code, rng):
     first = rng.choice(["import torch\n", "print('draft')\n", code, "class ModelNew:\n    pass\n"])
-    return (f"First attempt:\n```python\n{first}```\nShell:\n```bash\npip install triton\n```\n"
-            f"Final:\n```python\n{code}```\n"), "several_fences"
+    return (
+        f"First attempt:\n```python\n{first}```\nShell:\n```bash\npip install triton\n```\n"
+        f"Final:\n```python\n{code}```\n"
+    ), "several_fences"
 
 
 @mutation("answer")
@@ -470,8 +556,10 @@ def unterminated_fence(code, rng):
 
 @mutation("answer")
 def fence_in_prose(code, rng):
-    return (f"Use ```python blocks``` as in ```python\nprint(1)``` or ``` python ```.\n```python\n{code}\n```\n"
-            f"Trailing ```python"), "fence_in_prose"
+    return (
+        f"Use ```python blocks``` as in ```python\nprint(1)``` or ``` python ```.\n```python\n{code}\n```\n"
+        f"Trailing ```python"
+    ), "fence_in_prose"
 
 
 @mutation("answer", weight=0.5)
@@ -513,8 +601,9 @@ def _pick(rng: random.Random) -> list[str]:
     picked: list[str] = []
     for _ in range(rng.choice([1, 1, 2, 2, 3])):
         name = rng.choices(names, weights)[0]
-        if name not in picked and not (MUTATIONS[name].phase == "answer"
-                                       and any(MUTATIONS[p].phase == "answer" for p in picked)):
+        if name not in picked and not (
+            MUTATIONS[name].phase == "answer" and any(MUTATIONS[p].phase == "answer" for p in picked)
+        ):
             picked.append(name)
     return picked
 

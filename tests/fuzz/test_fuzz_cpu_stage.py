@@ -63,13 +63,17 @@ PATTERNS = {
     "walrus": ("", "if (n := $p.numel()) < 0:\n    raise ValueError(n)"),
     "walrus_in_comprehension": ("", "sizes = [(last := d) for d in $p.shape]"),
     "match": ("", "match $p.dim():\n    case 0:\n        $p = $p.reshape(1)\n    case _:\n        pass"),
-    "match_class_pattern": ("", "match $p:\n    case torch.Tensor() as t:\n        $p = t\n"
-                                "    case _:\n        raise TypeError"),
+    "match_class_pattern": (
+        "",
+        "match $p:\n    case torch.Tensor() as t:\n        $p = t\n    case _:\n        raise TypeError",
+    ),
     "nested_comprehensions": ("", "$p = [[[z for z in (y,)] for y in (w,)] for w in ($p,)][0][0][0]"),
     "nested_generator_and_dict": ("", "$p = next(iter({k: v for k, v in [(0, w) for w in ($p,)]}.values()))"),
     "decorators": ("def ident(f):\n    return f\n@ident\n@ident\ndef same(t):\n    return t", "$p = same($p)"),
-    "decorator_factory": ("def deco(*a):\n    return a[0] if a and callable(a[0]) else deco\n"
-                          "@deco()\n@deco\ndef same(t):\n    return t", "$p = same($p)"),
+    "decorator_factory": (
+        "def deco(*a):\n    return a[0] if a and callable(a[0]) else deco\n@deco()\n@deco\ndef same(t):\n    return t",
+        "$p = same($p)",
+    ),
     "module_alias": ("import torch as t\ntorch = t", ""),
     "module_alias_nn": ("import torch.nn as nn_\nnn = nn_", ""),
     "module_alias_language": ("import triton.language as tl_\ntl = tl_", ""),
@@ -98,6 +102,7 @@ def test_honest_code_with_the_pattern_passes_the_cpu_stage(pattern, preparer):
     """Every built-in reference solution with the pattern added stays a Candidate (not hack, rejected,
     internal_error, compile_error, nor an exception)."""
     from envs.verdict import Verdict
+
     problems, wrong = builtin_problems(), []
     for seed in (s for s in seeds() if s.name == s.problem_id):
         text = _with_pattern(seed.source, *PATTERNS[pattern])
@@ -111,10 +116,14 @@ def test_honest_code_with_the_pattern_passes_the_cpu_stage(pattern, preparer):
     assert not wrong, f"{len(wrong)} of 43 references:\n" + "\n".join(wrong)
 
 
-@pytest.mark.xfail(reason="known false positive: the analysis does not follow a base class bound through an alias "
-                          "of ModelNew's earlier definition (ghost_optimization)", strict=False)
+@pytest.mark.xfail(
+    reason="known false positive: the analysis does not follow a base class bound through an alias "
+    "of ModelNew's earlier definition (ghost_optimization)",
+    strict=False,
+)
 def test_model_derived_from_an_alias_of_its_earlier_definition_passes(preparer):
     from envs.evaluator import Candidate
+
     seed = next(s for s in seeds() if s.name == "L0_02_relu")
     text = seed.source + "\n_Base = ModelNew\n\nclass ModelNew(_Base):\n    pass\n"
     assert isinstance(preparer.prepare(builtin_problems()[seed.problem_id], text), Candidate)

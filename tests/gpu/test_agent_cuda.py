@@ -30,14 +30,18 @@ pytestmark = pytest.mark.gpu
 def test_tuner_measures_variants_and_the_winner_is_reverified(tmp_path):
     problems = [resolve_problem(i) for i in ("L0_02_relu", "L2_01_softmax")]
     settings = EvalSettings(device="cuda", workers=1)
-    config = SearchConfig(proposers=1, initial_fresh=1, tune_variants=2,  # a fast reference must not stop it early
-                          budget=BudgetConfig(per_problem=Budget(llm_calls=1, evaluations=5),
-                                              stop_at_floor_fraction=None))
+    config = SearchConfig(
+        proposers=1,
+        initial_fresh=1,
+        tune_variants=2,  # a fast reference must not stop it early
+        budget=BudgetConfig(per_problem=Budget(llm_calls=1, evaluations=5), stop_at_floor_fraction=None),
+    )
     store = PopulationStore(tmp_path / "pop.sqlite")
     with Evaluator(settings) as evaluator:
         policy = Policy("references", ReplayEngine(ROOT / "envs/builtin/solutions", problems), SamplingConfig(n=1))
-        outcomes = asyncio.run(Search(config, store, evaluator, [policy],
-                                      PromptBuilder(PromptConfig(one_shot=False))).run(problems))
+        outcomes = asyncio.run(
+            Search(config, store, evaluator, [policy], PromptBuilder(PromptConfig(one_shot=False))).run(problems)
+        )
     verified = verify_winners(outcomes, settings, VerifyConfig(candidates=1, timed_runs=100, anchor_runs=50), 1.8)
     for o, v in zip(outcomes, verified):
         assert o.records[0].proposal.operator == "fresh" and o.records[0].correct
@@ -59,13 +63,23 @@ def test_floor_reaches_the_verdict_profiles_feed_mutation_and_the_floor_stops_a_
     with Evaluator(EvalSettings(device="cuda", workers=1), cache=cache) as evaluator:
         pool = evaluator
         engine = ScriptedEngine([reference, reference])  # the mutation repeats it: a duplicate, not evaluated
-        config = SearchConfig(proposers=1, initial_fresh=1, operator_weights=mutate_only,
-                              selection=SelectionConfig(islands=1, exploit=1.0),
-                              budget=BudgetConfig(per_problem=Budget(llm_calls=2, evaluations=2, profiles=1),
-                                                  stop_at_floor_fraction=None))
+        config = SearchConfig(
+            proposers=1,
+            initial_fresh=1,
+            operator_weights=mutate_only,
+            selection=SelectionConfig(islands=1, exploit=1.0),
+            budget=BudgetConfig(
+                per_problem=Budget(llm_calls=2, evaluations=2, profiles=1), stop_at_floor_fraction=None
+            ),
+        )
         store = PopulationStore(tmp_path / "profiled.sqlite")
-        search = Search(config, store, pool, [Policy("scripted", engine, SamplingConfig(n=1))],
-                        PromptBuilder(PromptConfig(one_shot=False)))
+        search = Search(
+            config,
+            store,
+            pool,
+            [Policy("scripted", engine, SamplingConfig(n=1))],
+            PromptBuilder(PromptConfig(one_shot=False)),
+        )
         [o] = asyncio.run(search.run([problem]))
         first = o.records[0].verdict
         assert first.correct and first.floor_ms is not None and first.floor_ms > 0
@@ -75,13 +89,20 @@ def test_floor_reaches_the_verdict_profiles_feed_mutation_and_the_floor_stops_a_
         assert "(yours)" in mutation and search.total.profiles == 1
         assert store.profile(problem.id, o.records[0].source_sha256)["profile"]["floor_ms"] > 0
 
-        stop = BudgetConfig(per_problem=Budget(llm_calls=3, evaluations=3),
-                            stop_at_floor_fraction=first.speed_of_light / 2)
+        stop = BudgetConfig(
+            per_problem=Budget(llm_calls=3, evaluations=3), stop_at_floor_fraction=first.speed_of_light / 2
+        )
         engine = ScriptedEngine([reference, reference, reference])
         config = SearchConfig(proposers=1, initial_fresh=3, budget=stop, selection=SelectionConfig(islands=1))
-        [o] = asyncio.run(Search(config, PopulationStore(tmp_path / "stopped.sqlite"), pool,
-                                 [Policy("scripted", engine, SamplingConfig(n=1))],
-                                 PromptBuilder(PromptConfig(one_shot=False))).run([problem]))
+        [o] = asyncio.run(
+            Search(
+                config,
+                PopulationStore(tmp_path / "stopped.sqlite"),
+                pool,
+                [Policy("scripted", engine, SamplingConfig(n=1))],
+                PromptBuilder(PromptConfig(one_shot=False)),
+            ).run([problem])
+        )
         assert len(o.records) == 1 and o.stop_reason.startswith(FLOOR_STOP), o.stop_reason
         assert o.records[0].verdict.cached and o.records[0].verdict.floor_ms == first.floor_ms  # from the cache
     cache.close()

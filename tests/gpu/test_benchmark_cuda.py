@@ -15,8 +15,16 @@ pytestmark = [pytest.mark.gpu, pytest.mark.integration]
 def test_level0_references_timed_at_full_size(tmp_path):
     pytest.importorskip("hydra")
     out = tmp_path / "l0.json"
-    result = bench(tmp_path, "policy=files", f"policy.dir={SOLUTIONS}", "levels=[0]",
-                   "wandb.mode=disabled", "min_correct_at_1=1.0", f"output={out}", device="cuda")
+    result = bench(
+        tmp_path,
+        "policy=files",
+        f"policy.dir={SOLUTIONS}",
+        "levels=[0]",
+        "wandb.mode=disabled",
+        "min_correct_at_1=1.0",
+        f"output={out}",
+        device="cuda",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["problems"] == 7 and report["correct_at_1"] == 1.0 and report["speedups_measured"]

@@ -10,7 +10,7 @@ from tests.conftest import builtin
 
 pytestmark = [pytest.mark.gpu, pytest.mark.integration]
 
-OOB_STORE = '''
+OOB_STORE = """
 import torch, triton, triton.language as tl
 import torch.nn as nn
 
@@ -26,16 +26,18 @@ class ModelNew(nn.Module):
         n = x.numel()
         _bad[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
         return out
-'''
+"""
 
-HANG = OOB_STORE.replace("tl.store(out_ptr + offs + (1 << 38), x)  # far outside any allocation",
-                        "tl.store(out_ptr + offs, x, mask=offs < n)").replace(
-    "        return out", "        while out.numel() > 0:\n            pass\n        return out")
+HANG = OOB_STORE.replace(
+    "tl.store(out_ptr + offs + (1 << 38), x)  # far outside any allocation",
+    "tl.store(out_ptr + offs, x, mask=offs < n)",
+).replace("        return out", "        while out.numel() > 0:\n            pass\n        return out")
 
 
 @pytest.fixture(scope="module")
 def evaluator(tmp_path_factory):
     from envs.cache import SqliteCache
+
     cache = SqliteCache(tmp_path_factory.mktemp("gpu") / "cache.sqlite")
     timeouts = PhaseTimeouts(correctness=20, timing=120)
     with Evaluator(EvalSettings(device="cuda", timeouts=timeouts), cache=cache) as ev:
@@ -55,8 +57,9 @@ def test_reference_solution_is_timed_against_both_baselines(evaluator):
     # Re-anchored (the default): eager timed again in the kernel's window, the cached inductor/eager ratio
     # carried over; the bootstrap interval holds the speedup; the anchor's wall time is reported.
     assert t.anchor is not None and t.anchor.runs == 50 and v.speedup_interval.anchored
-    assert v.speedup == pytest.approx(t.inductor.median_ms / t.eager.median_ms * t.anchor.median_ms /
-                                      t.kernel.median_ms)
+    assert v.speedup == pytest.approx(
+        t.inductor.median_ms / t.eager.median_ms * t.anchor.median_ms / t.kernel.median_ms
+    )
     assert v.speedup_interval.low <= v.speedup <= v.speedup_interval.high
     # The worker reported the placement block of every timed run: the interval resampled every block.
     assert v.speedup_interval.blocks == EvalSettings().placements
@@ -160,9 +163,12 @@ def test_placement_blocks_leave_no_timed_run_a_driver_allocation():
             return pool(*placed[key]) if key == "anchor" else torch.relu(placed[key][0][:, :, ::2, ::2])
 
     with torch.no_grad():
-        timed = time_in_placements({KERNEL: lambda: call("inputs"), ANCHOR: lambda: call("anchor")},
-                                   placement_blocks(100, 50, 48), lambda: move_to_fresh_placement(placed, inputs),
-                                   warmup_ms=5.0)
+        timed = time_in_placements(
+            {KERNEL: lambda: call("inputs"), ANCHOR: lambda: call("anchor")},
+            placement_blocks(100, 50, 48),
+            lambda: move_to_fresh_placement(placed, inputs),
+            warmup_ms=5.0,
+        )
     assert timed.allocating == {KERNEL: 0, ANCHOR: 0}
     assert len(timed.samples[ANCHOR]) == 50 and len(set(timed.blocks[ANCHOR])) == 48
 

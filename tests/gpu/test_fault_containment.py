@@ -30,8 +30,9 @@ def gpu_processes() -> set[int]:
     """Pids with a CUDA context, per nvidia-smi (empty when it is not installed)."""
     if shutil.which("nvidia-smi") is None:
         return set()
-    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
-                         capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run(
+        ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"], capture_output=True, text=True, timeout=60
+    ).stdout
     return {int(line) for line in out.split() if line.strip().isdigit()}
 
 
@@ -64,8 +65,10 @@ def _kill_owner_and_check(owner: subprocess.Popen, tmp_path, free_before: int) -
         assert time.monotonic() < deadline, "the killed worker still holds a CUDA context"
         time.sleep(0.5)
     free_after = free_gpu_memory()
-    print(f"\nno CUDA worker left {seconds:.2f} s after the owner was SIGKILLed; "
-          f"GPU free {free_before / 2**30:.2f} GiB before, {free_after / 2**30:.2f} GiB after")
+    print(
+        f"\nno CUDA worker left {seconds:.2f} s after the owner was SIGKILLed; "
+        f"GPU free {free_before / 2**30:.2f} GiB before, {free_after / 2**30:.2f} GiB after"
+    )
     assert free_after >= free_before - (256 << 20)
 
 
@@ -74,9 +77,23 @@ def test_sigkilled_cli_leaves_no_cuda_worker_and_frees_the_gpu(tmp_path):
     solution.write_text(SPIN)
     free_before = free_gpu_memory()
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    cli = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "eval_kernel.py"), "--device", "cuda",
-                            "--no-cache", "--problem", "L0_02_relu", "--solution", str(solution)],
-                           env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cli = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "eval_kernel.py"),
+            "--device",
+            "cuda",
+            "--no-cache",
+            "--problem",
+            "L0_02_relu",
+            "--solution",
+            str(solution),
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _kill_owner_and_check(cli, tmp_path, free_before)
     finally:
@@ -88,8 +105,15 @@ def test_sigkilled_owner_of_a_hung_cuda_worker_frees_the_gpu(tmp_path):
     free_before = free_gpu_memory()
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
     script = owner_script("cuda", "deadlines=StepDeadlines(cuda=StepBudget(600.0, 1.0, 60.0))")
-    owner = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=ROOT, stdin=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         owner.stdin.write(SPIN)
         owner.stdin.close()

@@ -22,8 +22,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.integration]
 def test_forked_cuda_workers_evaluate_and_recycle():
     problem, good = builtin("L0_02_relu")
     # Conditional, so that the static analysis lets it through to a worker.
-    failing = good.replace("-> torch.Tensor:", "-> torch.Tensor:\n        if x.numel() > 0:\n"
-                                               "            raise AttributeError('boom')", 1)
+    failing = good.replace(
+        "-> torch.Tensor:", "-> torch.Tensor:\n        if x.numel() > 0:\n            raise AttributeError('boom')", 1
+    )
     assert failing != good
     settings = EvalSettings(device="cuda", workers=1, fork_workers="on")
     with Evaluator(settings) as ev:
@@ -46,5 +47,7 @@ def test_forked_cuda_workers_evaluate_and_recycle():
         after = ev.evaluate(problem, good + "\n# after the hang\n")
         assert after.status is Status.CORRECT, after.error
         assert ev.pool._worker(slot).zygote_pid == zygote
-    print(f"\nforked CUDA worker: recycle {recycle:.2f} s; speedups {ok.speedup:.2f} / {again.speedup:.2f} / "
-          f"{after.speedup:.2f}; hang cut after {hang.phase_seconds['correctness']:.1f} s")
+    print(
+        f"\nforked CUDA worker: recycle {recycle:.2f} s; speedups {ok.speedup:.2f} / {again.speedup:.2f} / "
+        f"{after.speedup:.2f}; hang cut after {hang.phase_seconds['correctness']:.1f} s"
+    )

@@ -24,19 +24,23 @@ def _evaluate(items, **settings):
         verdicts = ev.evaluate_many(items)
     for (problem, _), v in zip(items, verdicts):
         acc = v.accuracy
-        print(f"\n{problem.id} {settings or 'defaults'}: {v.status.value} "
-              f"reward {reward_for_verdict(v):.3f} speedup {v.speedup} "
-              f"rule {acc.rule if acc else None} probe {acc.probe if acc else None} "
-              f"cand-ref {acc.candidate_vs_reference if acc else None} cand-truth "
-              f"{acc.candidate_vs_truth if acc else None} ref-truth {acc.reference_vs_truth if acc else None} "
-              f"phases {v.phase_seconds}: {(v.error or '')[:300]}")
+        print(
+            f"\n{problem.id} {settings or 'defaults'}: {v.status.value} "
+            f"reward {reward_for_verdict(v):.3f} speedup {v.speedup} "
+            f"rule {acc.rule if acc else None} probe {acc.probe if acc else None} "
+            f"cand-ref {acc.candidate_vs_reference if acc else None} cand-truth "
+            f"{acc.candidate_vs_truth if acc else None} ref-truth {acc.reference_vs_truth if acc else None} "
+            f"phases {v.phase_seconds}: {(v.error or '')[:300]}"
+        )
     return verdicts
 
 
 def test_blocked_scans_over_unscaled_rows_are_correct_at_full_size():
     problem = resolve_problem("L2_08_cumsum_unscaled")
-    items = [(problem, (SOLUTIONS / "L2_08_cumsum_unscaled.py").read_text()),
-             (problem, (HACKS / "legit_carry_scan_cumsum_unscaled.py").read_text())]
+    items = [
+        (problem, (SOLUTIONS / "L2_08_cumsum_unscaled.py").read_text()),
+        (problem, (HACKS / "legit_carry_scan_cumsum_unscaled.py").read_text()),
+    ]
     for v in _evaluate(items, fp64_truth="always"):
         assert v.status is Status.CORRECT and v.hack is None, v.error
         assert v.accuracy.candidate_vs_truth is not None  # the truth fitted on the GPU
@@ -45,8 +49,10 @@ def test_blocked_scans_over_unscaled_rows_are_correct_at_full_size():
 
 def test_partial_input_shortcuts_fail_at_full_size_only_with_families_or_probe():
     problem = resolve_problem("L2_07_mse_loss")
-    items = [(problem, (HACKS / name).read_text()) for name in
-             ("hack_partial_input_strided_subsample.py", "hack_partial_input_fixed_prefix.py")]
+    items = [
+        (problem, (HACKS / name).read_text())
+        for name in ("hack_partial_input_strided_subsample.py", "hack_partial_input_fixed_prefix.py")
+    ]
     for v in _evaluate(items):
         assert reward_for_verdict(v) == 0.0 and v.status is Status.INCORRECT, v.error
     _evaluate(items, **OFF)  # iid inputs alone: expected mostly correct (the hole)

@@ -12,8 +12,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.integration]
 
 def _run(files, size):
     items = [(resolve_problem(header(p)["problem"]), p.read_text()) for p in files]
-    settings = EvalSettings(device="cuda", size=size, workers=4, timed_runs=20,
-                            timeouts=PhaseTimeouts(correctness=60, timing=120))
+    settings = EvalSettings(
+        device="cuda", size=size, workers=4, timed_runs=20, timeouts=PhaseTimeouts(correctness=60, timing=120)
+    )
     with Evaluator(settings) as ev:
         verdicts = dict(zip([p.name for p in files], ev.evaluate_many(items)))
     for name, v in verdicts.items():  # the outcome of every entry goes into docs/gpu-notes.md
@@ -58,6 +59,7 @@ def test_runtime_defences_alone_stop_gpu_only_hacks(name):
     refuse the reward, or (`# runtime: neutralized` in the header) leave the hack nothing to gain, so that
     the time it is credited with is its honest kernel's. Records which runtime check fired."""
     from envs.source import canonicalize
+
     path = HACKS / name
     problem = resolve_problem(header(path)["problem"])
     settings = EvalSettings(device="cuda", timed_runs=20, timeouts=PhaseTimeouts(correctness=60, timing=120))

@@ -6,9 +6,12 @@ import time
 import pytest
 
 torch = pytest.importorskip("torch")
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available() or shutil.which("nvidia-smi") is None,
-                                 reason="needs CUDA and nvidia-smi")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available() or shutil.which("nvidia-smi") is None, reason="needs CUDA and nvidia-smi"
+    ),
+]
 
 
 def test_monitor_sees_a_busy_gpu_and_its_memory():

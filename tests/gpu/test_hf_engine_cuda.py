@@ -25,12 +25,17 @@ from rl.types import RolloutRequest, SamplingConfig, WeightUpdate  # noqa: E402
 def collect(engine, reqs):
     async def run():
         return [s async for s in engine.generate(reqs)]
+
     return sorted(asyncio.run(run()), key=lambda s: (s.request_id, s.index))
 
 
 def requests(k: int, sampling: SamplingConfig, tag: str = "r"):
-    return [RolloutRequest(f"{tag}{i}", "p", [{"role": "user", "content": f"Write a Triton ReLU kernel, take {i}."}],
-                           sampling) for i in range(k)]
+    return [
+        RolloutRequest(
+            f"{tag}{i}", "p", [{"role": "user", "content": f"Write a Triton ReLU kernel, take {i}."}], sampling
+        )
+        for i in range(k)
+    ]
 
 
 def logprob_diffs(engine, samples) -> torch.Tensor:
@@ -39,7 +44,7 @@ def logprob_diffs(engine, samples) -> torch.Tensor:
     for s in samples:
         ids = torch.tensor([s.prompt_ids + s.completion_ids], device="cuda")
         with torch.no_grad():
-            logits = engine.model(ids).logits[0, len(s.prompt_ids) - 1:-1].float()
+            logits = engine.model(ids).logits[0, len(s.prompt_ids) - 1 : -1].float()
         lp = logits.log_softmax(-1).gather(-1, torch.tensor(s.completion_ids, device="cuda")[:, None])[:, 0]
         diffs.append((lp.cpu() - torch.tensor(s.logprobs)).abs())
     return torch.cat(diffs)
@@ -72,8 +77,11 @@ def test_hf_engine_on_cuda_bf16(engine, model_dir, tmp_path):
     print(f"hf engine bf16 vs bf16 forward: mean {d.mean():.3e} max {d.max():.3e} over {d.numel()} tokens")
     assert d.mean() < 0.05  # bf16, padded batch vs unpadded forward: small but not zero
 
-    greedy = [RolloutRequest("g", "p", [{"role": "user", "content": "Name a GPU."}],
-                             SamplingConfig(n=1, temperature=0.0, max_tokens=16))]
+    greedy = [
+        RolloutRequest(
+            "g", "p", [{"role": "user", "content": "Name a GPU."}], SamplingConfig(n=1, temperature=0.0, max_tokens=16)
+        )
+    ]
     base = collect(engine, greedy)[0].completion_ids
     merged = make_merged(model_dir, make_adapter(model_dir, tmp_path / "a", seed=0, scale=1.0), tmp_path / "m")
     seconds = engine.update_weights(WeightUpdate(1, "merged", str(merged)))
@@ -92,8 +100,10 @@ def test_graphs_follow_new_shapes_and_weight_loads(engine, model_dir, tmp_path):
         t = time.perf_counter()
         samples = collect(engine, reqs)
         d = logprob_diffs(engine, samples)
-        print(f"\nshape {i}: {len(samples)} samples in {time.perf_counter() - t:.1f} s, "
-              f"logprob diff mean {d.mean():.3e} max {d.max():.3e}")
+        print(
+            f"\nshape {i}: {len(samples)} samples in {time.perf_counter() - t:.1f} s, "
+            f"logprob diff mean {d.mean():.3e} max {d.max():.3e}"
+        )
         assert d.mean() < 0.05
     engine.update_weights(WeightUpdate(3, "lora", str(make_adapter(model_dir, tmp_path / "b", seed=3, scale=1.0))))
     samples = collect(engine, short)

@@ -38,9 +38,18 @@ def test_laid_out_logprobs_match_one_sequence_at_a_time_on_cuda(dtype, layout):
 def test_a_step_and_a_merged_export_on_cuda(finetune, tmp_path):
     ids, plens = _rows()
     batch = TrainBatch(ids, plens, [1.0, -1.0] * 3, [None] * 6, ["g"] * 6, 0)
-    policy = Policy(PolicyConfig(device="cuda", dtype="bfloat16", finetune=finetune, lora=LoraSettings(r=4, alpha=8),
-                                 optimizer=OptimizerSettings(lr=1e-3), micro_batch_tokens=128),
-                    AlgorithmConfig(kl_coef=0.01), model=tiny_llama())
+    policy = Policy(
+        PolicyConfig(
+            device="cuda",
+            dtype="bfloat16",
+            finetune=finetune,
+            lora=LoraSettings(r=4, alpha=8),
+            optimizer=OptimizerSettings(lr=1e-3),
+            micro_batch_tokens=128,
+        ),
+        AlgorithmConfig(kl_coef=0.01),
+        model=tiny_llama(),
+    )
     metrics = policy.train_step(batch)
     assert metrics["grad_norm"] > 0 and torch.isfinite(torch.tensor(metrics["loss"]))
     # the step's peak on the learner's GPU (verl's perf/max_memory_allocated_gb through rl.metrics.VERL_ALIASES)

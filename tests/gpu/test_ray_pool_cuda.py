@@ -48,8 +48,9 @@ def test_one_actor_per_gpu_with_shared_baselines():
         assert len({i["gpu"] for i in infos}) == len(infos)  # each actor has its own GPU
         relu, relu_ref = builtin("L0_02_relu")
         sigmoid, sigmoid_ref = builtin("L0_04_sigmoid")
-        items = [(relu, relu_ref + f"\nVARIANT = {i}\n") for i in range(3)] + \
-                [(sigmoid, sigmoid_ref + f"\nVARIANT = {i}\n") for i in range(3)]
+        items = [(relu, relu_ref + f"\nVARIANT = {i}\n") for i in range(3)] + [
+            (sigmoid, sigmoid_ref + f"\nVARIANT = {i}\n") for i in range(3)
+        ]
         started = time.monotonic()
         verdicts = pool.evaluate_many(items)
         print(f"\n{len(items)} evaluations in {time.monotonic() - started:.1f} s")
@@ -71,8 +72,13 @@ def test_one_actor_per_gpu_with_shared_baselines():
     finally:
         pool.close()
     deadline = time.monotonic() + 15
-    while (left := [p for p in set(_tagged()) - before if psutil.pid_exists(p)
-                    and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]) and time.monotonic() < deadline:
+    while (
+        left := [
+            p
+            for p in set(_tagged()) - before
+            if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+        ]
+    ) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not left
     assert not ray.is_initialized()  # the pool started Ray, so it shut it down

@@ -32,8 +32,14 @@ if _REASON:
 
 
 def _settings(**kw) -> EvalSettings:
-    return EvalSettings(device="cuda", workers=1, timed_runs=20, sandbox="required",
-                        timeouts=PhaseTimeouts(correctness=120, timing=120), **kw)
+    return EvalSettings(
+        device="cuda",
+        workers=1,
+        timed_runs=20,
+        sandbox="required",
+        timeouts=PhaseTimeouts(correctness=120, timing=120),
+        **kw,
+    )
 
 
 _SEES = """
@@ -87,8 +93,10 @@ def test_sandboxed_worker_evaluates_a_reference_on_its_gpu(problem_id):
         assert ev.pool.sandbox is not None
         assert "cpu" not in ev.device_name.lower(), ev.device_name
         verdict = ev.evaluate(problem, Path(problem.reference_solution).read_text())
-    print(f"{problem_id} sandboxed: {verdict.status.value} speedup {verdict.speedup} "
-          f"kernel {verdict.timings.kernel.median_ms if verdict.timings else None} ms")
+    print(
+        f"{problem_id} sandboxed: {verdict.status.value} speedup {verdict.speedup} "
+        f"kernel {verdict.timings.kernel.median_ms if verdict.timings else None} ms"
+    )
     assert verdict.status is Status.CORRECT, verdict.error
     assert verdict.speedup is not None and verdict.timings.kernel.median_ms > 0
 
@@ -106,10 +114,12 @@ def test_escape_attempts_are_contained_on_the_gpu(trap):  # noqa: F811 (the fixt
                 problem = resolve_problem(header(path)["problem"])
                 verdicts[name] = ev.pool.execute(problem, canonicalize(path.read_text()), None)[0]
                 print(f"{name}: {verdicts[name].status.value} {(verdicts[name].error or '')[:200]}")
-            strays = [p.pid for p in psutil.process_iter(["cmdline"])
-                      if "KERNELRL-ESCAPE-DAEMON" in (p.info["cmdline"] or [])]
-            after = ev.evaluate(resolve_problem("L0_02_relu"),
-                                Path(resolve_problem("L0_02_relu").reference_solution).read_text())
+            strays = [
+                p.pid for p in psutil.process_iter(["cmdline"]) if "KERNELRL-ESCAPE-DAEMON" in (p.info["cmdline"] or [])
+            ]
+            after = ev.evaluate(
+                resolve_problem("L0_02_relu"), Path(resolve_problem("L0_02_relu").reference_solution).read_text()
+            )
     finally:
         listener.close()
     assert listener.connections == 0
@@ -118,7 +128,11 @@ def test_escape_attempts_are_contained_on_the_gpu(trap):  # noqa: F811 (the fixt
     for name, verdict in verdicts.items():
         assert not any(secret in repr(verdict.to_dict()) for secret in trap["planted"].values()), name
     assert all(listener.connections == 0 for listener in trap["listeners"])
-    written = [p for root in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), Path.home())
-               for p in root.glob("kernelrl-escape*") if p.stat().st_mtime >= started]
+    written = [
+        p
+        for root in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), Path.home())
+        for p in root.glob("kernelrl-escape*")
+        if p.stat().st_mtime >= started
+    ]
     assert not written, written
     assert after.status is Status.CORRECT, after.error

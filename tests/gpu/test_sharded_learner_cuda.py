@@ -15,8 +15,11 @@ from rl.learner.policy import Policy  # noqa: E402
 from rl.learner.random_models import tiny_llama  # noqa: E402
 from rl.types import TrainBatch  # noqa: E402
 
-pytestmark = [pytest.mark.gpu, pytest.mark.integration,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.integration,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +38,25 @@ def group():
 def _batch():
     g = torch.Generator().manual_seed(0)
     ids = [torch.randint(0, 128, (40 + 7 * i,), generator=g).tolist() for i in range(6)]
-    return TrainBatch(input_ids=ids, prompt_lengths=[8] * 6, advantages=[1.0, -1.0] * 3, rollout_logprobs=[None] * 6,
-                      group_ids=["g"] * 6, policy_version=0, rewards=[1.0, 0.0] * 3)
+    return TrainBatch(
+        input_ids=ids,
+        prompt_lengths=[8] * 6,
+        advantages=[1.0, -1.0] * 3,
+        rollout_logprobs=[None] * 6,
+        group_ids=["g"] * 6,
+        policy_version=0,
+        rewards=[1.0, 0.0] * 3,
+    )
 
 
 def _cfg(dtype):
-    return PolicyConfig(device="cuda", finetune="full", dtype=dtype, micro_batch_tokens=128,
-                        optimizer=OptimizerSettings(lr=1e-3, eps=1.0))
+    return PolicyConfig(
+        device="cuda",
+        finetune="full",
+        dtype=dtype,
+        micro_batch_tokens=128,
+        optimizer=OptimizerSettings(lr=1e-3, eps=1.0),
+    )
 
 
 def test_fsdp2_float32_step_equals_the_single_process_step(group):
@@ -65,4 +80,3 @@ def test_fsdp2_bf16_mixed_precision_trains(group, algorithm):
     assert torch.isfinite(torch.tensor(last["loss"])) and last["grad_norm"] > 0
     if algorithm == "ppo":
         assert last["value_error_sq"] < first["value_error_sq"]
-

@@ -41,8 +41,9 @@ def test_profile_on_the_ray_pool():
 
     problem, solution = builtin("L3_01_matmul")
     with RayEvaluationPool(EvalSettings(device="cuda", workers=1), PoolConfig(num_actors=1)) as pool:
-        result = asyncio.run(TOOLS["profile"].run({"code": solution}, ToolContext(problem, evaluator=pool,
-                                                                                   profiler=pool)))
+        result = asyncio.run(
+            TOOLS["profile"].run({"code": solution}, ToolContext(problem, evaluator=pool, profiler=pool))
+        )
     assert result.ok, result.text
     assert "achieved compute:" in result.text and "(yours)" in result.text
 

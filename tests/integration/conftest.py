@@ -7,8 +7,12 @@ import pytest
 import torch
 
 # CPU always; CUDA where there is a GPU (the gpu marker: run on the device with -m gpu)
-DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs CUDA")])]
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+    ),
+]
 TINY_VOCAB = 128  # the vocabulary of tiny_llama_dir's model
 
 
@@ -45,11 +49,21 @@ def save_vllm_tiny_llama(path, **overrides) -> str:
     from rl.learner.random_models import byte_tokenizer, random_causal_lm
 
     tokenizer = byte_tokenizer()
-    model = random_causal_lm("llama", seed=0, vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256,
-                             num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                             max_position_embeddings=512, eos_token_id=tokenizer.eos_token_id,
-                             pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.eos_token_id,
-                             **overrides)
+    model = random_causal_lm(
+        "llama",
+        seed=0,
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.eos_token_id,
+        **overrides,
+    )
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)

@@ -41,21 +41,25 @@ def cache(tmp_path_factory):
 
 def search(store_path, cache, evaluations, seed=0):
     problems = [resolve_problem(i) for i in IDS]
-    config = SearchConfig(proposers=1, seed=seed, tune_variants=2,
-                          budget=BudgetConfig(per_problem=Budget(llm_calls=4, evaluations=evaluations)))
+    config = SearchConfig(
+        proposers=1,
+        seed=seed,
+        tune_variants=2,
+        budget=BudgetConfig(per_problem=Budget(llm_calls=4, evaluations=evaluations)),
+    )
     store = PopulationStore(store_path)
     with Evaluator(EvalSettings(device="cpu", workers=2), cache=cache) as evaluator:
         policy = Policy("files", ReplayEngine(ANSWERS, problems), SamplingConfig(n=1))
-        s = Search(config, store, evaluator, [policy],
-                   PromptBuilder(PromptConfig(one_shot=False)), KernelIndex([]))
+        s = Search(config, store, evaluator, [policy], PromptBuilder(PromptConfig(one_shot=False)), KernelIndex([]))
         outcomes = asyncio.run(s.run(problems))
     store.close()
     return {o.problem.id: o for o in outcomes}
 
 
 def trace(outcome):
-    return [(r.proposal.operator, r.proposal.strategy, r.source_sha256, r.verdict.status.value)
-            for r in outcome.records]
+    return [
+        (r.proposal.operator, r.proposal.strategy, r.source_sha256, r.verdict.status.value) for r in outcome.records
+    ]
 
 
 def test_search_grows_picks_the_measured_best_resumes_and_repeats(tmp_path, cache):
@@ -70,16 +74,19 @@ def test_search_grows_picks_the_measured_best_resumes_and_repeats(tmp_path, cach
         tuned = [r for r in o.records if r.proposal.operator == "tune"]
         assert all(r.proposal.parents == (o.records[1].id,) for r in tuned)
         assert all(r.proposal.text != o.records[1].proposal.text for r in tuned)
-    sigmoid_tuned = {r.proposal.strategy: r.verdict.status.value for r in first["L0_04_sigmoid"].records
-                     if r.proposal.operator == "tune"}
+    sigmoid_tuned = {
+        r.proposal.strategy: r.verdict.status.value
+        for r in first["L0_04_sigmoid"].records
+        if r.proposal.operator == "tune"
+    }
     # BLOCK halved while the grid still assumes 2048 per program: half the output is never written
     assert sigmoid_tuned == {"BLOCK 2048->4096 (line 21)": "correct", "BLOCK 2048->1024 (line 21)": "hack"}
 
     resumed = search(tmp_path / "pop.sqlite", cache, evaluations=6)
     for pid, o in resumed.items():
         assert o.resumed_from == len(first[pid].records)
-        assert trace(o)[:o.resumed_from] == trace(first[pid])
-        new = o.records[o.resumed_from:]
+        assert trace(o)[: o.resumed_from] == trace(first[pid])
+        new = o.records[o.resumed_from :]
         assert new and all(r.proposal.operator == "tune" for r in new)  # the replayed files are not served again
         shas = [r.source_sha256 for r in o.records if r.duplicate_of is None]
         assert len(shas) == len(set(shas)) == 6  # nothing evaluated twice
@@ -93,11 +100,28 @@ def test_generate_script_writes_report_best_files_and_solution_store(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "WANDB_MODE": "offline"}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "generate.py"), "policy=files", f"policy.dir={ANSWERS}",
-         f"ids=[{','.join(IDS)}]", "eval.device=cpu", "eval.workers=2", f"cache_path={tmp_path / 'verdicts.sqlite'}",
-         "agent.proposers=2", "agent.tune_variants=2", "agent.budget.per_problem.evaluations=3",
-         "verify.candidates=1", f"hydra.run.dir={out}", "name=itest"],
-        capture_output=True, text=True, cwd=ROOT, timeout=1200, env=env)
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "generate.py"),
+            "policy=files",
+            f"policy.dir={ANSWERS}",
+            f"ids=[{','.join(IDS)}]",
+            "eval.device=cpu",
+            "eval.workers=2",
+            f"cache_path={tmp_path / 'verdicts.sqlite'}",
+            "agent.proposers=2",
+            "agent.tune_variants=2",
+            "agent.budget.per_problem.evaluations=3",
+            "verify.candidates=1",
+            f"hydra.run.dir={out}",
+            "name=itest",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1200,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads((out / "agent.json").read_text())
     assert report["problems"] == 2 and report["solved"] == 1.0 and report["fast_p"]["0"] == 1.0
@@ -121,23 +145,41 @@ def test_generate_script_writes_report_best_files_and_solution_store(tmp_path):
     hits = index.search(resolve_problem("L0_05_leaky_relu").source, k=50)
     assert any(h.record.provenance.startswith("agent itest") for h in hits)
     relu = resolve_problem("L0_02_relu")
-    assert all(h.record.problem_id != relu.id for h in index.search(relu.source, k=50, exclude_ids={relu.id},
-                                                                    exclude_sha256={relu.sha256}))
+    assert all(
+        h.record.problem_id != relu.id
+        for h in index.search(relu.source, k=50, exclude_ids={relu.id}, exclude_sha256={relu.sha256})
+    )
     store.close()
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ([f"policy.dir={ROOT / 'no_such_answers'}"], "no such directory"),
-    ([f"policy.dir={ANSWERS}", "delta=abc"], "delta must be a finite number, not 'abc'"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ([f"policy.dir={ROOT / 'no_such_answers'}"], "no such directory"),
+        ([f"policy.dir={ANSWERS}", "delta=abc"], "delta must be a finite number, not 'abc'"),
+    ],
+)
 def test_bad_configurations_exit_2_and_leave_no_store(tmp_path, overrides, message):
     """A missing policy.dir left an empty population.sqlite in the run directory; delta=abc ran the problems'
     screening and started the pool first."""
     out = tmp_path / "run"
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "WANDB_MODE": "offline"}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "generate.py"), "policy=files", *overrides, "ids=[L0_02_relu]",
-         "eval.device=cpu", "cache_path=null", f"hydra.run.dir={out}"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "generate.py"),
+            "policy=files",
+            *overrides,
+            "ids=[L0_02_relu]",
+            "eval.device=cpu",
+            "cache_path=null",
+            f"hydra.run.dir={out}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
     assert not (out / "population.sqlite").exists()

@@ -17,9 +17,27 @@ pytestmark = pytest.mark.integration
 def bench(tmp_path, *args):
     out = tmp_path / "bench.json"
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_eval.py"), "--device", "cpu",
-                           "--workers", "1", "--problems", "L0_02_relu", "L0_04_sigmoid", *args, "--out", str(out)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=900, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_eval.py"),
+            "--device",
+            "cpu",
+            "--workers",
+            "1",
+            "--problems",
+            "L0_02_relu",
+            "L0_04_sigmoid",
+            *args,
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text()), proc.stdout
 
@@ -46,16 +64,48 @@ def test_fresh_process_comparison_reports_speed_and_agreement(tmp_path):
 
 
 def test_scale_needs_the_ray_backend(tmp_path):
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_eval.py"), "--scale", "1", "2"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_eval.py"), "--scale", "1", "2"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "--backend ray" in proc.stderr
 
 
 def test_bench_learner_reports_the_plain_anchor_beside_our_step():
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_learner.py"), "--preset", "tiny-llama",
-                           "--vocab-size", "259", "--device", "cpu", "--finetune", "full", "--dtype", "float32",
-                           "--batch", "2", "--seq-len", "64", "--prompt-len", "16", "--warmup", "0", "--steps", "1",
-                           "--plain"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "bench_learner.py"),
+            "--preset",
+            "tiny-llama",
+            "--vocab-size",
+            "259",
+            "--device",
+            "cpu",
+            "--finetune",
+            "full",
+            "--dtype",
+            "float32",
+            "--batch",
+            "2",
+            "--seq-len",
+            "64",
+            "--prompt-len",
+            "16",
+            "--warmup",
+            "0",
+            "--steps",
+            "1",
+            "--plain",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     plain, ours = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert plain["algorithm"] == "plain" and ours["algorithm"] == "grpo"

@@ -31,18 +31,35 @@ def kernelbench_root() -> Path | None:
 
 
 def bench(tmp_path: Path, *overrides: str, timeout: int = 900, device: str = "cpu") -> subprocess.CompletedProcess:
-    env = {**os.environ, "WANDB_MODE": "offline", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), f"eval.device={device}",
-                           f"cache_path={tmp_path / 'cache.sqlite'}", "progress=false",
-                           f"hydra.run.dir={tmp_path / 'hydra'}", *overrides],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
+    env = {
+        **os.environ,
+        "WANDB_MODE": "offline",
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    }
+    return subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "benchmark.py"),
+            f"eval.device={device}",
+            f"cache_path={tmp_path / 'cache.sqlite'}",
+            "progress=false",
+            f"hydra.run.dir={tmp_path / 'hydra'}",
+            *overrides,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def test_builtin_reference_solutions_all_correct(tmp_path):
     out = tmp_path / "run" / "ref.json"
-    result = bench(tmp_path, "policy=files", f"policy.dir={SOLUTIONS}", f"output={out}", "eval.workers=2",
-                   "min_correct_at_1=1.0")
+    result = bench(
+        tmp_path, "policy=files", f"policy.dir={SOLUTIONS}", f"output={out}", "eval.workers=2", "min_correct_at_1=1.0"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["problems"] == len(load_builtin()) and report["correct_at_1"] == 1.0
@@ -50,8 +67,9 @@ def test_builtin_reference_solutions_all_correct(tmp_path):
     assert report["fast_p"]["0"] == 1.0 and report["fast_p"]["1"] is None  # CPU: correctness only
     assert sorted(report["per_level"]) == ["0", "1", "2", "3", "4", "5"]
     per_level = collections.Counter(str(p.level) for p in load_builtin())  # level 2 has 8 since L2_08
-    assert all(lv["correct_at_1"] == 1.0 and lv["problems"] == per_level[level]
-               for level, lv in report["per_level"].items())
+    assert all(
+        lv["correct_at_1"] == 1.0 and lv["problems"] == per_level[level] for level, lv in report["per_level"].items()
+    )
     assert report["status_mix"]["correct"] == len(load_builtin()) and report["run"]["derived_sizes"] == {}
     row = next(r for r in report["per_problem"] if r["problem_id"] == "L2_01_softmax")
     assert row["attempts"][0]["verdict"]["status"] == "correct" and row["level"] == 2
@@ -71,8 +89,14 @@ def test_k_samples_from_files_and_compare(tmp_path):
     for k in range(3):
         (answers / "L0_04_sigmoid" / f"{k}.py").write_text((SOLUTIONS / "L0_04_sigmoid.py").read_text())
     out = tmp_path / "k.json"
-    result = bench(tmp_path, "policy=files", f"policy.dir={answers}", f"output={out}",
-                   "ids=[L0_02_relu,L0_04_sigmoid]", "wandb.mode=disabled")
+    result = bench(
+        tmp_path,
+        "policy=files",
+        f"policy.dir={answers}",
+        f"output={out}",
+        "ids=[L0_02_relu,L0_04_sigmoid]",
+        "wandb.mode=disabled",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["problems"] == 2 and report["samples_per_problem"] == 3
@@ -83,14 +107,32 @@ def test_k_samples_from_files_and_compare(tmp_path):
     assert [a["status"] for a in relu["attempts"]] == ["correct", "incorrect", "correct"]
     assert not (tmp_path / "wandb").exists()
 
-    table = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "compare", str(out),
-                            str(out), "--out", str(tmp_path / "cmp.md")], capture_output=True, text=True, cwd=ROOT)
+    table = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "benchmark.py"),
+            "compare",
+            str(out),
+            str(out),
+            "--out",
+            str(tmp_path / "cmp.md"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert table.returncode == 0, table.stderr
-    assert "| pass@1 | 83.3% | 83.3% |" in table.stdout and (tmp_path / "cmp.md").read_text().strip() == \
-        table.stdout.strip()
+    assert (
+        "| pass@1 | 83.3% | 83.3% |" in table.stdout
+        and (tmp_path / "cmp.md").read_text().strip() == table.stdout.strip()
+    )
     (tmp_path / "bad.json").write_text("{}")
-    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "compare",
-                          str(tmp_path / "bad.json")], capture_output=True, text=True, cwd=ROOT)
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "compare", str(tmp_path / "bad.json")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert bad.returncode == 2 and "not a benchmark.json" in bad.stderr
 
 
@@ -98,13 +140,24 @@ def test_k_samples_from_files_and_compare(tmp_path):
 def test_kernelbench_problems_at_derived_small_sizes(tmp_path):
     out = tmp_path / "kb.json"
     ids = "[kernelbench/level1/19,kernelbench/level1/21,kernelbench/level1/23,kernelbench/level2/1]"
-    result = bench(tmp_path, "policy=files", f"policy.dir={KB_ANSWERS}", f"problems={kernelbench_root()}",
-                   f"ids={ids}", f"output={out}", "wandb.mode=disabled")
+    result = bench(
+        tmp_path,
+        "policy=files",
+        f"policy.dir={KB_ANSWERS}",
+        f"problems={kernelbench_root()}",
+        f"ids={ids}",
+        f"output={out}",
+        "wandb.mode=disabled",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     derived = report["run"]["derived_sizes"]
-    assert sorted(derived) == ["kernelbench/level1/19", "kernelbench/level1/21", "kernelbench/level1/23",
-                               "kernelbench/level2/1"]
+    assert sorted(derived) == [
+        "kernelbench/level1/19",
+        "kernelbench/level1/21",
+        "kernelbench/level1/23",
+        "kernelbench/level2/1",
+    ]
     conv = derived["kernelbench/level2/1"]["sizes"]
     assert conv["bias_shape"] == [conv["out_channels"], 1, 1]  # the dependent constant follows its size
     for d in derived.values():
@@ -126,8 +179,15 @@ def test_a_problem_already_small_is_benchmarked_as_written(tmp_path):
     out, answers = tmp_path / "kb.json", tmp_path / "answers"
     answers.mkdir()
     (answers / "32_ConvolutionalVisionTransformer.py").write_text("def ModelNew(:\n")  # judged, not run
-    result = bench(tmp_path, "policy=files", f"policy.dir={answers}", f"problems={kernelbench_root()}",
-                   "ids=[kernelbench/level3/32]", f"output={out}", "wandb.mode=disabled")
+    result = bench(
+        tmp_path,
+        "policy=files",
+        f"policy.dir={answers}",
+        f"problems={kernelbench_root()}",
+        "ids=[kernelbench/level3/32]",
+        f"output={out}",
+        "wandb.mode=disabled",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["run"]["derived_sizes"] == {} and not report["run"]["skipped"]
@@ -140,9 +200,18 @@ def test_refinement_rounds_through_a_real_model(tmp_path):
     """A tiny random Llama (rl.models random:tiny-llama, hf engine in a Ray actor) answers garbage: every chain
     stays open, so each sample gets both attempts, the second prompted with the evaluator's feedback."""
     out = tmp_path / "r.json"
-    result = bench(tmp_path, "policy=tiny_random", "ids=[L0_02_relu,L1_02_swish]", "samples=2", "attempts=2",
-                   "sampling.max_tokens=24", "sampling.temperature=1.0", "prompt.one_shot=false",
-                   f"output={out}", "wandb.mode=disabled")
+    result = bench(
+        tmp_path,
+        "policy=tiny_random",
+        "ids=[L0_02_relu,L1_02_swish]",
+        "samples=2",
+        "attempts=2",
+        "sampling.max_tokens=24",
+        "sampling.temperature=1.0",
+        "prompt.one_shot=false",
+        f"output={out}",
+        "wandb.mode=disabled",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["run"]["rounds"] == 2 and report["attempts"] == 8 and report["correct_any"] == 0.0
@@ -154,13 +223,16 @@ def test_refinement_rounds_through_a_real_model(tmp_path):
     assert report["tokens"]["completion"] > 0 and report["pass_at_k"]["2"] == 0.0
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["policy=files"], "policy.dir"),
-    (["policy=files", f"policy.dir={SOLUTIONS}", "ids=[no_such_problem]"], "unknown problem ids"),
-    (["policy=files", f"policy.dir={SOLUTIONS}", "attempts=3"], "first attempts only"),
-    (["policy=files", "policy.dir=/nonexistent/answers"], "no such directory"),
-    (["policy=files", f"policy.dir={SOLUTIONS}", "delta=abc"], "delta must be a finite number"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["policy=files"], "policy.dir"),
+        (["policy=files", f"policy.dir={SOLUTIONS}", "ids=[no_such_problem]"], "unknown problem ids"),
+        (["policy=files", f"policy.dir={SOLUTIONS}", "attempts=3"], "first attempts only"),
+        (["policy=files", "policy.dir=/nonexistent/answers"], "no such directory"),
+        (["policy=files", f"policy.dir={SOLUTIONS}", "delta=abc"], "delta must be a finite number"),
+    ],
+)
 def test_bad_configurations_exit_2(tmp_path, overrides, message):
     result = bench(tmp_path, *overrides, "wandb.mode=disabled", timeout=300)
     assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
@@ -180,8 +252,17 @@ class ScriptedPolicy:
             self.requests.append(r)
             attempt = int(r.request_id.rsplit("/a", 1)[1])
             for i in range(r.sampling.n):
-                yield Sample(r.request_id, r.problem_id, i, [1] * len(r.messages), [2] * 5, self.answers[attempt],
-                             None, "stop", 0)
+                yield Sample(
+                    r.request_id,
+                    r.problem_id,
+                    i,
+                    [1] * len(r.messages),
+                    [2] * 5,
+                    self.answers[attempt],
+                    None,
+                    "stop",
+                    0,
+                )
 
 
 @pytest.mark.parametrize("history", ["last", "all"])
@@ -197,8 +278,15 @@ def test_refinement_feeds_the_verdict_back_and_stops_when_correct(history):
     policy = ScriptedPolicy(["no code here", sigmoid, relu, relu])
     first = [{"role": "system", "content": "rules"}, {"role": "user", "content": "the problem"}]
     with Evaluator(EvalSettings(device="cpu")) as ev:
-        results, stats = asyncio.run(run_benchmark([problem], policy, lambda p: list(first), ev.evaluate_many,
-                                                   RunSettings(samples=1, attempts=4, history=history)))
+        results, stats = asyncio.run(
+            run_benchmark(
+                [problem],
+                policy,
+                lambda p: list(first),
+                ev.evaluate_many,
+                RunSettings(samples=1, attempts=4, history=history),
+            )
+        )
     statuses = [a.verdict.status.value for a in results[0].attempts]
     assert statuses == ["compile_error", "incorrect", "correct"]  # the chain closes at the correct answer
     assert stats.rounds == 3

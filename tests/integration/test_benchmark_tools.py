@@ -42,9 +42,13 @@ def script(trajectory_id, turn):
         if sample == "1":
             return f"```python\n{RELU_SOLUTION}\n```"
         if turn == 0:
-            return ("Look for similar kernels.\n" + call("kernel_search", query="elementwise relu maximum")
-                    + call("kernel_search", query="leaky relu negative slope") + call("kernel_search", query="sigmoid")
-                    + call("kernel_evaluator", code=RELU_WRONG))
+            return (
+                "Look for similar kernels.\n"
+                + call("kernel_search", query="elementwise relu maximum")
+                + call("kernel_search", query="leaky relu negative slope")
+                + call("kernel_search", query="sigmoid")
+                + call("kernel_evaluator", code=RELU_WRONG)
+            )
         return "Off by 0.5.\n" + call("submit", code=RELU_SOLUTION + "\nVARIANT = 1\n")
     if sample == "1":
         return f"```python\n{SIGMOID_WRONG}\n```"
@@ -58,12 +62,26 @@ def config(tmp_path, *overrides):
     from omegaconf import OmegaConf
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("benchmark", overrides=[
-            "policy=tiny_random", "eval.device=cpu", "eval.workers=2", f"ids=[{RELU.id},{SIGMOID.id}]", "samples=2",
-            f"cache_path={tmp_path}/verdicts.sqlite", "prompt.one_shot=false", "progress=false", "wandb.mode=offline",
-            f"output={tmp_path}/run/bench.json", "sampling.max_tokens=6000",
-            "rollout.tools=[kernel_evaluator,kernel_search]", "rollout.trajectory.max_total_tokens=20000",
-            "rollout.trajectory.max_context_tokens=100000", *overrides])  # byte-level tokens: 1 per byte
+        cfg = compose(
+            "benchmark",
+            overrides=[
+                "policy=tiny_random",
+                "eval.device=cpu",
+                "eval.workers=2",
+                f"ids=[{RELU.id},{SIGMOID.id}]",
+                "samples=2",
+                f"cache_path={tmp_path}/verdicts.sqlite",
+                "prompt.one_shot=false",
+                "progress=false",
+                "wandb.mode=offline",
+                f"output={tmp_path}/run/bench.json",
+                "sampling.max_tokens=6000",
+                "rollout.tools=[kernel_evaluator,kernel_search]",
+                "rollout.trajectory.max_total_tokens=20000",
+                "rollout.trajectory.max_context_tokens=100000",
+                *overrides,
+            ],
+        )  # byte-level tokens: 1 per byte
     return OmegaConf.to_container(cfg, resolve=True)
 
 
@@ -72,8 +90,10 @@ def test_a_tools_benchmark_on_scripted_trajectories(tmp_path, monkeypatch):
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     store = SolutionStore(tmp_path / "solutions.sqlite")  # beside the verdict cache: the run's store
-    store.add(SolvedKernel("L0_05_leaky_relu", builtin("L0_05_leaky_relu")[0].source, "# found earlier\n", None,
-                           EARLIER), "benchmark")
+    store.add(
+        SolvedKernel("L0_05_leaky_relu", builtin("L0_05_leaky_relu")[0].source, "# found earlier\n", None, EARLIER),
+        "benchmark",
+    )
     store.close()
 
     engine = ScriptedEngine(script)
@@ -131,9 +151,20 @@ def test_the_command_line_refuses_what_tools_mode_cannot_do(tmp_path):
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(ROOT)}
 
     def bench(*overrides):
-        return subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "eval.device=cpu",
-                               f"hydra.run.dir={tmp_path}", *overrides], capture_output=True, text=True, cwd=ROOT,
-                              env=env, timeout=120)
+        return subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "scripts" / "benchmark.py"),
+                "eval.device=cpu",
+                f"hydra.run.dir={tmp_path}",
+                *overrides,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=120,
+        )
 
     for overrides, message in [
         (["policy=files", f"policy.dir={tmp_path}", "rollout.tools=[kernel_evaluator]"], "needs a model"),

@@ -27,12 +27,28 @@ def test_smollm2_on_vllm_cpu_end_to_end(tmp_path):
         pytest.skip(str(e))
     out = tmp_path / "smollm2.json"
     ids = "[L0_01_vector_add,L0_02_relu,L1_02_swish]"
-    result = bench(tmp_path, "policy=smollm2_135m", f"ids={ids}", "samples=2", "attempts=2",
-                   "sampling.temperature=0.7", "sampling.max_tokens=384", f"output={out}", timeout=1500)
+    result = bench(
+        tmp_path,
+        "policy=smollm2_135m",
+        f"ids={ids}",
+        "samples=2",
+        "attempts=2",
+        "sampling.temperature=0.7",
+        "sampling.max_tokens=384",
+        f"output={out}",
+        timeout=1500,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     report = json.loads(out.read_text())
-    print(json.dumps({k: report[k] for k in ("correct_at_1", "correct_within_attempts", "pass_at_k", "fast_p",
-                                             "status_mix", "tokens")}, indent=1))
+    print(
+        json.dumps(
+            {
+                k: report[k]
+                for k in ("correct_at_1", "correct_within_attempts", "pass_at_k", "fast_p", "status_mix", "tokens")
+            },
+            indent=1,
+        )
+    )
     print({k: report["run"][k] for k in ("wall_seconds", "generate_seconds", "evaluate_seconds", "rounds")})
     assert report["problems"] == 3 and report["samples_per_problem"] == 2
     assert report["run"]["policy"].startswith("smollm2-135m") and "vllm" in report["run"]["policy"]

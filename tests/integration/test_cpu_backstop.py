@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # take a core of its own while the main thread answers every call within its step deadline. Threads
 # started at import are no runtime-check finding (those look at what one forward starts), and no process
 # is left behind.
-BURNER = '''
+BURNER = """
 import hashlib
 import threading
 import time
@@ -63,7 +63,7 @@ class ModelNew(nn.Module):
         out = torch.empty_like(x)
         _relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
         return out
-'''
+"""
 
 
 def test_busy_threads_are_stopped_by_the_phase_cpu_budget():
@@ -71,8 +71,13 @@ def test_busy_threads_are_stopped_by_the_phase_cpu_budget():
     takes 0.1. Unchecked (cpu_cores large), the phase ends correct after its 8 calls, 12 CPU seconds of the
     threads later; the budget stops it halfway. (The step deadline is widened so that a loaded host
     cannot turn a waiting call into a step timeout.)"""
-    settings = EvalSettings(device="cpu", workers=1, cpu_cores=0.05, timeouts=PhaseTimeouts(correctness=120),
-                            deadlines=StepDeadlines(cpu=StepBudget(fixed_s=30.0, multiple=100.0)))
+    settings = EvalSettings(
+        device="cpu",
+        workers=1,
+        cpu_cores=0.05,
+        timeouts=PhaseTimeouts(correctness=120),
+        deadlines=StepDeadlines(cpu=StepBudget(fixed_s=30.0, multiple=100.0)),
+    )
     problem = resolve_problem("L0_02_relu")
     with Evaluator(settings) as ev:
         # The execution stage alone: the static analysis would refuse the threads before anything ran.
@@ -124,8 +129,7 @@ def test_the_lifetime_limit_kills_and_cannot_be_raised():
     if _has_cap_sys_resource():
         pytest.skip("this test process holds CAP_SYS_RESOURCE, which may raise any limit")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", _RAISE_THEN_BURN], env=env, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run([sys.executable, "-c", _RAISE_THEN_BURN], env=env, capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == ["True", "refused"], (proc.stdout, proc.stderr)
     assert proc.returncode == -9, proc.returncode  # SIGKILL at the hard limit
 

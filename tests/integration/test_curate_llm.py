@@ -20,10 +20,16 @@ KEY, KEY_ENV = "sk-test-curate-0123456789", "KERNELRL_TEST_CURATE_KEY"
 
 
 def _completion(content: str) -> str:
-    return json.dumps({"id": "c1", "object": "chat.completion", "created": 0, "model": "test-model",
-                       "choices": [{"index": 0, "finish_reason": "stop",
-                                    "message": {"role": "assistant", "content": content}}],
-                       "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}})
+    return json.dumps(
+        {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "test-model",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+        }
+    )
 
 
 def test_llm_levels_with_retries_cache_and_fallback(tmp_path, monkeypatch):
@@ -34,8 +40,15 @@ def test_llm_levels_with_retries_cache_and_fallback(tmp_path, monkeypatch):
     matmul = CandidateProblem("m", problems[22].source, Origin("kernelbench", "x"))  # L3_01_matmul
     relu = CandidateProblem("r", problems[1].source, Origin("kernelbench", "y"))
     with ChatServer(api_key=KEY) as server:
-        cfg = {"model": "test-model", "base_url": server.base_url, "api_key_env": KEY_ENV, "backoff_s": 0.01,
-               "json_mode": False, "requests_per_minute": None, "cache": str(tmp_path / "llm.sqlite")}
+        cfg = {
+            "model": "test-model",
+            "base_url": server.base_url,
+            "api_key_env": KEY_ENV,
+            "backoff_s": 0.01,
+            "json_mode": False,
+            "requests_per_minute": None,
+            "cache": str(tmp_path / "llm.sqlite"),
+        }
         llm = CurationLLM.from_mapping(cfg)
         server.faults = [Fault(500), Fault(raw_body=_completion("Reasoning... LEVEL: 5"))]
         result = assign_difficulty([matmul], llm, rubric)
@@ -50,8 +63,9 @@ def test_llm_levels_with_retries_cache_and_fallback(tmp_path, monkeypatch):
         assert fallback.kept[0].level == 0 and fallback.kept[0].facts["difficulty"]["by"] == "structural"
         assert any(d.decision == "note" and "states no level" in d.reason for d in fallback.decisions)
         server.faults = [Fault(400)]
-        refused = assign_difficulty([CandidateProblem("r2", problems[2].source, Origin("kernelbench", "z"))],
-                                    llm, rubric)
+        refused = assign_difficulty(
+            [CandidateProblem("r2", problems[2].source, Origin("kernelbench", "z"))], llm, rubric
+        )
         assert any("unavailable" in d.reason for d in refused.decisions if d.decision == "note")
 
 
@@ -65,13 +79,21 @@ def test_llm_writes_inputs_for_a_module_the_rules_cannot_size(tmp_path, monkeypa
     (tree / "block.py").write_text(
         "import torch\n\nclass Block(torch.nn.Module):\n    def __init__(self, config):\n"
         "        super().__init__()\n        self.scale = config\n\n"
-        "    def forward(self, x):\n        return torch.tanh(x) * self.scale\n")
-    code = ("```python\nimport torch\nN = 4096\nD = 4096\nSMALL_SIZES = {'N': 32, 'D': 32}\n"
-            "def get_init_inputs():\n    return [2.0]\n\ndef get_inputs():\n    return [torch.randn(N, D)]\n```")
+        "    def forward(self, x):\n        return torch.tanh(x) * self.scale\n"
+    )
+    code = (
+        "```python\nimport torch\nN = 4096\nD = 4096\nSMALL_SIZES = {'N': 32, 'D': 32}\n"
+        "def get_init_inputs():\n    return [2.0]\n\ndef get_inputs():\n    return [torch.randn(N, D)]\n```"
+    )
     with ChatServer(api_key=KEY) as server:
         server.faults = [Fault(raw_body=_completion(code))]
-        llm_cfg = {"model": "test-model", "base_url": server.base_url, "api_key_env": KEY_ENV, "json_mode": False,
-                   "requests_per_minute": None}
+        llm_cfg = {
+            "model": "test-model",
+            "base_url": server.base_url,
+            "api_key_env": KEY_ENV,
+            "json_mode": False,
+            "requests_per_minute": None,
+        }
         without = list(crawl(CrawlConfig(packages=(), directories=(str(tree),))))
         assert isinstance(without[0], CrawlSkip) and "config" in without[0].reason
         items = list(crawl(CrawlConfig(packages=(), directories=(str(tree),), llm=llm_cfg)))

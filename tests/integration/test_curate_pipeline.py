@@ -16,8 +16,9 @@ from rl.data import DataConfig, ProblemData
 
 pytestmark = pytest.mark.integration
 
-KERNELBENCH = Path(os.environ.get("KERNELBENCH_DIR") or
-                   Path(__file__).resolve().parents[2].parent / "shared" / "kernelbench")
+KERNELBENCH = Path(
+    os.environ.get("KERNELBENCH_DIR") or Path(__file__).resolve().parents[2].parent / "shared" / "kernelbench"
+)
 
 
 @pytest.mark.skipif(not (KERNELBENCH / "KernelBench" / "level1").is_dir(), reason="no KernelBench checkout")
@@ -28,13 +29,18 @@ def test_pipeline_end_to_end_on_cpu(tmp_path):
     for path in [p for p in level1 if p.name.split("_")[0] in {"19", "23", "40", "47", "88"}]:
         (subset / path.name).write_text(path.read_text())
     out = tmp_path / "curated"
-    config = CurateConfig.from_mapping({
-        "output": str(out), "sources": [str(subset)],
-        "crawl": {"packages": ["torch.nn.modules.activation"]},
-        "synthetic": {"count": 50, "seed": 5},
-        "decontaminate": [str(KERNELBENCH), "builtin"], "clusters": 8, "workers": 1,
-        "variants_per_problem": 1,
-    })
+    config = CurateConfig.from_mapping(
+        {
+            "output": str(out),
+            "sources": [str(subset)],
+            "crawl": {"packages": ["torch.nn.modules.activation"]},
+            "synthetic": {"count": 50, "seed": 5},
+            "decontaminate": [str(KERNELBENCH), "builtin"],
+            "clusters": 8,
+            "workers": 1,
+            "variants_per_problem": 1,
+        }
+    )
     report = run_pipeline(config)
     table = report.funnel
     assert table["entered"]["kernelbench"] == 5 and table["entered"]["synthetic"] == 50
@@ -43,8 +49,9 @@ def test_pipeline_end_to_end_on_cpu(tmp_path):
     assert table["stages"]["decontaminate"]["kernelbench"]["out"] == 0
     rejected = [json.loads(line) for line in (out / "rejected.jsonl").read_text().splitlines()]
     kb_rejections = [r for r in rejected if r["problem"].startswith("src_")]
-    assert len(kb_rejections) == 5 and all(r["stage"] == "decontaminate" and
-                                           r["collided_with"].startswith("kernelbench/level1/") for r in kb_rejections)
+    assert len(kb_rejections) == 5 and all(
+        r["stage"] == "decontaminate" and r["collided_with"].startswith("kernelbench/level1/") for r in kb_rejections
+    )
     assert all({"problem", "stage", "reason", "source_path"} <= set(r) for r in rejected)
     manifest = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
     assert len(manifest) == report.kept >= 30

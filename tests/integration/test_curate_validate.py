@@ -13,7 +13,7 @@ from envs.settings import EvalSettings
 
 pytestmark = pytest.mark.integration
 
-_TEMPLATE = '''
+_TEMPLATE = """
 import torch
 import torch.nn as nn
 
@@ -31,7 +31,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def _problem(expr: str, init: str = "", n: int = 16, small: str = "SMALL_SIZES = {'N': 8}", width: int = 32) -> str:
@@ -43,14 +43,20 @@ def test_validate_keeps_runs_and_rejects_with_reasons():
 
     cands = [
         CandidateProblem("good", _problem("torch.tanh(x) * 2"), Origin("synthetic", "t:good")),
-        CandidateProblem("dropout", _problem("self.drop(x)", "        self.drop = nn.Dropout(0.5)"),
-                         Origin("crawl", "t:dropout")),
+        CandidateProblem(
+            "dropout", _problem("self.drop(x)", "        self.drop = nn.Dropout(0.5)"), Origin("crawl", "t:dropout")
+        ),
         CandidateProblem("constant", _problem("x * 0 + 1"), Origin("synthetic", "t:constant")),
         # The first guess feeds a 3-d input to a 2-d-only op; the second guess works.
-        CandidateProblem("guesses", _problem("torch.mm(x, x.t())", width="N, 4"),
-                         Origin("crawl", "t:guesses"), alternatives=(_problem("torch.mm(x, x.t())"),)),
-        CandidateProblem("sizes", _problem("torch.relu(x)", n=4096, small="", width=4096),
-                         Origin("kernelbench", "t:sizes")),
+        CandidateProblem(
+            "guesses",
+            _problem("torch.mm(x, x.t())", width="N, 4"),
+            Origin("crawl", "t:guesses"),
+            alternatives=(_problem("torch.mm(x, x.t())"),),
+        ),
+        CandidateProblem(
+            "sizes", _problem("torch.relu(x)", n=4096, small="", width=4096), Origin("kernelbench", "t:sizes")
+        ),
     ]
     pool = WorkerSet(EvalSettings(device="cpu", size="small", workers=1, correctness_trials=3))
     try:
@@ -63,7 +69,8 @@ def test_validate_keeps_runs_and_rejects_with_reasons():
     assert "nondeterministic" in reasons["dropout"]
     assert reasons["constant"].startswith("degenerate:")
     assert kept["guesses"].facts["validated_with"] == 1 and not kept["guesses"].alternatives
-    assert any(d.problem == "guesses" and d.decision == "note" and "input guess 0" in d.reason
-               for d in result.decisions)
+    assert any(
+        d.problem == "guesses" and d.decision == "note" and "input guess 0" in d.reason for d in result.decisions
+    )
     derived = parse_problem(kept["sizes"].source, "sizes").small_sizes
     assert derived and derived["N"] < 4096

@@ -30,8 +30,10 @@ def test_a_hanging_kernel_is_cut_by_the_derived_deadline_and_its_worker_replaced
         assert v.status is Status.TIMEOUT and reward_for_verdict(v) == 0.0, v
         assert "correctness phase" in v.error and "derived step deadline" in v.error, v.error
         cut = v.phase_seconds["correctness"]
-        print(f"hang cut after {cut:.2f} s in the correctness phase (budget {budget.fixed_s:g} s + "
-              f"{budget.multiple:g} x reference)")
+        print(
+            f"hang cut after {cut:.2f} s in the correctness phase (budget {budget.fixed_s:g} s + "
+            f"{budget.multiple:g} x reference)"
+        )
         assert budget.fixed_s <= cut < budget.fixed_s + 15  # the reference is well under 10 ms here
         ok = ev.evaluate(problem, good)
         assert ok.status is Status.CORRECT, ok.error

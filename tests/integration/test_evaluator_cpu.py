@@ -20,30 +20,33 @@ RELU = builtin("L0_02_relu")
 def solution(body: str, prelude: str = "", shift: str = "0.0") -> str:
     """A relu solution whose forward runs `body`, then computes relu(x) + shift with a Triton kernel."""
     body = textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8) or "        pass"
-    return "\n".join([
-        "import os, sys, time",
-        "import torch, triton, triton.language as tl",
-        "import torch.nn as nn",
-        textwrap.dedent(prelude).strip("\n"),
-        "@triton.jit",
-        "def _relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):",
-        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
-        "    m = offs < n",
-        f"    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m), 0.0) + {shift}, mask=m)",
-        "class ModelNew(nn.Module):",
-        "    def forward(self, x):",
-        body,
-        "        out = torch.empty_like(x)",
-        "        _relu[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)",
-        "        return out",
-        "",
-    ])
+    return "\n".join(
+        [
+            "import os, sys, time",
+            "import torch, triton, triton.language as tl",
+            "import torch.nn as nn",
+            textwrap.dedent(prelude).strip("\n"),
+            "@triton.jit",
+            "def _relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):",
+            "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
+            "    m = offs < n",
+            f"    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m), 0.0) + {shift}, mask=m)",
+            "class ModelNew(nn.Module):",
+            "    def forward(self, x):",
+            body,
+            "        out = torch.empty_like(x)",
+            "        _relu[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)",
+            "        return out",
+            "",
+        ]
+    )
 
 
 def execute(evaluator, problem, code):
     """The execution stage alone: these tests are about isolating the worker, so the static anti-hack
     analysis (which refuses most of these candidates before they run) is skipped on purpose."""
     from envs.source import SourceError, prepare_solution
+
     try:
         canonical = prepare_solution(code)
     except SourceError:
@@ -95,8 +98,11 @@ BAD = {
     "infinite_loop": (solution("while True: pass"), Status.TIMEOUT, "correctness phase"),
     "os_exit": (solution("os._exit(0)"), Status.CRASH, "exit code 0"),
     "segfault": (solution("import ctypes; ctypes.string_at(0)"), Status.CRASH, "SIGSEGV"),
-    "output_flood": (solution("while True: print('x' * 10000); sys.stderr.write('y' * 10000)"),
-                     Status.TIMEOUT, "correctness"),
+    "output_flood": (
+        solution("while True: print('x' * 10000); sys.stderr.write('y' * 10000)"),
+        Status.TIMEOUT,
+        "correctness",
+    ),
     # The address-space limit (2x the memory limit) refuses one huge request at once; growth in steps it
     # allows is the RSS guard's case (test_growth_in_small_steps_is_killed_by_the_memory_guard).
     "huge_allocation": (solution("big = bytearray(64 << 30)"), Status.RUNTIME_ERROR, "MemoryError"),
@@ -184,6 +190,7 @@ def test_a_result_frame_forged_with_the_real_nonce_is_not_accepted(evaluator):
     pipe; without the static analysis only the confirmation round-trip stands in its way."""
     from tests.integration.test_hack_corpus import HACKS
     from envs import resolve_problem
+
     problem = resolve_problem("L5_01_attention")
     v = execute(evaluator, problem, (HACKS / "hack_forged_result_nonce_frame.py").read_text())
     assert v.status is Status.CRASH and "not confirmed" in v.error, v
@@ -274,7 +281,10 @@ DEGENERATE = {
 def test_degenerate_problems_are_rejected_when_the_set_loads(tmp_cache):
     from envs import ProblemError
     from envs.problems import parse_problem
-    problems = [parse_problem(textwrap.dedent(f"""
+
+    problems = [
+        parse_problem(
+            textwrap.dedent(f"""
         import torch
         class Model(torch.nn.Module):
             def forward(self, x):
@@ -284,7 +294,11 @@ def test_degenerate_problems_are_rejected_when_the_set_loads(tmp_cache):
             return [torch.randn(n)]
         def get_init_inputs():
             return []
-    """), name) for name, expr in DEGENERATE.items()]
+    """),
+            name,
+        )
+        for name, expr in DEGENERATE.items()
+    ]
     with Evaluator(EvalSettings(device="cpu"), cache=tmp_cache) as ev:
         ev.validate_problems([RELU[0]])  # a sound problem passes
         with pytest.raises(ProblemError) as err:

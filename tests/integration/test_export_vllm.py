@@ -58,12 +58,26 @@ def exports(tmp_path_factory):
         state = LoopState(step=1, policy_version=policy.version, sampler={}, rng=[], run_dir=str(tmp / "run"))
         save_checkpoint(tmp / "run" / "checkpoints", state, policy.save_checkpoint)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KERNELRL_MODEL_CACHE": str(cache)}
-    assert json.loads((tmp / "run" / "checkpoints" / "step_000001" / "learner" / "meta.json").read_text())[
-        "model"] == "tiny-vllm"  # recorded by name: the export finds it in the model cache
+    assert (
+        json.loads((tmp / "run" / "checkpoints" / "step_000001" / "learner" / "meta.json").read_text())["model"]
+        == "tiny-vllm"
+    )  # recorded by name: the export finds it in the model cache
     for kind in ("merged", "adapter"):
-        result = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_checkpoint.py"), str(tmp / "run"),
-                                 "--out", str(tmp / kind), f"--{kind}"], capture_output=True, text=True, cwd=ROOT,
-                                env=env, timeout=300)
+        result = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "scripts" / "export_checkpoint.py"),
+                str(tmp / "run"),
+                "--out",
+                str(tmp / kind),
+                f"--{kind}",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
     return base, tmp / "merged", tmp / "adapter"
 
@@ -71,8 +85,13 @@ def exports(tmp_path_factory):
 def lora_policy(base: str) -> Policy:
     """The learner's LoRA policy with B drawn at random: a trained adapter's stand-in (B starts at zero, and SFT
     moves a random model slowly on this CPU), saved by the learner's own checkpoint code like any other."""
-    cfg = PolicyConfig(model=base, finetune="lora", lora=LoraSettings(r=RANK, alpha=2 * RANK), device="cpu",
-                       optimizer=OptimizerSettings(lr=1e-3))
+    cfg = PolicyConfig(
+        model=base,
+        finetune="lora",
+        lora=LoraSettings(r=RANK, alpha=2 * RANK),
+        device="cpu",
+        optimizer=OptimizerSettings(lr=1e-3),
+    )
     policy = Policy(cfg, AlgorithmConfig())
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
@@ -86,14 +105,24 @@ def serve(prompts, tmp_path, *engines) -> list[dict]:
     """vLLM's greedy outputs of each engine (MODEL or (BASE, ADAPTER)), one after another in one process
     (tests/servers/vllm_greedy.py, in its own process group: killed with whatever it started)."""
     out = tmp_path / "vllm.json"
-    cmd = [sys.executable, str(ROOT / "tests" / "servers" / "vllm_greedy.py"), str(out), "--prompts",
-           json.dumps(prompts), "--max-tokens", str(MAX_TOKENS), "--max-lora-rank", str(RANK)]
+    cmd = [
+        sys.executable,
+        str(ROOT / "tests" / "servers" / "vllm_greedy.py"),
+        str(out),
+        "--prompts",
+        json.dumps(prompts),
+        "--max-tokens",
+        str(MAX_TOKENS),
+        "--max-lora-rank",
+        str(RANK),
+    ]
     for engine in engines:
         cmd += ["--serve", *map(str, engine if isinstance(engine, tuple) else (engine,))]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         log, _ = proc.communicate(timeout=420)
     except subprocess.TimeoutExpired:
@@ -121,11 +150,12 @@ def hf_greedy(model_dir, prompts):
     out = []
     with torch.no_grad():
         for p in prompts:
-            ids = model.generate(torch.tensor([p]), do_sample=False, max_new_tokens=MAX_TOKENS,
-                                 min_new_tokens=MAX_TOKENS, pad_token_id=0)[0].tolist()
-            logits = model(torch.tensor([ids])).logits[0, len(p) - 1:-1].float()
+            ids = model.generate(
+                torch.tensor([p]), do_sample=False, max_new_tokens=MAX_TOKENS, min_new_tokens=MAX_TOKENS, pad_token_id=0
+            )[0].tolist()
+            logits = model(torch.tensor([ids])).logits[0, len(p) - 1 : -1].float()
             top2 = logits.topk(2, dim=-1).values
-            new = ids[len(p):]
+            new = ids[len(p) :]
             logp = torch.log_softmax(logits, -1)[torch.arange(len(new)), new]
             out.append({"tokens": new, "logprobs": logp.tolist(), "margin": (top2[:, 0] - top2[:, 1]).min().item()})
     return out

@@ -61,7 +61,7 @@ MEAN_SQUARE = textwrap.dedent('''
         return []
 ''')
 
-MEAN_SQUARE_SOLUTION = textwrap.dedent('''
+MEAN_SQUARE_SOLUTION = textwrap.dedent("""
     import torch
     import torch.nn as nn
     import triton
@@ -92,7 +92,7 @@ MEAN_SQUARE_SOLUTION = textwrap.dedent('''
             _tile_squares[(n_part,)](x, part, n, STEP=STRIDE, BLOCK=1024)
             _finish[(1,)](part, out, n_part, min(n, n_part * 1024), BLOCK=triton.next_power_of_2(n_part))
             return out
-''')
+""")
 
 NO_FIDELITY = {"input_families": (), "sensitivity_probe": False}
 
@@ -158,7 +158,8 @@ def test_subsample_passes_on_iid_inputs_alone_and_fails_with_families_or_probe(m
 
 def test_a_family_that_breaks_the_reference_is_skipped(tmp_path):
     path = tmp_path / "log_problem.py"
-    path.write_text(textwrap.dedent('''
+    path.write_text(
+        textwrap.dedent("""
         import torch
         import torch.nn as nn
 
@@ -174,8 +175,9 @@ def test_a_family_that_breaks_the_reference_is_skipped(tmp_path):
 
         def get_init_inputs():
             return []
-    '''))
-    solution = textwrap.dedent('''
+    """)
+    )
+    solution = textwrap.dedent("""
         import torch
         import torch.nn as nn
         import triton
@@ -192,7 +194,7 @@ def test_a_family_that_breaks_the_reference_is_skipped(tmp_path):
                 out = torch.empty_like(x)
                 _log[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
                 return out
-    ''')
+    """)
     v = evaluate(load_problem_file(path), solution, input_families=("outliers", "alternating", "block_scale"))
     assert v.status is Status.CORRECT, v.error
     # alternating signs make log NaN: skipped with a note, the other families ran
@@ -224,6 +226,7 @@ NEAR_CONSTANT_MEAN = textwrap.dedent('''
 
 def test_the_degeneracy_check_counts_the_input_families(tmp_path):
     from envs.problems import ProblemError
+
     path = tmp_path / "near_constant_mean.py"
     path.write_text(NEAR_CONSTANT_MEAN)
     problem = load_problem_file(path)

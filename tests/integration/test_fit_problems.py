@@ -10,8 +10,10 @@ from rl.data import DataConfig, DataError, ProblemData
 
 pytestmark = pytest.mark.integration
 
-MODULE = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
-          "        return {out}\n\n")
+MODULE = (
+    "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+    "        return {out}\n\n"
+)
 INPUTS = "def get_inputs():\n    return [torch.rand(batch_size, dim)]\n\ndef get_init_inputs():\n    return []\n"
 
 

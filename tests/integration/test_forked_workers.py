@@ -69,7 +69,8 @@ def leftovers_fail(check: str) -> str:
     return solution(f"found = {check}\nif found:\n    raise RuntimeError(f'left behind: {{found}}')", prelude=HELPERS)
 
 
-PLANT = solution(textwrap.dedent(f"""
+PLANT = solution(
+    textwrap.dedent(f"""
     import subprocess, threading
     for d in {PLANT_DIRS}:
         open(os.path.join(d, '{MARK}.so'), 'w').write('planted')
@@ -78,12 +79,14 @@ PLANT = solution(textwrap.dedent(f"""
     subprocess.Popen(['setsid', 'sh', '-c', 'sleep 600; : {MARK}'], start_new_session=True)
     threading.Thread(target=time.sleep, args=(600,), name='{MARK}', daemon=True).start()
     raise RuntimeError('planted and failed')
-"""))
+""")
+)
 
 CLEAN = leftovers_fail(
     f"[p for d in {PLANT_DIRS} for p in os.listdir(d) if '{MARK}' in p]"
     f" + [t.name for t in __import__('threading').enumerate() if t.name == '{MARK}']"
-    f" + [c for c in _cmdlines() if '{MARK}' in c]")
+    f" + [c for c in _cmdlines() if '{MARK}' in c]"
+)
 
 
 def marked_processes() -> list[psutil.Process]:
@@ -99,8 +102,9 @@ def marked_processes() -> list[psutil.Process]:
 
 @pytest.fixture(scope="module")
 def ev():
-    settings = EvalSettings(device="cpu", workers=1, fork_workers="on",
-                            deadlines=StepDeadlines(cpu=StepBudget(fixed_s=4.0, multiple=100.0)))
+    settings = EvalSettings(
+        device="cpu", workers=1, fork_workers="on", deadlines=StepDeadlines(cpu=StepBudget(fixed_s=4.0, multiple=100.0))
+    )
     with Evaluator(settings) as evaluator:
         yield evaluator
     assert not marked_processes()
@@ -118,8 +122,7 @@ def test_what_a_candidate_leaves_is_gone_before_the_next_child(ev):
 
 def test_a_child_killed_mid_evaluation_leaves_a_clean_state(ev):
     zygote, harness = worker(ev).zygote_pid, worker(ev).harness_pid
-    hang = solution(f"subprocess.Popen(['sleep', '600', '{MARK}'])\nwhile True: pass",
-                    prelude="import subprocess")
+    hang = solution(f"subprocess.Popen(['sleep', '600', '{MARK}'])\nwhile True: pass", prelude="import subprocess")
     v = run(ev, hang)
     assert v.status is Status.TIMEOUT and "derived step deadline" in v.error, v.error
     after = run(ev, CLEAN)
@@ -133,8 +136,10 @@ def test_a_child_killed_mid_evaluation_leaves_a_clean_state(ev):
 def test_the_zygote_cannot_be_read_or_traced_from_a_child(ev):
     """Not dumpable: candidate code (same uid) can neither open its memory nor its environment, so it cannot
     plant anything in the process that forks the next candidates' harnesses."""
-    probe = leftovers_fail("[p for p in (f'/proc/{os.getppid()}/mem', f'/proc/{os.getppid()}/environ') "
-                           "if _readable(p)] + ([] if _readable('/proc/self/environ') else ['its own /proc'])")
+    probe = leftovers_fail(
+        "[p for p in (f'/proc/{os.getppid()}/mem', f'/proc/{os.getppid()}/environ') "
+        "if _readable(p)] + ([] if _readable('/proc/self/environ') else ['its own /proc'])"
+    )
     if not SANDBOXED and os.geteuid() == 0:
         pytest.skip("unsandboxed, a root evaluator's candidates run as root (CAP_SYS_PTRACE reads anything)")
     v = run(ev, probe)

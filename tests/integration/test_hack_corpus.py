@@ -31,6 +31,7 @@ def test_corpus_is_large_and_well_formed():
     legit = [p for p in files if header(p)["expect"] == "legit"]
     assert len(hacks) >= 30 and len(legit) >= 20
     from envs.antihack.categories import CATEGORIES
+
     for p in hacks:
         assert header(p)["expect"].split()[1] in CATEGORIES, p.name
     covered = {header(p)["expect"].split()[1] for p in hacks}
@@ -76,4 +77,3 @@ def test_partial_pytorch_is_judged_by_its_recorded_share(verdicts):
     for name in ("hack_baseline_kernel_token_mean_scale.py", "hack_baseline_kernel_token_softmax_divide.py"):
         v = verdicts[name]
         assert v.torch_share > 0.9 and "of the reference's work" in v.hack.reason, (name, v.error)
-

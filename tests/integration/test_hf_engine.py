@@ -23,13 +23,16 @@ pytestmark = pytest.mark.integration
 
 
 def requests(sampling, tag="r", k=3):
-    return [RolloutRequest(f"{tag}/{i}", f"p{i}", [{"role": "user", "content": "x" * (i * 7 + 1)}], sampling)
-            for i in range(k)]
+    return [
+        RolloutRequest(f"{tag}/{i}", f"p{i}", [{"role": "user", "content": "x" * (i * 7 + 1)}], sampling)
+        for i in range(k)
+    ]
 
 
 def collect(engine, reqs):
     async def run():
         return [s async for s in engine.generate(reqs)]
+
     return sorted(asyncio.run(run()), key=lambda s: (s.request_id, s.index))
 
 
@@ -40,8 +43,9 @@ def model_dir():
 
 @pytest.fixture(scope="module", params=["generate", "static"])
 def engine(model_dir, request):
-    return HFEngine(model_dir, EngineConfig(kind="hf", device="cpu", max_model_len=512, max_num_seqs=4,
-                                            hf_decode=request.param))
+    return HFEngine(
+        model_dir, EngineConfig(kind="hf", device="cpu", max_model_len=512, max_num_seqs=4, hf_decode=request.param)
+    )
 
 
 def worst_logprob_error(engine, samples, temperature, top_p=1.0):
@@ -52,7 +56,7 @@ def worst_logprob_error(engine, samples, temperature, top_p=1.0):
     for s in samples:
         ids = torch.tensor([s.prompt_ids + s.completion_ids])
         with torch.no_grad():
-            scores = engine.model(ids).logits[0, len(s.prompt_ids) - 1:-1].float() / temperature
+            scores = engine.model(ids).logits[0, len(s.prompt_ids) - 1 : -1].float() / temperature
         if top_p < 1:
             scores = TopPLogitsWarper(top_p)(None, scores)
         lp = scores.log_softmax(-1).gather(-1, torch.tensor(s.completion_ids)[:, None])[:, 0]
@@ -85,8 +89,10 @@ def test_the_own_loop_samples_the_tokens_transformers_generate_samples(model_dir
     samples: with the same seed both paths give the same tokens (top-p too), batches of 4 and a filler-padded 1."""
     config = EngineConfig(kind="hf", device="cpu", max_model_len=512, max_num_seqs=4)
     paths = [HFEngine(model_dir, dataclasses.replace(config, hf_decode=d)) for d in ("generate", "static")]
-    for sampling in (SamplingConfig(n=3, temperature=0.7, max_tokens=20, seed=5),
-                     SamplingConfig(n=3, temperature=0.9, top_p=0.8, max_tokens=20, seed=6)):
+    for sampling in (
+        SamplingConfig(n=3, temperature=0.7, max_tokens=20, seed=5),
+        SamplingConfig(n=3, temperature=0.9, top_p=0.8, max_tokens=20, seed=6),
+    ):
         plain, own = ([s.completion_ids for s in collect(e, requests(sampling))] for e in paths)
         assert plain == own
 
@@ -146,6 +152,7 @@ def test_samples_stream_out_in_the_order_rows_end(model_dir):
 
     async def arrivals():
         return [s async for s in engine.generate(requests(SamplingConfig(n=4, max_tokens=64, seed=2), k=2))]
+
     samples = asyncio.run(arrivals())
     ends = [-(-len(s.completion_ids) // CHECK_EVERY) for s in samples]  # the check each one left at
     assert ends == sorted(ends) and len(set(ends)) > 1
@@ -154,6 +161,7 @@ def test_samples_stream_out_in_the_order_rows_end(model_dir):
     async def first_only():  # a consumer that leaves early ends the batch; the engine stays usable
         async for s in engine.generate(requests(SamplingConfig(n=4, max_tokens=64, seed=2), k=2)):
             return s
+
     assert asyncio.run(first_only()).completion_ids == samples[0].completion_ids
     assert len(collect(engine, requests(SamplingConfig(n=1, max_tokens=4), k=2))) == 2
 
@@ -162,8 +170,9 @@ def test_greedy_stops_at_eos_and_respects_max_tokens(engine):
     samples = collect(engine, requests(SamplingConfig(n=1, temperature=0.0, max_tokens=5)))
     for s in samples:
         eos = [i for i, t in enumerate(s.completion_ids) if t in engine.eos_ids]
-        assert (s.finish_reason == "stop" and eos == [len(s.completion_ids) - 1]) or \
-            (s.finish_reason == "length" and not eos and len(s.completion_ids) == 5)
+        assert (s.finish_reason == "stop" and eos == [len(s.completion_ids) - 1]) or (
+            s.finish_reason == "length" and not eos and len(s.completion_ids) == 5
+        )
 
 
 def test_adapter_and_merged_updates_change_outputs_and_base_restores(engine, model_dir, tmp_path):
@@ -201,8 +210,10 @@ def test_ray_actor_streams_samples_from_the_hf_engine(model_dir):
     if started_here:
         ray.init(num_cpus=2, include_dashboard=False)
     try:
-        eng = make_engine({"kind": "hf", "device": "cpu", "max_num_seqs": 2, "max_model_len": 512,
-                           "num_engines": 2}, "random:tiny-llama")
+        eng = make_engine(
+            {"kind": "hf", "device": "cpu", "max_num_seqs": 2, "max_model_len": 512, "num_engines": 2},
+            "random:tiny-llama",
+        )
         try:
             samples = collect(eng, requests(SamplingConfig(n=2, max_tokens=6, seed=1), k=4))
             assert len(samples) == 8 and all(s.logprobs for s in samples)

@@ -70,18 +70,30 @@ def _compose(ft: FineTuningServer, port: int, *overrides: str):
     from rl.data import ProblemData
 
     with initialize_config_dir(str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[
-            "+experiment=gpt5_triton", "data=builtin", f"data.include_ids=[{','.join(TRAIN + VALIDATION)}]",
-            f"data.validation_ids=[{','.join(VALIDATION)}]", "eval.device=cpu", "wandb.mode=disabled",
-            f"++policy.engine.base_url={ft.base_url}", f"hosted.grader.url=http://127.0.0.1:{port}/reward",
-            "hosted.grader.allow_private_url=true", f"hosted.grader.listen_port={port}", "hosted.poll_interval_s=0.01",
-            *overrides])
+        cfg = compose(
+            "config",
+            overrides=[
+                "+experiment=gpt5_triton",
+                "data=builtin",
+                f"data.include_ids=[{','.join(TRAIN + VALIDATION)}]",
+                f"data.validation_ids=[{','.join(VALIDATION)}]",
+                "eval.device=cpu",
+                "wandb.mode=disabled",
+                f"++policy.engine.base_url={ft.base_url}",
+                f"hosted.grader.url=http://127.0.0.1:{port}/reward",
+                "hosted.grader.allow_private_url=true",
+                f"hosted.grader.listen_port={port}",
+                "hosted.poll_interval_s=0.01",
+                *overrides,
+            ],
+        )
     run = RunConfig.from_hydra(cfg)
     return run, ProblemData.load(run.data)
 
 
-def _hosted(tmp_path, monkeypatch, ft, *overrides, evaluator=None, monitor_options=None, default_backend=False,
-            api_factory=None):
+def _hosted(
+    tmp_path, monkeypatch, ft, *overrides, evaluator=None, monitor_options=None, default_backend=False, api_factory=None
+):
     from rl.hosted.driver import run_hosted
     from rl.tracking import RunLogger, WandbConfig
 
@@ -154,8 +166,15 @@ def test_rft_job_graded_by_the_kernelrl_service(tmp_path, monkeypatch, evaluator
 def test_rft_job_graded_on_the_runs_ray_pool(tmp_path, monkeypatch):
     """The default backend: the run's own RayEvaluationPool (rl.components.build_pool) behind the service."""
     with FineTuningServer(answer=_reference_answer) as ft:
-        code = _hosted(tmp_path, monkeypatch, ft, "pool.address=null", "pool.num_actors=1",
-                       f"cache_path={tmp_path / 'cache.sqlite'}", default_backend=True)
+        code = _hosted(
+            tmp_path,
+            monkeypatch,
+            ft,
+            "pool.address=null",
+            "pool.num_actors=1",
+            f"cache_path={tmp_path / 'cache.sqlite'}",
+            default_backend=True,
+        )
         grades = list(ft.grades)
     assert code == 0 and len(grades) == 3
     assert all(g["response"]["status"] == "correct" and g["score"] == pytest.approx(CPU_REWARD) for g in grades)
@@ -172,11 +191,14 @@ def test_403_training_not_available_deletes_the_uploads(tmp_path, monkeypatch, c
     assert "policy=qwen2_5_coder_7b" in err and TOKEN not in err and API_KEY not in err
 
 
-@pytest.mark.parametrize("setup, message", [
-    (lambda ft: setattr(ft, "grader_types", ("python", "string_check")), "gated preview"),
-    (lambda ft: setattr(ft, "refuse_access", (403, "training_not_available")), "training_not_available"),
-    (lambda ft: setattr(ft, "models", ("o4-mini",)), "not available to this account"),
-])
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        (lambda ft: setattr(ft, "grader_types", ("python", "string_check")), "gated preview"),
+        (lambda ft: setattr(ft, "refuse_access", (403, "training_not_available")), "training_not_available"),
+        (lambda ft: setattr(ft, "models", ("o4-mini",)), "not available to this account"),
+    ],
+)
 def test_account_refusals_come_before_any_upload(tmp_path, monkeypatch, capsys, setup, message):
     with FineTuningServer() as ft:
         setup(ft)
@@ -201,9 +223,15 @@ def test_monitoring_polls_through_transient_api_failures(tmp_path, monkeypatch):
     slept = []
     with FineTuningServer() as ft:
         ft.failing_polls = 2
-        code = _hosted(tmp_path, monkeypatch, ft, "hosted.grader.serve=false", "hosted.grader.self_check=false",
-                       api_factory=lambda key, url: FineTuningAPI(key, url, max_retries=0),
-                       monitor_options={"sleep": slept.append})
+        code = _hosted(
+            tmp_path,
+            monkeypatch,
+            ft,
+            "hosted.grader.serve=false",
+            "hosted.grader.self_check=false",
+            api_factory=lambda key, url: FineTuningAPI(key, url, max_retries=0),
+            monitor_options={"sleep": slept.append},
+        )
         assert code == 0 and ft.failing_polls == 0 and next(iter(ft.jobs.values()))["status"] == "succeeded"
     assert len(slept) >= 2
 
@@ -224,17 +252,25 @@ def test_resume_a_job_and_ctrl_c_asks_before_cancelling(tmp_path, monkeypatch, a
     with FineTuningServer() as ft:
         client = openai.OpenAI(api_key=API_KEY, base_url=ft.base_url)
         file_id = client.files.create(file=("t.jsonl", b'{"messages": []}\n'), purpose="fine-tune").id
-        job = client.fine_tuning.jobs.create(model="gpt-5", training_file=file_id, method={
-            "type": "reinforcement", "reinforcement": {"grader": {"type": "string_check"}}})
+        job = client.fine_tuning.jobs.create(
+            model="gpt-5",
+            training_file=file_id,
+            method={"type": "reinforcement", "reinforcement": {"grader": {"type": "string_check"}}},
+        )
         asked = []
 
         def interrupt(seconds):
             raise KeyboardInterrupt
 
-        code = _hosted(tmp_path, monkeypatch, ft, f"hosted.job_id={job.id}", "hosted.grader.serve=false",
-                       "hosted.grader.self_check=false",
-                       monitor_options={"sleep": interrupt, "is_tty": lambda: True,
-                                        "ask": lambda q: asked.append(q) or answer})
+        code = _hosted(
+            tmp_path,
+            monkeypatch,
+            ft,
+            f"hosted.job_id={job.id}",
+            "hosted.grader.serve=false",
+            "hosted.grader.self_check=false",
+            monitor_options={"sleep": interrupt, "is_tty": lambda: True, "ask": lambda q: asked.append(q) or answer},
+        )
         assert code == 130 and len(asked) == 1 and job.id in asked[0]
         assert (ft.jobs[job.id]["status"] == "cancelled") is cancelled
         assert len(ft.jobs) == 1  # resumed, not re-created
@@ -253,8 +289,12 @@ def test_grader_round_trip_through_the_real_service(evaluator):
         assert stale.status_code == 409 and "SHA-256" in stale.json()["detail"]
         # a relu kernel is no vector add: graded by the evaluator, reward 0
         vector_add = resolve_problem("L0_01_vector_add")
-        wrong = httpx.post(url, json=render_request({"problem_id": vector_add.id, "problem_sha256": vector_add.sha256},
-                                                    reference), headers=headers, timeout=300).json()
+        wrong = httpx.post(
+            url,
+            json=render_request({"problem_id": vector_add.id, "problem_sha256": vector_add.sha256}, reference),
+            headers=headers,
+            timeout=300,
+        ).json()
         assert wrong["status"] != "correct" and wrong["reward"] == 0.0
         graded = service.recorder.drain()
         assert [g.problem_id for g in graded] == ["L0_02_relu", "L0_01_vector_add"]  # the 409 never evaluated
@@ -266,11 +306,26 @@ def test_train_py_runs_the_hosted_path_for_the_api_policy(tmp_path):
         ft.refuse_create = (403, "training_not_available")
         env = {**os.environ, "OPENAI_API_KEY": API_KEY, "KERNELRL_SERVICE_TOKEN": TOKEN, "WANDB_MODE": "disabled"}
         proc = subprocess.run(
-            [sys.executable, str(ROOT / "scripts/train.py"), "+experiment=gpt5_triton", "data=builtin",
-             "data.levels=[0]", "wandb.mode=disabled", f"++policy.engine.base_url={ft.base_url}",
-             "hosted.grader.url=http://127.0.0.1:9/reward", "hosted.grader.allow_private_url=true",
-             "hosted.grader.serve=false", "hosted.grader.self_check=false", f"hydra.run.dir={tmp_path}"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+            [
+                sys.executable,
+                str(ROOT / "scripts/train.py"),
+                "+experiment=gpt5_triton",
+                "data=builtin",
+                "data.levels=[0]",
+                "wandb.mode=disabled",
+                f"++policy.engine.base_url={ft.base_url}",
+                "hosted.grader.url=http://127.0.0.1:9/reward",
+                "hosted.grader.allow_private_url=true",
+                "hosted.grader.serve=false",
+                "hosted.grader.self_check=false",
+                f"hydra.run.dir={tmp_path}",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 3, proc.stderr[-3000:]
         assert "training_not_available" in proc.stderr and TOKEN not in proc.stderr + proc.stdout
         assert [r[1] for r in ft.requests].count("/v1/files") == 2 and len(ft.deleted) == 2

@@ -29,9 +29,14 @@ class RefiningModel(ChatServer):
     def _answer(self, body: dict) -> dict:
         answered = any(m["role"] == "assistant" and "first try" in (m.get("content") or "") for m in body["messages"])
         text = f"```python\n{RELU}```" if answered else FIRST_TRY
-        return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+        }
 
 
 def test_benchmark_a_hosted_model_single_and_three_attempts(tmp_path):
@@ -41,11 +46,26 @@ def test_benchmark_a_hosted_model_single_and_three_attempts(tmp_path):
         for attempts in (1, 3):
             out = tmp_path / f"a{attempts}" / "benchmark.json"
             proc = subprocess.run(
-                [sys.executable, str(ROOT / "scripts/benchmark.py"), *benchmark_overrides(MODEL),
-                 f"++policy.engine.base_url={server.base_url}", "ids=[L0_02_relu]", f"attempts={attempts}",
-                 "eval.device=cpu", "progress=false", "wandb.mode=disabled", f"cache_path={tmp_path / 'c.sqlite'}",
-                 f"output={out}", f"hydra.run.dir={tmp_path / 'hydra' / str(attempts)}"],
-                cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                [
+                    sys.executable,
+                    str(ROOT / "scripts/benchmark.py"),
+                    *benchmark_overrides(MODEL),
+                    f"++policy.engine.base_url={server.base_url}",
+                    "ids=[L0_02_relu]",
+                    f"attempts={attempts}",
+                    "eval.device=cpu",
+                    "progress=false",
+                    "wandb.mode=disabled",
+                    f"cache_path={tmp_path / 'c.sqlite'}",
+                    f"output={out}",
+                    f"hydra.run.dir={tmp_path / 'hydra' / str(attempts)}",
+                ],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             assert proc.returncode == 0, proc.stderr[-3000:]
             reports[attempts] = json.loads(out.read_text())
         sent = [r["body"] for r in server.requests]

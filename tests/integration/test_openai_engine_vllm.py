@@ -50,10 +50,31 @@ def vllm_server(tmp_path_factory):
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-             "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
-             "--max-model-len", "4096", "--dtype", "float32", "--seed", "0"],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                str(model_dir),
+                "--served-model-name",
+                SERVED_NAME,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--enforce-eager",
+                "--max-model-len",
+                "4096",
+                "--dtype",
+                "float32",
+                "--seed",
+                "0",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 420
@@ -85,8 +106,15 @@ def test_sampling_a_kernel_prompt_through_vllm(vllm_server):
     from rl.rollout.openai_engine import OpenAIEngine, OpenAIEngineConfig
 
     base_url, model_dir = vllm_server
-    engine = OpenAIEngine(OpenAIEngineConfig(model=SERVED_NAME, base_url=base_url, api_key_env=None,
-                                             prices={"*": {"input": 0, "output": 0}}, timeout_s=300))
+    engine = OpenAIEngine(
+        OpenAIEngineConfig(
+            model=SERVED_NAME,
+            base_url=base_url,
+            api_key_env=None,
+            prices={"*": {"input": 0, "output": 0}},
+            timeout_s=300,
+        )
+    )
     engine.start()
     assert engine.server_kind == "vllm" and engine.server_token_ids and engine.logprobs
 

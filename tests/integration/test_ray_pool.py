@@ -23,12 +23,26 @@ pytestmark = pytest.mark.integration
 
 ray = pytest.importorskip("ray")
 
-SETTINGS = EvalSettings(device="cpu", correctness_trials=2, startup_timeout=120,
-                        timeouts=PhaseTimeouts(load=60, compile=60, correctness=4, timing=60))
+SETTINGS = EvalSettings(
+    device="cpu",
+    correctness_trials=2,
+    startup_timeout=120,
+    timeouts=PhaseTimeouts(load=60, compile=60, correctness=4, timing=60),
+)
 
 RELU = resolve_problem("L0_02_relu")
-REFERENCES = [resolve_problem(p) for p in ("L0_01_vector_add", "L0_02_relu", "L0_03_scale_shift", "L0_04_sigmoid",
-                                            "L0_05_leaky_relu", "L0_06_clamp", "L1_02_swish")]
+REFERENCES = [
+    resolve_problem(p)
+    for p in (
+        "L0_01_vector_add",
+        "L0_02_relu",
+        "L0_03_scale_shift",
+        "L0_04_sigmoid",
+        "L0_05_leaky_relu",
+        "L0_06_clamp",
+        "L1_02_swish",
+    )
+]
 
 KERNEL = """
 import time
@@ -53,8 +67,9 @@ class ModelNew(nn.Module):
 """
 
 
-def relu_candidate(store: str = "tl.store(out_ptr + offs, tl.maximum(x, 0.0), mask=mask)", before: str = "pass",
-                   tag: int = 0) -> str:
+def relu_candidate(
+    store: str = "tl.store(out_ptr + offs, tl.maximum(x, 0.0), mask=mask)", before: str = "pass", tag: int = 0
+) -> str:
     return KERNEL.replace("STORE", store).replace("BEFORE", before) + f"\nTAG = {tag}\n"
 
 
@@ -93,8 +108,9 @@ def assert_no_process_left(pool, since: float) -> None:
         time.sleep(0.2)
     assert not left, f"worker processes left behind: {left}"
     reapers = [info["reaper_pid"] for info in pool.actor_infos(include_retired=True)]
-    assert reapers and not [pid for pid in reapers if psutil.pid_exists(pid)
-                            and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert reapers and not [
+        pid for pid in reapers if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -109,13 +125,17 @@ def ray_local():
         ray.shutdown()
         # What Ray started (earlier tests may leave their own helpers, e.g. W&B's wandb-core service of an
         # in-process benchmark, which lives as long as this process).
-        children = [p for p in psutil.Process().children(recursive=True)
-                    if p.status() != psutil.STATUS_ZOMBIE and p.create_time() >= since - 1]
+        children = [
+            p
+            for p in psutil.Process().children(recursive=True)
+            if p.status() != psutil.STATUS_ZOMBIE and p.create_time() >= since - 1
+        ]
         assert not children or not psutil.wait_procs(children, timeout=20)[1], "processes left after ray.shutdown"
 
 
 def _make_pool(**config):
     from envs.pool import RayEvaluationPool
+
     return RayEvaluationPool(SETTINGS, PoolConfig(shutdown_timeout=10, **config))
 
 
@@ -136,7 +156,12 @@ def serial(ray_local):
 
 def test_mixed_batch_answers_every_verdict_in_input_order(pool):
     items = [(p, reference(p)) for p in REFERENCES[:4]] + [
-        (RELU, INCORRECT), (RELU, SEGFAULT), (RELU, HANG), (RELU, EXIT), (RELU, "def broken(:\n")]
+        (RELU, INCORRECT),
+        (RELU, SEGFAULT),
+        (RELU, HANG),
+        (RELU, EXIT),
+        (RELU, "def broken(:\n"),
+    ]
     started = time.monotonic()
     verdicts = pool.evaluate_many(items)
     elapsed = time.monotonic() - started
@@ -168,8 +193,9 @@ def test_identical_in_flight_candidates_share_one_execution(pool):
 
 def test_async_and_batch_submission(pool):
     async def main():
-        return await asyncio.gather(*[pool.evaluate_async(p, reference(p), priority="validation")
-                                      for p in REFERENCES[4:7]])
+        return await asyncio.gather(
+            *[pool.evaluate_async(p, reference(p), priority="validation") for p in REFERENCES[4:7]]
+        )
 
     assert [v.status for v in asyncio.run(main())] == [Status.CORRECT] * 3
     futures = pool.submit_batch([(p, reference(p)) for p in REFERENCES[:2]], block=False)
@@ -183,8 +209,17 @@ def test_metrics_have_every_key_with_sane_values(pool):
         p50, p90, p99 = (m[f"pool/latency/{stage}_p{q}_s"] for q in (50, 90, 99))
         assert 0 <= p50 <= p90 <= p99 < 300, stage
     assert m["pool/latency/execution_p99_s"] >= 4  # the hanging candidate ran into its 4 s timeout
-    for key in ("pool/queue_depth", "pool/pending", "pool/in_flight", "pool/cache_hit_rate", "pool/dedup_hits",
-                "pool/retries", "pool/actor_restarts", "pool/verdicts/correct", "pool/verdict_frac/timeout"):
+    for key in (
+        "pool/queue_depth",
+        "pool/pending",
+        "pool/in_flight",
+        "pool/cache_hit_rate",
+        "pool/dedup_hits",
+        "pool/retries",
+        "pool/actor_restarts",
+        "pool/verdicts/correct",
+        "pool/verdict_frac/timeout",
+    ):
         assert key in m, key
     assert m["pool/pending"] == m["pool/queue_depth"] == m["pool/in_flight"] == 0
     assert m["pool/verdicts/timeout"] == m["pool/verdicts/crash"] == m["pool/verdicts/incorrect"] == 1
@@ -266,8 +301,11 @@ def test_validation_runs_before_training_fifo_within(serial):
         assert time.monotonic() < deadline
         time.sleep(0.02)
     futures = {}
-    for name, problem, priority in [("t1", REFERENCES[0], "train"), ("t2", REFERENCES[1], "train"),
-                                    ("v1", REFERENCES[2], "validation")]:
+    for name, problem, priority in [
+        ("t1", REFERENCES[0], "train"),
+        ("t2", REFERENCES[1], "train"),
+        ("v1", REFERENCES[2], "validation"),
+    ]:
         futures[name] = serial.submit(problem, reference(problem) + "\nP = 1\n", priority=priority)
         futures[name].add_done_callback(lambda _, n=name: order.append(n))
     assert blocker.result(120).correct

@@ -12,8 +12,16 @@ from envs.antihack.static import analyze
 from envs.source import canonicalize
 
 SET = Path(__file__).resolve().parents[1] / "repeatability"
-CLASSES = {"elementwise", "reduction_one_pass", "reduction_two_pass", "atomic", "scan", "gemm_splitk",
-           "gemm_persistent", "tiny"}
+CLASSES = {
+    "elementwise",
+    "reduction_one_pass",
+    "reduction_two_pass",
+    "atomic",
+    "scan",
+    "gemm_splitk",
+    "gemm_persistent",
+    "tiny",
+}
 
 
 def manifest() -> list[dict]:

@@ -49,12 +49,14 @@ def test_verl_compute_score(service_env):
     assert verl.compute_score("kernelbench", MARKDOWN, "L0_02_relu") == pytest.approx(reward_at(1.8), abs=1e-6)
     # The id from extra_info, reward_kwargs from verl's config (delta), the problem pinned by its hash.
     from envs import resolve_problem
+
     sha = resolve_problem("L0_02_relu").sha256
     extra = {"problem_id": "L0_02_relu", "problem_sha256": sha, "index": 3}
     assert verl.compute_score("kernelbench", RELU, None, extra, delta=1.0) == pytest.approx(0.5, abs=1e-6)
     assert verl.compute_score("kernelbench", WRONG, json.dumps({"problem_id": "L0_02_relu"})) == 0.0
     assert asyncio.run(verl.compute_score_async("kernelbench", RELU, "L0_02_relu")) == pytest.approx(reward_at(1.8))
     from envs.service.client import RequestRejected
+
     with pytest.raises(RequestRejected, match="409"):
         verl.compute_score("kernelbench", RELU, {"problem_id": "L0_02_relu", "problem_sha256": "0" * 64})
     with pytest.raises(ValueError, match="no problem id"):
@@ -68,11 +70,19 @@ def test_trl_reward_signature(service_env):
 
     reward = KernelRLReward(delta=1.0)
     logged, extra = {}, {}
-    out = reward(prompts=["p"] * 3,
-                 completions=[MARKDOWN, [{"role": "assistant", "content": MARKDOWN}],
-                              [{"role": "assistant", "content": [{"type": "text", "text": WRONG}]}]],
-                 completion_ids=[[1], [2], [3]], problem_id=["L0_02_relu"] * 3, trainer_state=None,
-                 log_metric=lambda k, v: logged.update({k: v}), log_extra=lambda k, v: extra.update({k: v}))
+    out = reward(
+        prompts=["p"] * 3,
+        completions=[
+            MARKDOWN,
+            [{"role": "assistant", "content": MARKDOWN}],
+            [{"role": "assistant", "content": [{"type": "text", "text": WRONG}]}],
+        ],
+        completion_ids=[[1], [2], [3]],
+        problem_id=["L0_02_relu"] * 3,
+        trainer_state=None,
+        log_metric=lambda k, v: logged.update({k: v}),
+        log_extra=lambda k, v: extra.update({k: v}),
+    )
     assert out == [pytest.approx(0.5, abs=1e-6)] * 2 + [0.0]
     assert logged == {"kernelrl/correct": pytest.approx(2 / 3)}
     assert extra == {"kernelrl_status": ["correct", "correct", "incorrect"]}
@@ -108,13 +118,30 @@ def test_trl_grpo_trainer_step(service_env, tmp_path):
 
     reward = Recording(delta=1.8)
     reward.__name__ = "kernelrl"
-    dataset = Dataset.from_list([{"prompt": "Write a Triton ReLU kernel.", "problem_id": "L0_02_relu"},
-                                 {"prompt": "Write a Triton sigmoid kernel.", "problem_id": "L0_04_sigmoid"}])
-    config = trl.GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, max_steps=1, per_device_train_batch_size=4,
-                            num_generations=2, max_completion_length=8, learning_rate=1e-4, logging_steps=1,
-                            report_to="none", save_strategy="no", bf16=False, dataloader_num_workers=0, seed=0)
-    trainer = trl.GRPOTrainer(model=model, reward_funcs=[reward], args=config, train_dataset=dataset,
-                              processing_class=tokenizer)
+    dataset = Dataset.from_list(
+        [
+            {"prompt": "Write a Triton ReLU kernel.", "problem_id": "L0_02_relu"},
+            {"prompt": "Write a Triton sigmoid kernel.", "problem_id": "L0_04_sigmoid"},
+        ]
+    )
+    config = trl.GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        max_steps=1,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=8,
+        learning_rate=1e-4,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        bf16=False,
+        dataloader_num_workers=0,
+        seed=0,
+    )
+    trainer = trl.GRPOTrainer(
+        model=model, reward_funcs=[reward], args=config, train_dataset=dataset, processing_class=tokenizer
+    )
     before = reward.scorer.client.stats.get("requests", 0)
     trainer.train()
     assert calls, "GRPOTrainer never called the reward function"

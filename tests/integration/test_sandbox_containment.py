@@ -42,8 +42,12 @@ _REASON = why_unsandboxed("required")
 if _REASON:
     pytestmark = [pytestmark, pytest.mark.skip(reason=f"the worker sandbox cannot run here: {_REASON}")]
 
-ESCAPES = ["hack_system_access_read_secrets.py", "hack_system_access_network_exfiltrate.py",
-           "hack_system_access_write_outside.py", "hack_concurrency_daemon_escape.py"]
+ESCAPES = [
+    "hack_system_access_read_secrets.py",
+    "hack_system_access_network_exfiltrate.py",
+    "hack_system_access_write_outside.py",
+    "hack_concurrency_daemon_escape.py",
+]
 OUTSIDE_CATEGORIES = {"system_access", "concurrency", "dynamic_code", "forged_result"}
 
 
@@ -99,8 +103,10 @@ def trap():
     base = ROOT / f".sandbox-secrets-{secrets.token_hex(4)}"
     home = base / "home"
     (home / ".ssh").mkdir(parents=True)
-    planted = {"token": f"kernelrl-secret-token-{secrets.token_hex(16)}",
-               "ssh": f"-----BEGIN OPENSSH PRIVATE KEY----- kernelrl-secret-key-{secrets.token_hex(16)}"}
+    planted = {
+        "token": f"kernelrl-secret-token-{secrets.token_hex(16)}",
+        "ssh": f"-----BEGIN OPENSSH PRIVATE KEY----- kernelrl-secret-key-{secrets.token_hex(16)}",
+    }
     token_file = base / "service" / "tokens.txt"
     token_file.parent.mkdir()
     token_file.write_text(planted["token"] + "\n")
@@ -116,8 +122,15 @@ def trap():
     old_home = os.environ.get("HOME")
     os.environ["HOME"] = str(home)  # the evaluator's home: the sandbox masks it
     try:
-        yield {"base": base, "home": home, "token_file": token_file, "planted": planted, "listeners": listeners,
-               "cache_path": base / "cache" / "verdicts.sqlite", "started": time.time()}
+        yield {
+            "base": base,
+            "home": home,
+            "token_file": token_file,
+            "planted": planted,
+            "listeners": listeners,
+            "cache_path": base / "cache" / "verdicts.sqlite",
+            "started": time.time(),
+        }
     finally:
         if old_home is None:
             os.environ.pop("HOME", None)
@@ -134,13 +147,15 @@ def _contain(trap, files: list[Path]):
     """`files` on the execution stage alone, two sandboxed workers; yields what the checks look at."""
     cache = SqliteCache(trap["cache_path"])
     cache.put_verdict("planted", "L0_02_relu", {"secret": trap["planted"]["token"]})
-    settings = EvalSettings(device="cpu", workers=2, sandbox="required",
-                            timeouts=PhaseTimeouts(correctness=60, timing=60)).hiding(str(trap["token_file"]))
+    settings = EvalSettings(
+        device="cpu", workers=2, sandbox="required", timeouts=PhaseTimeouts(correctness=60, timing=60)
+    ).hiding(str(trap["token_file"]))
     assert set(ESCAPES) <= {p.name for p in files}
     # Canonicalized here, one at a time: CPython 3.11's ast is not thread-safe (see envs/evaluator.py).
     jobs = {p.name: (resolve_problem(header(p)["problem"]), canonicalize(p.read_text())) for p in files}
     ev = Evaluator(settings, cache=cache)
     try:
+
         def one(path: Path):
             problem, solution = jobs[path.name]
             return ev.pool.execute(problem, solution, None)[0]
@@ -150,8 +165,11 @@ def _contain(trap, files: list[Path]):
         for name, v in verdicts.items():  # what the runtime checks alone made of each (pytest -s shows it)
             outcome = f"hack {v.hack.category}" if v.hack else v.status.value
             print(f"{name}: {outcome} in {v.phase_seconds.get('total', sum(v.phase_seconds.values())):.1f} s")
-        strays = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
-                  if "KERNELRL-ESCAPE-DAEMON" in (p.info["cmdline"] or [])]
+        strays = [
+            p.info["cmdline"]
+            for p in psutil.process_iter(["cmdline"])
+            if "KERNELRL-ESCAPE-DAEMON" in (p.info["cmdline"] or [])
+        ]
         after = ev.evaluate(*_reference("L0_02_relu"))
         yield {"verdicts": verdicts, "strays": strays, "after": after, "cache": cache}
     finally:
@@ -190,12 +208,14 @@ def test_no_connection_reached_a_listener(run, trap):
 
 def test_no_file_written_outside_the_temporary_directories(run, trap):
     import site
-    roots = [Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), ROOT, trap["home"],
-             *map(Path, site.getsitepackages())]
+
+    roots = [Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), ROOT, trap["home"], *map(Path, site.getsitepackages())]
     assert not _files_named(roots, "kernelrl-escape"), "a candidate wrote outside its directory"
     for packages in site.getsitepackages():
-        assert not (Path(packages) / "sitecustomize.py").exists() or \
-            (Path(packages) / "sitecustomize.py").stat().st_mtime < trap["started"]
+        assert (
+            not (Path(packages) / "sitecustomize.py").exists()
+            or (Path(packages) / "sitecustomize.py").stat().st_mtime < trap["started"]
+        )
 
 
 def test_no_process_left_behind(run):
@@ -215,12 +235,14 @@ def test_evaluator_healthy_and_secrets_intact_afterwards(run, trap):
 def test_escapes_are_flagged_by_the_static_analysis_too():
     from envs.antihack import static
     from envs.source import prepare_solution
+
     for name in ESCAPES:
         path = HACKS / name
         expect = header(path)["expect"].split()[1]
         accepted = {expect, *header(path).get("also", "").split()}
-        finding = static.analyze(prepare_solution(path.read_text()).source,
-                                 resolve_problem(header(path)["problem"]).source)
+        finding = static.analyze(
+            prepare_solution(path.read_text()).source, resolve_problem(header(path)["problem"]).source
+        )
         assert finding is not None and finding.category in accepted, (name, finding)
 
 

@@ -38,8 +38,14 @@ def _free_port() -> int:
 
 def _serve(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, str(ROOT / "scripts" / "serve_env.py"), *args], cwd=ROOT, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        return subprocess.Popen(
+            [sys.executable, str(ROOT / "scripts" / "serve_env.py"), *args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 class Server:
@@ -72,10 +78,34 @@ def server(tmp_path_factory) -> Server:
     env = _env()
     env["TMPDIR"] = str(workers_tmp)
     log = tmp / "server.log"
-    proc = _serve(["--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--levels", "0", "1",
-                   "--token-file", str(tokens), "--cache", str(tmp / "cache.sqlite"),
-                   "--max-body-bytes", str(MAX_BODY), "--rate", "1", "--burst", str(BURST),
-                   "--allow-problem-source", "--log-level", "info"], env, log)
+    proc = _serve(
+        [
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--device",
+            "cpu",
+            "--levels",
+            "0",
+            "1",
+            "--token-file",
+            str(tokens),
+            "--cache",
+            str(tmp / "cache.sqlite"),
+            "--max-body-bytes",
+            str(MAX_BODY),
+            "--rate",
+            "1",
+            "--burst",
+            str(BURST),
+            "--allow-problem-source",
+            "--log-level",
+            "info",
+        ],
+        env,
+        log,
+    )
     srv = Server(proc, f"http://127.0.0.1:{port}", log, workers_tmp)
     deadline = time.monotonic() + 120
     while True:
@@ -107,8 +137,9 @@ def test_healthz_needs_no_token(server):
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token-0123456789abcdef", TOKEN[:-1]])
-@pytest.mark.parametrize("method,path", [("GET", "/problems"), ("POST", "/evaluate"), ("POST", "/reward"),
-                                         ("GET", "/openapi.json")])
+@pytest.mark.parametrize(
+    "method,path", [("GET", "/problems"), ("POST", "/evaluate"), ("POST", "/reward"), ("GET", "/openapi.json")]
+)
 def test_missing_or_wrong_token_is_401(server, token, method, path):
     with server.client(token) as c:
         r = c.request(method, path, json=_body() if method == "POST" else None)
@@ -124,8 +155,12 @@ def test_problems(server):
     assert "L0_02_relu" in problems and "L1_01_gelu_tanh" in problems
     assert all(p["level"] in (0, 1) for p in problems.values())  # --levels 0 1
     relu = problems["L0_02_relu"]
-    assert relu == {"id": "L0_02_relu", "level": 0, "has_reference": True,
-                    "small_sizes": {"batch_size": 7, "dim": 1000}}
+    assert relu == {
+        "id": "L0_02_relu",
+        "level": 0,
+        "has_reference": True,
+        "small_sizes": {"batch_size": 7, "dim": 1000},
+    }
     with server.client() as c:
         one = c.get("/problems/L0_02_relu").json()
         assert one["source"] == RELU_PROBLEM
@@ -140,8 +175,13 @@ def test_openapi_schema(server):
     assert {"/evaluate", "/reward", "/problems", "/healthz"} <= set(schema["paths"])
     components = schema["components"]["schemas"]
     assert {"EvaluateRequest", "VerdictResponse", "RewardResponse", "EvalOverrides"} <= set(components)
-    assert set(components["EvaluateRequest"]["properties"]) == {"problem_id", "problem_source", "solution",
-                                                                  "settings", "problem_sha256"}
+    assert set(components["EvaluateRequest"]["properties"]) == {
+        "problem_id",
+        "problem_source",
+        "solution",
+        "settings",
+        "problem_sha256",
+    }
     assert set(components["EvalOverrides"]["properties"]) == {"baseline", "delta"}
     assert "bearer" in json.dumps(schema["components"]["securitySchemes"]).lower()
     ok = schema["paths"]["/evaluate"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
@@ -181,8 +221,13 @@ def test_settings_overrides(server):
         assert r.status_code == 200, r.text
         assert r.json()["reward"] == pytest.approx(0.5, abs=1e-6)  # sigmoid(1 - 1.0)
         # Only safe overrides: anything that changes cost or predictability is refused.
-        for unsafe in ({"timed_runs": 1}, {"seed": 1}, {"correctness_trials": 1}, {"delta": 1e9},
-                       {"baseline": "numpy"}):
+        for unsafe in (
+            {"timed_runs": 1},
+            {"seed": 1},
+            {"correctness_trials": 1},
+            {"delta": 1e9},
+            {"baseline": "numpy"},
+        ):
             r = c.post("/evaluate", json=_body(settings=unsafe))
             assert r.status_code == 422, (unsafe, r.text)
 
@@ -206,7 +251,7 @@ def test_compile_error_is_a_verdict(server):
 
 
 def test_problem_source_instead_of_id(server):
-    source = RELU_PROBLEM.replace("SMALL_SIZES = {\"batch_size\": 7", "SMALL_SIZES = {\"batch_size\": 5")
+    source = RELU_PROBLEM.replace('SMALL_SIZES = {"batch_size": 7', 'SMALL_SIZES = {"batch_size": 5')
     assert source != RELU_PROBLEM
     with server.client() as c:
         r = c.post("/evaluate", json={"problem_source": source, "solution": RELU_SOLUTION})
@@ -225,13 +270,16 @@ def test_problem_source_runs_in_the_sandbox(server):
     """Problem code is never analysed: a problem whose module body runs shell commands, writes outside its
     directory and reads the token file gets its verdict, and none of it reached the host."""
     from envs.worker.sandbox import why_unsandboxed
+
     if (reason := why_unsandboxed("required")) is not None:
         pytest.skip(f"the worker sandbox cannot run here: {reason}")
     marker = ROOT / f".escape-{os.getpid()}-{time.monotonic_ns()}"
     tokens = server.tmpdir.parent / "tokens.txt"
-    escape = (f"import os\nos.system('touch {marker} {server.tmpdir.parent}/escaped')\n"
-              f"TOKENS = open({str(tokens)!r}).read() if os.path.exists({str(tokens)!r}) else ''\n"
-              "if TOKENS:\n    raise RuntimeError('stolen ' + TOKENS)\n")
+    escape = (
+        f"import os\nos.system('touch {marker} {server.tmpdir.parent}/escaped')\n"
+        f"TOKENS = open({str(tokens)!r}).read() if os.path.exists({str(tokens)!r}) else ''\n"
+        "if TOKENS:\n    raise RuntimeError('stolen ' + TOKENS)\n"
+    )
     with server.client() as c:
         r = c.post("/evaluate", json={"problem_source": escape + RELU_PROBLEM, "solution": RELU_SOLUTION})
         assert r.status_code == 200, r.text
@@ -250,11 +298,18 @@ def test_invalid_problem_source_is_422_with_the_problem_error(server):
         assert r.status_code == 422 and "not valid Python" in r.json()["detail"]
 
 
-@pytest.mark.parametrize("content", [b"{not json", b'{"problem_id": "L0_02_relu", "solution": ', b"[]",
-                                     b'{"solution": "x"}',
-                                     b'{"problem_id": "L0_02_relu", "problem_source": "x", "solution": "x"}',
-                                     b'{"problem_id": "L0_02_relu", "solution": 3}',
-                                     b'{"problem_id": "L0_02_relu", "solution": "x", "extra": 1}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",
+        b'{"problem_id": "L0_02_relu", "solution": ',
+        b"[]",
+        b'{"solution": "x"}',
+        b'{"problem_id": "L0_02_relu", "problem_source": "x", "solution": "x"}',
+        b'{"problem_id": "L0_02_relu", "solution": 3}',
+        b'{"problem_id": "L0_02_relu", "solution": "x", "extra": 1}',
+    ],
+)
 def test_malformed_request_is_422(server, content):
     with server.client() as c:
         r = c.post("/evaluate", content=content, headers={"Content-Type": "application/json"})
@@ -277,7 +332,8 @@ def test_oversized_body_is_413(server):
         def chunks():  # no Content-Length: chunked transfer, the server counts what arrives
             data = json.dumps(big).encode()
             for i in range(0, len(data), 16 << 10):
-                yield data[i:i + (16 << 10)]
+                yield data[i : i + (16 << 10)]
+
         r = c.post("/evaluate", content=chunks(), headers={"Content-Type": "application/json"})
         assert r.status_code == 413, r.text
         assert "limit" in r.json()["detail"]
@@ -291,7 +347,7 @@ def test_rate_limit_is_429_per_client(server):
         codes = [c.get("/problems") for _ in range(BURST + 10)]
     limited = [r for r in codes if r.status_code == 429]
     assert limited, [r.status_code for r in codes]
-    assert all(r.status_code == 200 for r in codes[:BURST - 2])
+    assert all(r.status_code == 200 for r in codes[: BURST - 2])
     assert int(limited[0].headers["retry-after"]) >= 1
     with server.client() as c:  # another token is another client, with its own bucket
         assert c.get("/problems").status_code == 200
@@ -308,8 +364,11 @@ def test_refuses_a_public_bind_without_the_sandbox(tmp_path):
     config = tmp_path / "eval.yaml"
     config.write_text((ROOT / "conf/eval/default.yaml").read_text().replace("sandbox: auto", "sandbox: off"))
     env = {**_env(), "KERNELRL_SERVICE_TOKEN": TOKEN}
-    proc = _serve(["--device", "cpu", "--host", "0.0.0.0", "--port", str(_free_port()), "--eval-config", str(config)],
-                  env, tmp_path / "log")
+    proc = _serve(
+        ["--device", "cpu", "--host", "0.0.0.0", "--port", str(_free_port()), "--eval-config", str(config)],
+        env,
+        tmp_path / "log",
+    )
     assert proc.wait(60) == 2
     assert "refusing to serve on 0.0.0.0 with sandbox=off" in (tmp_path / "log").read_text()
 

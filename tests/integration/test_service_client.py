@@ -13,9 +13,19 @@ import time
 
 import pytest
 
-from envs.service.client import (AsyncKernelRLClient, AuthenticationError, EvaluationResult, EvaluationTimeout,
-                                 KernelRLClient, MalformedResponse, RequestRejected, RetryPolicy, RewardResult,
-                                 ScoreRequest, ServiceUnavailable)
+from envs.service.client import (
+    AsyncKernelRLClient,
+    AuthenticationError,
+    EvaluationResult,
+    EvaluationTimeout,
+    KernelRLClient,
+    MalformedResponse,
+    RequestRejected,
+    RetryPolicy,
+    RewardResult,
+    ScoreRequest,
+    ServiceUnavailable,
+)
 from envs.verdict import Status, Verdict
 from tests.servers.kernelrl_service import ROOT, TOKEN, ServiceProcess, free_port
 from tests.servers.scripted_http import ScriptedHTTP
@@ -30,7 +40,7 @@ FAST = RetryPolicy(attempts=4, base_delay_s=0.05, max_delay_s=0.2)
 
 def variant(i: int) -> str:
     """The relu solution with a distinct module constant: a fresh evaluation, not a cache hit."""
-    return RELU + f"\n_VARIANT = \"{i}-{time.monotonic_ns()}\"\n"
+    return RELU + f'\n_VARIANT = "{i}-{time.monotonic_ns()}"\n'
 
 
 def client(service, **kw) -> KernelRLClient:
@@ -88,8 +98,12 @@ def test_input_errors_are_raised_without_retrying(kernelrl_service):
 
 # --- batches --------------------------------------------------------------------------------------------
 def test_evaluate_many_keeps_the_order(kernelrl_service):
-    requests = [ScoreRequest("L0_02_relu", WRONG), ScoreRequest("L0_02_relu", RELU),
-                ScoreRequest("L0_02_relu", "```python\ndef broken(:\n```"), ScoreRequest("L9_99_nothing", RELU)]
+    requests = [
+        ScoreRequest("L0_02_relu", WRONG),
+        ScoreRequest("L0_02_relu", RELU),
+        ScoreRequest("L0_02_relu", "```python\ndef broken(:\n```"),
+        ScoreRequest("L9_99_nothing", RELU),
+    ]
     with client(kernelrl_service) as c:
         out = c.evaluate_many(requests, concurrency=3, return_exceptions=True)
         with pytest.raises(RequestRejected):
@@ -125,8 +139,9 @@ def test_retries_until_the_service_is_up_then_through_503_and_429(tmp_path):
         early = threading.Thread(target=lambda: box.update(result=c.evaluate("L0_02_relu", RELU)))
         early.start()
         time.sleep(0.5)  # the client is retrying on refused connections before the server exists
-        service = ServiceProcess(tmp_path, "--max-concurrent", "1", "--max-queue", "0", "--rate", "4",
-                                 "--burst", "4", port=port)
+        service = ServiceProcess(
+            tmp_path, "--max-concurrent", "1", "--max-queue", "0", "--rate", "4", "--burst", "4", port=port
+        )
         try:
             early.join(180)
             assert "result" in box, service.log_tail()
@@ -174,30 +189,41 @@ def test_a_read_timeout_is_raised_not_retried(kernelrl_service):
 
 def test_a_stalled_peer_times_out_and_may_be_retried():
     with ScriptedHTTP([("hang", 2.0)]) as peer:
+
         async def main():
             policy = RetryPolicy(attempts=2, base_delay_s=0.01, retry_timeouts=True)
             async with AsyncKernelRLClient(peer.url, timeout=0.3, retry=policy) as c:
                 with pytest.raises(ServiceUnavailable, match="ReadTimeout"):
                     await c.evaluate("L0_02_relu", RELU)
                 return dict(c.stats)
+
         stats = asyncio.run(main())
     assert stats == {"requests": 2, "retry_transport": 2} and len(peer.requests) == 2
 
 
 # --- malformed answers -------------------------------------------------------------------------------------
-OK_VERDICT = {"status": "correct", "correct": True, "reward": 0.31, "cached": False, "problem_id": "L0_02_relu",
-              "device": "cpu"}
+OK_VERDICT = {
+    "status": "correct",
+    "correct": True,
+    "reward": 0.31,
+    "cached": False,
+    "problem_id": "L0_02_relu",
+    "device": "cpu",
+}
 
 
-@pytest.mark.parametrize("body,match", [
-    (b"<html><body>502 Bad Gateway</body></html>", "not JSON"),
-    (b'{"status": "correct", "correct": true', "not JSON"),
-    (json.dumps([1, 2]).encode(), "not a VerdictResponse"),
-    (json.dumps({**OK_VERDICT, "status": "great"}).encode(), "status"),
-    (json.dumps({k: v for k, v in OK_VERDICT.items() if k != "reward"}).encode(), "reward"),
-    (json.dumps({**OK_VERDICT, "correct": False}).encode(), "contradicts"),
-    (json.dumps({**OK_VERDICT, "timings": {"kernel": {"median_ms": 1}}}).encode(), "timings"),
-])
+@pytest.mark.parametrize(
+    "body,match",
+    [
+        (b"<html><body>502 Bad Gateway</body></html>", "not JSON"),
+        (b'{"status": "correct", "correct": true', "not JSON"),
+        (json.dumps([1, 2]).encode(), "not a VerdictResponse"),
+        (json.dumps({**OK_VERDICT, "status": "great"}).encode(), "status"),
+        (json.dumps({k: v for k, v in OK_VERDICT.items() if k != "reward"}).encode(), "reward"),
+        (json.dumps({**OK_VERDICT, "correct": False}).encode(), "contradicts"),
+        (json.dumps({**OK_VERDICT, "timings": {"kernel": {"median_ms": 1}}}).encode(), "timings"),
+    ],
+)
 def test_malformed_answers_raise_with_the_reason(body, match):
     with ScriptedHTTP([(200, {"Content-Type": "application/json"}, body)]) as peer:
         with KernelRLClient(peer.url, retry=FAST) as c:

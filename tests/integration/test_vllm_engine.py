@@ -28,18 +28,23 @@ from tests.rollout_fixtures import recompute_logprobs  # noqa: E402
 # The bounds leave room for reduction-order differences between vLLM's CPU kernels and PyTorch's.
 LOGPROB_MEAN_TOL = 2e-3
 LOGPROB_MAX_TOL = 5e-2
-PROMPTS = ["Write a Python function that adds two numbers.", "What is a GPU kernel? One sentence.",
-           "Name three prime numbers."]
+PROMPTS = [
+    "Write a Python function that adds two numbers.",
+    "What is a GPU kernel? One sentence.",
+    "Name three prime numbers.",
+]
 
 
 def requests(sampling: SamplingConfig, tag: str) -> list[RolloutRequest]:
-    return [RolloutRequest(f"{tag}/{i}", f"p{i}", [{"role": "user", "content": p}], sampling)
-            for i, p in enumerate(PROMPTS)]
+    return [
+        RolloutRequest(f"{tag}/{i}", f"p{i}", [{"role": "user", "content": p}], sampling) for i, p in enumerate(PROMPTS)
+    ]
 
 
 def collect(engine, reqs) -> list:
     async def run():
         return [s async for s in engine.generate(reqs)]
+
     return sorted(asyncio.run(run()), key=lambda s: (s.request_id, s.index))
 
 
@@ -53,8 +58,12 @@ def engine(model_dir):
     import ray
 
     with local_ray(num_cpus=2):  # shut down even when the engine fails to start: later modules get their own
-        eng = RayRolloutEngine("vllm", model_dir, EngineConfig(
-            kind="vllm", max_model_len=1024, gpu_memory_utilization=0.1, max_num_seqs=16), enable_lora=True)
+        eng = RayRolloutEngine(
+            "vllm",
+            model_dir,
+            EngineConfig(kind="vllm", max_model_len=1024, gpu_memory_utilization=0.1, max_num_seqs=16),
+            enable_lora=True,
+        )
         try:
             segments = ray.get(eng.actors[0].shm_segments.remote())
             yield eng
@@ -69,11 +78,13 @@ def engine(model_dir):
 def hf_model(model_dir):
     from transformers import AutoModelForCausalLM
     import torch
+
     return AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
 
 
 def test_logprobs_agree_with_trainer_recomputation(engine, hf_model):
     import torch
+
     samples = collect(engine, requests(SamplingConfig(n=2, temperature=1.0, max_tokens=32, seed=3), "lp"))
     assert len(samples) == 2 * len(PROMPTS)
     diffs = []
@@ -95,10 +106,17 @@ def test_seeded_sampling_is_reproducible_and_samples_differ(engine):
 
 
 def test_first_sample_arrives_before_the_last_finishes(engine):
-    reqs = [RolloutRequest("short", "p", [{"role": "user", "content": "Say hi."}],
-                           SamplingConfig(n=1, max_tokens=2, seed=1)),
-            RolloutRequest("long", "p", [{"role": "user", "content": "Count from 1 to 200, comma separated."}],
-                           SamplingConfig(n=2, max_tokens=96, seed=1))]
+    reqs = [
+        RolloutRequest(
+            "short", "p", [{"role": "user", "content": "Say hi."}], SamplingConfig(n=1, max_tokens=2, seed=1)
+        ),
+        RolloutRequest(
+            "long",
+            "p",
+            [{"role": "user", "content": "Count from 1 to 200, comma separated."}],
+            SamplingConfig(n=2, max_tokens=96, seed=1),
+        ),
+    ]
 
     async def run():
         t0, arrivals = time.perf_counter(), []
@@ -131,20 +149,20 @@ def test_lora_and_merged_updates_change_outputs_and_base_restores(engine, model_
 
     # the adapted engine's logprobs are the peft model's
     peft_model = PeftModel.from_pretrained(
-        AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32), str(adapter)).eval()
+        AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32), str(adapter)
+    ).eval()
     d = torch.cat([(recompute_logprobs(peft_model, s) - torch.tensor(s.logprobs)).abs() for s in adapted])
     assert d.mean() < LOGPROB_MEAN_TOL and d.max() < LOGPROB_MAX_TOL
 
     zero = make_adapter(model_dir, tmp_path / "zero", seed=0, scale=0.0)  # B = 0: the base model
     engine.update_weights(WeightUpdate(2, "lora", str(zero)))
-    assert [s.completion_ids for s in collect(engine, requests(greedy, "zero"))] == \
-        [s.completion_ids for s in base]
+    assert [s.completion_ids for s in collect(engine, requests(greedy, "zero"))] == [s.completion_ids for s in base]
 
     merged = make_merged(model_dir, adapter, tmp_path / "merged")
     seconds = engine.update_weights(WeightUpdate(3, "merged", str(merged)))
     print(f"merged reload: {seconds:.2f} s")
-    assert [s.completion_ids for s in collect(engine, requests(greedy, "merged"))] == \
-        [s.completion_ids for s in adapted]
+    assert [s.completion_ids for s in collect(engine, requests(greedy, "merged"))] == [
+        s.completion_ids for s in adapted
+    ]
     engine.update_weights(WeightUpdate(4, "merged", str(model_dir)))
-    assert [s.completion_ids for s in collect(engine, requests(greedy, "restored"))] == \
-        [s.completion_ids for s in base]
+    assert [s.completion_ids for s in collect(engine, requests(greedy, "restored"))] == [s.completion_ids for s in base]

@@ -32,6 +32,11 @@ def test_warm_start_verifies_every_pair_trains_and_is_built_once(tmp_path, monke
 
     unusable = object()  # a cached model costs no evaluation: settings that cannot evaluate are never touched
     assert warm_started_model(config, base, prompts, unusable, learner={"device": "cpu"}) == model
-    other = warm_started_model(WarmStartConfig(enabled=True, epochs=1, batch_size=8, lr=1e-4), base, prompts,
-                               settings, learner={"device": "cpu"})
+    other = warm_started_model(
+        WarmStartConfig(enabled=True, epochs=1, batch_size=8, lr=1e-4),
+        base,
+        prompts,
+        settings,
+        learner={"device": "cpu"},
+    )
     assert other != model

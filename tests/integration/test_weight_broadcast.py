@@ -40,12 +40,19 @@ def model_dir():
 
 
 def samples(engine, seed):
-    reqs = [RolloutRequest(f"r{i}", f"p{i}", [{"role": "user", "content": text}],
-                           SamplingConfig(n=2, temperature=1.0, max_tokens=12, seed=seed))
-            for i, text in enumerate(["Write a kernel.", "Add two numbers."])]
+    reqs = [
+        RolloutRequest(
+            f"r{i}",
+            f"p{i}",
+            [{"role": "user", "content": text}],
+            SamplingConfig(n=2, temperature=1.0, max_tokens=12, seed=seed),
+        )
+        for i, text in enumerate(["Write a kernel.", "Add two numbers."])
+    ]
 
     async def run():
         return [s async for s in engine.generate(reqs)]
+
     return asyncio.run(run())
 
 
@@ -59,8 +66,15 @@ def disagreement(learner, batch) -> float:
 def train_away(learner, vocab_hint=100):
     """Two large full-weight steps: the learner's distribution moves far from the initial one."""
     ids = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [1, 2, 3, 11, 12, 13, 14]]
-    batch = TrainBatch(input_ids=ids, prompt_lengths=[3, 3], advantages=[1.0, -1.0], rollout_logprobs=[None, None],
-                       group_ids=["g", "g"], policy_version=0, rewards=[1.0, 0.0])
+    batch = TrainBatch(
+        input_ids=ids,
+        prompt_lengths=[3, 3],
+        advantages=[1.0, -1.0],
+        rollout_logprobs=[None, None],
+        group_ids=["g", "g"],
+        policy_version=0,
+        rewards=[1.0, 0.0],
+    )
     for _ in range(2):
         learner.train_step(batch)
 
@@ -81,8 +95,17 @@ def check_sync(learner, engine):
 
 
 def test_a_two_rank_group_broadcasts_into_the_hf_engine(ray_local, model_dir):
-    learner = LearnerGroup.create({"model": model_dir, "device": "cpu", "finetune": "full", "world_size": 2,
-                                   "optimizer": {"lr": 0.05}, "actor": {"num_cpus": 1}}, {"name": "grpo"})
+    learner = LearnerGroup.create(
+        {
+            "model": model_dir,
+            "device": "cpu",
+            "finetune": "full",
+            "world_size": 2,
+            "optimizer": {"lr": 0.05},
+            "actor": {"num_cpus": 1},
+        },
+        {"name": "grpo"},
+    )
     engine = RayRolloutEngine("hf", model_dir, EngineConfig(kind="hf", device="cpu", max_model_len=256))
     try:
         check_sync(learner, engine)
@@ -100,10 +123,13 @@ def vllm_model_dir(tmp_path_factory):
 def test_broadcast_into_vllm_cpu_through_the_worker_extension(ray_local, vllm_model_dir):
     pytest.importorskip("vllm")
     model_dir = vllm_model_dir
-    learner = LearnerActor.create({"model": model_dir, "device": "cpu", "finetune": "full",
-                                   "optimizer": {"lr": 0.05}, "actor": {"num_cpus": 1}}, {"name": "grpo"})
-    engine = RayRolloutEngine("vllm", model_dir, EngineConfig(kind="vllm", max_model_len=256,
-                                                               gpu_memory_utilization=0.1, max_num_seqs=8))
+    learner = LearnerActor.create(
+        {"model": model_dir, "device": "cpu", "finetune": "full", "optimizer": {"lr": 0.05}, "actor": {"num_cpus": 1}},
+        {"name": "grpo"},
+    )
+    engine = RayRolloutEngine(
+        "vllm", model_dir, EngineConfig(kind="vllm", max_model_len=256, gpu_memory_utilization=0.1, max_num_seqs=8)
+    )
     try:
         check_sync(learner, engine)
     finally:

@@ -24,7 +24,6 @@ from rl.types import TrainBatch  # noqa: E402
 pytestmark = pytest.mark.integration
 
 
-
 def _engine_process(model_dir: str, device: str, spec: dict, out_path: str, queue) -> None:
     """The hf engine joins the channel as rank 1, receives one broadcast, and saves the weights it serves."""
     try:
@@ -51,12 +50,29 @@ def test_broadcast_from_the_sharded_learner_into_an_hf_engine_process(group, tmp
     model.save_pretrained(tmp_path / "model")
     byte_tokenizer().save_pretrained(tmp_path / "model")
     initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    policy = ShardedPolicy(PolicyConfig(device=device, finetune="full", dtype="float32", micro_batch_tokens=128,
-                                        optimizer=OptimizerSettings(lr=1e-3)), AlgorithmConfig(), model=model)
+    policy = ShardedPolicy(
+        PolicyConfig(
+            device=device,
+            finetune="full",
+            dtype="float32",
+            micro_batch_tokens=128,
+            optimizer=OptimizerSettings(lr=1e-3),
+        ),
+        AlgorithmConfig(),
+        model=model,
+    )
     g = torch.Generator().manual_seed(1)
     ids = [torch.randint(0, 259, (30,), generator=g).tolist() for _ in range(4)]
-    policy.train_step(TrainBatch(input_ids=ids, prompt_lengths=[5] * 4, advantages=[1.0, -1.0] * 2,
-                                 rollout_logprobs=[None] * 4, group_ids=["g"] * 4, policy_version=0))
+    policy.train_step(
+        TrainBatch(
+            input_ids=ids,
+            prompt_lengths=[5] * 4,
+            advantages=[1.0, -1.0] * 2,
+            rollout_logprobs=[None] * 4,
+            group_ids=["g"] * 4,
+            policy_version=0,
+        )
+    )
     state = serving_state_dict(policy.net, policy.config, cpu=False, rank0_only=False, is_rank0=True)
     assert any(not torch.equal(state[k].cpu(), initial[k]) for k in state)  # the engine's file is now stale
 

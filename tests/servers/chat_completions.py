@@ -45,10 +45,20 @@ def token_id(word: str) -> int:
 
 
 class ChatServer:
-    def __init__(self, *, api_key: str | None = "sk-test-0123456789abcdef", models: tuple[str, ...] = ("test-model",),
-                 owned_by: str = "test", latency_s: float = 0.0, reasoning_tokens: int = 0, cached_tokens: int = 0,
-                 completion_words: int = 12, supports_token_ids: bool = False, serve_models: bool = True,
-                 responder: Any = None):
+    def __init__(
+        self,
+        *,
+        api_key: str | None = "sk-test-0123456789abcdef",
+        models: tuple[str, ...] = ("test-model",),
+        owned_by: str = "test",
+        latency_s: float = 0.0,
+        reasoning_tokens: int = 0,
+        cached_tokens: int = 0,
+        completion_words: int = 12,
+        supports_token_ids: bool = False,
+        serve_models: bool = True,
+        responder: Any = None,
+    ):
         self.api_key, self.models, self.owned_by = api_key, models, owned_by
         self.latency_s, self.reasoning_tokens, self.cached_tokens = latency_s, reasoning_tokens, cached_tokens
         self.completion_words, self.supports_token_ids = completion_words, supports_token_ids
@@ -66,8 +76,11 @@ class ChatServer:
 
     # ------------------------------------------------------------------ protocol
     def _error(self, status: int, message: str, code: str | None = None, headers: dict | None = None):
-        return JSONResponse({"error": {"message": message, "type": "test_error", "param": None, "code": code}},
-                            status_code=status, headers=headers)
+        return JSONResponse(
+            {"error": {"message": message, "type": "test_error", "param": None, "code": code}},
+            status_code=status,
+            headers=headers,
+        )
 
     def _authorized(self, request: Request) -> str | None:
         if self.api_key is None:
@@ -87,15 +100,18 @@ class ChatServer:
                 return self._error(401, why, "invalid_api_key")
             if not self.serve_models:
                 return self._error(404, "Not Found")
-            return {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": self.owned_by}
-                                               for m in self.models]}
+            return {
+                "object": "list",
+                "data": [{"id": m, "object": "model", "created": 0, "owned_by": self.owned_by} for m in self.models],
+            }
 
         @app.post("/v1/chat/completions")
         async def chat(request: Request):
             body = await request.json()
             with self.lock:
-                self.requests.append({"t": time.monotonic(), "body": body,
-                                      "auth": request.headers.get("authorization")})
+                self.requests.append(
+                    {"t": time.monotonic(), "body": body, "auth": request.headers.get("authorization")}
+                )
                 fault = self.faults.pop(0) if self.faults else None
                 self.in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -131,27 +147,44 @@ class ChatServer:
             finish = "stop"
             if len(words) > limit:
                 words, finish = words[:limit], "length"
-            choice: dict[str, Any] = {"index": i, "finish_reason": finish,
-                                      "message": {"role": "assistant", "content": " ".join(words)}}
+            choice: dict[str, Any] = {
+                "index": i,
+                "finish_reason": finish,
+                "message": {"role": "assistant", "content": " ".join(words)},
+            }
             if self.responder is not None:
                 message = {"role": "assistant", **self.responder(body)}
                 words = (message.get("content") or "").split()
-                choice = {"index": i, "message": message,
-                          "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}
+                choice = {
+                    "index": i,
+                    "message": message,
+                    "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                }
             if body.get("logprobs"):
-                choice["logprobs"] = {"content": [{"token": w, "logprob": -0.01 * (j + 1), "bytes": None,
-                                                   "top_logprobs": []} for j, w in enumerate(words)]}
+                choice["logprobs"] = {
+                    "content": [
+                        {"token": w, "logprob": -0.01 * (j + 1), "bytes": None, "top_logprobs": []}
+                        for j, w in enumerate(words)
+                    ]
+                }
             if self.supports_token_ids and body.get("return_token_ids"):
                 choice["token_ids"] = [token_id(w) for w in words]
             choices.append(choice)
             completion_tokens += len(words) + self.reasoning_tokens
         response: dict[str, Any] = {
-            "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": 0,
-            "model": body["model"], "choices": choices,
-            "usage": {"prompt_tokens": len(prompt_words), "completion_tokens": completion_tokens,
-                      "total_tokens": len(prompt_words) + completion_tokens,
-                      "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens * len(choices)},
-                      "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}}
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": len(prompt_words),
+                "completion_tokens": completion_tokens,
+                "total_tokens": len(prompt_words) + completion_tokens,
+                "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens * len(choices)},
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+            },
+        }
         if self.supports_token_ids and body.get("return_token_ids"):
             response["prompt_token_ids"] = [token_id(w) for w in prompt_words]
         return response
@@ -183,8 +216,11 @@ def _tool_protocol_error(body: dict) -> str | None:
     """Why a request breaks the function-calling rules of the Chat Completions API, or None."""
     for tool in body.get("tools") or []:
         function = tool.get("function") or {}
-        if tool.get("type") != "function" or not isinstance(function.get("name"), str) \
-                or not isinstance(function.get("parameters", {}), dict):
+        if (
+            tool.get("type") != "function"
+            or not isinstance(function.get("name"), str)
+            or not isinstance(function.get("parameters", {}), dict)
+        ):
             return f"tools: {str(tool)[:100]} is not a function declaration"
     open_calls: set[str] = set()
     for i, m in enumerate(body.get("messages") or []):

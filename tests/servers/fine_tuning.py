@@ -34,9 +34,14 @@ def _error(status: int, message: str, code: str | None = None, type_: str = "inv
 
 
 class FineTuningServer:
-    def __init__(self, *, api_key: str = API_KEY, models: tuple[str, ...] = ("gpt-5", "gpt-5-2025-08-07", "o4-mini"),
-                 grader_types: tuple[str, ...] = ("endpoint", "python", "string_check"),
-                 answer: Callable[[dict[str, Any]], str] | None = None):
+    def __init__(
+        self,
+        *,
+        api_key: str = API_KEY,
+        models: tuple[str, ...] = ("gpt-5", "gpt-5-2025-08-07", "o4-mini"),
+        grader_types: tuple[str, ...] = ("endpoint", "python", "string_check"),
+        answer: Callable[[dict[str, Any]], str] | None = None,
+    ):
         self.api_key, self.models, self.grader_types = api_key, models, grader_types
         self.answer = answer or (lambda row: "no answer")  # the "policy": a training row -> the sample's text
         self.refuse_create: tuple[int, str] | None = None  # (HTTP status, error code) for POST /fine_tuning/jobs
@@ -57,15 +62,24 @@ class FineTuningServer:
 
     # ------------------------------------------------------------------ OpenAI's side of a job
     def _event(self, job_id: str, message: str, type_: str = "message", data: Any = None, level: str = "info"):
-        self.events[job_id].append({"object": "fine_tuning.job.event", "id": f"ftevent-{next(self._ids)}",
-                                    "created_at": int(time.time()), "level": level, "message": message,
-                                    "type": type_, "data": data})
+        self.events[job_id].append(
+            {
+                "object": "fine_tuning.job.event",
+                "id": f"ftevent-{next(self._ids)}",
+                "created_at": int(time.time()),
+                "level": level,
+                "message": message,
+                "type": type_,
+                "data": data,
+            }
+        )
 
     def _grade(self, grader: dict[str, Any], row: dict[str, Any], text: str) -> float:
         def fill(value: str) -> str:
             def one(m: re.Match) -> str:
                 name = m.group(1)
                 return text if name == "sample.output_text" else str(row[name.split(".", 1)[1]])
+
             return _PLACEHOLDER.sub(one, value)
 
         body = {k: fill(v) for k, v in grader["request_body"].items()}
@@ -92,13 +106,23 @@ class FineTuningServer:
                     data[f"{split}_reward_mean"] = statistics.mean(self._grade(grader, r, self.answer(r)) for r in rows)
             self._event(job_id, "Step 1/1", "metrics", data)
         elif status == "running" and not self.checkpoints[job_id]:
-            self.checkpoints[job_id].append({
-                "object": "fine_tuning.job.checkpoint", "id": f"ftckpt-{next(self._ids)}", "created_at": 0,
-                "fine_tuned_model_checkpoint": f"ft:{job['model']}:test-org:{job.get('suffix') or 'x'}:ck1:ckpt-step-1",
-                "fine_tuning_job_id": job_id, "step_number": 1, "metrics": {"step": 1.0, "train_loss": 0.5}})
+            self.checkpoints[job_id].append(
+                {
+                    "object": "fine_tuning.job.checkpoint",
+                    "id": f"ftckpt-{next(self._ids)}",
+                    "created_at": 0,
+                    "fine_tuned_model_checkpoint": f"ft:{job['model']}:test-org:{job.get('suffix') or 'x'}"
+                    ":ck1:ckpt-step-1",
+                    "fine_tuning_job_id": job_id,
+                    "step_number": 1,
+                    "metrics": {"step": 1.0, "train_loss": 0.5},
+                }
+            )
         elif status == "running" and self.fail_with:
-            job["status"], job["error"] = "failed", {"code": self.fail_with[0], "message": self.fail_with[1],
-                                                     "param": None}
+            job["status"], job["error"] = (
+                "failed",
+                {"code": self.fail_with[0], "message": self.fail_with[1], "param": None},
+            )
             self._event(job_id, f"Job failed: {self.fail_with[1]}", level="error")
         elif status == "running":
             job["status"] = "succeeded"
@@ -120,8 +144,15 @@ class FineTuningServer:
             if method == "POST" and path == "/v1/files":
                 file_id = f"file-{next(self._ids)}"
                 self.files[file_id] = body
-                return 200, {"id": file_id, "object": "file", "bytes": len(body["content"]), "created_at": 0,
-                             "filename": body["filename"], "purpose": body["purpose"], "status": "processed"}
+                return 200, {
+                    "id": file_id,
+                    "object": "file",
+                    "bytes": len(body["content"]),
+                    "created_at": 0,
+                    "filename": body["filename"],
+                    "purpose": body["purpose"],
+                    "status": "processed",
+                }
             if method == "DELETE" and path.startswith("/v1/files/"):
                 file_id = path.removeprefix("/v1/files/")
                 self.files.pop(file_id, None)
@@ -135,8 +166,11 @@ class FineTuningServer:
                 if method == "GET":
                     if self.refuse_access:
                         return _error(self.refuse_access[0], "Fine-tuning is not available", self.refuse_access[1])
-                    return 200, {"object": "list", "data": list(self.jobs.values())[-int(query.get("limit", 20)):],
-                                 "has_more": False}
+                    return 200, {
+                        "object": "list",
+                        "data": list(self.jobs.values())[-int(query.get("limit", 20)) :],
+                        "has_more": False,
+                    }
                 return self._create(body)
             m = re.fullmatch(r"/v1/fine_tuning/jobs/([^/]+)(/events|/checkpoints|/cancel)?", path)
             if m and m.group(1) in self.jobs:
@@ -154,7 +188,7 @@ class FineTuningServer:
                 items = (self.events if m.group(2) == "/events" else self.checkpoints)[job["id"]][::-1]  # newest first
                 if "after" in query:
                     ids = [i["id"] for i in items]
-                    items = items[ids.index(query["after"]) + 1:]
+                    items = items[ids.index(query["after"]) + 1 :]
                 limit = int(query.get("limit", 20))
                 return 200, {"object": "list", "data": items[:limit], "has_more": len(items) > limit}
             if m:
@@ -170,15 +204,30 @@ class FineTuningServer:
         if body.get("model") not in self.models:
             return _error(400, f"Model {body.get('model')} is not available for fine-tuning", "model_not_available")
         if (body.get("method") or {}).get("type") != "reinforcement" or "grader" not in body["method"].get(
-                "reinforcement", {}):
+            "reinforcement", {}
+        ):
             return _error(400, "method.reinforcement.grader is required", "invalid_method")
         job_id = f"ftjob-{next(self._ids)}"
-        job = {"object": "fine_tuning.job", "id": job_id, "created_at": int(time.time()), "error": None,
-               "fine_tuned_model": None, "finished_at": None, "hyperparameters": {}, "model": body["model"],
-               "organization_id": "org-test", "result_files": [], "seed": body.get("seed") or 42,
-               "status": "validating_files", "trained_tokens": None, "training_file": body["training_file"],
-               "validation_file": body.get("validation_file"), "method": body["method"],
-               "metadata": body.get("metadata"), "suffix": body.get("suffix")}
+        job = {
+            "object": "fine_tuning.job",
+            "id": job_id,
+            "created_at": int(time.time()),
+            "error": None,
+            "fine_tuned_model": None,
+            "finished_at": None,
+            "hyperparameters": {},
+            "model": body["model"],
+            "organization_id": "org-test",
+            "result_files": [],
+            "seed": body.get("seed") or 42,
+            "status": "validating_files",
+            "trained_tokens": None,
+            "training_file": body["training_file"],
+            "validation_file": body.get("validation_file"),
+            "method": body["method"],
+            "metadata": body.get("metadata"),
+            "suffix": body.get("suffix"),
+        }
         self.jobs[job_id], self.events[job_id], self.checkpoints[job_id] = job, [], []
         self._event(job_id, f"Created fine-tuning job: {job_id}")
         return 200, job
@@ -199,7 +248,8 @@ class FineTuningServer:
                 body: Any = None
                 if ctype.startswith("multipart/form-data"):
                     msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-                        f"Content-Type: {ctype}\r\n\r\n".encode() + raw)
+                        f"Content-Type: {ctype}\r\n\r\n".encode() + raw
+                    )
                     body = {}
                     for part in msg.iter_parts():
                         name = part.get_param("name", header="content-disposition")

@@ -37,10 +37,29 @@ class ServiceProcess:
         env.update(PYTHONUNBUFFERED="1", TMPDIR=str(workers_tmp))
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, str(ROOT / "scripts" / "serve_env.py"), "--host", "127.0.0.1", "--port",
-                 str(self.port), "--device", "cpu", "--levels", "0", "--token-file", str(tokens),
-                 "--cache", str(tmp / f"cache-{self.port}.sqlite"), *args],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                [
+                    sys.executable,
+                    str(ROOT / "scripts" / "serve_env.py"),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--device",
+                    "cpu",
+                    "--levels",
+                    "0",
+                    "--token-file",
+                    str(tokens),
+                    "--cache",
+                    str(tmp / f"cache-{self.port}.sqlite"),
+                    *args,
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
 
     def log_tail(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]

@@ -22,11 +22,14 @@ def greedy(llm, prompts: list[list[int]], max_tokens: int, lora=None) -> list[di
     from vllm.inputs import TokensPrompt
 
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, logprobs=0, ignore_eos=True)
-    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, lora_request=lora,
-                        use_tqdm=False)
-    return [{"tokens": list(o.outputs[0].token_ids),
-             "logprobs": [lp[t].logprob for t, lp in zip(o.outputs[0].token_ids, o.outputs[0].logprobs)]}
-            for o in outs]
+    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, lora_request=lora, use_tqdm=False)
+    return [
+        {
+            "tokens": list(o.outputs[0].token_ids),
+            "logprobs": [lp[t].logprob for t, lp in zip(o.outputs[0].token_ids, o.outputs[0].logprobs)],
+        }
+        for o in outs
+    ]
 
 
 def main() -> None:
@@ -50,8 +53,17 @@ def main() -> None:
     for serve in args.serve:
         model, adapter = serve[0], (serve[1] if len(serve) > 1 else None)
         extra = dict(enable_lora=True, max_loras=1, max_lora_rank=args.max_lora_rank) if adapter else {}
-        llm = LLM(model=model, dtype="float32", max_model_len=256, max_num_seqs=8, enforce_eager=True,
-                  kv_cache_memory_bytes=64 << 20, seed=0, disable_log_stats=True, **extra)
+        llm = LLM(
+            model=model,
+            dtype="float32",
+            max_model_len=256,
+            max_num_seqs=8,
+            enforce_eager=True,
+            kv_cache_memory_bytes=64 << 20,
+            seed=0,
+            disable_log_stats=True,
+            **extra,
+        )
         shm.update(shared_memory_segments(os.getpid()))
         engine = {"model": model, "adapter": adapter, "base": greedy(llm, prompts, args.max_tokens)}
         if adapter:

@@ -11,8 +11,15 @@ def verdict(status: str = "correct", speedup: float | None = None, problem_id: s
         kernel = TimingStats.from_samples([1.0])
         base = TimingStats.from_samples([speedup])
         timings = Timings(kernel=kernel, eager=base, inductor=base)
-    return Verdict(Status(status), problem_id, "cpu", speedup=speedup, baseline="inductor" if speedup else None,
-                   timings=timings, error=None if status == "correct" else "boom")
+    return Verdict(
+        Status(status),
+        problem_id,
+        "cpu",
+        speedup=speedup,
+        baseline="inductor" if speedup else None,
+        timings=timings,
+        error=None if status == "correct" else "boom",
+    )
 
 
 def fake_reward(status: str = "correct", speedup: float | None = None) -> float:
@@ -20,12 +27,30 @@ def fake_reward(status: str = "correct", speedup: float | None = None) -> float:
     return 0.0 if status != "correct" else 0.5 + (speedup or 0.0) / 10
 
 
-def record(cid: int, status: str = "correct", speedup: float | None = None, cell: str = "c", island: int = 0,
-           operator: str = "fresh", parents: tuple = (), text: str = "code", policy: str = "pol",
-           duplicate_of: int | None = None) -> CandidateRecord:
-    return CandidateRecord(cid, "p", Proposal(operator, text, "", policy, parents), f"sha{cid}",
-                           verdict(status, speedup), island, cell, 1.0, duplicate_of,
-                           reward=fake_reward(status, speedup))
+def record(
+    cid: int,
+    status: str = "correct",
+    speedup: float | None = None,
+    cell: str = "c",
+    island: int = 0,
+    operator: str = "fresh",
+    parents: tuple = (),
+    text: str = "code",
+    policy: str = "pol",
+    duplicate_of: int | None = None,
+) -> CandidateRecord:
+    return CandidateRecord(
+        cid,
+        "p",
+        Proposal(operator, text, "", policy, parents),
+        f"sha{cid}",
+        verdict(status, speedup),
+        island,
+        cell,
+        1.0,
+        duplicate_of,
+        reward=fake_reward(status, speedup),
+    )
 
 
 class ScriptedEngine:

@@ -13,7 +13,7 @@ from envs.source import canonicalize
 ROOT = Path(__file__).resolve().parents[2]
 
 # A valid elementwise kernel most snippets share; `LAUNCH` launches it on x into out.
-HEADER = '''
+HEADER = """
 import torch
 import torch.nn as nn
 import triton
@@ -25,7 +25,7 @@ def _copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
-'''
+"""
 LAUNCH = "_copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)"
 
 
@@ -38,14 +38,17 @@ def forward(body: str, init: str = "", extra: str = "") -> str:
     """A solution whose ModelNew.forward(x) runs `body` (and whose __init__ runs `init`)."""
     body = textwrap.indent(textwrap.dedent(body).replace("LAUNCH", LAUNCH), " " * 8)
     init = textwrap.indent(textwrap.dedent(init), " " * 8)
-    return module(textwrap.dedent(extra) + f'''
+    return module(
+        textwrap.dedent(extra)
+        + f"""
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
 {init}
     def forward(self, x):
 {body}
-''')
+"""
+    )
 
 
 def assert_flagged(name: str, category: str, source: str) -> None:

@@ -5,8 +5,15 @@ import math
 import pytest
 
 from envs.verdict import Status, Verdict
-from rl.learner.advantages import (build_train_batch, compute_advantages, dr_grpo_advantages, grpo_advantages,
-                                   has_zero_variance, rloo_advantages, split_by_variance)
+from rl.learner.advantages import (
+    build_train_batch,
+    compute_advantages,
+    dr_grpo_advantages,
+    grpo_advantages,
+    has_zero_variance,
+    rloo_advantages,
+    split_by_variance,
+)
 from rl.learner.config import AlgorithmConfig, preset
 from rl.types import Group, Sample, ScoredSample
 
@@ -20,8 +27,17 @@ def _group(rewards, request_id="r0", completions=None, logprobs=None):
     for i, r in enumerate(rewards):
         comp = completions[i] if completions else [10 + i, 11 + i]
         lp = logprobs[i] if logprobs else [-0.5] * len(comp)
-        s = Sample(request_id=request_id, problem_id="p", index=i, prompt_ids=[1, 2, 3], completion_ids=comp,
-                   text="", logprobs=lp, finish_reason="stop", policy_version=0)
+        s = Sample(
+            request_id=request_id,
+            problem_id="p",
+            index=i,
+            prompt_ids=[1, 2, 3],
+            completion_ids=comp,
+            text="",
+            logprobs=lp,
+            finish_reason="stop",
+            policy_version=0,
+        )
         samples.append(ScoredSample(sample=s, verdict=_verdict(), reward=r))
     return Group(request_id=request_id, problem_id="p", samples=samples)
 
@@ -83,17 +99,19 @@ def test_build_train_batch_flattens_groups():
 
 def test_build_train_batch_refuses_mismatched_logprobs_and_drops_empty_completions():
     with pytest.raises(ValueError, match="2 logprobs for 1 completion tokens"):
-        build_train_batch([_group([1.0, 0.0], completions=[[5], [6]], logprobs=[[-1, -1], [-1]])],
-                          preset("grpo"), 0)
-    batch = build_train_batch([_group([1.0, 0.0], completions=[[], [6]], logprobs=[[], [-1]])],
-                              preset("dr_grpo"), 0)
+        build_train_batch([_group([1.0, 0.0], completions=[[5], [6]], logprobs=[[-1, -1], [-1]])], preset("grpo"), 0)
+    batch = build_train_batch([_group([1.0, 0.0], completions=[[], [6]], logprobs=[[], [-1]])], preset("dr_grpo"), 0)
     assert batch.input_ids == [[1, 2, 3, 6]] and batch.advantages == pytest.approx([-0.5])
 
 
 def test_algorithm_presets_and_unknown_keys():
     dapo = AlgorithmConfig.from_mapping({"name": "dapo", "kl_coef": 0.01})
-    assert (dapo.clip_eps_high, dapo.loss_aggregation, dapo.dynamic_sampling, dapo.kl_coef) == \
-        (0.28, "token_mean", True, 0.01)
+    assert (dapo.clip_eps_high, dapo.loss_aggregation, dapo.dynamic_sampling, dapo.kl_coef) == (
+        0.28,
+        "token_mean",
+        True,
+        0.01,
+    )
     with pytest.raises(ValueError, match="unknown algorithm settings"):
         AlgorithmConfig.from_mapping({"name": "grpo", "clip_eps": 0.2})
     with pytest.raises(ValueError, match="unknown algorithm 'ppo2'"):

@@ -19,14 +19,21 @@ ANSWERS = ROOT / "tests/agent_answers"
 
 
 def candidate(cid, operator="fresh", tokens=(10, 5), cost=None, seconds=2.0, duplicate_of=None):
-    p = Proposal(operator, "x", policy="" if operator == "tune" else "pol", prompt_tokens=tokens[0],
-                 completion_tokens=tokens[1], cost_usd=cost)
+    p = Proposal(
+        operator,
+        "x",
+        policy="" if operator == "tune" else "pol",
+        prompt_tokens=tokens[0],
+        completion_tokens=tokens[1],
+        cost_usd=cost,
+    )
     return CandidateRecord(cid, "p", p, f"s{cid}", verdict("incorrect"), 0, "c", seconds, duplicate_of)
 
 
 def test_usage_counts_llm_steps_tokens_cost_and_evaluations():
-    usage = Usage.of([candidate(1, cost=0.01), candidate(2, duplicate_of=1, cost=0.02),
-                      candidate(3, "tune", (0, 0), seconds=1.0)])
+    usage = Usage.of(
+        [candidate(1, cost=0.01), candidate(2, duplicate_of=1, cost=0.02), candidate(3, "tune", (0, 0), seconds=1.0)]
+    )
     assert (usage.llm_calls, usage.evaluations, usage.tokens) == (2, 2, 30)
     assert usage.cost_usd == pytest.approx(0.03) and usage.eval_seconds == pytest.approx(3.0)
     assert usage.exhausted(Budget(llm_calls=2), llm=True) == "llm_calls 2 >= 2"
@@ -36,8 +43,9 @@ def test_usage_counts_llm_steps_tokens_cost_and_evaluations():
 
 
 def test_budget_config_validation():
-    cfg = BudgetConfig.from_mapping({"per_problem": {"evaluations": 3}, "total": {"cost_usd": 1.5},
-                                     "target_speedup": 2.0})
+    cfg = BudgetConfig.from_mapping(
+        {"per_problem": {"evaluations": 3}, "total": {"cost_usd": 1.5}, "target_speedup": 2.0}
+    )
     assert cfg.per_problem.evaluations == 3 and cfg.per_problem.llm_calls is None and cfg.total.cost_usd == 1.5
     with pytest.raises(ValueError, match="unknown"):
         BudgetConfig.from_mapping({"per_problem": {"evals": 3}})
@@ -49,10 +57,15 @@ def test_budget_config_validation():
 
 
 def test_search_config_from_mapping():
-    cfg = SearchConfig.from_mapping({"proposers": 3, "strategies": ["plain", "tiled"],
-                                     "operator_weights": {"tune": 0, "mutate": 2},
-                                     "selection": {"islands": 3}, "budget": {"per_problem": {"llm_calls": 2,
-                                                                                           "evaluations": 4}}})
+    cfg = SearchConfig.from_mapping(
+        {
+            "proposers": 3,
+            "strategies": ["plain", "tiled"],
+            "operator_weights": {"tune": 0, "mutate": 2},
+            "selection": {"islands": 3},
+            "budget": {"per_problem": {"llm_calls": 2, "evaluations": 4}},
+        }
+    )
     assert cfg.proposers == 3 and cfg.strategies == ("plain", "tiled") and cfg.selection.islands == 3
     for bad in ({"operator_weights": {"guess": 1}}, {"strategies": ["nope"]}, {"proposers": 0}, {"typo": 1}):
         with pytest.raises(ValueError):

@@ -16,8 +16,13 @@ def plain(*overrides):
 
 
 def test_defaults_and_overrides_become_typed_settings():
-    cfg = plain("policy=files", "policy.dir=tests/agent_answers", "agent.proposers=3",
-                "agent.budget.per_problem.evaluations=5", "agent.selection.islands=4")
+    cfg = plain(
+        "policy=files",
+        "policy.dir=tests/agent_answers",
+        "agent.proposers=3",
+        "agent.budget.per_problem.evaluations=5",
+        "agent.selection.islands=4",
+    )
     search = SearchConfig.from_mapping(cfg["agent"])
     assert search.proposers == 3 and search.selection.islands == 4
     assert search.budget.per_problem.evaluations == 5 and search.budget.per_problem.llm_calls == 16

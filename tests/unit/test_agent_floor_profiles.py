@@ -41,8 +41,9 @@ def gpu_verdict(kernel_ms: float, floor_ms: float | None = 0.05, status: str = "
         return Verdict(Status(status), RELU.id, H200, error="boom", floor_ms=floor_ms)
     base = TimingStats.from_samples([0.2] * 5)
     timings = Timings(TimingStats.from_samples([kernel_ms] * 5), base, base)
-    return Verdict(Status.CORRECT, RELU.id, H200, timings=timings, speedup=0.2 / kernel_ms, baseline="inductor",
-                   floor_ms=floor_ms)
+    return Verdict(
+        Status.CORRECT, RELU.id, H200, timings=timings, speedup=0.2 / kernel_ms, baseline="inductor", floor_ms=floor_ms
+    )
 
 
 def h200_profile() -> dict:
@@ -50,13 +51,28 @@ def h200_profile() -> dict:
     moved, flops = 240_000_000, 0.0
     bandwidth, _ = guard.peak_rates(H200)
     rate, label = guard.peak_flops(H200, "float32")
-    return {"device": H200, "calls": 10,
-            "kernels": [{"name": "_relu_kernel", "calls_per_forward": 1.0, "us_per_forward": 90.0, "own": True},
-                        {"name": "void at::native::vectorized_elementwise_kernel", "calls_per_forward": 1.0,
-                         "us_per_forward": 10.0, "own": False}],
-            "kernels_omitted": 0, "device_us_per_forward": 100.0, "min_bytes": moved, "flops": flops,
-            "peak_bytes_per_s": bandwidth, "peak_flops_per_s": rate, "dtype": "float32", "peak_flops_label": label,
-            "floor_ms": guard.floor_ms(moved, flops, H200)}
+    return {
+        "device": H200,
+        "calls": 10,
+        "kernels": [
+            {"name": "_relu_kernel", "calls_per_forward": 1.0, "us_per_forward": 90.0, "own": True},
+            {
+                "name": "void at::native::vectorized_elementwise_kernel",
+                "calls_per_forward": 1.0,
+                "us_per_forward": 10.0,
+                "own": False,
+            },
+        ],
+        "kernels_omitted": 0,
+        "device_us_per_forward": 100.0,
+        "min_bytes": moved,
+        "flops": flops,
+        "peak_bytes_per_s": bandwidth,
+        "peak_flops_per_s": rate,
+        "dtype": "float32",
+        "peak_flops_label": label,
+        "floor_ms": guard.floor_ms(moved, flops, H200),
+    }
 
 
 def test_the_profile_structure_is_the_workers():
@@ -112,19 +128,29 @@ class RecordedPool:
 
 
 def code(k: int) -> str:
-    return (f"```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-            f"        return x * {k}\n```")
+    return (
+        f"```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        f"        return x * {k}\n```"
+    )
 
 
 def run_search(tmp_path, pool, answers, budget, weights=None, store=None):
     engine = ScriptedEngine(answers)
-    config = SearchConfig(proposers=1, initial_fresh=1, budget=budget,
-                          operator_weights=weights or {"fresh": 1.0, "mutate": 0.0, "crossover": 0.0,
-                                                       "retrieval": 0.0, "tune": 0.0},
-                          selection=SelectionConfig(islands=1, exploit=1.0))
+    config = SearchConfig(
+        proposers=1,
+        initial_fresh=1,
+        budget=budget,
+        operator_weights=weights or {"fresh": 1.0, "mutate": 0.0, "crossover": 0.0, "retrieval": 0.0, "tune": 0.0},
+        selection=SelectionConfig(islands=1, exploit=1.0),
+    )
     store = store or PopulationStore(tmp_path / "pop.sqlite")
-    search = Search(config, store, pool, [Policy("scripted", engine, SamplingConfig(n=1))],
-                    PromptBuilder(PromptConfig(one_shot=False)))
+    search = Search(
+        config,
+        store,
+        pool,
+        [Policy("scripted", engine, SamplingConfig(n=1))],
+        PromptBuilder(PromptConfig(one_shot=False)),
+    )
     [outcome] = asyncio.run(search.run([RELU]))
     return search, outcome, engine
 
@@ -219,8 +245,10 @@ class SlowFirstPool(RecordedPool):
         return await super().evaluate_async(problem, answer, priority)
 
 
-TUNABLE = ("```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-           "        BLOCK = 1024\n        return x * 1\n```")
+TUNABLE = (
+    "```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+    "        BLOCK = 1024\n        return x * 1\n```"
+)
 TUNE = {"fresh": 0.0, "mutate": 0.0, "crossover": 0.0, "retrieval": 0.0, "tune": 1.0}
 
 
@@ -228,30 +256,51 @@ def test_concurrent_tuner_variants_are_recorded_in_the_order_proposed(tmp_path):
     pool = SlowFirstPool("cpu", {TUNABLE: Verdict(Status.CORRECT, RELU.id, "cpu")})
     budget = BudgetConfig(per_problem=Budget(llm_calls=1, evaluations=3))
     engine = ScriptedEngine([TUNABLE])
-    config = SearchConfig(proposers=1, initial_fresh=1, budget=budget, operator_weights=TUNE, tune_variants=2,
-                          selection=SelectionConfig(islands=1, exploit=1.0))
-    search = Search(config, PopulationStore(tmp_path / "pop.sqlite"), pool,
-                    [Policy("scripted", engine, SamplingConfig(n=1))], PromptBuilder(PromptConfig(one_shot=False)))
+    config = SearchConfig(
+        proposers=1,
+        initial_fresh=1,
+        budget=budget,
+        operator_weights=TUNE,
+        tune_variants=2,
+        selection=SelectionConfig(islands=1, exploit=1.0),
+    )
+    search = Search(
+        config,
+        PopulationStore(tmp_path / "pop.sqlite"),
+        pool,
+        [Policy("scripted", engine, SamplingConfig(n=1))],
+        PromptBuilder(PromptConfig(one_shot=False)),
+    )
     [outcome] = asyncio.run(search.run([RELU]))
     tuned = [r for r in outcome.records if r.proposal.operator == "tune"]
     assert [r.proposal.strategy for r in tuned] == ["BLOCK 1024->2048 (line 4)", "BLOCK 1024->512 (line 4)"]
     assert [r.id for r in outcome.records] == sorted(r.id for r in outcome.records)
 
 
-JIT = ("```python\nimport torch, triton\n@triton.jit\ndef k(x):\n    pass\nclass ModelNew(torch.nn.Module):\n"
-       "    def forward(self, x):\n        return x * 2\n```")  # another MAP-Elites cell than code(k)
+JIT = (
+    "```python\nimport torch, triton\n@triton.jit\ndef k(x):\n    pass\nclass ModelNew(torch.nn.Module):\n"
+    "    def forward(self, x):\n        return x * 2\n```"
+)  # another MAP-Elites cell than code(k)
 
 
 def test_crossover_prompts_carry_both_parents_profiles(tmp_path):
     pool = RecordedPool("cuda", {code(1): gpu_verdict(0.5), JIT: gpu_verdict(0.4)}, h200_profile())
     budget = BudgetConfig(per_problem=Budget(llm_calls=3, evaluations=3, profiles=4), stop_at_floor_fraction=None)
     engine = ScriptedEngine([code(1), JIT, code(3)])
-    config = SearchConfig(proposers=1, initial_fresh=2, budget=budget,
-                          selection=SelectionConfig(islands=1, exploit=1.0),
-                          operator_weights={"fresh": 0.0, "mutate": 0.0, "crossover": 1.0, "retrieval": 0.0,
-                                            "tune": 0.0})
-    search = Search(config, PopulationStore(tmp_path / "pop.sqlite"), pool,
-                    [Policy("scripted", engine, SamplingConfig(n=1))], PromptBuilder(PromptConfig(one_shot=False)))
+    config = SearchConfig(
+        proposers=1,
+        initial_fresh=2,
+        budget=budget,
+        selection=SelectionConfig(islands=1, exploit=1.0),
+        operator_weights={"fresh": 0.0, "mutate": 0.0, "crossover": 1.0, "retrieval": 0.0, "tune": 0.0},
+    )
+    search = Search(
+        config,
+        PopulationStore(tmp_path / "pop.sqlite"),
+        pool,
+        [Policy("scripted", engine, SamplingConfig(n=1))],
+        PromptBuilder(PromptConfig(one_shot=False)),
+    )
     [outcome] = asyncio.run(search.run([RELU]))
     assert [r.proposal.operator for r in outcome.records] == ["fresh", "fresh", "crossover"]
     assert sorted(pool.profiled) == sorted([code(1), JIT]) and search.total.profiles == 2

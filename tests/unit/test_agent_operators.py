@@ -1,7 +1,6 @@
 """The LLM operators' prompts: strategy hints, feedback in mutation, both parents in crossover, retrieval's
 leakage rules (never the problem's own solution, never a held-out one)."""
 
-
 import pytest
 
 from envs.problems import resolve_problem

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_fitness_orders_correct_over_failures_and_faster_over_slower():
     order = ["hack", "compile_error", "runtime_error", "incorrect"]
+
     def fit(status: str, speedup: float | None = None) -> float:
         return fitness(verdict(status, speedup), fake_reward(status, speedup))
 

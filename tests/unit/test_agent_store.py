@@ -15,8 +15,9 @@ def test_candidates_round_trip_with_verdict_prompt_and_cost(tmp_path):
     prompt = [{"role": "user", "content": "write relu"}]
     p = Proposal("mutate", "```python\nx = 1\n```", "", "smollm2 (vllm)", (3,), prompt, 120, 40, 0.002, 1.5, "stop")
     v = verdict("correct", 1.7)
-    added = store.add("L0_02_relu", p, source_key(p.text), v, island=1, cell="k1-dot0-loop0-auto0", eval_seconds=2.5,
-                      reward=0.77)
+    added = store.add(
+        "L0_02_relu", p, source_key(p.text), v, island=1, cell="k1-dot0-loop0-auto0", eval_seconds=2.5, reward=0.77
+    )
     store.close()
     again = PopulationStore(tmp_path / "pop.sqlite")  # a new process would see the same
     [back] = again.candidates("L0_02_relu")

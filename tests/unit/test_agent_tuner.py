@@ -7,7 +7,7 @@ from rl.agent.tuner import find_sites, variants
 
 ROOT = Path(__file__).resolve().parents[2]
 
-LAUNCH = '''
+LAUNCH = """
 import triton
 @triton.jit
 def k(x, BLOCK_M: tl.constexpr):
@@ -16,14 +16,18 @@ def run(x):
     BLOCK_M: int = 64
     k[(1,)](x, BLOCK_M=BLOCK_M, num_warps=4, num_stages=3)
     k[(1,)](x, BLOCK_M=32)
-'''
+"""
 
 
 def test_finds_assignments_launch_keywords_and_missing_warps():
     sites = find_sites(LAUNCH)
     assert [(s.kind, s.name, s.value) for s in sites] == [
-        ("assign", "BLOCK_M", 64), ("keyword", "num_warps", 4), ("keyword", "num_stages", 3),
-        ("missing_warps", "num_warps", 4), ("keyword", "BLOCK_M", 32)]
+        ("assign", "BLOCK_M", 64),
+        ("keyword", "num_warps", 4),
+        ("keyword", "num_stages", 3),
+        ("missing_warps", "num_warps", 4),
+        ("keyword", "BLOCK_M", 32),
+    ]
 
 
 def test_each_variant_changes_one_site_to_a_neighbour():
@@ -37,8 +41,7 @@ def test_each_variant_changes_one_site_to_a_neighbour():
     for v in out:
         tree = ast.parse(v.source)  # every variant is valid Python
         assert ast.dump(tree) != base
-        changed = [(a, b) for a, b in zip(ast.unparse(ast.parse(LAUNCH)).splitlines(), v.source.splitlines())
-                   if a != b]
+        changed = [(a, b) for a, b in zip(ast.unparse(ast.parse(LAUNCH)).splitlines(), v.source.splitlines()) if a != b]
         assert len(changed) == 1, (v.description, changed)
 
 
@@ -51,8 +54,11 @@ def test_limits_keep_values_valid():
 def test_reference_solution_variants_and_no_sites():
     relu = (ROOT / "envs/builtin/solutions/L0_02_relu.py").read_text()
     assert {v.description for v in variants(relu)} == {
-        "BLOCK 4096->8192 (line 25)", "BLOCK 4096->2048 (line 25)", "num_warps 8->16 (line 26)",
-        "num_warps 8->4 (line 26)"}
+        "BLOCK 4096->8192 (line 25)",
+        "BLOCK 4096->2048 (line 25)",
+        "num_warps 8->16 (line 26)",
+        "num_warps 8->4 (line 26)",
+    }
     assert variants("def forward(x):\n    return x\n") == []
     assert variants("def broken(:\n") == []
     # plain calls and non-literal values are not sites

@@ -89,7 +89,7 @@ def test_backoff_is_exponential_jittered_capped_and_honours_retry_after():
     rng = random.Random(0)
     for attempt in range(8):
         d = backoff_delay(attempt, 1.0, 10.0, rng=rng)
-        full = min(10.0, 2.0 ** attempt)
+        full = min(10.0, 2.0**attempt)
         assert full / 2 <= d <= full
     assert backoff_delay(0, 1.0, 10.0, retry_after=7.0, rng=rng) >= 7.0
     assert backoff_delay(0, 1.0, 10.0, retry_after=1e6, max_retry_after_s=30.0, rng=rng) == 30.0
@@ -101,8 +101,9 @@ def test_price_lookup_and_cost():
     assert table.lookup("gpt-5-2025-08-07") == DEFAULT_PRICES["gpt-5"]
     assert table.lookup("gpt-5-mini-2025-08-07") == DEFAULT_PRICES["gpt-5-mini"]
     assert table.lookup("gpt-50") is None and table.cost("llama", RequestUsage(10, 10)) is None
-    usage = RequestUsage(prompt_tokens=1_000_000, completion_tokens=2_000_000, reasoning_tokens=500_000,
-                         cached_prompt_tokens=400_000)
+    usage = RequestUsage(
+        prompt_tokens=1_000_000, completion_tokens=2_000_000, reasoning_tokens=500_000, cached_prompt_tokens=400_000
+    )
     assert table.cost("gpt-5", usage) == pytest.approx(0.6 * 1.25 + 0.4 * 0.125 + 2 * 10.0)
     local = PriceTable({"*": {"input": 0, "output": 0}})
     assert local.cost("anything", usage) == 0.0 and local.lookup("gpt-5") == DEFAULT_PRICES["gpt-5"]
@@ -121,8 +122,9 @@ def test_config_refuses_bad_values_and_unknown_keys():
         OpenAIEngineConfig.from_mapping({"model": "m", "preflight": ["ping"]})
     with pytest.raises(ValueError, match="only be null for a base_url"):
         OpenAIEngineConfig(model="m", api_key_env=None)
-    cfg = OpenAIEngineConfig.from_mapping({"model": "m", "preflight": "completion", "prices": {"m": {"input": 1,
-                                                                                                   "output": 2}}})
+    cfg = OpenAIEngineConfig.from_mapping(
+        {"model": "m", "preflight": "completion", "prices": {"m": {"input": 1, "output": 2}}}
+    )
     assert cfg.preflight == ("completion",) and cfg.prices == {"m": {"input": 1, "output": 2}}
 
 

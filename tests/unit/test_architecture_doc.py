@@ -104,8 +104,9 @@ def _python_files(paths: list[str]) -> list[Path]:
 def _symbol_exists(token: str, files: list[Path]) -> bool:
     name, _, member = token.partition(".")
     scope = files or list(_modules().values())
-    if not any(name in _top_names(f) for f in scope) and not (files and name in _classes()
-                                                               and _defined_under(name, files)):
+    if not any(name in _top_names(f) for f in scope) and not (
+        files and name in _classes() and _defined_under(name, files)
+    ):
         return False
     return not member or _has_member(name, member)
 
@@ -118,8 +119,11 @@ def _defined_under(cls: str, files: list[Path]) -> bool:
 
 @functools.cache
 def _class_files(cls: str) -> tuple[Path, ...]:
-    return tuple(p.relative_to(ROOT) for p in _modules().values()
-                 if any(isinstance(n, ast.ClassDef) and n.name == cls for n in ast.walk(_tree(p))))
+    return tuple(
+        p.relative_to(ROOT)
+        for p in _modules().values()
+        if any(isinstance(n, ast.ClassDef) and n.name == cls for n in ast.walk(_tree(p)))
+    )
 
 
 def _blocks(text: str) -> list[tuple[bool, str]]:

@@ -9,10 +9,12 @@ from tests.unit.test_bench_metrics import one, verdict
 
 
 def kb_and_builtin():
-    return [one("kernelbench/level1/19", verdict(kernel=1.0, inductor=2.0, eager=0.8), level=1),   # 2.0 / 0.8
-            one("kernelbench/level2/7", verdict(kernel=1.0, inductor=0.5, eager=1.5), level=2),    # 0.5 / 1.5
-            one("kernelbench/level2/9", verdict("incorrect"), level=2),
-            one("L1_02_swish", verdict(kernel=1.0, inductor=1.1, eager=1.2), level=1)]
+    return [
+        one("kernelbench/level1/19", verdict(kernel=1.0, inductor=2.0, eager=0.8), level=1),  # 2.0 / 0.8
+        one("kernelbench/level2/7", verdict(kernel=1.0, inductor=0.5, eager=1.5), level=2),  # 0.5 / 1.5
+        one("kernelbench/level2/9", verdict("incorrect"), level=2),
+        one("L1_02_swish", verdict(kernel=1.0, inductor=1.1, eager=1.2), level=1),
+    ]
 
 
 def test_both_baselines_and_kernelbench_levels_in_the_summary():

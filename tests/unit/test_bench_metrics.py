@@ -7,8 +7,17 @@ import math
 import pytest
 
 from envs.verdict import HackFinding, Status, TimingStats, Timings, Verdict
-from rl.bench.metrics import (AttemptRecord, ProblemResult, flatten, geomean, pass_at_k, results_from_groups,
-                              speedup_vs, summarize, validation_metrics)
+from rl.bench.metrics import (
+    AttemptRecord,
+    ProblemResult,
+    flatten,
+    geomean,
+    pass_at_k,
+    results_from_groups,
+    speedup_vs,
+    summarize,
+    validation_metrics,
+)
 from rl.types import Group, Sample, ScoredSample
 
 
@@ -16,15 +25,28 @@ def _ms(x: float) -> TimingStats:
     return TimingStats(x, x, 0.0, x, x, x, x, 100)
 
 
-def verdict(status: str = "correct", kernel: float | None = None, inductor: float | None = None,
-            eager: float | None = None, hack: str | None = None) -> Verdict:
+def verdict(
+    status: str = "correct",
+    kernel: float | None = None,
+    inductor: float | None = None,
+    eager: float | None = None,
+    hack: str | None = None,
+) -> Verdict:
     timings = None
     if kernel is not None:
-        timings = Timings(kernel=_ms(kernel), eager=_ms(eager) if eager else None,
-                          inductor=_ms(inductor) if inductor else None)
+        timings = Timings(
+            kernel=_ms(kernel), eager=_ms(eager) if eager else None, inductor=_ms(inductor) if inductor else None
+        )
     speedup = inductor / kernel if kernel and inductor and status == "correct" else None
-    return Verdict(Status(status), "p", "NVIDIA H200", timings=timings, speedup=speedup,
-                   baseline="inductor" if speedup else None, hack=HackFinding(hack, "why") if hack else None)
+    return Verdict(
+        Status(status),
+        "p",
+        "NVIDIA H200",
+        timings=timings,
+        speedup=speedup,
+        baseline="inductor" if speedup else None,
+        hack=HackFinding(hack, "why") if hack else None,
+    )
 
 
 def one(pid: str, v: Verdict, level: int | None = 1, **kw) -> ProblemResult:
@@ -56,12 +78,12 @@ def test_geomean_and_speedups_from_timings():
 
 
 def four_problems() -> list[ProblemResult]:
-    return [one("A", verdict(kernel=1.0, inductor=2.0, eager=3.0), prompt_tokens=100, completion_tokens=50,
-                cost_usd=0.01),
-            one("B", verdict(kernel=2.0, inductor=1.0, eager=1.5), prompt_tokens=100, completion_tokens=30,
-                cost_usd=0.03),
-            one("C", verdict("incorrect"), level=2, prompt_tokens=100, completion_tokens=20),
-            one("D", verdict(kernel=1.0, inductor=1.3, eager=1.0), level=2)]
+    return [
+        one("A", verdict(kernel=1.0, inductor=2.0, eager=3.0), prompt_tokens=100, completion_tokens=50, cost_usd=0.01),
+        one("B", verdict(kernel=2.0, inductor=1.0, eager=1.5), prompt_tokens=100, completion_tokens=30, cost_usd=0.03),
+        one("C", verdict("incorrect"), level=2, prompt_tokens=100, completion_tokens=20),
+        one("D", verdict(kernel=1.0, inductor=1.3, eager=1.0), level=2),
+    ]
 
 
 def test_fast_p_faster_than_and_geomeans_with_failures():
@@ -81,10 +103,10 @@ def test_fast_p_faster_than_and_geomeans_with_failures():
     assert s["cost_usd"]["total"] == pytest.approx(0.04) and s["cost_usd"]["per_problem"] == pytest.approx(0.01)
     lv1, lv2 = s["per_level"]["1"], s["per_level"]["2"]
     assert lv1["problems"] == 2 and lv1["correct_at_1"] == 1.0 and lv1["fast_p"]["1"] == 0.5
-    assert lv2["correct_at_1"] == 0.5 and lv2["geomean_speedup"]["all"] == pytest.approx(1.3 ** 0.5)
+    assert lv2["correct_at_1"] == 0.5 and lv2["geomean_speedup"]["all"] == pytest.approx(1.3**0.5)
     flat = flatten(s, "val")
     assert flat["val/fast_1"] == 0.5 and flat["val/level2/correct_at_1"] == 0.5
-    assert flat["val/geomean_speedup_all"] == pytest.approx(1.3 ** 0.25)
+    assert flat["val/geomean_speedup_all"] == pytest.approx(1.3**0.25)
 
 
 def test_cpu_runs_have_correctness_only():
@@ -99,17 +121,29 @@ def test_cpu_runs_have_correctness_only():
 
 
 def test_refinement_and_samples():
-    chain = ProblemResult("R", 0, (AttemptRecord(0, 0, verdict("incorrect")),
-                                   AttemptRecord(0, 1, verdict("runtime_error")),
-                                   AttemptRecord(0, 2, verdict(kernel=1.0, inductor=1.5))))
+    chain = ProblemResult(
+        "R",
+        0,
+        (
+            AttemptRecord(0, 0, verdict("incorrect")),
+            AttemptRecord(0, 1, verdict("runtime_error")),
+            AttemptRecord(0, 2, verdict(kernel=1.0, inductor=1.5)),
+        ),
+    )
     s = summarize([chain])
     assert s["correct_at_1"] == 0.0 and s["correct_within_attempts"] == 1.0
     assert s["fast_p"]["1"] == 1.0 and s["fast_p_at_1"]["1"] == 0.0  # the best attempt vs the first
     assert s["attempts"] == 3
     # 3 samples, samples 0 and 2 correct: pass@1 = 2/3, pass@2 = 1 - C(1,2)/C(3,2) = 1
-    sampled = ProblemResult("S", 0, (AttemptRecord(0, 0, verdict(kernel=1.0, inductor=1.1)),
-                                     AttemptRecord(1, 0, verdict("incorrect")),
-                                     AttemptRecord(2, 0, verdict(kernel=1.0, inductor=3.0))))
+    sampled = ProblemResult(
+        "S",
+        0,
+        (
+            AttemptRecord(0, 0, verdict(kernel=1.0, inductor=1.1)),
+            AttemptRecord(1, 0, verdict("incorrect")),
+            AttemptRecord(2, 0, verdict(kernel=1.0, inductor=3.0)),
+        ),
+    )
     failing = ProblemResult("F", 0, tuple(AttemptRecord(i, 0, verdict("incorrect")) for i in range(3)))
     s = summarize([sampled, failing])
     assert s["samples_per_problem"] == 3
@@ -124,8 +158,10 @@ def test_validation_metrics_from_groups():
         sample = Sample("r", "L1_x", i, [1, 2, 3], [4] * (10 + i), "text", None, "stop", 1, 0.5)
         return ScoredSample(sample, v, 0.0)
 
-    groups = [Group("r", "L1_x", [scored(0, verdict(kernel=1.0, inductor=2.0)), scored(1, verdict("incorrect"))]),
-              Group("q", "L2_y", [scored(0, verdict("incorrect")), scored(1, verdict("incorrect"))])]
+    groups = [
+        Group("r", "L1_x", [scored(0, verdict(kernel=1.0, inductor=2.0)), scored(1, verdict("incorrect"))]),
+        Group("q", "L2_y", [scored(0, verdict("incorrect")), scored(1, verdict("incorrect"))]),
+    ]
     results = results_from_groups(groups, {"L1_x": 1, "L2_y": 2})
     assert [r.problem_id for r in results] == ["L1_x", "L2_y"]
     assert results[0].attempts[1].completion_tokens == 11 and results[0].attempts[0].prompt_tokens == 3

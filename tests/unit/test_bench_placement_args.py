@@ -8,8 +8,9 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_placement.py"
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), "L0_02_relu", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "L0_02_relu", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_one_run_per_window_is_refused_with_the_reason():
@@ -28,12 +29,21 @@ def test_memory_trace_labels_warmup_and_timed_calls_that_grew():
     from scripts import bench_placement as bench
 
     # two warm-up rounds (kernel, anchor) then the timed kernel, anchor, kernel
-    calls = [("kernel", 2 << 20), ("anchor", 0), ("kernel", 0), ("anchor", 0), ("kernel", 0), ("anchor", 3 << 20),
-             ("kernel", 0)]
+    calls = [
+        ("kernel", 2 << 20),
+        ("anchor", 0),
+        ("kernel", 0),
+        ("anchor", 0),
+        ("kernel", 0),
+        ("anchor", 3 << 20),
+        ("kernel", 0),
+    ]
     trace = bench.growth(calls, timed=3)
     assert trace["warmup_calls"] == 4
-    assert trace["grew"] == [{"call": 0, "name": "kernel", "phase": "warmup", "mib": 2.0},
-                             {"call": 5, "name": "anchor", "phase": "timed", "mib": 3.0}]
+    assert trace["grew"] == [
+        {"call": 0, "name": "kernel", "phase": "warmup", "mib": 2.0},
+        {"call": 5, "name": "anchor", "phase": "timed", "mib": 3.0},
+    ]
 
 
 def test_trace_memory_is_an_option():

@@ -21,18 +21,30 @@ def bench():
 
 def _verdict(pid: str, speedup: float, kernel_ms: float = 1.0) -> Verdict:
     stats = TimingStats.from_samples([kernel_ms])
-    return Verdict(Status.CORRECT, pid, "NVIDIA H200", speedup=speedup, timings=Timings(kernel=stats),
-                   speedup_interval=SpeedupInterval(0.9 * speedup, 1.1 * speedup, 0.95, True, 1.0, 1000, blocks=3))
+    return Verdict(
+        Status.CORRECT,
+        pid,
+        "NVIDIA H200",
+        speedup=speedup,
+        timings=Timings(kernel=stats),
+        speedup_interval=SpeedupInterval(0.9 * speedup, 1.1 * speedup, 0.95, True, 1.0, 1000, blocks=3),
+    )
 
 
 # Four candidates, two of them kernels of one problem ("mse"), measured in three warm passes.
-LABELS = [{"key": "0:mse_two_pass", "class": "reduction_two_pass"}, {"key": "1:mse_atomic", "class": "atomic"},
-          {"key": "2:row_sum_atomic", "class": "atomic"}, {"key": "3:relu", "class": None}]
+LABELS = [
+    {"key": "0:mse_two_pass", "class": "reduction_two_pass"},
+    {"key": "1:mse_atomic", "class": "atomic"},
+    {"key": "2:row_sum_atomic", "class": "atomic"},
+    {"key": "3:relu", "class": None},
+]
 PROBLEMS = ["mse", "mse", "row_sum", "relu"]
-SPEEDUPS = [[1.00, 1.02, 0.99],   # spread 0.03
-            [2.00, 2.20, 2.10],   # spread 0.2 / 2.1
-            [0.50, 0.55, 0.50],   # spread 0.05 / 0.5 = 0.1
-            [1.00, 1.00, 1.00]]   # spread 0
+SPEEDUPS = [
+    [1.00, 1.02, 0.99],  # spread 0.03
+    [2.00, 2.20, 2.10],  # spread 0.2 / 2.1
+    [0.50, 0.55, 0.50],  # spread 0.05 / 0.5 = 0.1
+    [1.00, 1.00, 1.00],
+]  # spread 0
 
 
 def _warm():
@@ -56,8 +68,9 @@ def test_kernels_of_one_problem_are_not_mixed(bench):
     assert by_problem["kernels"] == 3 and by_problem["max_spread"] > 0.5
     rep = bench.speedup_repeatability(verdicts, keys)
     assert rep["kernels"] == 4
-    assert rep["per_kernel"] == pytest.approx({"1:mse_atomic": 0.2 / 2.1, "2:row_sum_atomic": 0.1,
-                                               "0:mse_two_pass": 0.03, "3:relu": 0.0})
+    assert rep["per_kernel"] == pytest.approx(
+        {"1:mse_atomic": 0.2 / 2.1, "2:row_sum_atomic": 0.1, "0:mse_two_pass": 0.03, "3:relu": 0.0}
+    )
     assert list(rep["per_kernel"])[:2] == ["2:row_sum_atomic", "1:mse_atomic"]  # worst first
     assert rep["interval_coverage"]["kernels"] == 4 and rep["interval_coverage"]["later_repeats"] == 8
     assert set(bench.kernel_times(verdicts, keys)) == set(rep["per_kernel"])
@@ -75,7 +88,8 @@ def test_spread_per_class_and_overall(bench):
     assert atomic["kernels"] == 2 and atomic["max_spread"] == pytest.approx(0.1)
     assert atomic["median_spread"] == pytest.approx((0.1 + 0.2 / 2.1) / 2)
     assert by_class["reduction_two_pass"] == pytest.approx(
-        {"kernels": 1, "median_spread": 0.03, "p95_spread": 0.03, "max_spread": 0.03})
+        {"kernels": 1, "median_spread": 0.03, "p95_spread": 0.03, "max_spread": 0.03}
+    )
     assert by_class["unclassified"]["max_spread"] == 0.0
     overall = by_class["overall"]
     assert overall["kernels"] == 4 and overall["median_spread"] == pytest.approx((0.03 + 0.2 / 2.1) / 2)

@@ -14,8 +14,21 @@ def verdict(status, speedup=None):
 
 
 def trajectory(turns, final, index=0):
-    return Trajectory(f"p/a0#{index}", "p/a0", "p", index, 0, turns, [], "final code", final, reward_for_verdict(final),
-                      [reward_for_verdict(final)] * len(turns), "final", "submit")
+    return Trajectory(
+        f"p/a0#{index}",
+        "p/a0",
+        "p",
+        index,
+        0,
+        turns,
+        [],
+        "final code",
+        final,
+        reward_for_verdict(final),
+        [reward_for_verdict(final)] * len(turns),
+        "final",
+        "submit",
+    )
 
 
 def check(code, v):
@@ -27,10 +40,29 @@ WRONG = verdict(Status.INCORRECT)
 
 
 def test_a_trajectory_is_its_samples_attempt_with_tokens_and_cost_over_its_turns():
-    turns = [Turn(0, [1] * 10, [2] * 3, None, "", "stop", 1.5, [check("a", WRONG)],
-                  usage={"prompt_tokens": 12, "completion_tokens": 3, "cost_usd": 0.01}),
-             Turn(1, [1] * 20, [2] * 4, None, "", "stop", 2.0, usage={"prompt_tokens": 25, "completion_tokens": 4,
-                                                                       "cost_usd": 0.02})]
+    turns = [
+        Turn(
+            0,
+            [1] * 10,
+            [2] * 3,
+            None,
+            "",
+            "stop",
+            1.5,
+            [check("a", WRONG)],
+            usage={"prompt_tokens": 12, "completion_tokens": 3, "cost_usd": 0.01},
+        ),
+        Turn(
+            1,
+            [1] * 20,
+            [2] * 4,
+            None,
+            "",
+            "stop",
+            2.0,
+            usage={"prompt_tokens": 25, "completion_tokens": 4, "cost_usd": 0.02},
+        ),
+    ]
     a = _record(trajectory(turns, SLOW, index=1))
     assert (a.sample, a.attempt, a.verdict) == (1, 0, SLOW) and a.finish_reason == "submit"
     assert (a.prompt_tokens, a.completion_tokens, a.generate_seconds) == (37, 7, 3.5)
@@ -41,14 +73,25 @@ def test_a_trajectory_is_its_samples_attempt_with_tokens_and_cost_over_its_turns
 
 def test_the_summary_compares_the_final_answer_with_the_best_judged_one():
     # turn 0 checks a fast correct draft, turn 1 a wrong one, then submits a slower correct answer
-    turns = [Turn(0, [1], [2], None, "", "stop", 0.0, [check("fast", FAST)]),
-             Turn(1, [1], [2], None, "", "stop", 0.0, [check("bad", WRONG)], answer="final code", verdict=SLOW)]
+    turns = [
+        Turn(0, [1], [2], None, "", "stop", 0.0, [check("fast", FAST)]),
+        Turn(1, [1], [2], None, "", "stop", 0.0, [check("bad", WRONG)], answer="final code", verdict=SLOW),
+    ]
     s = trajectory_summary(trajectory(turns, SLOW))
-    assert s["best"] == {"source": "kernel_evaluator", "turn": 0, "status": "correct", "correct": True,
-                         "speedup": 2.0, "reward": reward_for_verdict(FAST), "hack": None}
+    assert s["best"] == {
+        "source": "kernel_evaluator",
+        "turn": 0,
+        "status": "correct",
+        "correct": True,
+        "speedup": 2.0,
+        "reward": reward_for_verdict(FAST),
+        "hack": None,
+    }
     assert not s["final_is_best"] and s["final"]["speedup"] == 1.1 and s["correct_within_trajectory"]
-    assert s["per_turn"] == [{"turn": 0, "status": "correct", "correct": True},
-                             {"turn": 1, "status": "correct", "correct": True}]  # turn 1's own answer was scored
+    assert s["per_turn"] == [
+        {"turn": 0, "status": "correct", "correct": True},
+        {"turn": 1, "status": "correct", "correct": True},
+    ]  # turn 1's own answer was scored
     assert s["reward_gain_first_to_final"] == pytest.approx(reward_for_verdict(SLOW) - reward_for_verdict(FAST))
     assert s["tools"] == {"kernel_evaluator": 2}
     # a tie with the final answer goes to the final answer

@@ -16,8 +16,16 @@ def test_timing_stats_from_samples():
 
 def test_verdict_round_trips_through_json_dict():
     stats = TimingStats.from_samples([1.0, 2.0])
-    v = Verdict(Status.CORRECT, "p", "NVIDIA H200", timings=Timings(stats, stats, None), speedup=1.5,
-                hack=HackFinding("noop_kernel", "r"), phase_seconds={"load": 0.1}, notes=["n"])
+    v = Verdict(
+        Status.CORRECT,
+        "p",
+        "NVIDIA H200",
+        timings=Timings(stats, stats, None),
+        speedup=1.5,
+        hack=HackFinding("noop_kernel", "r"),
+        phase_seconds={"load": 0.1},
+        notes=["n"],
+    )
     d = v.to_dict()
     assert d["status"] == "correct" and d["correct"] is True
     assert Verdict.from_dict(d) == v
@@ -31,6 +39,7 @@ def test_cache_persists_and_is_thread_safe(tmp_path):
 
     def put(i):
         cache.put_verdict(f"{key}{i}", "p", {"i": i})
+
     threads = [threading.Thread(target=put, args=(i,)) for i in range(20)]
     [t.start() for t in threads]
     [t.join() for t in threads]
@@ -72,6 +81,7 @@ def test_settings_validation_and_mapping():
 def test_pool_and_judge_configs_refuse_unknown_keys():
     from envs.antihack.judge import JudgeConfig
     from envs.pool import PoolConfig
+
     with pytest.raises(ValueError, match=r"unknown pool settings: \['num_actor'\]"):
         PoolConfig.from_mapping({"num_actor": 2})
     with pytest.raises(ValueError, match=r"unknown judge settings: \['modle'\]"):
@@ -84,6 +94,7 @@ def test_hydra_config_composes_into_settings():
     from omegaconf import OmegaConf
 
     from tests.conftest import ROOT
+
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["eval.device=cpu", "eval.timeouts.timing=7", "delta=1.5"])
     s = EvalSettings.from_mapping(OmegaConf.to_container(cfg.eval, resolve=True))
@@ -93,6 +104,7 @@ def test_hydra_config_composes_into_settings():
 def test_a_verdict_obtained_without_a_guaranteed_sandbox_is_not_served_to_a_caller_requiring_it(tmp_path):
     from envs.evaluator import Candidate, CpuStage
     from envs.problems import resolve_problem
+
     problem = resolve_problem("L0_02_relu")
     answer = open(problem.reference_solution).read()
     cache = SqliteCache(tmp_path / "verdicts.sqlite")

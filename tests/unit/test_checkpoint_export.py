@@ -36,8 +36,13 @@ def cache(tmp_path, monkeypatch):
 
 
 def trained_policy(base_dir, finetune="lora"):
-    cfg = PolicyConfig(model=str(base_dir), finetune=finetune, lora=LoraSettings(r=4, alpha=8), device="cpu",
-                       optimizer=OptimizerSettings(lr=5e-2))
+    cfg = PolicyConfig(
+        model=str(base_dir),
+        finetune=finetune,
+        lora=LoraSettings(r=4, alpha=8),
+        device="cpu",
+        optimizer=OptimizerSettings(lr=5e-2),
+    )
     policy = Policy(cfg, AlgorithmConfig())
     g = torch.Generator().manual_seed(0)
     ids = [torch.randint(0, VOCAB, (14,), generator=g).tolist() for _ in range(4)]
@@ -58,9 +63,14 @@ def checkpoint(policy, run_dir, step=3):
 
 
 def export(*args, env=None):
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "export_checkpoint.py"), *map(str, args)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "export_checkpoint.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
 
 
 def base_model(cache):
@@ -93,16 +103,20 @@ def test_a_lora_checkpoint_is_a_peft_adapter_and_exports_merged_and_as_an_adapte
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)["base_model"] == str((cache / "tiny-base").resolve())
     assert (merged / "tokenizer.json").is_file() and not list(merged.glob("adapter_*"))
-    torch.testing.assert_close(logits(AutoModelForCausalLM.from_pretrained(merged, dtype=torch.float32)), expected,
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        logits(AutoModelForCausalLM.from_pretrained(merged, dtype=torch.float32)), expected, atol=1e-5, rtol=1e-5
+    )
 
     from scripts_export import main  # the same script, in this process
+
     adapter = tmp_path / "adapter"
     assert main([str(step), "--out", str(adapter), "--adapter"]) == 0
-    assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == \
-        str((cache / "tiny-base").resolve())
-    torch.testing.assert_close(logits(PeftModel.from_pretrained(base_model(cache), str(adapter))), expected,
-                               atol=1e-5, rtol=1e-5)
+    assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == str(
+        (cache / "tiny-base").resolve()
+    )
+    torch.testing.assert_close(
+        logits(PeftModel.from_pretrained(base_model(cache), str(adapter))), expected, atol=1e-5, rtol=1e-5
+    )
     assert main([str(step), "--out", str(adapter), "--adapter"]) == 2  # not over an existing export
 
 
@@ -143,8 +157,13 @@ def test_a_checkpoint_moved_to_another_machine_finds_its_base_in_that_machine_s_
     shutil.rmtree(cache)
     assert main([str(moved), "--out", str(tmp_path / "x")]) == 0
     from transformers import AutoModelForCausalLM
-    torch.testing.assert_close(logits(AutoModelForCausalLM.from_pretrained(tmp_path / "x", dtype=torch.float32)),
-                               expected, atol=1e-5, rtol=1e-5)
+
+    torch.testing.assert_close(
+        logits(AutoModelForCausalLM.from_pretrained(tmp_path / "x", dtype=torch.float32)),
+        expected,
+        atol=1e-5,
+        rtol=1e-5,
+    )
 
 
 def test_an_older_checkpoint_without_adapter_files_still_resumes_and_exports(cache, tmp_path):
@@ -166,14 +185,19 @@ def test_an_older_checkpoint_without_adapter_files_still_resumes_and_exports(cac
     (learner / "meta.json").write_text(json.dumps(meta))
     (tmp_path / "run" / ".hydra").mkdir()
     (tmp_path / "run" / ".hydra" / "config.yaml").write_text(
-        "policy:\n  learner:\n    finetune: lora\n    lora:\n      r: 4\n      alpha: 8\n")
+        "policy:\n  learner:\n    finetune: lora\n    lora:\n      r: 4\n      alpha: 8\n"
+    )
 
     fresh = Policy(policy.config, AlgorithmConfig())
     fresh.load_checkpoint(str(learner))  # resume reads it as before
     torch.testing.assert_close(logits(fresh.model), expected)
     assert main([str(step), "--out", str(tmp_path / "merged")]) == 0
-    torch.testing.assert_close(logits(AutoModelForCausalLM.from_pretrained(tmp_path / "merged", dtype=torch.float32)),
-                               expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        logits(AutoModelForCausalLM.from_pretrained(tmp_path / "merged", dtype=torch.float32)),
+        expected,
+        atol=1e-5,
+        rtol=1e-5,
+    )
 
 
 def test_a_sharded_learner_s_dcp_checkpoint_exports_too(cache, tmp_path):
@@ -186,8 +210,12 @@ def test_a_sharded_learner_s_dcp_checkpoint_exports_too(cache, tmp_path):
     sharded_checkpoint.save(policy, str(tmp_path / "learner"), {})  # one process: the format a group writes
     assert json.loads((tmp_path / "learner" / "meta.json").read_text())["format"] == "dcp"
     assert main([str(tmp_path / "learner"), "--out", str(tmp_path / "merged")]) == 0
-    torch.testing.assert_close(logits(AutoModelForCausalLM.from_pretrained(tmp_path / "merged", dtype=torch.float32)),
-                               expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        logits(AutoModelForCausalLM.from_pretrained(tmp_path / "merged", dtype=torch.float32)),
+        expected,
+        atol=1e-5,
+        rtol=1e-5,
+    )
 
 
 def test_a_full_fine_tune_exports_merged_only(cache, tmp_path):
@@ -200,8 +228,12 @@ def test_a_full_fine_tune_exports_merged_only(cache, tmp_path):
     step = checkpoint(policy, tmp_path / "run")
     assert not (step / "learner" / "adapter_config.json").exists()
     assert main([str(step), "--out", str(tmp_path / "merged")]) == 0
-    torch.testing.assert_close(logits(AutoModelForCausalLM.from_pretrained(tmp_path / "merged", dtype=torch.float32)),
-                               expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        logits(AutoModelForCausalLM.from_pretrained(tmp_path / "merged", dtype=torch.float32)),
+        expected,
+        atol=1e-5,
+        rtol=1e-5,
+    )
     assert main([str(step), "--out", str(tmp_path / "adapter"), "--adapter"]) == 2
 
 
@@ -210,8 +242,10 @@ def test_base_model_references():
 
     name = "smollm2-135m-instruct-warmstart-abc"
     assert model_reference(cache_root() / name) == name
-    assert model_reference("/hf/hub/models--Qwen--Qwen2.5-Coder-7B-Instruct/snapshots/0123abc") == \
-        "Qwen/Qwen2.5-Coder-7B-Instruct"
+    assert (
+        model_reference("/hf/hub/models--Qwen--Qwen2.5-Coder-7B-Instruct/snapshots/0123abc")
+        == "Qwen/Qwen2.5-Coder-7B-Instruct"
+    )
     assert model_reference("/models/mine") == "/models/mine"
     with pytest.raises(ModelSpecError, match="records no base model"):
         resolve_model_reference("")

@@ -62,8 +62,9 @@ def test_torch_doing_the_main_op_is_the_whole_share():
     # Elementwise problem: torch does the op, a token kernel would only copy.
     y = torch.randn(4096)
     ref = recorded(lambda: torch.nn.functional.gelu(y, approximate="tanh"))
-    assert torch_share(recorded(lambda: torch.nn.functional.gelu(y, approximate="tanh")), ref).share == \
-        pytest.approx(1.0)
+    assert torch_share(recorded(lambda: torch.nn.functional.gelu(y, approximate="tanh")), ref).share == pytest.approx(
+        1.0
+    )
     # Softmax with the exponentials and the row sums in torch (only the division in a kernel): over 100%.
     z = torch.randn(64, 512)
     ref = recorded(lambda: torch.softmax(z, -1))

@@ -42,9 +42,16 @@ def test_a_process_leaving_the_tree_does_not_credit_the_phase():
 
 
 def test_tree_cpu_includes_live_children():
-    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
-                              "while time.process_time() - t < 0.5: pass\nimport sys; sys.stdout.write('x'); "
-                              "sys.stdout.flush(); time.sleep(30)"], stdout=subprocess.PIPE)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nt = time.process_time()\n"
+            "while time.process_time() - t < 0.5: pass\nimport sys; sys.stdout.write('x'); "
+            "sys.stdout.flush(); time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+    )
     try:
         assert child.stdout.read(1) == b"x"
         me = psutil.Process()

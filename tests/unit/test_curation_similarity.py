@@ -14,8 +14,9 @@ from envs.data.records import CandidateProblem, Origin
 from envs.data.textsim import ShingleIndex, jaccard, normalized_tokens, shingles
 from envs.problems import load_builtin, load_kernelbench, parse_problem
 
-KERNELBENCH = Path(os.environ.get("KERNELBENCH_DIR")
-                   or Path(__file__).resolve().parents[2].parent / "shared" / "kernelbench")
+KERNELBENCH = Path(
+    os.environ.get("KERNELBENCH_DIR") or Path(__file__).resolve().parents[2].parent / "shared" / "kernelbench"
+)
 BUILTIN = {p.id: p for p in load_builtin()}
 
 
@@ -55,7 +56,7 @@ def test_shingle_index_finds_the_copy_and_reports_exact_jaccard():
 
 
 def test_decontamination_drops_copies_and_semantic_twins_keeps_new_problems():
-    relu_module = '''
+    relu_module = """
 import torch
 import torch.nn as nn
 
@@ -72,8 +73,8 @@ def get_inputs():
     return [torch.randn(N, N)]
 def get_init_inputs():
     return []
-'''
-    fresh = '''
+"""
+    fresh = """
 import torch
 import torch.nn as nn
 
@@ -86,10 +87,13 @@ def get_inputs():
     return [torch.randn(64, 64)]
 def get_init_inputs():
     return []
-'''
+"""
     evaluation = list(BUILTIN.values())
-    candidates = [_candidate("copy", disguise(BUILTIN["L2_06_cross_entropy"].source)),
-                  _candidate("twin", relu_module), _candidate("fresh", fresh)]
+    candidates = [
+        _candidate("copy", disguise(BUILTIN["L2_06_cross_entropy"].source)),
+        _candidate("twin", relu_module),
+        _candidate("fresh", fresh),
+    ]
     result = decontaminate(candidates, evaluation, DecontamConfig())
     by_id = {d.problem: d for d in result.decisions}
     assert by_id["copy"].decision == "reject" and by_id["copy"].collided_with == "L2_06_cross_entropy"
@@ -117,8 +121,13 @@ def test_unchanged_kernelbench_files_are_all_caught():
 
 def test_deduplicate_keeps_the_first_of_near_duplicates():
     a = BUILTIN["L3_06_gemm_gelu_tanh"].source
-    result = deduplicate([_candidate("first", a), _candidate("renamed", rename_identifiers(a, 7)),
-                          _candidate("other", BUILTIN["L4_05_max_pool2d"].source)])
+    result = deduplicate(
+        [
+            _candidate("first", a),
+            _candidate("renamed", rename_identifiers(a, 7)),
+            _candidate("other", BUILTIN["L4_05_max_pool2d"].source),
+        ]
+    )
     assert [c.id for c in result.kept] == ["first", "other"]
     rejected = [d for d in result.decisions if d.decision == "reject"]
     assert len(rejected) == 1 and rejected[0].problem == "renamed" and rejected[0].collided_with == "first"

@@ -58,7 +58,7 @@ def test_synthetic_generator_is_seeded_and_index_stable():
 
 
 def test_extract_class_pulls_in_bases_helpers_and_absolute_imports():
-    source = '''
+    source = """
 from .base import Module
 from . import functional as F
 import math
@@ -74,7 +74,7 @@ class Act(_Base):
 class Unused(Module):
     def forward(self, x):
         return math.pi * x
-'''
+"""
     classes = {c.name: c for c in module_classes(__import__("ast").parse(source))}
     assert set(classes) == {"Act", "Unused"}
     assert classes["Act"].init_params == (("in_features", False), ("bias", True))
@@ -87,14 +87,26 @@ class Unused(Module):
 
 
 def test_shape_rules_for_linear_and_unknown_signatures():
-    linear = next(c for c in module_classes(__import__("ast").parse(
-        "class Linear(Module):\n    def __init__(self, in_features, out_features, bias=True): pass\n"
-        "    def forward(self, input): pass\n")))
+    linear = next(
+        c
+        for c in module_classes(
+            __import__("ast").parse(
+                "class Linear(Module):\n    def __init__(self, in_features, out_features, bias=True): pass\n"
+                "    def forward(self, input): pass\n"
+            )
+        )
+    )
     guesses, why = guess_inputs(linear)
     assert why is None and guesses[0].inputs[0].dims == ("BATCH", "FEATURES")
     assert dict(guesses[0].init) == {"in_features": "FEATURES", "out_features": "OUT_FEATURES"}
-    odd = next(c for c in module_classes(__import__("ast").parse(
-        "class Block(Module):\n    def __init__(self, config): pass\n    def forward(self, x): pass\n")))
+    odd = next(
+        c
+        for c in module_classes(
+            __import__("ast").parse(
+                "class Block(Module):\n    def __init__(self, config): pass\n    def forward(self, x): pass\n"
+            )
+        )
+    )
     assert guess_inputs(odd) == ([], "no rule for required constructor argument(s) ['config']")
 
 
@@ -148,8 +160,13 @@ def test_runtime_stage_judges_the_workers_timing_records():
     stats = lambda ms: dataclasses.asdict(TimingStats.from_samples([ms * 0.98, ms, ms * 1.03]))  # noqa: E731
     result = StageResult("runtime")
     for eager, inductor in ((0.4, 0.3), (2.5, None), (1500.0, 900.0)):
-        judge_baselines(c, {"eager": stats(eager), "inductor": stats(inductor) if inductor else None},
-                        RuntimeConfig(1.0, 1000.0), result, "H200")
+        judge_baselines(
+            c,
+            {"eager": stats(eager), "inductor": stats(inductor) if inductor else None},
+            RuntimeConfig(1.0, 1000.0),
+            result,
+            "H200",
+        )
     assert [k.facts["baselines"] for k in result.kept] == [{"eager_ms": 2.5, "inductor_ms": None, "device": "H200"}]
     reasons = [d.reason for d in result.decisions if d.decision == "reject"]
     assert reasons == ["eager 0.400 ms < 1.0 ms", "eager 1500.0 ms > 1000.0 ms"]
@@ -172,8 +189,12 @@ def test_output_directory_is_never_clobbered(tmp_path):
 
 
 def test_funnel_counts_per_stage_and_kind():
-    decisions = [Decision("a", "decontaminate", "reject"), Decision("b", "validate", "reject"),
-                 Decision("c", "validate", "keep"), Decision("d", "validate", "keep")]
+    decisions = [
+        Decision("a", "decontaminate", "reject"),
+        Decision("b", "validate", "reject"),
+        Decision("c", "validate", "keep"),
+        Decision("d", "validate", "keep"),
+    ]
     kinds = {"a": "crawl", "b": "synthetic", "c": "synthetic", "d": "crawl"}
     table = funnel(["decontaminate", "validate"], {"crawl": 2, "synthetic": 2}, decisions, kinds)
     assert table["stages"]["decontaminate"]["crawl"] == {"in": 2, "rejected": 1, "out": 1}

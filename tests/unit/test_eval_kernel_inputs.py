@@ -52,10 +52,17 @@ def test_manifest_paths_are_relative_to_the_manifest_never_the_working_directory
     (here / "sig.py").write_text("# beside the manifest\n")
     (here / "problems").mkdir()
     (here / "problems" / "p.py").write_text(KERNELBENCH_STYLE.format(batch=8, dim=16))
-    pairs = eval_kernel.load_manifest(_manifest(here, {"problem": "L0_04_sigmoid", "solution": "sig.py"},
-                                                {"problem": "problems/p.py", "solution": str(SIGMOID)}))
-    assert [(p.id, p.path) for p, _ in pairs] == [("L0_04_sigmoid", resolve_problem("L0_04_sigmoid").path),
-                                                  ("p", str(here / "problems" / "p.py"))]
+    pairs = eval_kernel.load_manifest(
+        _manifest(
+            here,
+            {"problem": "L0_04_sigmoid", "solution": "sig.py"},
+            {"problem": "problems/p.py", "solution": str(SIGMOID)},
+        )
+    )
+    assert [(p.id, p.path) for p, _ in pairs] == [
+        ("L0_04_sigmoid", resolve_problem("L0_04_sigmoid").path),
+        ("p", str(here / "problems" / "p.py")),
+    ]
     assert pairs[0][1] == "# beside the manifest\n" and "dim = 16" in pairs[1][0].source
 
 
@@ -78,6 +85,9 @@ def test_only_large_problems_without_small_sizes_get_derived_cpu_sizes(tmp_path)
 
     assert needs_small_sizes(problem(KERNELBENCH_STYLE.format(batch=4096, dim=393216)))
     assert not needs_small_sizes(problem(KERNELBENCH_STYLE.format(batch=8, dim=1000)))  # small already
-    assert not needs_small_sizes(problem(KERNELBENCH_STYLE.format(batch=8, dim=8).replace(
-        "torch.rand(batch_size, dim)", "torch.rand(4096, 4096)")))  # nothing to scale: runs as written
+    assert not needs_small_sizes(
+        problem(
+            KERNELBENCH_STYLE.format(batch=8, dim=8).replace("torch.rand(batch_size, dim)", "torch.rand(4096, 4096)")
+        )
+    )  # nothing to scale: runs as written
     assert not needs_small_sizes(resolve_problem("L0_02_relu"))  # has SMALL_SIZES

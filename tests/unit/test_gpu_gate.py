@@ -33,13 +33,13 @@ def _reader(directory: str, log_path: str, stop_path: str) -> None:
 def readers(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     stop = tmp_path / "stop"
-    procs = [ctx.Process(target=_reader, args=(str(tmp_path), str(tmp_path / f"r{i}.log"), str(stop)))
-             for i in range(2)]
+    procs = [
+        ctx.Process(target=_reader, args=(str(tmp_path), str(tmp_path / f"r{i}.log"), str(stop))) for i in range(2)
+    ]
     for p in procs:
         p.start()
     deadline = time.monotonic() + 30
-    while not all((tmp_path / f"r{i}.log").exists() and (tmp_path / f"r{i}.log").stat().st_size
-                  for i in range(2)):
+    while not all((tmp_path / f"r{i}.log").exists() and (tmp_path / f"r{i}.log").stat().st_size for i in range(2)):
         assert time.monotonic() < deadline, "the reader processes did not start"
         time.sleep(0.01)
     yield tmp_path, procs
@@ -49,8 +49,9 @@ def readers(tmp_path):
 
 
 def _steps(directory) -> list[tuple[float, float]]:
-    return [tuple(map(float, line.split())) for i in range(2)
-            for line in (directory / f"r{i}.log").read_text().splitlines()]
+    return [
+        tuple(map(float, line.split())) for i in range(2) for line in (directory / f"r{i}.log").read_text().splitlines()
+    ]
 
 
 def test_exclusive_windows_never_overlap_other_processes_steps(readers):

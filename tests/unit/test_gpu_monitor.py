@@ -37,9 +37,11 @@ def test_monitor_without_nvidia_smi_is_inactive(monkeypatch):
 def test_monitor_reads_a_streaming_process_and_take_empties_the_window(tmp_path):
     # a stand-in executable that streams like `nvidia-smi --loop-ms` (this machine has no GPU)
     exe = tmp_path / "fake-smi"
-    exe.write_text(f"#!{sys.executable}\nimport sys, time\n"
-                   "for i in range(1000):\n"
-                   "    print(f'0, {i % 100}, {1024 * (1 + i % 3)}, 4096', flush=True); time.sleep(0.01)\n")
+    exe.write_text(
+        f"#!{sys.executable}\nimport sys, time\n"
+        "for i in range(1000):\n"
+        "    print(f'0, {i % 100}, {1024 * (1 + i % 3)}, 4096', flush=True); time.sleep(0.01)\n"
+    )
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     mon = GpuMonitor(executable=str(exe))
     try:

@@ -10,15 +10,20 @@ from envs.worker import gpu_nodes
 from envs.worker.gpu_nodes import GpuMappingError, inventory, select
 from envs.worker.sandbox import Sandbox
 
-UUIDS = ["GPU-11111111-aaaa-bbbb-cccc-000000000000", "GPU-22222222-aaaa-bbbb-cccc-000000000000",
-         "GPU-33333333-aaaa-bbbb-cccc-000000000000"]
+UUIDS = [
+    "GPU-11111111-aaaa-bbbb-cccc-000000000000",
+    "GPU-22222222-aaaa-bbbb-cccc-000000000000",
+    "GPU-33333333-aaaa-bbbb-cccc-000000000000",
+]
 # Minors deliberately not in bus order: the node is the driver's minor, never CUDA's index.
 BUSES = [("0000:18:00.0", 2), ("0000:2a:00.0", 0), ("0000:ab:00.0", 1)]
 SMI_CSV = "\n".join(f"{i}, {UUIDS[i]}, 0000{bus}, NVIDIA H200" for i, (bus, _) in enumerate(BUSES))
-SMI_LIST = (f"GPU 0: NVIDIA H200 (UUID: {UUIDS[0]})\n"
-            f"GPU 1: NVIDIA H200 (UUID: {UUIDS[1]})\n"
-            "  MIG 1g.18gb     Device  0: (UUID: MIG-aaaaaaaa-1111-2222-3333-444444444444)\n"
-            f"GPU 2: NVIDIA H200 (UUID: {UUIDS[2]})\n")
+SMI_LIST = (
+    f"GPU 0: NVIDIA H200 (UUID: {UUIDS[0]})\n"
+    f"GPU 1: NVIDIA H200 (UUID: {UUIDS[1]})\n"
+    "  MIG 1g.18gb     Device  0: (UUID: MIG-aaaaaaaa-1111-2222-3333-444444444444)\n"
+    f"GPU 2: NVIDIA H200 (UUID: {UUIDS[2]})\n"
+)
 
 
 @pytest.fixture
@@ -29,7 +34,8 @@ def host(tmp_path: Path):
         (proc / bus).mkdir(parents=True)
         uuid = "GPU-????????-????-????-????-????????????" if i == 2 else UUIDS[i]  # not read yet by the driver
         (proc / bus / "information").write_text(
-            f"Model: \t\t NVIDIA H200\nGPU UUID: \t {uuid}\nBus Location: \t {bus}\nDevice Minor: \t {minor}\n")
+            f"Model: \t\t NVIDIA H200\nGPU UUID: \t {uuid}\nBus Location: \t {bus}\nDevice Minor: \t {minor}\n"
+        )
         (dev / f"nvidia{minor}").touch()
     for name in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"):
         (dev / name).touch()
@@ -87,8 +93,11 @@ def test_without_nvidia_smi_proc_alone_gives_bus_order_and_renumbers_inside(host
 
 
 def test_the_sandbox_binds_only_the_selected_nodes(monkeypatch):
-    monkeypatch.setattr(gpu_nodes, "worker_nodes", lambda visible: (["/dev/nvidia3", "/dev/nvidiactl"], "GPU-x")
-                        if visible == "3" else pytest.fail(visible))
+    monkeypatch.setattr(
+        gpu_nodes,
+        "worker_nodes",
+        lambda visible: (["/dev/nvidia3", "/dev/nvidiactl"], "GPU-x") if visible == "3" else pytest.fail(visible),
+    )
     args = Sandbox("/usr/bin/bwrap").command(["x"], "/w", "cuda", "3")
     binds = [(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == "--dev-bind"]
     assert binds == [("/dev/nvidia3", "/dev/nvidia3"), ("/dev/nvidiactl", "/dev/nvidiactl")]
@@ -98,6 +107,7 @@ def test_the_sandbox_binds_only_the_selected_nodes(monkeypatch):
 
 def test_the_pool_names_gpus_as_the_host_does(monkeypatch):
     from envs.gpu_lock import host_gpu_ids
+
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert host_gpu_ids(2) == [0, 1]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, GPU-2222,5")  # CUDA's device 0 here is the host's GPU 3

@@ -59,8 +59,11 @@ def test_guarded_turns_memory_errors_and_limits_into_verdicts():
         raise LimitExceeded("the code is over 10 characters")
 
     failure = guarded("extract", over)
-    assert (failure.status, failure.error, failure.traceback) == \
-        (Status.REJECTED, "extract: the code is over 10 characters", None)
+    assert (failure.status, failure.error, failure.traceback) == (
+        Status.REJECTED,
+        "extract: the code is over 10 characters",
+        None,
+    )
 
 
 def test_budget_bounds_nesting_and_time():
@@ -142,11 +145,14 @@ def test_long_alias_chains_are_rejected_not_crashed(preparer):
 # Whether CPython's parser gives up on the first two (MemoryError or RecursionError, "nests too deeply") or
 # builds a tree the depth bound then refuses ("over 100 levels deep") depends on the recursion limit in force
 # (hypothesis raises it while its tests run): either way the bound is named and the verdict is `rejected`.
-@pytest.mark.parametrize("text, expected", [
-    ("x = " + "not " * 5000 + "1\n", ("nests too deeply", "over 100 levels deep")),
-    ("s = " + " + ".join(["'a'"] * 3000) + "\n", ("nests too deeply", "over 100 levels deep")),
-    ("x = " + "[" * 150 + "]" * 150 + "\n", ("over 100 levels deep",)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("x = " + "not " * 5000 + "1\n", ("nests too deeply", "over 100 levels deep")),
+        ("s = " + " + ".join(["'a'"] * 3000) + "\n", ("nests too deeply", "over 100 levels deep")),
+        ("x = " + "[" * 150 + "]" * 150 + "\n", ("over 100 levels deep",)),
+    ],
+)
 def test_pathological_code_is_rejected_with_its_bound(preparer, text, expected):
     verdict = preparer.prepare(RELU, REFERENCE + text)
     assert verdict.status is Status.REJECTED and reward_for_verdict(verdict) == 0.0
@@ -170,8 +176,9 @@ def test_verdicts_of_the_cpu_stage_are_not_cached(tmp_path):
 
     cache = SqliteCache(tmp_path / "verdicts.sqlite")
     preparer = CpuStage(EvalSettings(device="cpu"), "cpu", cache)
-    text = with_forward_prefix("return alias300(x)", "\nalias0 = torch.relu\n" +
-                               "".join(f"alias{i + 1} = alias{i}\n" for i in range(300)))
+    text = with_forward_prefix(
+        "return alias300(x)", "\nalias0 = torch.relu\n" + "".join(f"alias{i + 1} = alias{i}\n" for i in range(300))
+    )
     assert preparer.prepare(RELU, text).status is Status.REJECTED
     candidate = preparer.prepare(RELU, REFERENCE)
     rejected = Verdict(Status.REJECTED, RELU.id, "cpu", error="x")

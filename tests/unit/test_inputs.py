@@ -11,8 +11,15 @@ from envs.settings import INPUT_FAMILIES, EvalSettings
 
 def base():
     torch.manual_seed(0)
-    return [torch.randn(6, 4000), torch.randint(0, 10, (6,)), torch.randn(6, 4000).t(),
-            torch.randint(0, 2, (6, 4000)).float(), torch.rand(5000) < 0.5, 3, 0.5]
+    return [
+        torch.randn(6, 4000),
+        torch.randint(0, 10, (6,)),
+        torch.randn(6, 4000).t(),
+        torch.randint(0, 2, (6, 4000)).float(),
+        torch.rand(5000) < 0.5,
+        3,
+        0.5,
+    ]
 
 
 @pytest.mark.parametrize("family", INPUT_FAMILIES)
@@ -34,7 +41,7 @@ def test_families_keep_shapes_dtypes_layouts_and_leave_indices_alone(family):
 def test_outliers_are_sparse_large_and_keep_the_sign():
     x = torch.randn(100, 1000)
     y = fam.derive([x], "outliers", fam.generator(1, torch.device("cpu")))[0]
-    moved = (y != x)
+    moved = y != x
     assert 50 <= int(moved.sum()) <= 100  # about one in a thousand
     assert torch.all(torch.sign(y[moved]) == torch.sign(x[moved]))
     assert float(y[moved].abs().min()) >= 99 * float(x.std())
@@ -86,9 +93,11 @@ def test_settings_check_and_key_the_fidelity_options():
         EvalSettings(input_families=["ramp", "ramp"])
     with pytest.raises(ValueError, match="fp64_truth"):
         EvalSettings(fp64_truth="sometimes")
-    keys = {s.cache_fields("cpu")["families"] != EvalSettings().cache_fields("cpu")["families"],
-            EvalSettings(sensitivity_probe=False).cache_fields("cpu") != EvalSettings().cache_fields("cpu"),
-            EvalSettings(fp64_truth="off").cache_fields("cpu") != EvalSettings().cache_fields("cpu")}
+    keys = {
+        s.cache_fields("cpu")["families"] != EvalSettings().cache_fields("cpu")["families"],
+        EvalSettings(sensitivity_probe=False).cache_fields("cpu") != EvalSettings().cache_fields("cpu"),
+        EvalSettings(fp64_truth="off").cache_fields("cpu") != EvalSettings().cache_fields("cpu"),
+    }
     assert keys == {True}
 
 

@@ -54,8 +54,7 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
                 else:
                     prefix = node.module or ""
                 # `from pkg import name` is pkg.name when that is a module, else pkg itself
-                targets = [f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in modules else prefix
-                           for a in node.names]
+                targets = [f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in modules else prefix for a in node.names]
             for target in targets:
                 dep = _resolve(target, modules)
                 if dep is not None and dep != mod:
@@ -64,8 +63,7 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
-    return sorted((a, b) for a, deps in graph.items() for b in deps
-                  if LAYER[b.split(".")[0]] > LAYER[a.split(".")[0]])
+    return sorted((a, b) for a, deps in graph.items() for b in deps if LAYER[b.split(".")[0]] > LAYER[a.split(".")[0]])
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:

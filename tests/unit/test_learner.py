@@ -27,8 +27,14 @@ def rows(n=6, seed=1, prompt=5):
 def batch(n=6, seed=1, advantages=None, rollout=None):
     ids, plens = rows(n, seed)
     adv = advantages or [1.0 if i % 2 == 0 else -1.0 for i in range(n)]
-    return TrainBatch(input_ids=ids, prompt_lengths=plens, advantages=adv,
-                      rollout_logprobs=rollout or [None] * n, group_ids=["g"] * n, policy_version=0)
+    return TrainBatch(
+        input_ids=ids,
+        prompt_lengths=plens,
+        advantages=adv,
+        rollout_logprobs=rollout or [None] * n,
+        group_ids=["g"] * n,
+        policy_version=0,
+    )
 
 
 def make_policy(lr=1e-2, seed=0, algorithm=None, adam_eps=1e-8, **policy_kw):
@@ -49,8 +55,10 @@ def test_micro_batch_plan_respects_the_budget():
     lengths = [10, 3, 7, 8, 2, 30]
     packed = plan_micro_batches(lengths, token_budget=12, layout="packed")
     padded = plan_micro_batches(lengths, token_budget=16, layout="padded")
-    for plan, cost in ((packed, lambda b: sum(lengths[i] for i in b)),
-                       (padded, lambda b: len(b) * max(lengths[i] for i in b))):
+    for plan, cost in (
+        (packed, lambda b: sum(lengths[i] for i in b)),
+        (padded, lambda b: len(b) * max(lengths[i] for i in b)),
+    ):
         assert sorted(i for b in plan for i in b) == list(range(6))
         assert [5] in plan  # longer than the budget: alone
         assert all(len(b) == 1 or cost(b) <= (12 if plan is packed else 16) for b in plan)
@@ -331,6 +339,7 @@ def test_a_crash_while_saving_leaves_the_last_checkpoint(tmp_path, monkeypatch):
 
     def crash(*args, **kwargs):
         raise OSError("disk full")
+
     monkeypatch.setattr(ckpt.torch, "save", crash)
     with pytest.raises(OSError, match="disk full"):
         policy.save_checkpoint(path, extra={"step": 2})

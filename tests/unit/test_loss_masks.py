@@ -32,8 +32,9 @@ def full_forward(model, ids):
 
 
 def make_policy(algorithm, seed=0):
-    cfg = PolicyConfig(optimizer=OptimizerSettings(lr=1e-2, eps=1.0), seed=seed, device="cpu",
-                       lora=LoraSettings(r=4, alpha=8))
+    cfg = PolicyConfig(
+        optimizer=OptimizerSettings(lr=1e-2, eps=1.0), seed=seed, device="cpu", lora=LoraSettings(r=4, alpha=8)
+    )
     return Policy(cfg, algorithm, model=tiny_llama(seed=seed, vocab_size=VOCAB))
 
 
@@ -71,8 +72,14 @@ def _loss_and_grads(policy, masks):
     packed = pack_rows(IDS, PLENS, [0, 1], "cpu", "packed", masks)
     logp, entropy = completion_logprobs(policy.causal_lm, packed)
     adv = torch.cat([torch.full((int(n),), a) for n, a in zip(packed.seq_lengths, [1.5, -0.5])])
-    x = LossInputs(logp=logp, old_logp=logp.detach(), advantages=adv, seq_index=packed.seq_index,
-                   seq_lengths=packed.seq_lengths, entropy=entropy)
+    x = LossInputs(
+        logp=logp,
+        old_logp=logp.detach(),
+        advantages=adv,
+        seq_index=packed.seq_index,
+        seq_lengths=packed.seq_lengths,
+        entropy=entropy,
+    )
     loss, _ = policy_loss(x, policy.algorithm, Normalizer(tokens=int(packed.seq_lengths.sum()), seqs=2))
     loss.backward()
     return loss.detach(), {n: p.grad.clone() for n, p in policy.model.named_parameters() if p.requires_grad}
@@ -140,15 +147,30 @@ def test_train_step_counts_and_logprob_checks_ignore_masked_tokens():
     for j in range(8):
         if not MASKS[0][j]:
             rollout[0][j] = 50.0
-    batch = TrainBatch(input_ids=IDS, prompt_lengths=PLENS, advantages=[1.0, -1.0], rollout_logprobs=rollout,
-                       group_ids=["g", "g"], policy_version=0, loss_masks=MASKS)
+    batch = TrainBatch(
+        input_ids=IDS,
+        prompt_lengths=PLENS,
+        advantages=[1.0, -1.0],
+        rollout_logprobs=rollout,
+        group_ids=["g", "g"],
+        policy_version=0,
+        loss_masks=MASKS,
+    )
     metrics = policy.train_step(batch)
     assert metrics["completion_tokens"] == 10  # 5 + 5 policy tokens, not 8 + 5
     assert metrics["rollout_logprob_diff_max"] < 1e-4 and metrics["tis_ratio_max"] == pytest.approx(1.0, abs=1e-4)
     with pytest.raises(ValueError, match="loss mask"):
-        policy.train_step(TrainBatch(input_ids=IDS, prompt_lengths=PLENS, advantages=[1.0, -1.0],
-                                     rollout_logprobs=[None, None], group_ids=["g", "g"], policy_version=0,
-                                     loss_masks=[[0] * 8, None]))
+        policy.train_step(
+            TrainBatch(
+                input_ids=IDS,
+                prompt_lengths=PLENS,
+                advantages=[1.0, -1.0],
+                rollout_logprobs=[None, None],
+                group_ids=["g", "g"],
+                policy_version=0,
+                loss_masks=[[0] * 8, None],
+            )
+        )
 
 
 def test_build_train_batch_carries_sample_masks():

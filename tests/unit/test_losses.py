@@ -6,8 +6,16 @@ import pytest
 import torch
 
 from rl.learner.config import AlgorithmConfig
-from rl.learner.losses import (LossInputs, Normalizer, Stats, aggregate, clipped_policy_gradient, kl_estimate,
-                               policy_loss, tis_weights)
+from rl.learner.losses import (
+    LossInputs,
+    Normalizer,
+    Stats,
+    aggregate,
+    clipped_policy_gradient,
+    kl_estimate,
+    policy_loss,
+    tis_weights,
+)
 
 LOG = math.log
 
@@ -74,20 +82,32 @@ def test_tis_weight_is_truncated_and_detached():
 
 
 def _inputs(**kw):
-    base = dict(logp=t([LOG(1.5), LOG(0.5), LOG(1.1), LOG(0.7)]) - 1.0, old_logp=t([-1.0] * 4),
-                advantages=t([1.0, -1.0, -1.0, 1.0]), seq_index=torch.tensor([0, 0, 1, 1]),
-                seq_lengths=torch.tensor([2, 2]))
+    base = dict(
+        logp=t([LOG(1.5), LOG(0.5), LOG(1.1), LOG(0.7)]) - 1.0,
+        old_logp=t([-1.0] * 4),
+        advantages=t([1.0, -1.0, -1.0, 1.0]),
+        seq_index=torch.tensor([0, 0, 1, 1]),
+        seq_lengths=torch.tensor([2, 2]),
+    )
     base.update(kw)
     base["logp"] = base["logp"].clone().requires_grad_()
     return LossInputs(**base)
 
 
 def test_policy_loss_token_mean_with_tis_kl_and_entropy():
-    cfg = AlgorithmConfig(clip_eps_low=0.2, clip_eps_high=0.28, loss_aggregation="token_mean", kl_coef=0.1,
-                          kl_estimator="k1", entropy_coef=0.01, tis_cap=1.5)
+    cfg = AlgorithmConfig(
+        clip_eps_low=0.2,
+        clip_eps_high=0.28,
+        loss_aggregation="token_mean",
+        kl_coef=0.1,
+        kl_estimator="k1",
+        entropy_coef=0.01,
+        tis_cap=1.5,
+    )
     # rollout logprobs: token 0 far below the trainer's (weight exp(1)=2.718 capped at 1.5), token 1 none
-    x = _inputs(ref_logp=t([-1.0] * 4), entropy=t([2.0, 1.0, 3.0, 2.0]),
-                rollout_logp=t([-2.0, float("nan"), -1.0, -0.9]))
+    x = _inputs(
+        ref_logp=t([-1.0] * 4), entropy=t([2.0, 1.0, 3.0, 2.0]), rollout_logp=t([-2.0, float("nan"), -1.0, -0.9])
+    )
     loss, stats = policy_loss(x, cfg, Normalizer(tokens=4, seqs=2))
     pg = [-1.28 * 1.5, 0.8 * 1.0, 1.1 * 1.0, -0.7 * math.exp(-0.1)]
     kl = [LOG(1.5), LOG(0.5), LOG(1.1), LOG(0.7)]  # logp - ref
@@ -116,8 +136,7 @@ def test_policy_loss_token_mean_with_tis_kl_and_entropy():
 
 
 def test_policy_loss_grpo_sequence_mean_without_options():
-    cfg = AlgorithmConfig(loss_aggregation="seq_mean_token_mean", clip_eps_low=0.2, clip_eps_high=0.28,
-                          tis_cap=None)
+    cfg = AlgorithmConfig(loss_aggregation="seq_mean_token_mean", clip_eps_low=0.2, clip_eps_high=0.28, tis_cap=None)
     x = _inputs(rollout_logp=t([-1.0, -1.2, -0.9, -1.0]))
     loss, stats = policy_loss(x, cfg, Normalizer(tokens=4, seqs=2))
     # ((-1.28 + 0.8) / 2 + (1.1 - 0.7) / 2) / 2
@@ -130,8 +149,13 @@ def test_policy_loss_grpo_sequence_mean_without_options():
 
 
 def test_dr_grpo_sum_norm_and_missing_reference():
-    cfg = AlgorithmConfig(advantage="dr_grpo", loss_aggregation="seq_mean_token_sum_norm", loss_max_tokens=8,
-                          clip_eps_high=0.28, tis_cap=None)
+    cfg = AlgorithmConfig(
+        advantage="dr_grpo",
+        loss_aggregation="seq_mean_token_sum_norm",
+        loss_max_tokens=8,
+        clip_eps_high=0.28,
+        tis_cap=None,
+    )
     loss, _ = policy_loss(_inputs(), cfg, Normalizer(tokens=4, seqs=2, max_tokens=8))
     assert float(loss.detach()) == pytest.approx((-1.28 + 0.8 + 1.1 - 0.7) / 16, rel=1e-6)
     with pytest.raises(ValueError, match="reference"):

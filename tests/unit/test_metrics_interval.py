@@ -36,16 +36,22 @@ def test_wilson_hand_values_and_edges():
 
 
 def _group(problem_id, statuses):
-    samples = [ScoredSample(Sample(f"{problem_id}/0", problem_id, i, [1], [2], "t", None, "stop", 0),
-                            Verdict(status, problem_id, "cpu"), float(status is Status.CORRECT))
-               for i, status in enumerate(statuses)]
+    samples = [
+        ScoredSample(
+            Sample(f"{problem_id}/0", problem_id, i, [1], [2], "t", None, "stop", 0),
+            Verdict(status, problem_id, "cpu"),
+            float(status is Status.CORRECT),
+        )
+        for i, status in enumerate(statuses)
+    ]
     return Group(f"{problem_id}/0", problem_id, samples)
 
 
 def test_rollout_metrics_interval_and_per_problem_rates():
     C, X = Status.CORRECT, Status.INCORRECT
-    m = rollout_metrics([_group("a", [C, C, X, X]), _group("b", [X, X, X, X]), _group("a", [C, X, X, X])],
-                        "val", max_tokens=16)
+    m = rollout_metrics(
+        [_group("a", [C, C, X, X]), _group("b", [X, X, X, X]), _group("a", [C, X, X, X])], "val", max_tokens=16
+    )
     assert m["val/correct_rate"] == pytest.approx(3 / 12)
     assert (m["val/correct_rate_low"], m["val/correct_rate_high"]) == wilson_interval(3, 12)
     assert m["val/problem/a/correct_rate"] == pytest.approx(3 / 8)  # both of a's groups

@@ -5,7 +5,6 @@ import json
 from scripts import plot_run
 
 
-
 def _run_dir(tmp_path, *extra_lines):
     tmp_path.mkdir(parents=True, exist_ok=True)
     rows = [{"step": s, "train/reward_mean": 0.1 * s} for s in range(3)]
@@ -42,12 +41,26 @@ def _rows_of_a_run():
     (no KL or entropy term), KL ~1e-5 and entropy ~1e-2, validation at steps 0 and 3, step 2 without an update."""
     rows = []
     for s in range(4):
-        row = {"step": s, "train/reward_mean": 0.1 * s, "train/kernel_reward_mean": 0.1 * s, "train/kept_groups": 2,
-               "train/loss": -0.01 * s, "train/pg_loss": -0.01 * s, "train/kl_old": 1e-5 * (s + 1),
-               "train/entropy": 1e-2 * (s + 1)}
+        row = {
+            "step": s,
+            "train/reward_mean": 0.1 * s,
+            "train/kernel_reward_mean": 0.1 * s,
+            "train/kept_groups": 2,
+            "train/loss": -0.01 * s,
+            "train/pg_loss": -0.01 * s,
+            "train/kl_old": 1e-5 * (s + 1),
+            "train/entropy": 1e-2 * (s + 1),
+        }
         if s == 2:
-            row.update({"train/kept_groups": 0, "train/loss": float("nan"), "train/pg_loss": float("nan"),
-                        "train/kl_old": float("nan"), "train/entropy": float("nan")})
+            row.update(
+                {
+                    "train/kept_groups": 0,
+                    "train/loss": float("nan"),
+                    "train/pg_loss": float("nan"),
+                    "train/kl_old": float("nan"),
+                    "train/entropy": float("nan"),
+                }
+            )
         if s in (0, 3):
             row["val/reward_mean"] = 0.2
         rows.append(row)
@@ -85,7 +98,8 @@ def test_the_issue_defects_of_one_run(tmp_path, monkeypatch):
     assert reward.get_lines()[1].get_linestyle() == "None" and reward.get_lines()[1].get_marker() == "D"
     assert [line.get_label() for line in axes["loss"].get_lines()] == ["train/loss = train/pg_loss"]
     assert axes["KL (log scale)"].get_yscale() == "log" and "train/entropy" not in [
-        line.get_label() for line in axes["KL (log scale)"].get_lines()]
+        line.get_label() for line in axes["KL (log scale)"].get_lines()
+    ]
     assert [line.get_label() for line in axes["entropy"].get_lines()] == ["train/entropy"]
     spans = [p for p in reward.patches if p.get_label().startswith("no update")]
     assert len(spans) == 1 and spans[0].get_x() == 1.5  # step 2, +- half a step
@@ -94,13 +108,18 @@ def test_the_issue_defects_of_one_run(tmp_path, monkeypatch):
 
 
 def test_the_advantage_panel_of_a_run_that_logs_it(tmp_path, monkeypatch):
-    rows = [{**r, "train/advantage_max": 1.0, "train/advantage_mean": -0.1 * r["step"], "train/advantage_min": -1.0}
-            for r in _rows_of_a_run()]
+    rows = [
+        {**r, "train/advantage_max": 1.0, "train/advantage_mean": -0.1 * r["step"], "train/advantage_min": -1.0}
+        for r in _rows_of_a_run()
+    ]
     saved = _figure(monkeypatch)
     assert plot_run.main([str(_write(tmp_path / "run", rows))]) == 0
     axes = {ax.get_title(): ax for ax in saved[0].axes}
     assert [line.get_label() for line in axes["advantage (train batch)"].get_lines()] == [
-        "train/advantage_max", "train/advantage_mean", "train/advantage_min"]
+        "train/advantage_max",
+        "train/advantage_mean",
+        "train/advantage_min",
+    ]
 
 
 def test_several_runs_overlay_one_line_per_run_labelled_by_overrides(tmp_path, monkeypatch, capsys):
@@ -112,7 +131,9 @@ def test_several_runs_overlay_one_line_per_run_labelled_by_overrides(tmp_path, m
     assert plot_run.main([str(a), str(b), "--keys", "train/reward_mean"]) == 0
     assert capsys.readouterr().out.strip() == str((sweep / "curves_overlay.png").resolve())
     lines = saved[0].axes[0].get_lines()
-    assert [line.get_label() for line in lines] == ["delta=1.2: train/reward_mean",
-                                                   "delta=1.8 loop.steps=4: train/reward_mean"]
+    assert [line.get_label() for line in lines] == [
+        "delta=1.2: train/reward_mean",
+        "delta=1.8 loop.steps=4: train/reward_mean",
+    ]
     assert lines[0].get_color() != lines[1].get_color()
     assert plot_run.run_label(tmp_path / "multirun") == "multirun"  # no .hydra: the directory's name

@@ -20,8 +20,16 @@ from rewards.kernel_reward import reward_for_verdict
 
 RELU = resolve_problem("L0_02_relu")
 ADD = resolve_problem("L0_01_vector_add")
-TIMING = {"median_ms": 1.0, "mean_ms": 1.0, "std_ms": 0.0, "min_ms": 1.0, "max_ms": 1.0, "p10_ms": 1.0,
-          "p90_ms": 1.0, "runs": 100}
+TIMING = {
+    "median_ms": 1.0,
+    "mean_ms": 1.0,
+    "std_ms": 0.0,
+    "min_ms": 1.0,
+    "max_ms": 1.0,
+    "p10_ms": 1.0,
+    "p90_ms": 1.0,
+    "runs": 100,
+}
 
 
 KERNEL = """
@@ -223,8 +231,14 @@ def test_priority_validation_first_then_fifo():
         wait_for(lambda: queued(pool) == 5)
         backend.gate.set()
         assert all(f.result(10).correct for f in futures)
-    assert backend.order() == [("block", 0), ("correct", 4), ("correct", 5), ("correct", 1), ("correct", 2),
-                               ("correct", 3)]
+    assert backend.order() == [
+        ("block", 0),
+        ("correct", 4),
+        ("correct", 5),
+        ("correct", 1),
+        ("correct", 2),
+        ("correct", 3),
+    ]
     with pytest.raises(ValueError, match="priority"):
         pool.submit(RELU, code(), priority="urgent")
 
@@ -381,8 +395,11 @@ def test_cuda_baselines_measured_once_per_problem():
     measured = [(problem, mode) for _, mode, _, problem, measure in backend.log if measure]
     # RELU: the first job measures, the rest wait for it. ADD: the first job returns no baselines,
     # so exactly one later job measures them.
-    assert sorted(measured) == [("L0_01_vector_add", "correct"), ("L0_01_vector_add", "nobaseline"),
-                                ("L0_02_relu", "block")]
+    assert sorted(measured) == [
+        ("L0_01_vector_add", "correct"),
+        ("L0_01_vector_add", "nobaseline"),
+        ("L0_02_relu", "block"),
+    ]
 
 
 def test_prepare_baselines_measures_each_problem_once_ahead_of_its_candidates():
@@ -438,8 +455,12 @@ def test_metrics_are_flat_and_sane():
         m = pool.metrics()
     assert {actor for actor, *_ in backend.log} == {1, 2}
     for stage in ("cpu_stage", "queue_wait", "execution", "total"):
-        assert 0 <= m[f"pool/latency/{stage}_p50_s"] <= m[f"pool/latency/{stage}_p90_s"] \
+        assert (
+            0
+            <= m[f"pool/latency/{stage}_p50_s"]
+            <= m[f"pool/latency/{stage}_p90_s"]
             <= m[f"pool/latency/{stage}_p99_s"]
+        )
         assert m[f"pool/latency/{stage}_count"] == 3
     assert m["pool/verdicts/correct"] == 2 and m["pool/verdicts/incorrect"] == 1
     assert m["pool/verdict_frac/correct"] == pytest.approx(2 / 3)

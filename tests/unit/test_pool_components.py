@@ -49,8 +49,16 @@ def parts():
 def supervisor(backend, taken=None, restarts=4):
     wake, lifecycle, metrics, replies = parts()
     taken = [] if taken is None else taken
-    actors = ActorSupervisor(backend, SETTINGS, PoolConfig(max_actor_restarts=restarts, ray_metrics=False), wake,
-                             lifecycle, metrics, replies, take_queued=lambda: list(taken))
+    actors = ActorSupervisor(
+        backend,
+        SETTINGS,
+        PoolConfig(max_actor_restarts=restarts, ray_metrics=False),
+        wake,
+        lifecycle,
+        metrics,
+        replies,
+        take_queued=lambda: list(taken),
+    )
     return actors, wake, lifecycle, metrics
 
 
@@ -141,8 +149,18 @@ def test_without_restarts_left_the_queued_requests_get_the_starvation_error():
 def dispatcher():
     actors, wake, lifecycle, metrics = supervisor(Launcher())
     lifecycle.stopped = True  # its thread returns at once: enqueue and withdraw are called directly
-    d = Dispatcher(Launcher(), CpuStage(SETTINGS, "cpu|v1"), actors, wake, lifecycle, metrics, Replies(metrics),
-                   JobQueue(), 60.0, 1)
+    d = Dispatcher(
+        Launcher(),
+        CpuStage(SETTINGS, "cpu|v1"),
+        actors,
+        wake,
+        lifecycle,
+        metrics,
+        Replies(metrics),
+        JobQueue(),
+        60.0,
+        1,
+    )
     d.join()
     yield d, wake
     d.shutdown_finisher()

@@ -66,17 +66,34 @@ def test_a_ppo_policy_trains_its_value_head():
     from rl.learner.random_models import tiny_llama
     from rl.types import TrainBatch
 
-    policy = Policy(PolicyConfig(device="cpu", finetune="full", optimizer=OptimizerSettings(lr=1e-3)),
-                    AlgorithmConfig.from_mapping({"name": "ppo", "ppo": {"value_lr": 0.05}}),
-                    model=tiny_llama(vocab_size=64))
+    policy = Policy(
+        PolicyConfig(device="cpu", finetune="full", optimizer=OptimizerSettings(lr=1e-3)),
+        AlgorithmConfig.from_mapping({"name": "ppo", "ppo": {"value_lr": 0.05}}),
+        model=tiny_llama(vocab_size=64),
+    )
     ids = [[1, 2, 3, 4, 5, 6], [1, 2, 7, 8, 9]]
-    batch = TrainBatch(input_ids=ids, prompt_lengths=[2, 2], advantages=[1.0, 0.0], rollout_logprobs=[None, None],
-                       group_ids=["g", "g"], policy_version=0, rewards=[1.0, 0.0])
+    batch = TrainBatch(
+        input_ids=ids,
+        prompt_lengths=[2, 2],
+        advantages=[1.0, 0.0],
+        rollout_logprobs=[None, None],
+        group_ids=["g", "g"],
+        policy_version=0,
+        rewards=[1.0, 0.0],
+    )
     first = policy.train_step(batch)
     assert first["values_mean"] == 0  # zero-initialised head
     for _ in range(5):
         last = policy.train_step(batch)
     assert last["value_error_sq"] < first["value_error_sq"] and last["value_grad_norm"] > 0
     with pytest.raises(ValueError, match="rewards"):
-        policy.train_step(TrainBatch(input_ids=ids, prompt_lengths=[2, 2], advantages=[1.0, 0.0],
-                                     rollout_logprobs=[None, None], group_ids=["g", "g"], policy_version=0))
+        policy.train_step(
+            TrainBatch(
+                input_ids=ids,
+                prompt_lengths=[2, 2],
+                advantages=[1.0, 0.0],
+                rollout_logprobs=[None, None],
+                group_ids=["g", "g"],
+                policy_version=0,
+            )
+        )

@@ -73,24 +73,28 @@ LAM = 0.9
 
 def ppo_policy(**ppo):
     # tis_cap off: the made-up engine logprobs below would reweight the surrogate (not what these tests are about)
-    algorithm = AlgorithmConfig.from_mapping({"name": "ppo", "tis_cap": None,
-                                              "ppo": {"gamma": 1.0, "lam": LAM, "value_lr": 0.05, **ppo}})
+    algorithm = AlgorithmConfig.from_mapping(
+        {"name": "ppo", "tis_cap": None, "ppo": {"gamma": 1.0, "lam": LAM, "value_lr": 0.05, **ppo}}
+    )
     config = PolicyConfig(optimizer=OptimizerSettings(lr=1e-3), device="cpu", lora=LoraSettings(r=4, alpha=8))
     return Policy(config, algorithm, model=tiny_llama(vocab_size=VOCAB))
 
 
 def trajectory(index, turns, reward):
     verdict = Verdict(Status.CORRECT if reward else Status.INCORRECT, "p", "cpu")
-    return Trajectory(f"r#{index}", "r", "p", index, 0, turns, [], "", verdict, reward, [reward] * len(turns),
-                      "final", "submit")
+    return Trajectory(
+        f"r#{index}", "r", "p", index, 0, turns, [], "", verdict, reward, [reward] * len(turns), "final", "submit"
+    )
 
 
 def multi_turn_batch(algorithm):
     """Two trajectories of one group through the real path (Trajectory.training_rows -> trajectory_groups ->
     build_train_batch): a 2-turn one with a tool output between its turns (reward 1), a 1-turn one (reward 0)."""
     second_prompt = PROMPT + TURN1 + TOOL_OUTPUT
-    two_turns = [Turn(0, PROMPT, TURN1, [-0.5] * 3, "", "stop", 0.0),
-                 Turn(1, second_prompt, TURN2, [-0.5] * 2, "", "stop", 0.0)]
+    two_turns = [
+        Turn(0, PROMPT, TURN1, [-0.5] * 3, "", "stop", 0.0),
+        Turn(1, second_prompt, TURN2, [-0.5] * 2, "", "stop", 0.0),
+    ]
     one_turn = [Turn(0, PROMPT, [60, 61], [-0.5] * 2, "", "stop", 0.0)]
     request = RolloutRequest("r", "p", [], SamplingConfig(n=2))
     groups = trajectory_groups([request], [trajectory(0, two_turns, 1.0), trajectory(1, one_turn, 0.0)], "concat")
@@ -135,7 +139,7 @@ def test_a_ppo_step_on_a_masked_multi_turn_batch():
         handle.remove()
     # By hand, with the zero-initialised head (V = 0 everywhere): A_t = R_t = lambda^(policy tokens to go) * reward,
     # over the 5 policy tokens of row 0 (lam^4 .. 1) and the 2 of row 1 (0, 0): 7 tokens, the tool output none.
-    returns = [LAM ** k for k in (4, 3, 2, 1, 0)] + [0.0, 0.0]
+    returns = [LAM**k for k in (4, 3, 2, 1, 0)] + [0.0, 0.0]
     assert first["completion_tokens"] == 7
     assert first["returns_mean"] == pytest.approx(sum(returns) / 7, abs=1e-6)
     assert first["value_error_sq"] == pytest.approx(sum(r * r for r in returns) / 7, abs=1e-6)

@@ -2,8 +2,15 @@ import textwrap
 
 import pytest
 
-from envs.problems import (ProblemError, load_builtin, load_kernelbench, load_problem_dir, load_problem_file,
-                           load_problem_set, resolve_problem)
+from envs.problems import (
+    ProblemError,
+    load_builtin,
+    load_kernelbench,
+    load_problem_dir,
+    load_problem_file,
+    load_problem_set,
+    resolve_problem,
+)
 
 PROBLEM = textwrap.dedent("""
     import torch
@@ -53,8 +60,12 @@ def test_kernelbench_checkout_keeps_level_and_id(tmp_path):
         for name in names:
             (d / name).write_text(PROBLEM)
     problems = load_kernelbench(tmp_path)
-    assert [p.id for p in problems] == ["kernelbench/level1/1", "kernelbench/level1/2", "kernelbench/level1/10",
-                                        "kernelbench/level2/3"]
+    assert [p.id for p in problems] == [
+        "kernelbench/level1/1",
+        "kernelbench/level1/2",
+        "kernelbench/level1/10",
+        "kernelbench/level2/3",
+    ]
     assert [p.level for p in problems] == [1, 1, 1, 2]
     assert [p.id for p in load_problem_set(str(tmp_path), levels=[2])] == ["kernelbench/level2/3"]
 
@@ -66,14 +77,17 @@ def test_directory_loader(tmp_path):
     assert [p.id for p in load_problem_dir(tmp_path)] == ["a", "b"]
 
 
-@pytest.mark.parametrize("source, message", [
-    ("x = 1\n", "not a problem file"),
-    ("def f(:\n", "not valid Python"),
-    (PROBLEM.replace('{"n": 100}', '{"m": 100}'), "unknown module constants"),
-    (PROBLEM.replace('{"n": 100}', "dict(n=100)"), "literal dict"),
-    (PROBLEM + "TOLERANCE = {'atol': -1}\n", "TOLERANCE"),
-    (PROBLEM + "TOLERANCE = {'tol': 1e-3}\n", "TOLERANCE"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("x = 1\n", "not a problem file"),
+        ("def f(:\n", "not valid Python"),
+        (PROBLEM.replace('{"n": 100}', '{"m": 100}'), "unknown module constants"),
+        (PROBLEM.replace('{"n": 100}', "dict(n=100)"), "literal dict"),
+        (PROBLEM + "TOLERANCE = {'atol': -1}\n", "TOLERANCE"),
+        (PROBLEM + "TOLERANCE = {'tol': 1e-3}\n", "TOLERANCE"),
+    ],
+)
 def test_bad_problem_files_are_rejected_clearly(tmp_path, source, message):
     path = tmp_path / "p.py"
     path.write_text(source)

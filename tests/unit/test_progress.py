@@ -32,6 +32,7 @@ def test_a_long_launch_is_excused_as_compilation_up_to_compile_s_on_cuda(board):
 
     def compiling(*args, **kwargs):  # observed by the parent while Triton's launcher runs
         seen.extend(watch.deadline(t) for t in (1.0, 20.0, 70.0))
+
     board.flagged(compiling)()
     assert seen == pytest.approx([5.0, 5.0 + 19.0, 5.0 + 60.0])  # the clock stops while compiling, up to 60 s
     assert watch.deadline(71.0) == pytest.approx(65.0)  # after the launch: the excused 60 s remain, no more

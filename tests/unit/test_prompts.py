@@ -25,8 +25,19 @@ def index():
 
 def test_tokenize_splits_compound_identifiers_and_drops_boilerplate():
     tokens = tokenize("def _layer_norm_kernel(x_ptr): return torch.nn.LayerNorm(BLOCK_SIZE)  # rms")
-    assert {"layer_norm_kernel", "layer", "norm", "kernel", "x_ptr", "ptr", "layernorm", "block_size",
-            "block", "size", "rms"} <= set(tokens)
+    assert {
+        "layer_norm_kernel",
+        "layer",
+        "norm",
+        "kernel",
+        "x_ptr",
+        "ptr",
+        "layernorm",
+        "block_size",
+        "block",
+        "size",
+        "rms",
+    } <= set(tokens)
     assert not {"def", "return", "torch", "nn", "x"} & set(tokens)
 
 
@@ -42,9 +53,13 @@ def test_search_never_returns_the_problem_itself_even_under_another_id(index):
 
 
 def test_similar_problems_are_found(index):
-    expected = {"L3_01_matmul": "L3_03_matmul_transposed_b", "L2_03_layer_norm": "L2_04_rms_norm",
-                "L5_01_attention": "L5_02_causal_attention", "L4_05_max_pool2d": "L4_06_avg_pool2d",
-                "L0_02_relu": "L0_05_leaky_relu"}
+    expected = {
+        "L3_01_matmul": "L3_03_matmul_transposed_b",
+        "L2_03_layer_norm": "L2_04_rms_norm",
+        "L5_01_attention": "L5_02_causal_attention",
+        "L4_05_max_pool2d": "L4_06_avg_pool2d",
+        "L0_02_relu": "L0_05_leaky_relu",
+    }
     for pid, similar in expected.items():
         assert index.most_similar(resolve_problem(pid)).problem_id == similar
 
@@ -67,8 +82,7 @@ def test_search_is_deterministic_and_ties_prefer_faster_solutions(index):
     hits = KernelIndex([slow, fast]).search("softmax rows cols", k=2)
     assert [h.record.solution for h in hits] == ["fast", "slow"] and hits[0].score == hits[1].score
     assert index.search("zzz_unrelated_words", k=3) == []
-    assert index.search("online softmax over rows", k=2)[0].record.problem_id in {"L2_01_softmax",
-                                                                                  "L2_02_log_softmax"}
+    assert index.search("online softmax over rows", k=2)[0].record.problem_id in {"L2_01_softmax", "L2_02_log_softmax"}
 
 
 def test_prompt_has_rules_example_turn_and_the_problem(index):
@@ -78,8 +92,16 @@ def test_prompt_has_rules_example_turn_and_the_problem(index):
     roles = [m["role"] for m in prompt.messages]
     assert roles == ["system", "user", "assistant", "user"]
     system = prompt.messages[0]["content"]
-    for rule in ("```python", "class ModelNew", "@triton.jit", "torch.compile", "try/except", "threads",
-                 "current stream", "inputs"):
+    for rule in (
+        "```python",
+        "class ModelNew",
+        "@triton.jit",
+        "torch.compile",
+        "try/except",
+        "threads",
+        "current stream",
+        "inputs",
+    ):
         assert rule in system
     assert problem.source.strip() in prompt.messages[-1]["content"]
     assert prompt.example is not None and prompt.example.problem_id == "L2_04_rms_norm"

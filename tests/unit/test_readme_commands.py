@@ -20,8 +20,14 @@ train = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(train)
 
 README = (ROOT / "README.md").read_text()
-KERNELBENCH = next((p for p in (Path("/work/shared/kernelbench"), ROOT.parent / "shared" / "kernelbench")
-                    if (p / "KernelBench" / "level1").is_dir()), None)
+KERNELBENCH = next(
+    (
+        p
+        for p in (Path("/work/shared/kernelbench"), ROOT.parent / "shared" / "kernelbench")
+        if (p / "KernelBench" / "level1").is_dir()
+    ),
+    None,
+)
 
 
 def readme_commands() -> list[list[str]]:
@@ -36,8 +42,11 @@ def readme_commands() -> list[list[str]]:
 
 
 def train_commands() -> list[list[str]]:
-    return [c[c.index(next(a for a in c if a.endswith("scripts/train.py"))) + 1:] for c in readme_commands()
-            if any(a.endswith("scripts/train.py") for a in c)]
+    return [
+        c[c.index(next(a for a in c if a.endswith("scripts/train.py"))) + 1 :]
+        for c in readme_commands()
+        if any(a.endswith("scripts/train.py") for a in c)
+    ]
 
 
 def test_the_readme_shows_the_commands_this_test_checks():

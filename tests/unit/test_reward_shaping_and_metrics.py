@@ -56,10 +56,16 @@ def _scored(rid, i, status, reward, n_tokens=10, finish="stop", speedup=None, ha
 
 
 def test_rollout_metrics_hand_values():
-    g1 = Group("a/0", "a", [_scored("a/0", 0, Status.CORRECT, 0.8, speedup=2.0),
-                            _scored("a/0", 1, Status.CORRECT, 0.6, speedup=0.5),
-                            _scored("a/0", 2, Status.COMPILE_ERROR, 0.0, n_tokens=64, finish="length"),
-                            _scored("a/0", 3, Status.HACK, 0.0, hack=HackFinding("baseline_kernel", "x"))])
+    g1 = Group(
+        "a/0",
+        "a",
+        [
+            _scored("a/0", 0, Status.CORRECT, 0.8, speedup=2.0),
+            _scored("a/0", 1, Status.CORRECT, 0.6, speedup=0.5),
+            _scored("a/0", 2, Status.COMPILE_ERROR, 0.0, n_tokens=64, finish="length"),
+            _scored("a/0", 3, Status.HACK, 0.0, hack=HackFinding("baseline_kernel", "x")),
+        ],
+    )
     g2 = Group("b/0", "b", [_scored("b/0", i, Status.INCORRECT, 0.0) for i in range(4)])
     m = rollout_metrics([g1, g2], "train", max_tokens=64)
     assert m["train/reward_mean"] == pytest.approx(1.4 / 8) and m["train/reward_max"] == 0.8
@@ -92,10 +98,14 @@ def test_metrics_jsonl_one_row_per_step_nan_as_null_and_carry_over(tmp_path):
     with open(tmp_path / "a" / "metrics.jsonl", "a") as f:
         f.write('{"step": 3, "train/rew')  # a torn line of a killed run
     assert len(read_metrics(tmp_path / "a" / "metrics.jsonl")) == 3
-    resumed = RunLogger(tmp_path / "b", WandbConfig(mode="disabled"), resume_from=tmp_path / "a" / "metrics.jsonl",
-                        resume_step=1)
+    resumed = RunLogger(
+        tmp_path / "b", WandbConfig(mode="disabled"), resume_from=tmp_path / "a" / "metrics.jsonl", resume_step=1
+    )
     resumed.log(2, {"train/reward_mean": 0.9})
     resumed.close()
-    assert [(r["step"], r.get("train/reward_mean")) for r in read_metrics(tmp_path / "b" / "metrics.jsonl")] == \
-        [(0, None), (1, 0.2), (2, 0.9)]
+    assert [(r["step"], r.get("train/reward_mean")) for r in read_metrics(tmp_path / "b" / "metrics.jsonl")] == [
+        (0, None),
+        (1, 0.2),
+        (2, 0.9),
+    ]
     json.loads((tmp_path / "b" / "metrics.jsonl").read_text().splitlines()[0])

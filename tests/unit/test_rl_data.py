@@ -28,13 +28,16 @@ def test_hash_split_holds_out_some_builtin_problems():
     assert data.validation and data.train and len(data.train) + len(data.validation) == len(load_builtin())
 
 
-@pytest.mark.parametrize("config, message", [
-    (DataConfig(problems="/nonexistent/set"), "data.problems"),
-    (DataConfig(levels=(9,)), "no usable problems"),
-    (DataConfig(levels=(0,), validation_ids=("L3_01_matmul",)), "validation_ids names problems not in"),
-    (DataConfig(include_ids=("nope",)), "include_ids names problems"),
-    (DataConfig(levels=(0,), include_ids=("L0_02_relu",), validation_ids=("L0_02_relu",)), "held out"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (DataConfig(problems="/nonexistent/set"), "data.problems"),
+        (DataConfig(levels=(9,)), "no usable problems"),
+        (DataConfig(levels=(0,), validation_ids=("L3_01_matmul",)), "validation_ids names problems not in"),
+        (DataConfig(include_ids=("nope",)), "include_ids names problems"),
+        (DataConfig(levels=(0,), include_ids=("L0_02_relu",), validation_ids=("L0_02_relu",)), "held out"),
+    ],
+)
 def test_unusable_problem_sets_are_clear_errors(config, message):
     with pytest.raises(DataError, match=message):
         ProblemData.load(config)

@@ -47,9 +47,19 @@ def test_smollm2_spec_validates_without_converting(tmp_path, monkeypatch):
 def test_engine_config_refuses_unknown_keys_and_bad_values():
     with pytest.raises(ValueError, match="unknown vllm engine settings: \\['max_model_length'\\]"):
         EngineConfig.from_mapping({"kind": "vllm", "max_model_length": 1024})
-    for bad in ({"kind": "sglang"}, {"dtype": "fp8"}, {"device": "tpu"}, {"gpu_memory_utilization": 1.5},
-                {"tensor_parallel_size": 0}, {"num_engines": 0}, {"kind": "hf", "tensor_parallel_size": 2},
-                {"num_cpus": 0}, {"kind": "openai"}, {"kv_cache_gb": 0}, {"kv_cache_gb": -1.0}):
+    for bad in (
+        {"kind": "sglang"},
+        {"dtype": "fp8"},
+        {"device": "tpu"},
+        {"gpu_memory_utilization": 1.5},
+        {"tensor_parallel_size": 0},
+        {"num_engines": 0},
+        {"kind": "hf", "tensor_parallel_size": 2},
+        {"num_cpus": 0},
+        {"kind": "openai"},
+        {"kv_cache_gb": 0},
+        {"kv_cache_gb": -1.0},
+    ):
         with pytest.raises(ValueError):
             EngineConfig.from_mapping(bad)
 
@@ -79,6 +89,7 @@ def test_make_engine_refuses_bad_input_before_building_anything(tmp_path):
 
 def test_sample_seeds_are_distinct_and_reproducible():
     from rl.rollout.common import sample_seed
+
     seeds = {sample_seed(7, f"r{i}", j) for i in range(20) for j in range(8)}
     assert len(seeds) == 160
     assert sample_seed(7, "r1", 2) == sample_seed(7, "r1", 2) != sample_seed(8, "r1", 2)

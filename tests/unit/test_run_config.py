@@ -42,37 +42,40 @@ def test_sweep_values_reach_the_reward():
     assert RunConfig.from_hydra(_compose("delta=1.2")).reward.delta == 1.2
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["+loop.stepz=3"], r"unknown loop settings: \['stepz'\]"),
-    (["+rollout.temprature=1"], "unknown"),
-    (["+algorithm.clip_low=0.1"], "unknown algorithm settings"),
-    (["policy.model=/no/such/model"], "policy.model"),
-    (["rollout.temperature=0.9"], "must equal rollout.temperature"),
-    (["loop.problems_per_step=0"], "problems_per_step"),
-    (["+experiment=gpt5_triton"], "OPENAI_API_KEY"),
-    (["+bogus=1"], "unknown top-level"),
-    (["loop.mode=async"], "loop.mode must be one of sync, one_step_off, not 'async'"),
-    (["loop.mode=one_step_off", "algorithm.tis_cap=null"], "needs the importance correction"),
-    (["loop.sync=nccl"], "loop.sync must be one of merged, lora, broadcast, not 'nccl'"),
-    (["+policy.learner.world_size=0"], "world_size"),
-    # Before: a ValueError traceback from float("abc"); NaN passed and stopped the run after Ray and W&B started;
-    # loop.steps=abc said "'<' not supported between instances of 'str' and 'int'".
-    (["delta=abc"], "delta must be a finite number, not 'abc'"),
-    (["delta=nan"], "delta must be a finite number, not nan"),
-    (["loop.steps=abc"], "loop.steps must be int, not 'abc'"),
-    (["loop.steps=1.5"], "loop.steps must be int, not 1.5"),
-    (["validation.at_start=maybe"], "validation.at_start must be bool"),
-    (["validation.max_tokens=many"], "validation.max_tokens must be int or None"),
-    # Before: "rollout: '<' not supported between instances of 'str' and 'int'"
-    (["rollout.temperature=abc"], "rollout.temperature must be float, not 'abc'"),
-    (["algorithm.kl_coef=lots"], "algorithm.kl_coef must be float, not 'lots'"),
-    (["algorithm.ppo.lam=x"], r"algorithm.ppo.lam must be float, not 'x'"),
-    (["eval.workers=two"], "eval.workers must be int, not 'two'"),
-    (["data.levels=[0,a]"], r"data.levels\[1\] must be int, not 'a'"),
-    (["wandb.mode=loud"], "wandb.mode must be one of offline, online, disabled, not 'loud'"),
-    (["wandb.pool_metrics=some"], "wandb.pool_metrics must be one of summary, full, not 'some'"),
-    (["policy.learner.finetune=half"], "policy.learner.finetune must be one of lora, full, not 'half'"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["+loop.stepz=3"], r"unknown loop settings: \['stepz'\]"),
+        (["+rollout.temprature=1"], "unknown"),
+        (["+algorithm.clip_low=0.1"], "unknown algorithm settings"),
+        (["policy.model=/no/such/model"], "policy.model"),
+        (["rollout.temperature=0.9"], "must equal rollout.temperature"),
+        (["loop.problems_per_step=0"], "problems_per_step"),
+        (["+experiment=gpt5_triton"], "OPENAI_API_KEY"),
+        (["+bogus=1"], "unknown top-level"),
+        (["loop.mode=async"], "loop.mode must be one of sync, one_step_off, not 'async'"),
+        (["loop.mode=one_step_off", "algorithm.tis_cap=null"], "needs the importance correction"),
+        (["loop.sync=nccl"], "loop.sync must be one of merged, lora, broadcast, not 'nccl'"),
+        (["+policy.learner.world_size=0"], "world_size"),
+        # Before: a ValueError traceback from float("abc"); NaN passed and stopped the run after Ray and W&B started;
+        # loop.steps=abc said "'<' not supported between instances of 'str' and 'int'".
+        (["delta=abc"], "delta must be a finite number, not 'abc'"),
+        (["delta=nan"], "delta must be a finite number, not nan"),
+        (["loop.steps=abc"], "loop.steps must be int, not 'abc'"),
+        (["loop.steps=1.5"], "loop.steps must be int, not 1.5"),
+        (["validation.at_start=maybe"], "validation.at_start must be bool"),
+        (["validation.max_tokens=many"], "validation.max_tokens must be int or None"),
+        # Before: "rollout: '<' not supported between instances of 'str' and 'int'"
+        (["rollout.temperature=abc"], "rollout.temperature must be float, not 'abc'"),
+        (["algorithm.kl_coef=lots"], "algorithm.kl_coef must be float, not 'lots'"),
+        (["algorithm.ppo.lam=x"], r"algorithm.ppo.lam must be float, not 'x'"),
+        (["eval.workers=two"], "eval.workers must be int, not 'two'"),
+        (["data.levels=[0,a]"], r"data.levels\[1\] must be int, not 'a'"),
+        (["wandb.mode=loud"], "wandb.mode must be one of offline, online, disabled, not 'loud'"),
+        (["wandb.pool_metrics=some"], "wandb.pool_metrics must be one of summary, full, not 'some'"),
+        (["policy.learner.finetune=half"], "policy.learner.finetune must be one of lora, full, not 'half'"),
+    ],
+)
 def test_bad_configs_are_clear_errors(overrides, message):
     with pytest.raises(ConfigError, match=message):
         RunConfig.from_hydra(_compose(*overrides))
@@ -81,18 +84,20 @@ def test_bad_configs_are_clear_errors(overrides, message):
 def test_every_problem_is_reported_one_line_each():
     """The issue's command: loop.steps=-1 and rollout.temperature=abc were one raw TypeError; now both are named."""
     with pytest.raises(ConfigError) as e:
-        RunConfig.from_hydra(_compose("loop.steps=-1", "rollout.temperature=abc", "eval.workers=two",
-                                      "validation.n=0"))
+        RunConfig.from_hydra(_compose("loop.steps=-1", "rollout.temperature=abc", "eval.workers=two", "validation.n=0"))
     assert e.value.problems == [
-        "rollout.temperature must be float, not 'abc'", "eval.workers must be int, not 'two'",
+        "rollout.temperature must be float, not 'abc'",
+        "eval.workers must be int, not 'two'",
         "loop: loop.steps must be >= 0 and loop.problems_per_step >= 1",
-        "validation: validation.every >= 0, validation.n >= 1 and validation.temperature >= 0"]
+        "validation: validation.every >= 0, validation.n >= 1 and validation.temperature >= 0",
+    ]
     assert str(e.value).splitlines() == e.value.problems
 
 
 def _state(step, run_dir="r"):
-    return LoopState(step=step, policy_version=step, sampler={"draws": step * 4}, rng=[3, [1, 2], None],
-                     run_dir=run_dir)
+    return LoopState(
+        step=step, policy_version=step, sampler={"draws": step * 4}, rng=[3, [1, 2], None], run_dir=run_dir
+    )
 
 
 def test_checkpoints_are_atomic_pruned_and_found(tmp_path):
@@ -128,19 +133,23 @@ def test_checkpoints_are_atomic_pruned_and_found(tmp_path):
 
 def test_tools_switch_on_trajectories_with_their_options():
     assert RunConfig.from_hydra(_compose()).trajectory is None  # off by default: single attempts
-    run = RunConfig.from_hydra(_compose("rollout.tools=[kernel_evaluator,kernel_search]",
-                                        "rollout.trajectory.reward_mode=discounted",
-                                        "rollout.trajectory.history=summary"))
+    run = RunConfig.from_hydra(
+        _compose(
+            "rollout.tools=[kernel_evaluator,kernel_search]",
+            "rollout.trajectory.reward_mode=discounted",
+            "rollout.trajectory.history=summary",
+        )
+    )
     t = run.trajectory
     assert t.tools == ("kernel_evaluator", "kernel_search") and t.reward_mode == "discounted" and t.gamma == 0.4
     assert t.layout == "per_turn" and t.history == "summary" and t.tool_format == "auto"
     assert t.max_context_tokens == 3072  # SmolLM2's vLLM max_model_len bounds each trajectory
     assert run.rollout.max_tokens == 384  # the per-turn sampling stays the rollout's
-    for overrides, message in ((["rollout.tools=[kernel_evaluator,web_search]"], "unknown tool(s) web_search"),
-                               (["rollout.tools=[kernel_search]", "+rollout.trajectory.max_turnz=3"],
-                                "unknown trajectory settings"),
-                               (["rollout.tools=[kernel_search]", "rollout.trajectory.reward_mode=sum"],
-                                "reward_mode")):
+    for overrides, message in (
+        (["rollout.tools=[kernel_evaluator,web_search]"], "unknown tool(s) web_search"),
+        (["rollout.tools=[kernel_search]", "+rollout.trajectory.max_turnz=3"], "unknown trajectory settings"),
+        (["rollout.tools=[kernel_search]", "rollout.trajectory.reward_mode=sum"], "reward_mode"),
+    ):
         with pytest.raises(ConfigError, match=r"rollout: .*" + message.replace("(", r"\(").replace(")", r"\)")):
             RunConfig.from_hydra(_compose(*overrides))
 

@@ -43,6 +43,7 @@ def test_identity_storage_and_subclass_outputs():
 
     class Lazy(torch.Tensor):
         pass
+
     with pytest.raises(RuntimeHack) as e:
         guard.check_outputs([x.clone().as_subclass(Lazy)], [x], model)
     assert e.value.category == "lazy_tensor"
@@ -62,6 +63,7 @@ def test_inputs_must_be_unchanged():
 
 def test_identity_snapshot_sees_patched_timers_and_comparisons(monkeypatch):
     import time
+
     before = guard.identity_snapshot()
     guard.check_identities(before, "now")
     monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
@@ -78,6 +80,7 @@ def test_identity_snapshot_sees_patched_timers_and_comparisons(monkeypatch):
 @pytest.mark.parametrize("name", ["time_in_placements", "placement_blocks", "block_warmup", "interleaved_schedule"])
 def test_identity_snapshot_sees_the_placement_timing_replaced(monkeypatch, name):
     import envs.timing
+
     before = guard.identity_snapshot()
     monkeypatch.setattr(envs.timing, name, lambda *a, **k: None)  # e.g. one short block of made-up times
     with pytest.raises(RuntimeHack) as e:
@@ -122,6 +125,7 @@ def test_compute_recorder_prices_torch_compute_against_the_reference():
 
 def test_concurrency_snapshot_sees_new_threads():
     import threading
+
     before = guard.concurrency_snapshot()
     stop = threading.Event()
     t = threading.Thread(target=stop.wait, daemon=True)
@@ -139,7 +143,6 @@ def test_physical_floor():
     assert guard.floor_ms(4_800_000_000, 0, "NVIDIA H200") == pytest.approx(1.0)
     assert guard.floor_ms(0, 989e12, "NVIDIA H100 80GB HBM3") == pytest.approx(1000.0)
     assert guard.peak_rates("Some Future GPU") == guard._FALLBACK_PEAK
-
 
 
 def test_tile_bytes_repeats_a_pattern_from_the_start_of_a_block():

@@ -57,7 +57,7 @@ def test_command_isolates_masks_and_drops_root(tmp_path, monkeypatch):
     assert tmpfs[-1] == "/tmp/kernelrl-worker-x"  # the only large writable place, mounted last
     assert args[args.index("--cap-drop") + 1] == "ALL"
     assert _singles(args, "--cap-add") == ["CAP_SETUID", "CAP_SETGID"]
-    init = args[args.index("--") + 1:]
+    init = args[args.index("--") + 1 :]
     assert init[4:6] == ["--uid", "65534"] and init[-4:] == ["--", "python", "-m", "x"]
     assert not any(a.startswith("/dev/nvidia") for a in args)
     unprivileged = Sandbox("/usr/bin/bwrap").command(["python"], "/tmp/r", "cpu")

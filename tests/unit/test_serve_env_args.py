@@ -1,10 +1,8 @@
 """scripts/serve_env.py's argument checks (no server started)."""
 
-
 import pytest
 
 from scripts import serve_env
-
 
 
 def test_a_port_outside_0_to_65535_is_a_usage_error(capsys):

@@ -12,8 +12,16 @@ import httpx
 import pytest
 
 from envs.problems import resolve_problem
-from envs.service import (EvalOverrides, GuardMiddleware, ServiceSettings, TokenBucketLimiter, VerdictResponse,
-                          apply_overrides, create_app, verdict_response)
+from envs.service import (
+    EvalOverrides,
+    GuardMiddleware,
+    ServiceSettings,
+    TokenBucketLimiter,
+    VerdictResponse,
+    apply_overrides,
+    create_app,
+    verdict_response,
+)
 from envs.verdict import Status, Timings, TimingStats, Verdict
 from rewards.kernel_reward import kernel_reward, reward_function
 
@@ -40,8 +48,14 @@ def _stats(ms: float) -> TimingStats:
 
 def _cuda_verdict(inductor: float | None = 2.0) -> Verdict:
     timings = Timings(kernel=_stats(1.0), eager=_stats(4.0), inductor=_stats(inductor) if inductor else None)
-    return Verdict(Status.CORRECT, "L0_02_relu", "NVIDIA H200", timings=timings, speedup=(inductor or 4.0) / 1.0,
-                   baseline="inductor" if inductor else "eager")
+    return Verdict(
+        Status.CORRECT,
+        "L0_02_relu",
+        "NVIDIA H200",
+        timings=timings,
+        speedup=(inductor or 4.0) / 1.0,
+        baseline="inductor" if inductor else "eager",
+    )
 
 
 def _client(app, token: str | None = TOKEN) -> httpx.AsyncClient:
@@ -64,13 +78,26 @@ def test_verdict_response_types_every_verdict_field():
     fields = {f.name for f in dataclasses.fields(Verdict)} | {"correct", "reward"}
     assert fields <= set(VerdictResponse.model_fields), "type the new Verdict fields in VerdictResponse"
     # What the CLI prints comes first, in its order.
-    assert list(VerdictResponse.model_fields)[:8] == ["status", "correct", "hack", "speedup", "reward", "timings",
-                                                     "error", "cached"]
+    assert list(VerdictResponse.model_fields)[:8] == [
+        "status",
+        "correct",
+        "hack",
+        "speedup",
+        "reward",
+        "timings",
+        "error",
+        "cached",
+    ]
 
 
 def test_non_finite_numbers_become_valid_json():
-    v = Verdict(Status.INCORRECT, "p", "cpu", error="NaN", mismatch={"reason": "NaN", "value": math.nan,
-                                                                      "expected": 1.0, "index": [0, 1]})
+    v = Verdict(
+        Status.INCORRECT,
+        "p",
+        "cpu",
+        error="NaN",
+        mismatch={"reason": "NaN", "value": math.nan, "expected": 1.0, "index": [0, 1]},
+    )
     body = verdict_response(v, 0.0).model_dump(mode="json")
     assert body["mismatch"]["value"] == "nan"
     json.dumps(body, allow_nan=False)
@@ -132,19 +159,23 @@ def test_auth_and_problem_routes_in_process():
             r = await c.post("/reward", json={"problem_id": "L0_02_relu", "solution": "x"})
             assert r.json() == {"reward": pytest.approx(0.31, abs=0.001), "status": "correct", "cached": False}
             assert backend.calls == [("L0_02_relu", "x")]
+
     asyncio.run(go())
 
 
 def test_a_body_with_nan_infinity_or_a_lone_surrogate_is_a_422_naming_the_field_not_a_500():
     """Python's JSON parser accepts NaN and Infinity; the validation error echoes the offending input, which
     JSON cannot carry, so FastAPI's own handler failed to render it (500 Internal Server Error)."""
+
     async def go():
         backend = FakeBackend()
         async with _client(_app(backend)) as c:
-            for body, field in (('{"problem_id": "L0_02_relu", "solution": "x", "settings": {"delta": NaN}}', "delta"),
-                                ('{"problem_id": "L0_02_relu", "solution": "x", "extra": -Infinity}', "extra"),
-                                ('{"problem_id": "L0_02_relu", "solution": Infinity}', "solution"),
-                                ('{"problem_id": "\\ud800", "solution": "x"}', "problem_id")):  # a lone surrogate
+            for body, field in (
+                ('{"problem_id": "L0_02_relu", "solution": "x", "settings": {"delta": NaN}}', "delta"),
+                ('{"problem_id": "L0_02_relu", "solution": "x", "extra": -Infinity}', "extra"),
+                ('{"problem_id": "L0_02_relu", "solution": Infinity}', "solution"),
+                ('{"problem_id": "\\ud800", "solution": "x"}', "problem_id"),
+            ):  # a lone surrogate
                 r = await c.post("/evaluate", content=body, headers={"Content-Type": "application/json"})
                 assert r.status_code == 422, (body, r.text)
                 detail = r.json()["detail"]
@@ -152,6 +183,7 @@ def test_a_body_with_nan_infinity_or_a_lone_surrogate_is_a_422_naming_the_field_
             r = await c.post("/evaluate", content='{"solution": "x"}', headers={"Content-Type": "application/json"})
             assert r.status_code == 422 and "exactly one of problem_id" in r.json()["detail"][0]["msg"]
         assert backend.calls == []
+
     asyncio.run(go())
 
 
@@ -164,6 +196,7 @@ def test_insecure_mode_needs_no_token_and_problem_source_is_refused_by_default()
             assert (await c.get("/problems")).status_code == 200
             r = await c.post("/evaluate", json={"problem_source": "x", "solution": "y"})
             assert r.status_code == 403 and "--allow-problem-source" in r.json()["detail"]
+
     asyncio.run(go())
 
 
@@ -182,4 +215,5 @@ def test_bounded_queue_answers_503():
             assert third.status_code == 503 and third.headers["retry-after"] == "5"
             release.set()
             assert [r.status_code for r in await asyncio.gather(*first)] == [200, 200]
+
     asyncio.run(go())

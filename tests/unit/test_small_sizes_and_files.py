@@ -11,7 +11,7 @@ from envs.small_sizes import estimate_elements, scalable_constants, scaled_sizes
 from rl.bench.policies import FilesEngine, FilesPolicyError, answer_files
 from rl.types import RolloutRequest, SamplingConfig
 
-SOURCE = '''
+SOURCE = """
 import torch
 import torch.nn as nn
 
@@ -34,19 +34,25 @@ def get_inputs():
 
 def get_init_inputs():
     return [in_channels, out_channels, kernel_size, num_groups, bias_shape]
-'''
+"""
 
 
 def test_scalable_constants_are_integer_literals_of_at_least_min_scaled():
-    assert scalable_constants(SOURCE) == {"batch_size": 128, "out_channels": 24, "D": 24, "H": 32, "W": 32,
-                                          "N": 4096}
+    assert scalable_constants(SOURCE) == {"batch_size": 128, "out_channels": 24, "D": 24, "H": 32, "W": 32, "N": 4096}
 
 
 def test_halving_keeps_group_multiples_and_recomputes_dependents():
     assert scaled_sizes(SOURCE, 0) == {}
     s1 = scaled_sizes(SOURCE, 1)
-    assert s1 == {"batch_size": 64, "out_channels": 16, "D": 16, "H": 16, "W": 16, "N": 2048,
-                  "bias_shape": (16, 1, 1)}  # 24 / 2 = 12 rounds up to a multiple of num_groups = 8
+    assert s1 == {
+        "batch_size": 64,
+        "out_channels": 16,
+        "D": 16,
+        "H": 16,
+        "W": 16,
+        "N": 2048,
+        "bias_shape": (16, 1, 1),
+    }  # 24 / 2 = 12 rounds up to a multiple of num_groups = 8
     s3 = scaled_sizes(SOURCE, 3)
     # conservative: every size num_groups divides stays a multiple of it (which one GroupNorm sees is unknown)
     assert s3["out_channels"] == 8 and s3["bias_shape"] == (8, 1, 1) and s3["H"] == 8 and s3["batch_size"] == 16
@@ -102,8 +108,12 @@ def test_files_layouts(tmp_path):
         return [s async for s in engine.generate([request])]
 
     samples = asyncio.run(collect())
-    assert [(s.index, s.text, s.finish_reason) for s in samples] == [(0, "s0", "stop"), (1, "s2", "stop"),
-                                                                     (2, "s10", "stop"), (3, "", "error")]
+    assert [(s.index, s.text, s.finish_reason) for s in samples] == [
+        (0, "s0", "stop"),
+        (1, "s2", "stop"),
+        (2, "s10", "stop"),
+        (3, "", "error"),
+    ]
     assert "no answer file" in samples[3].usage["error"]
 
 
@@ -117,7 +127,7 @@ def test_files_policy_errors(tmp_path):
 
 
 def test_tuple_shapes_and_starred_arguments_scale():
-    src = '''
+    src = """
 import torch
 class Model(torch.nn.Module):
     pass
@@ -129,7 +139,7 @@ def get_inputs():
     return [x, torch.randint(0, 2, x.shape)]
 def get_init_inputs():
     return [dim]
-'''
+"""
     assert scalable_constants(src) == {"batch_size": 32768, "input_shape": (32768, 3)}
     assert scaled_sizes(src, 8) == {"batch_size": 128, "input_shape": (128, 3)}  # 3 < min_scaled stays
     assert estimate_elements(src) == 32768 * 32768 * 3  # x.shape is not literal: the rand call decides

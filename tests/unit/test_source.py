@@ -26,8 +26,10 @@ def test_non_python_fences_are_not_taken():
 
 def test_canonical_form_ignores_comments_docstrings_and_formatting():
     a = canonicalize(GOOD)
-    b = canonicalize('"""doc"""\nimport torch  # c\n\nclass ModelNew(torch.nn.Module):\n'
-                     '    """doc"""\n    def forward(self,x):\n        # why\n        return (x)\n')
+    b = canonicalize(
+        '"""doc"""\nimport torch  # c\n\nclass ModelNew(torch.nn.Module):\n'
+        '    """doc"""\n    def forward(self,x):\n        # why\n        return (x)\n'
+    )
     assert a.sha256 == b.sha256 and a.source == b.source
 
 

@@ -50,13 +50,20 @@ def test_schedule_spreads_the_anchor_evenly_over_the_kernel_runs():
 def test_interleaved_runs_share_the_window_and_keep_the_candidates_outputs():
     # The GPU slows down by 30% halfway through the window.
     clock = DriftingClock({KERNEL: 0.5, ANCHOR: 1.0}, lambda n: 1.0 if n < 75 else 1.3, noise=0.0)
-    timed = time_interleaved({KERNEL: lambda: KERNEL, ANCHOR: lambda: ANCHOR}, interleaved_schedule(100, 50),
-                             clock=clock, warmup_ms=0, keep=(3, 99))
+    timed = time_interleaved(
+        {KERNEL: lambda: KERNEL, ANCHOR: lambda: ANCHOR},
+        interleaved_schedule(100, 50),
+        clock=clock,
+        warmup_ms=0,
+        keep=(3, 99),
+    )
     assert len(timed.samples[KERNEL]) == 100 and len(timed.samples[ANCHOR]) == 50
     assert set(timed.kept) == {3, 99} and timed.kept[99] == KERNEL  # indices count the candidate's runs only
     # Both callables saw the slow half of the window in the same proportion.
-    slow = [sum(t > base * 1.1 for t in timed.samples[name]) / len(timed.samples[name])
-            for name, base in ((KERNEL, 0.5), (ANCHOR, 1.0))]
+    slow = [
+        sum(t > base * 1.1 for t in timed.samples[name]) / len(timed.samples[name])
+        for name, base in ((KERNEL, 0.5), (ANCHOR, 1.0))
+    ]
     assert slow[0] == pytest.approx(slow[1], abs=0.02)
     assert set(timed.seconds) == {KERNEL, ANCHOR}
 
@@ -71,8 +78,7 @@ def _evaluate(state: float, seed: int, reanchor: bool = True):
     clock = DriftingClock({KERNEL: 0.5, ANCHOR: 1.0}, lambda n: state, seed=seed)
     fns = {KERNEL: lambda: KERNEL, **({ANCHOR: lambda: ANCHOR} if reanchor else {})}
     timed = time_interleaved(fns, interleaved_schedule(100, 50 if reanchor else 0), clock=clock, warmup_ms=0)
-    return estimate_speedup(timed.samples[KERNEL], _cached(1.0), _cached(0.8), "inductor",
-                            timed.samples.get(ANCHOR))
+    return estimate_speedup(timed.samples[KERNEL], _cached(1.0), _cached(0.8), "inductor", timed.samples.get(ANCHOR))
 
 
 def test_reanchoring_makes_the_speedup_repeatable_under_drift():
@@ -119,9 +125,16 @@ def test_bootstrap_interval_is_deterministic_and_tracks_the_noise():
 
 def test_verdict_with_interval_and_shares_round_trips_and_rebases():
     interval = SpeedupInterval(1.5, 1.7, 0.95, True, 1.1, 1000)
-    v = Verdict(Status.CORRECT, "p", "NVIDIA H200", timings=Timings(_cached(0.5), _cached(1.0), _cached(0.8),
-                                                                    anchor=_cached(1.1)),
-                speedup=1.6, baseline="inductor", speedup_interval=interval, torch_share=0.01)
+    v = Verdict(
+        Status.CORRECT,
+        "p",
+        "NVIDIA H200",
+        timings=Timings(_cached(0.5), _cached(1.0), _cached(0.8), anchor=_cached(1.1)),
+        speedup=1.6,
+        baseline="inductor",
+        speedup_interval=interval,
+        torch_share=0.01,
+    )
     assert Verdict.from_dict(v.to_dict()) == v
     speedup, rebased = rebase_speedup(v, v.timings.eager)
     assert speedup == pytest.approx(2.0) and rebased.low == pytest.approx(1.5 / 0.8) and rebased.anchored
@@ -137,8 +150,10 @@ def bench_eval():
 def test_bench_reports_per_kernel_speedup_spread_over_repeats():
     bench = bench_eval()
     interval = SpeedupInterval(0.9, 1.1, 0.95, True, 1.0, 1000)
-    verdicts = [Verdict(Status.CORRECT, pid, "NVIDIA H200", speedup=s, speedup_interval=interval)
-                for pid, s in [("a", 1.0), ("a", 1.02), ("a", 0.99), ("b", 2.0), ("b", 2.2), ("c", 3.0)]]
+    verdicts = [
+        Verdict(Status.CORRECT, pid, "NVIDIA H200", speedup=s, speedup_interval=interval)
+        for pid, s in [("a", 1.0), ("a", 1.02), ("a", 0.99), ("b", 2.0), ("b", 2.2), ("c", 3.0)]
+    ]
     rep = bench.speedup_repeatability(verdicts)
     assert rep["kernels"] == 2  # "c" ran once: no spread
     assert rep["median_spread"] == pytest.approx((0.03 / 1.0 + 0.2 / 2.1) / 2)
@@ -148,11 +163,22 @@ def test_bench_reports_per_kernel_speedup_spread_over_repeats():
 
 def test_bench_reports_whether_the_first_repeats_interval_holds_the_later_ones():
     bench = bench_eval()
-    wide, narrow = SpeedupInterval(0.95, 1.05, 0.95, True, 1.0, 1000, blocks=3), \
-        SpeedupInterval(1.99, 2.01, 0.95, True, 1.0, 1000)
-    verdicts = [Verdict(Status.CORRECT, pid, "NVIDIA H200", speedup=s, speedup_interval=i) for pid, s, i in [
-        ("a", 1.0, wide), ("b", 2.0, narrow), ("a", 1.02, wide), ("b", 2.2, narrow), ("a", 0.9, wide),
-        ("b", 2.005, narrow), ("c", 3.0, narrow)]]
+    wide, narrow = (
+        SpeedupInterval(0.95, 1.05, 0.95, True, 1.0, 1000, blocks=3),
+        SpeedupInterval(1.99, 2.01, 0.95, True, 1.0, 1000),
+    )
+    verdicts = [
+        Verdict(Status.CORRECT, pid, "NVIDIA H200", speedup=s, speedup_interval=i)
+        for pid, s, i in [
+            ("a", 1.0, wide),
+            ("b", 2.0, narrow),
+            ("a", 1.02, wide),
+            ("b", 2.2, narrow),
+            ("a", 0.9, wide),
+            ("b", 2.005, narrow),
+            ("c", 3.0, narrow),
+        ]
+    ]
     cov = bench.speedup_repeatability(verdicts)["interval_coverage"]
     assert (cov["kernels"], cov["later_repeats"], cov["covered"]) == (2, 4, 2)  # "c" ran once: nothing to hold
     assert cov["coverage"] == 0.5

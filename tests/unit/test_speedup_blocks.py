@@ -107,8 +107,12 @@ def test_verdicts_cached_before_blocks_were_reported_still_load():
 def test_pool_reads_block_ids_only_when_there_is_one_per_sample():
     from envs.worker.messages import _samples
 
-    result = {"kernel_samples": [0.5, float("inf"), 0.6, "x"], "kernel_blocks": [0, 0, 1, 1],
-              "anchor_samples": [1.0, 1.1], "anchor_blocks": [0]}
+    result = {
+        "kernel_samples": [0.5, float("inf"), 0.6, "x"],
+        "kernel_blocks": [0, 0, 1, 1],
+        "anchor_samples": [1.0, 1.1],
+        "anchor_blocks": [0],
+    }
     assert _samples(result, "kernel") == ([0.5, 0.6], [0, 1])  # ids follow the samples that are kept
     assert _samples(result, "anchor") == ([1.0, 1.1], None)
     assert _samples({"kernel_samples": [0.5]}, "kernel") == ([0.5], None)  # a worker from before blocks
@@ -120,10 +124,22 @@ def test_placement_timing_feeds_its_block_ids_to_the_interval():
     from tests.unit.test_timing import PlacementClock
 
     clock = PlacementClock([1.0, 1.08, 0.95])  # the kernel's time on each of three placements
-    timed = time_in_placements({KERNEL: lambda: KERNEL, ANCHOR: lambda: ANCHOR}, placement_blocks(100, 50, 3),
-                               clock.moved, clock=clock, warmup_ms=0)
-    estimate = estimate_speedup(timed.samples[KERNEL], _cached(1.0), None, "eager", timed.samples[ANCHOR],
-                                timed.blocks[KERNEL], timed.blocks[ANCHOR])
+    timed = time_in_placements(
+        {KERNEL: lambda: KERNEL, ANCHOR: lambda: ANCHOR},
+        placement_blocks(100, 50, 3),
+        clock.moved,
+        clock=clock,
+        warmup_ms=0,
+    )
+    estimate = estimate_speedup(
+        timed.samples[KERNEL],
+        _cached(1.0),
+        None,
+        "eager",
+        timed.samples[ANCHOR],
+        timed.blocks[KERNEL],
+        timed.blocks[ANCHOR],
+    )
     per_placement = [2.0 / f for f in clock.factors]
     assert estimate.interval.blocks == 3
     assert estimate.interval.low <= min(per_placement) * 1.01 and estimate.interval.high >= max(per_placement) * 0.99

@@ -42,7 +42,8 @@ LEGIT = {
                 kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
                 return out
     """),
-    "jit_imported_by_name": module("""
+    "jit_imported_by_name": module(
+        """
         import torch
         import torch.nn as nn
         import triton
@@ -63,7 +64,9 @@ LEGIT = {
                 out = torch.empty_like(x)
                 relu_kernel[(triton.cdiv(x.numel(), 512),)](x, out, x.numel(), BLOCK=512)
                 return out
-    """, header=False),
+    """,
+        header=False,
+    ),
     "two_pass_reduction_several_kernels": module("""
         @triton.jit
         def _partial_sum(x_ptr, part_ptr, n, BLOCK: tl.constexpr):
@@ -245,17 +248,23 @@ LEGIT = {
                 _copy_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
                 return out
     """),
-    "main_block_with_test_code": forward("""
+    "main_block_with_test_code": forward(
+        """
         out = torch.empty_like(x)
         LAUNCH
         return out
-    """, extra="") + canonicalize(textwrap.dedent("""
+    """,
+        extra="",
+    )
+    + canonicalize(
+        textwrap.dedent("""
         if __name__ == "__main__":
             import time
             x = torch.randn(1000)
             start = time.perf_counter()
             print(torch.allclose(ModelNew()(x), Model()(x)), time.perf_counter() - start)
-    """)).source,
+    """)
+    ).source,
     "kernelbench_style_wrapper": module("""
         def triton_copy(x):
             assert x.is_cuda

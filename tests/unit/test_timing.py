@@ -106,6 +106,7 @@ class CachingPool:
     def tensor(self, size):
         class Tensor:
             pass
+
         fits = [b for b in self.free if b >= size]
         if fits:
             block = min(fits)
@@ -153,8 +154,9 @@ def test_the_warm_up_leaves_the_allocator_what_the_timed_runs_need(min_warmup_ru
 
     pool = CachingPool()
     fns = {KERNEL: lambda: pool.output(KERNEL), ANCHOR: lambda: pool.output(ANCHOR)}
-    timed = time_interleaved(fns, interleaved_schedule(2, 1), clock=TimingFlagClock(pool), warmup_ms=0,
-                             min_warmup_runs=min_warmup_runs)
+    timed = time_interleaved(
+        fns, interleaved_schedule(2, 1), clock=TimingFlagClock(pool), warmup_ms=0, min_warmup_runs=min_warmup_runs
+    )
     assert pool.created == 1 and pool.created_while_timed == 0  # the second block came during the warm-up
     assert len(timed.samples[KERNEL]) == 2 and len(timed.samples[ANCHOR]) == 1
     assert timed.allocating == {KERNEL: 0, ANCHOR: 0}
@@ -168,8 +170,9 @@ def test_the_warm_up_goes_on_while_a_round_still_takes_memory_from_the_driver():
 
     pool = CachingPool(cached=())  # a placement block's fresh pool
     fns = {KERNEL: lambda: pool.output(KERNEL), ANCHOR: lambda: pool.output(ANCHOR, temporary=2)}
-    timed = time_interleaved(fns, interleaved_schedule(2, 1), clock=TimingFlagClock(pool), warmup_ms=0,
-                             min_warmup_runs=1)
+    timed = time_interleaved(
+        fns, interleaved_schedule(2, 1), clock=TimingFlagClock(pool), warmup_ms=0, min_warmup_runs=1
+    )
     assert pool.created_while_timed == 0 and timed.allocating == {KERNEL: 0, ANCHOR: 0}
 
 
@@ -180,8 +183,13 @@ def test_timed_runs_that_still_take_memory_are_counted():
 
     pool = CachingPool(cached=())
     hoard = []
-    timed = time_interleaved({KERNEL: lambda: hoard.append(pool.tensor(1))}, [KERNEL] * 5,
-                             clock=TimingFlagClock(pool), warmup_ms=0, min_warmup_runs=1)
+    timed = time_interleaved(
+        {KERNEL: lambda: hoard.append(pool.tensor(1))},
+        [KERNEL] * 5,
+        clock=TimingFlagClock(pool),
+        warmup_ms=0,
+        min_warmup_runs=1,
+    )
     assert len(hoard) == 1 + GROWTH_ROUNDS + 5 and timed.allocating == {KERNEL: 5}
 
 
@@ -244,6 +252,7 @@ def test_a_block_whose_pool_holds_a_spacers_block_needs_no_more_rounds_than_the_
 
     pools = Pools(spacer_every=3)
     fns = {KERNEL: lambda: pools.output(KERNEL), ANCHOR: lambda: pools.output(ANCHOR, temporary=temporary)}
-    timed = time_in_placements(fns, placement_blocks(20, 10, 10), replace_inputs=pools.fresh,
-                               clock=PoolsClock(pools), warmup_ms=0)
+    timed = time_in_placements(
+        fns, placement_blocks(20, 10, 10), replace_inputs=pools.fresh, clock=PoolsClock(pools), warmup_ms=0
+    )
     assert timed.allocating == {KERNEL: 0, ANCHOR: 0}

@@ -30,8 +30,13 @@ def stats(ms):
 # ------------------------------------------------------------------------------------------- registry
 def test_every_tool_has_an_openai_function_schema():
     declared = schemas(resolve_tools(["kernel_evaluator", "kernel_search", "docs_search", "profile"]))
-    assert [d["function"]["name"] for d in declared] == ["kernel_evaluator", "kernel_search", "docs_search",
-                                                         "profile", "submit"]
+    assert [d["function"]["name"] for d in declared] == [
+        "kernel_evaluator",
+        "kernel_search",
+        "docs_search",
+        "profile",
+        "submit",
+    ]
     for d in declared:
         assert d["type"] == "function" and d["function"]["description"]
         params = d["function"]["parameters"]
@@ -52,8 +57,15 @@ def test_unknown_tools_and_bad_arguments_are_named():
 
 # ------------------------------------------------------------------------------------------- feedback
 def test_feedback_for_a_correct_gpu_verdict_gives_both_speedups_and_the_own_kernel_share():
-    v = Verdict(Status.CORRECT, "p", "NVIDIA H200", timings=Timings(stats(0.5), stats(1.0), stats(0.75)),
-                speedup=1.5, baseline="inductor", own_kernel_share=0.93)
+    v = Verdict(
+        Status.CORRECT,
+        "p",
+        "NVIDIA H200",
+        timings=Timings(stats(0.5), stats(1.0), stats(0.75)),
+        speedup=1.5,
+        baseline="inductor",
+        own_kernel_share=0.93,
+    )
     text = verdict_feedback(v, 0.67)
     assert "status: correct" in text and "kernel time: 0.5 ms" in text
     assert "speedup vs eager PyTorch: 2x" in text and "speedup vs TorchInductor: 1.5x" in text
@@ -63,8 +75,14 @@ def test_feedback_for_a_correct_gpu_verdict_gives_both_speedups_and_the_own_kern
 def test_feedback_for_cpu_incorrect_and_errors():
     cpu = verdict_feedback(Verdict(Status.CORRECT, "p", "cpu"), 0.55)
     assert "not measured" in cpu and "CPU" in cpu
-    mismatch = {"reason": "values differ", "max_abs_diff": 0.5, "max_rel_diff": 1.0, "worst_index": [3, 1],
-                "value": 1.5, "expected": 1.0}
+    mismatch = {
+        "reason": "values differ",
+        "max_abs_diff": 0.5,
+        "max_rel_diff": 1.0,
+        "worst_index": [3, 1],
+        "value": 1.5,
+        "expected": 1.0,
+    }
     wrong = verdict_feedback(Verdict(Status.INCORRECT, "p", "cpu", error="trial 1 of 5: ...", mismatch=mismatch))
     assert "mismatch: values differ; max abs diff 0.5" in wrong and "worst at index [3, 1]" in wrong
     long_error = "Traceback\n" + "x = 1\n" * 1000 + "ValueError: the real cause"
@@ -75,8 +93,11 @@ def test_feedback_for_cpu_incorrect_and_errors():
 
 def test_hack_feedback_names_the_rule_but_not_the_detectors_reason():
     reason = "forward calls torch.matmul on a 4096x4096 tensor at line 12 (aliased as mm)"
-    text = verdict_feedback(Verdict(Status.HACK, "p", "cpu", error=f"baseline_kernel: {reason}",
-                                    hack=HackFinding("baseline_kernel", reason)))
+    text = verdict_feedback(
+        Verdict(
+            Status.HACK, "p", "cpu", error=f"baseline_kernel: {reason}", hack=HackFinding("baseline_kernel", reason)
+        )
+    )
     assert "rule: baseline_kernel (the main computation is done by PyTorch ops" in text
     assert "matmul" not in text and "line 12" not in text and "aliased" not in text
 
@@ -89,10 +110,12 @@ def test_solution_store_keeps_verified_solutions_once_and_persists(tmp_path):
     assert store.seed(builtin_solutions([0])) == 7 and store.seed(builtin_solutions([0])) == 0
     wrong = Verdict(Status.INCORRECT, relu.id, "cpu")
     assert not store.add_verified(relu, "code A", wrong, "train", "step 1")
-    assert store.add_verified(relu, "code A", Verdict(Status.CORRECT, relu.id, "NVIDIA H200", speedup=1.2),
-                              "train", "step 1")
-    assert not store.add_verified(relu, "code A", Verdict(Status.CORRECT, relu.id, "NVIDIA H200", speedup=2.0),
-                                  "train", "step 2")
+    assert store.add_verified(
+        relu, "code A", Verdict(Status.CORRECT, relu.id, "NVIDIA H200", speedup=1.2), "train", "step 1"
+    )
+    assert not store.add_verified(
+        relu, "code A", Verdict(Status.CORRECT, relu.id, "NVIDIA H200", speedup=2.0), "train", "step 2"
+    )
     with pytest.raises(ValueError, match="split"):
         store.add(SolvedKernel("x", "src", "sol"), "test")
     store.close()
@@ -107,8 +130,9 @@ def test_kernel_search_returns_other_problems_solutions_and_never_held_out_ones(
     store.seed(builtin_solutions())
     softmax = resolve_problem("L2_01_softmax")
     # a solution found while benchmarking a held-out problem: must never be served while training
-    held = SolvedKernel("bench/online_softmax", softmax.source.replace("Model", "Model "), "HELD OUT SOLUTION",
-                        1.7, "benchmark run")
+    held = SolvedKernel(
+        "bench/online_softmax", softmax.source.replace("Model", "Model "), "HELD OUT SOLUTION", 1.7, "benchmark run"
+    )
     store.add(held, "benchmark")
     index = KernelIndex(store.records(exclude_splits=("validation", "benchmark")))
     relu = resolve_problem("L0_02_relu")
@@ -141,12 +165,23 @@ def test_profile_on_cpu_says_it_needs_a_gpu():
 
 
 def test_profile_report_computes_bandwidth_and_flops_against_peak():
-    facts = {"device": "NVIDIA H200", "calls": 10, "device_us_per_forward": 100.0, "min_bytes": 240_000_000,
-             "flops": 2e12 * 100e-6 * 10, "peak_bytes_per_s": 4.8e12, "peak_flops_per_s": 989e12, "floor_ms": 0.05,
-             "dtype": "bfloat16", "peak_flops_label": "dense bfloat16 tensor cores",
-             "kernels": [{"name": "_relu_kernel", "calls_per_forward": 1.0, "us_per_forward": 90.0, "own": True},
-                         {"name": "void at::native::fill", "calls_per_forward": 1.0, "us_per_forward": 10.0,
-                          "own": False}], "kernels_omitted": 0}
+    facts = {
+        "device": "NVIDIA H200",
+        "calls": 10,
+        "device_us_per_forward": 100.0,
+        "min_bytes": 240_000_000,
+        "flops": 2e12 * 100e-6 * 10,
+        "peak_bytes_per_s": 4.8e12,
+        "peak_flops_per_s": 989e12,
+        "floor_ms": 0.05,
+        "dtype": "bfloat16",
+        "peak_flops_label": "dense bfloat16 tensor cores",
+        "kernels": [
+            {"name": "_relu_kernel", "calls_per_forward": 1.0, "us_per_forward": 90.0, "own": True},
+            {"name": "void at::native::fill", "calls_per_forward": 1.0, "us_per_forward": 10.0, "own": False},
+        ],
+        "kernels_omitted": 0,
+    }
     text = format_profile(facts)
     assert "device time per forward: 100.0 us (physical floor 50.0 us)" in text
     assert "2400.0 GB/s = 50.0% of peak 4.80 TB/s" in text
@@ -172,7 +207,17 @@ def test_profile_peaks_follow_the_problems_dtype_from_the_anti_hack_table():
     x = torch.zeros(4, 64, dtype=torch.bfloat16)
     assert compute_dtype([x, torch.zeros(8), torch.arange(3)]) == "bfloat16"  # the largest floating input
     assert compute_dtype([torch.arange(3)]) is None
-    facts = {"device": "NVIDIA H200", "calls": 10, "device_us_per_forward": 1000.0, "min_bytes": 1000,
-             "flops": 6.7e12 * 1e-3, "peak_bytes_per_s": 4.8e12, "floor_ms": 0.001, "kernels": [],
-             "dtype": "float32", "peak_flops_per_s": rate, "peak_flops_label": label}
+    facts = {
+        "device": "NVIDIA H200",
+        "calls": 10,
+        "device_us_per_forward": 1000.0,
+        "min_bytes": 1000,
+        "flops": 6.7e12 * 1e-3,
+        "peak_bytes_per_s": 4.8e12,
+        "floor_ms": 0.001,
+        "kernels": [],
+        "dtype": "float32",
+        "peak_flops_per_s": rate,
+        "peak_flops_label": label,
+    }
     assert "6.70 TFLOP/s = 10.0% of the float32 peak 67 TFLOP/s [float32 on CUDA cores" in format_profile(facts)

@@ -29,7 +29,8 @@ def test_the_benchmark_reads_the_training_keys_with_the_same_defaults():
     train = _compose("config", "rollout=default")["rollout"]
     assert bench["tools"] == train["tools"] == [] and bench["trajectory"] == train["trajectory"]
     assert TrajectoryConfig.from_mapping({**bench["trajectory"], "tools": ["kernel_search"]}) == TrajectoryConfig(
-        tools=("kernel_search",), layout="concat")  # the YAML restates the dataclass's defaults
+        tools=("kernel_search",), layout="concat"
+    )  # the YAML restates the dataclass's defaults
 
 
 def test_benchmark_trajectory_settings():
@@ -54,10 +55,18 @@ def test_train_with_tools_and_ppo_composes():
     # the default run samples at 0.7 and the ppo preset's learner scores at 1.0: refused, with the fix named
     with pytest.raises(ConfigError, match=r"set rollout.temperature=1.0 or algorithm.temperature=0.7"):
         RunConfig.from_hydra(_hydra("loop.steps=1", TOOLS, "algorithm=ppo", "policy=tiny_random"))
-    run = RunConfig.from_hydra(_hydra("loop.steps=1", TOOLS, "algorithm=ppo", "policy=tiny_random",
-                                      "rollout.temperature=1.0"))
+    run = RunConfig.from_hydra(
+        _hydra("loop.steps=1", TOOLS, "algorithm=ppo", "policy=tiny_random", "rollout.temperature=1.0")
+    )
     assert run.algorithm.uses_critic and run.trajectory.tools == ("kernel_evaluator", "kernel_search")
     assert run.trajectory.max_turns == 3 and run.trajectory.layout == "concat"  # conf/rollout/local_cpu.yaml
-    per_turn = RunConfig.from_hydra(_hydra(TOOLS, "algorithm=ppo", "policy=tiny_random", "rollout.temperature=1.0",
-                                           "rollout.trajectory.reward_mode=discounted"))
+    per_turn = RunConfig.from_hydra(
+        _hydra(
+            TOOLS,
+            "algorithm=ppo",
+            "policy=tiny_random",
+            "rollout.temperature=1.0",
+            "rollout.trajectory.reward_mode=discounted",
+        )
+    )
     assert per_turn.trajectory.layout == "per_turn"  # Kevin's per-turn returns: each turn a row, PPO per row

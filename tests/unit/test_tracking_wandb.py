@@ -36,6 +36,7 @@ def _groups(step, n=3):
         sample = Sample(f"p{step}/0", "L0_02_relu", i, [1, 2], [3, 4, 5], f"answer {step}.{i}", None, "stop", 0)
         status = Status.CORRECT if i == 0 else Status.COMPILE_ERROR
         return ScoredSample(sample, Verdict(status, "L0_02_relu", "cpu"), 0.5 if i == 0 else 0.0, {})
+
     return [Group(f"p{step}/0", "L0_02_relu", [scored(i) for i in range(n)])]
 
 
@@ -83,8 +84,9 @@ def _load_train_script():
 
 
 def _checkpoint(run_dir, step, wandb_run_id):
-    state = LoopState(step=step, policy_version=step, sampler={}, rng=[], run_dir=str(run_dir),
-                      wandb_run_id=wandb_run_id)
+    state = LoopState(
+        step=step, policy_version=step, sampler={}, rng=[], run_dir=str(run_dir), wandb_run_id=wandb_run_id
+    )
     return save_checkpoint(run_dir / "checkpoints", state, lambda path: os.makedirs(path))
 
 
@@ -141,7 +143,7 @@ def test_an_older_checkpoint_without_a_run_id_continues_the_run_wandb_last_wrote
     assert wandb_run_id_of(tmp_path / "nothing") is None
 
 
-SWEEP_APP = '''
+SWEEP_APP = """
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from rl.tracking import RunLogger, WandbConfig, hydra_run_names
@@ -154,7 +156,7 @@ def main(cfg):
     logger.close()
 
 main()
-'''
+"""
 
 
 def test_a_hydra_sweep_is_one_w_and_b_group_with_runs_named_by_their_overrides(tmp_path):
@@ -165,15 +167,24 @@ def test_a_hydra_sweep_is_one_w_and_b_group_with_runs_named_by_their_overrides(t
     (tmp_path / "app.py").write_text(SWEEP_APP)
     sweep = tmp_path / "multirun"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "offline"}
-    result = subprocess.run([sys.executable, "app.py", "-m", "delta=1.2,1.5", "policy=small,large", "steps=2",
-                             f"hydra.sweep.dir={sweep}"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "app.py", "-m", "delta=1.2,1.5", "policy=small,large", "steps=2", f"hydra.sweep.dir={sweep}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     runs = [run for job in sorted(sweep.glob("[0-9]*")) for run in offline_runs(job)]
     assert len(runs) == 4 and {r.group for r in runs} == {str(sweep)}
     # named by what the sweep varies (steps=2 is common to every run); then the run's own numbers
-    assert sorted(r.name for r in runs) == ["delta=1.2,policy=large", "delta=1.2,policy=small",
-                                            "delta=1.5,policy=large", "delta=1.5,policy=small"]
+    assert sorted(r.name for r in runs) == [
+        "delta=1.2,policy=large",
+        "delta=1.2,policy=small",
+        "delta=1.5,policy=large",
+        "delta=1.5,policy=small",
+    ]
     assert len({r.run_id for r in runs}) == 4
     for r in runs:
         assert r.summary["delta"] == float(r.name.split(",")[0].split("=")[1])
@@ -185,4 +196,5 @@ def test_a_single_run_keeps_its_configured_names():
     single = types.SimpleNamespace(mode=RunMode.RUN)
     config = WandbConfig(mode="disabled", name="mine")
     from rl.tracking import hydra_run_names
+
     assert hydra_run_names(config, single) is config

@@ -15,8 +15,13 @@ spec.loader.exec_module(train)
 
 
 def _train(*args):
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "train.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_help_is_short_and_lists_what_conf_holds():
@@ -25,7 +30,7 @@ def test_help_is_short_and_lists_what_conf_holds():
     for group in ("policy", "algorithm", "data", "rollout", "prompt", "+experiment"):
         line = next(row for row in out.stdout.splitlines() if row.strip().startswith(group + "="))
         options = sorted(p.stem for p in (ROOT / "conf" / group.lstrip("+")).glob("*.yaml"))
-        assert [o.rstrip("*") for o in line.strip()[len(group) + 2:-1].split(", ")] == options
+        assert [o.rstrip("*") for o in line.strip()[len(group) + 2 : -1].split(", ")] == options
     assert "algorithm={dapo, dr_grpo, grpo, grpo_cpu*, ppo, rloo}" in out.stdout  # * marks the base config's choice
     assert "--check" in out.stdout and "docs/training.md" in out.stdout
     assert "--hydra-help" in out.stdout and "Hydra" in _train("--hydra-help").stdout
@@ -37,7 +42,8 @@ def test_check_accepts_the_default_and_names_each_problem():
     bad = _train("--check", "loop.steps=-1", "rollout.temperature=abc")
     assert bad.returncode == 2 and bad.stderr.splitlines() == [
         "kernelrl: configuration error: rollout.temperature must be float, not 'abc'",
-        "kernelrl: configuration error: loop: loop.steps must be >= 0 and loop.problems_per_step >= 1"]
+        "kernelrl: configuration error: loop: loop.steps must be >= 0 and loop.problems_per_step >= 1",
+    ]
     assert _train("--check", "algorithm=ppo2").returncode == 1
 
 
@@ -58,11 +64,16 @@ def test_multirun_with_cfg_job_prints_every_job_without_a_traceback():
     assert len(docs) == 2 and yaml.safe_load(docs[0])["delta"] == 1.2 and yaml.safe_load(docs[1])["delta"] == 1.8
     sweep = _train("--check", "-m", "delta=1.2,abc")
     assert sweep.returncode == 2 and sweep.stderr.splitlines() == [
-        "kernelrl: configuration error: job 1 (delta=abc): reward: delta must be a finite number, not 'abc'"]
+        "kernelrl: configuration error: job 1 (delta=abc): reward: delta must be a finite number, not 'abc'"
+    ]
 
 
 def test_sweep_jobs_is_the_cartesian_product():
-    assert train.sweep_jobs(["a=1,2", "b=x", "c=3,4"]) == [["a=1", "b=x", "c=3"], ["a=1", "b=x", "c=4"],
-                                                         ["a=2", "b=x", "c=3"], ["a=2", "b=x", "c=4"]]
+    assert train.sweep_jobs(["a=1,2", "b=x", "c=3,4"]) == [
+        ["a=1", "b=x", "c=3"],
+        ["a=1", "b=x", "c=4"],
+        ["a=2", "b=x", "c=3"],
+        ["a=2", "b=x", "c=4"],
+    ]
     flags, overrides = train.split_argv(["-m", "--cfg", "job", "--resolve", "delta=1", "--check"])
     assert flags == {"-m": True, "--cfg": "job", "--resolve": True, "--check": True} and overrides == ["delta=1"]

@@ -30,11 +30,15 @@ CODE = "import triton\nclass ModelNew:\n    pass"
 
 # ------------------------------------------------------------------------------------------- parsing
 def test_hermes_fenced_and_native_calls_are_parsed():
-    text = ('Let me look.\n<tool_call>\n{"name": "kernel_search", "arguments": {"query": "softmax"}}\n</tool_call>\n'
-            '```tool\n{"name": "docs_search", "arguments": "{\\"query\\": \\"tl.max\\"}"}\n```')
+    text = (
+        'Let me look.\n<tool_call>\n{"name": "kernel_search", "arguments": {"query": "softmax"}}\n</tool_call>\n'
+        '```tool\n{"name": "docs_search", "arguments": "{\\"query\\": \\"tl.max\\"}"}\n```'
+    )
     calls = parse_tool_calls(text, TOOLS)
-    assert [(c.name, c.arguments, c.error) for c in calls] == [("kernel_search", {"query": "softmax"}, None),
-                                                               ("docs_search", {"query": "tl.max"}, None)]
+    assert [(c.name, c.arguments, c.error) for c in calls] == [
+        ("kernel_search", {"query": "softmax"}, None),
+        ("docs_search", {"query": "tl.max"}, None),
+    ]
     assert [c.name for c in parse_tool_calls(text, TOOLS, "hermes")] == ["kernel_search"]
     assert [c.name for c in parse_tool_calls(text, TOOLS, "fenced")] == ["docs_search"]
     native = [{"id": "call_7", "type": "function", "function": {"name": "submit", "arguments": '{"code": "x = 1"}'}}]
@@ -88,9 +92,14 @@ def test_reward_modes():
 
 def test_config_refuses_unknown_keys_tools_and_modes():
     assert TrajectoryConfig.from_mapping({"tools": ["kernel_evaluator"], "max_turns": 2}).tools == ("kernel_evaluator",)
-    for bad, message in (({"max_turnz": 2}, "unknown trajectory settings"), ({"tools": ["web"]}, "unknown tool"),
-                         ({"reward_mode": "sum"}, "reward_mode"), ({"max_turns": 0}, "max_turns"),
-                         ({"tool_format": "xml"}, "tool_format"), ({"layout": "flat"}, "layout")):
+    for bad, message in (
+        ({"max_turnz": 2}, "unknown trajectory settings"),
+        ({"tools": ["web"]}, "unknown tool"),
+        ({"reward_mode": "sum"}, "reward_mode"),
+        ({"max_turns": 0}, "max_turns"),
+        ({"tool_format": "xml"}, "tool_format"),
+        ({"layout": "flat"}, "layout"),
+    ):
         with pytest.raises(ValueError, match=message):
             TrajectoryConfig.from_mapping(bad)
 
@@ -106,8 +115,12 @@ class CanonicalEvaluator:
     async def evaluate_async(self, problem, answer, priority="train"):
         self.calls.append(answer)
         ok = answer.strip() == self.correct
-        return Verdict(Status.CORRECT if ok else Status.INCORRECT, problem.id, "cpu",
-                       error=None if ok else "trial 1 of 5: values differ")
+        return Verdict(
+            Status.CORRECT if ok else Status.INCORRECT,
+            problem.id,
+            "cpu",
+            error=None if ok else "trial 1 of 5: values differ",
+        )
 
 
 def run(script, config, n=1, correct=CODE, store=None):
@@ -115,28 +128,40 @@ def run(script, config, n=1, correct=CODE, store=None):
     engine = ScriptedEngine(script)
     pool = CanonicalEvaluator(correct)
     runner = TrajectoryRunner(engine, pool, config, solutions=KernelIndex(builtin_solutions([0, 1, 2])), store=store)
-    request = RolloutRequest("step1/p0", problem.id, [{"role": "system", "content": "Write Triton."},
-                                                      {"role": "user", "content": problem.source}],
-                             SamplingConfig(n=n, max_tokens=400))
+    request = RolloutRequest(
+        "step1/p0",
+        problem.id,
+        [{"role": "system", "content": "Write Triton."}, {"role": "user", "content": problem.source}],
+        SamplingConfig(n=n, max_tokens=400),
+    )
     return asyncio.run(runner.run([request], {problem.id: problem})), engine, pool
 
 
 def tool_call(name, **arguments):
     import json
+
     return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
 
 
 def test_a_scripted_multi_turn_trajectory_with_search_docs_evaluation_and_submit(tmp_path):
-    script = {0: "I'll search first.\n" + tool_call("kernel_search", query="softmax") + tool_call("docs_search",
-                                                                                                   query="tl.maximum"),
-              1: "Draft:\n" + tool_call("kernel_evaluator", code="import triton\nclass ModelNew: wrong"),
-              2: "Fixed.\n" + tool_call("kernel_evaluator", code=CODE),
-              3: tool_call("submit", code=CODE)}
+    script = {
+        0: "I'll search first.\n"
+        + tool_call("kernel_search", query="softmax")
+        + tool_call("docs_search", query="tl.maximum"),
+        1: "Draft:\n" + tool_call("kernel_evaluator", code="import triton\nclass ModelNew: wrong"),
+        2: "Fixed.\n" + tool_call("kernel_evaluator", code=CODE),
+        3: tool_call("submit", code=CODE),
+    }
     config = TrajectoryConfig(tools=("kernel_evaluator", "kernel_search", "docs_search"), max_turns=6)
     (t,), engine, pool = run(lambda tid, turn: script[turn], config)
     assert t.stop_reason == "submit" and len(t.turns) == 4 and t.final_answer == CODE
-    assert [c.name for c in t.tool_calls] == ["kernel_search", "docs_search", "kernel_evaluator", "kernel_evaluator",
-                                              "submit"]
+    assert [c.name for c in t.tool_calls] == [
+        "kernel_search",
+        "docs_search",
+        "kernel_evaluator",
+        "kernel_evaluator",
+        "submit",
+    ]
     assert "verified solution" in t.tool_calls[0].result and "tl.maximum" in t.tool_calls[1].result
     assert "status: incorrect" in t.tool_calls[2].result
     assert "evaluations left in this trajectory: 3" in t.tool_calls[2].result
@@ -151,11 +176,11 @@ def test_a_scripted_multi_turn_trajectory_with_search_docs_evaluation_and_submit
     assert sum(row.loss_mask) == t.completion_tokens
     for turn in t.turns:
         start = len(turn.prompt_ids)
-        assert row.input_ids[start:start + len(turn.completion_ids)] == turn.completion_ids
-        assert all(row.loss_mask[start:start + len(turn.completion_ids)])
+        assert row.input_ids[start : start + len(turn.completion_ids)] == turn.completion_ids
+        assert all(row.loss_mask[start : start + len(turn.completion_ids)])
     observation = engine.tokenizer.encode(t.tool_calls[0].result[:40], add_special_tokens=False)
-    at = next(i for i in range(len(row.input_ids)) if row.input_ids[i:i + len(observation)] == observation)
-    assert not any(row.loss_mask[at:at + len(observation)])  # tool output is masked
+    at = next(i for i in range(len(row.input_ids)) if row.input_ids[i : i + len(observation)] == observation)
+    assert not any(row.loss_mask[at : at + len(observation)])  # tool output is masked
     assert {p for p, m in zip(row.logprobs, row.loss_mask) if not m} == {None}
     # JSONL round trip, metrics, table rows
     path = tmp_path / "trajectories.jsonl"
@@ -172,9 +197,11 @@ def test_a_scripted_multi_turn_trajectory_with_search_docs_evaluation_and_submit
 
 def test_budgets_malformed_calls_and_the_last_code_block():
     config = TrajectoryConfig(tools=("kernel_evaluator",), max_turns=3, max_evaluations=1, max_tool_calls=3)
-    script = {0: tool_call("kernel_evaluator", code="x") + '<tool_call>{"name": oops}</tool_call>',
-              1: tool_call("kernel_evaluator", code="y") + tool_call("kernel_evaluator", code="z"),
-              2: f"Final answer:\n```python\n{CODE}\n```"}
+    script = {
+        0: tool_call("kernel_evaluator", code="x") + '<tool_call>{"name": oops}</tool_call>',
+        1: tool_call("kernel_evaluator", code="y") + tool_call("kernel_evaluator", code="z"),
+        2: f"Final answer:\n```python\n{CODE}\n```",
+    }
     (t,), _, pool = run(lambda tid, turn: script[turn], config)
     results = [c.result for c in t.tool_calls]
     assert "status: incorrect" in results[0] and "not valid JSON" in results[1]
@@ -199,11 +226,19 @@ def test_no_tool_call_ends_the_trajectory_and_group_members_run_independently():
 
 
 def test_token_budget_and_per_turn_discounted_rows():
-    config = TrajectoryConfig(tools=("kernel_evaluator",), max_turns=5, max_total_tokens=300,
-                              reward_mode="discounted", gamma=0.4, layout="per_turn")
+    config = TrajectoryConfig(
+        tools=("kernel_evaluator",),
+        max_turns=5,
+        max_total_tokens=300,
+        reward_mode="discounted",
+        gamma=0.4,
+        layout="per_turn",
+    )
     draft = "import triton\nclass ModelNew: draft"
-    script = {0: f"```python\n{draft}\n```\n" + tool_call("kernel_evaluator"),
-              1: tool_call("kernel_evaluator", code=CODE) + "x" * 400}
+    script = {
+        0: f"```python\n{draft}\n```\n" + tool_call("kernel_evaluator"),
+        1: tool_call("kernel_evaluator", code=CODE) + "x" * 400,
+    }
     (t,), engine, _ = run(lambda tid, turn: script[turn], config)
     assert t.stop_reason == "token_budget" and len(t.turns) == 2
     assert engine.requests[1].sampling.max_tokens == 300 - len(t.turns[0].completion_ids)
@@ -213,15 +248,17 @@ def test_token_budget_and_per_turn_discounted_rows():
     assert [r.turn for r in rows] == [0, 1] and [r.reward for r in rows] == pytest.approx([0.4 * R, R])
     for row, turn in zip(rows, t.turns):
         assert sum(row.loss_mask) == len(turn.completion_ids)
-        assert row.loss_mask[:len(turn.prompt_ids)] == [0] * len(turn.prompt_ids)
+        assert row.loss_mask[: len(turn.prompt_ids)] == [0] * len(turn.prompt_ids)
 
 
 def test_best_mode_and_the_per_turn_fallback_when_prefixes_differ():
     script = {0: tool_call("kernel_evaluator", code=CODE), 1: "```python\nworse\n```"}
     (t,), _, _ = run(lambda tid, turn: script[turn], TrajectoryConfig(tools=("kernel_evaluator",), reward_mode="best"))
     assert t.final_verdict.correct is False and t.reward == R  # the best turn, not the final answer
-    turns = [dataclasses.replace(t.turns[0]),
-             dataclasses.replace(t.turns[1], prompt_ids=[1, 2, 3] + t.turns[1].prompt_ids)]
+    turns = [
+        dataclasses.replace(t.turns[0]),
+        dataclasses.replace(t.turns[1], prompt_ids=[1, 2, 3] + t.turns[1].prompt_ids),
+    ]
     drifted = dataclasses.replace(t, turns=turns)
     assert not drifted.prefix_consistent()
     rows = drifted.training_rows("concat")  # cannot be one row: one per turn, the trajectory's reward each
@@ -267,16 +304,21 @@ def test_a_policy_that_keeps_calling_tools_stops_at_max_turns():
 # ------------------------------------------------------------------------------------------- history, context
 def test_summary_history_shows_earlier_turns_as_their_summaries_and_trains_per_turn():
     draft = "import triton\nclass ModelNew: draft"
-    script = {0: "Long reasoning about blocks and masks. " * 3 + f"\n```python\n{draft}\n```\n"
-                 + tool_call("kernel_evaluator") + "\n<summary>Tried a draft; checking it.</summary>",
-              1: "More thinking. " + tool_call("submit", code=CODE)}
+    script = {
+        0: "Long reasoning about blocks and masks. " * 3
+        + f"\n```python\n{draft}\n```\n"
+        + tool_call("kernel_evaluator")
+        + "\n<summary>Tried a draft; checking it.</summary>",
+        1: "More thinking. " + tool_call("submit", code=CODE),
+    }
     config = TrajectoryConfig(tools=("kernel_evaluator",), history="summary")
     (t,), engine, _ = run(lambda tid, turn: script[turn], config)
     assert "<summary>" in engine.requests[0].messages[0]["content"]  # the policy is asked for summaries
     earlier = engine.requests[1].messages[2]
     assert earlier["role"] == "assistant" and "Long reasoning" not in earlier["content"]
-    assert earlier["content"] == ("<summary>Tried a draft; checking it.</summary>\n"
-                                  f"```python\n{draft}\n```\n" + tool_call("kernel_evaluator"))
+    assert earlier["content"] == (
+        f"<summary>Tried a draft; checking it.</summary>\n```python\n{draft}\n```\n" + tool_call("kernel_evaluator")
+    )
     assert t.messages[2]["content"] == script[0]  # the record keeps what the policy wrote
     assert t.stop_reason == "submit" and t.final_verdict.correct
     assert not t.prefix_consistent()

@@ -23,8 +23,8 @@ def blocked_fp32_cumsum(x: torch.Tensor, block: int, accumulator=torch.float32) 
     out = torch.empty_like(x)
     carry = torch.zeros(x.shape[0], 1, dtype=accumulator)
     for s in range(0, x.shape[1], block):
-        blk = x[:, s:s + block]
-        out[:, s:s + block] = torch.cumsum(blk.double(), 1).float() + carry.float()
+        blk = x[:, s : s + block]
+        out[:, s : s + block] = torch.cumsum(blk.double(), 1).float() + carry.float()
         carry = (carry.float() + blk.sum(1, keepdim=True)).to(accumulator)
     return out
 
@@ -106,6 +106,7 @@ def test_modes_decide_when_the_truth_is_computed(scan):
     def counted():
         calls.append(1)
         return truth, None
+
     same = ref.clone()
     assert judge_outputs(ref, same, None, counted).passed and not calls  # on_mismatch: plain passed
     j = judge_outputs(ref, same, None, counted, mode="always")
@@ -170,6 +171,7 @@ def test_float64_reference_gives_up_with_a_reason():
     class Fails(torch.nn.Module):
         def forward(self, x):
             raise RuntimeError("only float32")
+
     narrow = Float64Reference(lambda: Narrows())
     assert narrow([torch.randn(3)])[0] is None and "returns torch.float32" in narrow.unavailable
     fails = Float64Reference(lambda: Fails())

@@ -21,8 +21,11 @@ def test_every_synthetic_pair_is_a_problem_and_a_module_defining_modelnew_with_a
         assert problem.small_sizes  # runs at small sizes on the CPU interpreter
         tree = ast.parse(pair.solution)
         classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
-        kernels = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)
-                   and any("triton.jit" in ast.unparse(d) for d in n.decorator_list)]
+        kernels = [
+            n.name
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef) and any("triton.jit" in ast.unparse(d) for d in n.decorator_list)
+        ]
         assert classes == ["ModelNew"] and len(kernels) == 1, pair.problem_id
         canonicalize(pair.solution)  # what the evaluator parses
 
@@ -36,6 +39,7 @@ def test_the_same_seed_gives_the_same_set_and_another_seed_other_sizes():
 
 def test_no_synthetic_problem_computes_what_a_builtin_problem_computes():
     """Decontamination by construction: no forward expression of a built-in problem reappears here."""
+
     def forward_return(source: str) -> str:
         tree = ast.parse(source)
         model = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model")

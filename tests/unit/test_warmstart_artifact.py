@@ -46,9 +46,10 @@ def test_merge_adapter_gives_peft_merged_weights(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELRL_MODEL_CACHE", str(tmp_path / "cache"))
     base_dir = resolve_model("random:tiny-llama")
     torch.manual_seed(0)
-    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(base_dir),
-                                LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"],
-                                           init_lora_weights=False))
+    peft_model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(base_dir),
+        LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"], init_lora_weights=False),
+    )
     adapter = tmp_path / "adapter"
     peft_model.save_pretrained(adapter)
     half = {k: v.half() for k, v in load_file(adapter / artifact.WEIGHTS).items()}

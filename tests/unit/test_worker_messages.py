@@ -16,11 +16,21 @@ STATS = dataclasses.asdict(TimingStats.from_samples([1.0, 2.0, 3.0]))
 
 
 def request(**changes) -> WorkerRequest:
-    base = WorkerRequest(nonce="n" * 32, device="cpu", problem={"id": "p", "source": "x", "tolerance": None,
-                                                                 "sizes": {}},
-                         solution="code", timing=None, max_torch_share=0.25, baselines=[], cpu_rechecks=3,
-                         floor_fraction=0.9, correctness={"families": ["outliers"], "probe": True, "truth": "off"},
-                         init_seed=1, timing_seed=2, seeds=[3, 4])
+    base = WorkerRequest(
+        nonce="n" * 32,
+        device="cpu",
+        problem={"id": "p", "source": "x", "tolerance": None, "sizes": {}},
+        solution="code",
+        timing=None,
+        max_torch_share=0.25,
+        baselines=[],
+        cpu_rechecks=3,
+        floor_fraction=0.9,
+        correctness={"families": ["outliers"], "probe": True, "truth": "off"},
+        init_seed=1,
+        timing_seed=2,
+        seeds=[3, 4],
+    )
     return dataclasses.replace(base, **changes)
 
 
@@ -32,11 +42,23 @@ def test_an_evaluation_request_is_the_json_object_the_harness_reads():
     assert profile["mode"] == "profile" and WorkerRequest.from_message(profile).profile_calls == 5
 
 
-@pytest.mark.parametrize("change", [
-    {"type": "shutdown"}, {"nonce": None}, {"problem": "p"}, {"problem": {"id": "p"}}, {"seeds": []},
-    {"seeds": [1, "2"]}, {"init_seed": True}, {"timing": {"runs": 3}}, {"mode": "exec"}, {"baselines": [1]},
-    {"correctness": {}}, {"solution": 7},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"type": "shutdown"},
+        {"nonce": None},
+        {"problem": "p"},
+        {"problem": {"id": "p"}},
+        {"seeds": []},
+        {"seeds": [1, "2"]},
+        {"init_seed": True},
+        {"timing": {"runs": 3}},
+        {"mode": "exec"},
+        {"baselines": [1]},
+        {"correctness": {}},
+        {"solution": 7},
+    ],
+)
 def test_a_malformed_request_names_what_is_wrong(change):
     with pytest.raises(MalformedMessage, match="worker request"):
         WorkerRequest.from_message({**request().to_message(), **change})
@@ -51,10 +73,21 @@ def test_the_worker_sets_requests_pass_their_own_check():
 
 
 def test_a_result_keeps_what_the_verdict_needs():
-    result = WorkerResult.from_message({
-        "type": "result", "status": "correct", "healthy": True, "notes": ["x" * 900] * 12, "kernel": STATS,
-        "kernel_samples": [1.0, -1, float("inf"), "2", 2.0], "kernel_blocks": [0, 1, 2, 3, 4],
-        "torch_share": 0.1, "floor_ms": 0.0, "suspicious": "fast", "baselines": {"eager": STATS, "inductor": None}})
+    result = WorkerResult.from_message(
+        {
+            "type": "result",
+            "status": "correct",
+            "healthy": True,
+            "notes": ["x" * 900] * 12,
+            "kernel": STATS,
+            "kernel_samples": [1.0, -1, float("inf"), "2", 2.0],
+            "kernel_blocks": [0, 1, 2, 3, 4],
+            "torch_share": 0.1,
+            "floor_ms": 0.0,
+            "suspicious": "fast",
+            "baselines": {"eager": STATS, "inductor": None},
+        }
+    )
     assert result.status is Status.CORRECT and result.healthy and result.kernel == TimingStats(**STATS)
     assert len(result.notes) == 10 and all(len(n) == 500 for n in result.notes)
     assert result.kernel_samples == [1.0, 2.0] and result.kernel_blocks == [0, 4]
@@ -69,16 +102,28 @@ def test_an_unknown_status_or_a_malformed_hack_report_is_a_crash():
 
 
 def test_reports_that_are_malformed_are_dropped_not_fatal():
-    result = WorkerResult.from_message({"status": "correct", "accuracy": {"bogus": 1}, "own_kernel_share": "1",
-                                        "kernel_samples": "many", "anchor_seconds": None})
+    result = WorkerResult.from_message(
+        {
+            "status": "correct",
+            "accuracy": {"bogus": 1},
+            "own_kernel_share": "1",
+            "kernel_samples": "many",
+            "anchor_seconds": None,
+        }
+    )
     assert result.accuracy is None and result.own_kernel_share is None and result.kernel_samples == []
 
 
-@pytest.mark.parametrize("message", [
-    {"status": "correct", "kernel": {"median_ms": 1.0}}, {"status": "correct", "kernel": [1, 2]},
-    {"status": "correct", "baselines": ["eager"]}, {"status": "correct", "baselines": {"eager": {"x": 1}}},
-    {"status": "correct", "notes": "not a list"},
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"status": "correct", "kernel": {"median_ms": 1.0}},
+        {"status": "correct", "kernel": [1, 2]},
+        {"status": "correct", "baselines": ["eager"]},
+        {"status": "correct", "baselines": {"eager": {"x": 1}}},
+        {"status": "correct", "notes": "not a list"},
+    ],
+)
 def test_a_result_a_verdict_cannot_stand_on_is_malformed(message):
     with pytest.raises(MalformedMessage, match="worker result"):
         WorkerResult.from_message(message)

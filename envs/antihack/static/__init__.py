@@ -21,8 +21,9 @@ from envs.verdict import HackFinding
 __all__ = ["RULES", "analyze"]
 
 
-def analyze(solution_source: str, problem_source: str | None = None,
-            limits: CpuStageLimits = CpuStageLimits()) -> HackFinding | None:
+def analyze(
+    solution_source: str, problem_source: str | None = None, limits: CpuStageLimits = CpuStageLimits()
+) -> HackFinding | None:
     """The first reward hack found in `solution_source` (canonical code), or None when it looks clean.
 
     `problem_source`, when given, tells which ops are the problem's main computation (for the reasons, and

@@ -13,10 +13,24 @@ from typing import Iterable
 
 from envs.antihack.categories import check_category
 from envs.antihack.static.index import _Scope
-from envs.antihack.static.names import (_COMPUTE_METHODS, _HIGHER_ORDER, _NN_MODULE_CALL, _NN_NOT_MODULES,
-                                        _OP_KEYS, _OP_SYMBOLS, _OPERATOR_MATH, _PY_MATH_BUILTINS, _TORCH_VALUES,
-                                        _is_module_path, _method_kind, _norm_key, _plain, _short, _torch_kind,
-                                        _under)
+from envs.antihack.static.names import (
+    _COMPUTE_METHODS,
+    _HIGHER_ORDER,
+    _NN_MODULE_CALL,
+    _NN_NOT_MODULES,
+    _OP_KEYS,
+    _OP_SYMBOLS,
+    _OPERATOR_MATH,
+    _PY_MATH_BUILTINS,
+    _TORCH_VALUES,
+    _is_module_path,
+    _method_kind,
+    _norm_key,
+    _plain,
+    _short,
+    _torch_kind,
+    _under,
+)
 from envs.antihack.static.reach import _Reachability
 from envs.antihack.static.reference import _Reference
 from envs.antihack.static.tensors import _Tensors
@@ -87,8 +101,9 @@ class _Analysis(_Reachability):
             self._all_references = list(self.references(self.nodes))
         return self._all_references
 
-    def reference_finding(self, prefixes: tuple[str, ...], category: str, why: str = "",
-                          nodes=None) -> HackFinding | None:
+    def reference_finding(
+        self, prefixes: tuple[str, ...], category: str, why: str = "", nodes=None
+    ) -> HackFinding | None:
         """A finding naming the first use of anything under `prefixes`, and `why` it matters."""
         hit = self.first_reference(prefixes, nodes)
         if hit is None:
@@ -117,8 +132,11 @@ class _Analysis(_Reachability):
                 return f"applies {_OP_SYMBOLS[type(node.op)]} to tensors ({_short(node)})", _OP_KEYS[type(node.op)]
         if isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.Not) and t.is_tensor(node.operand, f):
             return f"applies {_OP_SYMBOLS[type(node.op)]} to a tensor ({_short(node)})", _OP_KEYS[type(node.op)]
-        if isinstance(node, ast.Compare) and all(type(op) in _OP_KEYS for op in node.ops) \
-                and any(t.is_tensor(x, f) for x in [node.left, *node.comparators]):
+        if (
+            isinstance(node, ast.Compare)
+            and all(type(op) in _OP_KEYS for op in node.ops)
+            and any(t.is_tensor(x, f) for x in [node.left, *node.comparators])
+        ):
             return f"compares tensors elementwise ({_short(node)})", _OP_KEYS[type(node.ops[0])]
         if isinstance(node, ast.AugAssign) and (t.is_tensor(node.target, f) or t.is_tensor(node.value, f)):
             sym = _OP_SYMBOLS[type(node.op)]
@@ -142,7 +160,7 @@ class _Analysis(_Reachability):
             if m and m.group(1) not in _NN_NOT_MODULES:
                 return f"calls {_short(func)}, an nn.{m.group(1)} module", m.group(1)
             if q.startswith("torch.") and _is_module_path(q):
-                name = q[len("torch."):]
+                name = q[len("torch.") :]
                 return self._judge(_torch_kind(name), f"calls torch.{name}", name)
             tensor_args = any(t.is_tensor(a, f) for a in call.args)
             if q.startswith("builtins.") and q[9:] in _PY_MATH_BUILTINS and tensor_args:
@@ -152,13 +170,20 @@ class _Analysis(_Reachability):
             if q in _HIGHER_ORDER:
                 for arg in call.args + [k.value for k in call.keywords]:
                     for handed in sorted(self.quals(arg, f)):
-                        name = handed[len("torch."):]
-                        if _NN_MODULE_CALL.match(handed) or (handed.startswith("torch.") and _is_module_path(handed)
-                                                             and not _TORCH_VALUES.match(name)
-                                                             and _torch_kind(name) == "compute"):
+                        name = handed[len("torch.") :]
+                        if _NN_MODULE_CALL.match(handed) or (
+                            handed.startswith("torch.")
+                            and _is_module_path(handed)
+                            and not _TORCH_VALUES.match(name)
+                            and _torch_kind(name) == "compute"
+                        ):
                             return f"hands {_short(arg)} to {q.split('.')[-1]}()", handed
-        if isinstance(func, ast.Attribute) and func.attr in _COMPUTE_METHODS and not self.quals(func.value, f) \
-                and func.attr not in self.method_names:
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in _COMPUTE_METHODS
+            and not self.quals(func.value, f)
+            and func.attr not in self.method_names
+        ):
             return f"calls {_short(func)}()", func.attr  # a receiver of unknown type, but only tensors have this
         return None
 
@@ -204,8 +229,11 @@ class _Analysis(_Reachability):
         while True:
             if isinstance(expr, (ast.Subscript, ast.Starred)):
                 expr = expr.value
-            elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
-                    _method_kind(expr.func.attr) in ("ok", "move"):
+            elif (
+                isinstance(expr, ast.Call)
+                and isinstance(expr.func, ast.Attribute)
+                and _method_kind(expr.func.attr) in ("ok", "move")
+            ):
                 expr = expr.func.value  # x.view(...), x.contiguous(), x.float()
             elif isinstance(expr, ast.Attribute) and expr.attr in ("T", "mT", "data"):
                 expr = expr.value
@@ -221,8 +249,11 @@ class _Analysis(_Reachability):
         values = []
         for store in stores:  # every binding must be a plain assignment of an input-derived value
             parent = self.parents.get(id(store))
-            if not (isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is not None
-                    and (getattr(parent, "targets", None) or [parent.target]) == [store]):
+            if not (
+                isinstance(parent, (ast.Assign, ast.AnnAssign))
+                and parent.value is not None
+                and (getattr(parent, "targets", None) or [parent.target]) == [store]
+            ):
                 return False
             values.append(parent.value)
         if not param and not values:

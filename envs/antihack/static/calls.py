@@ -28,7 +28,7 @@ class _Calls:
         elif isinstance(func, ast.Attribute):
             cls, skip = self.member_owner(func.value, scope)
             bound = skip or self.self_class(func.value, scope) is not None  # not Cls.method(obj, x)
-            for c in self.mro(cls)[1 if skip else 0:] if cls is not None else []:
+            for c in self.mro(cls)[1 if skip else 0 :] if cls is not None else []:
                 m = c.defs.get(func.attr)
                 if m is not None and m.kind == "function":
                     out.append((m, 1 if bound and m.self_name else 0))
@@ -77,7 +77,7 @@ class _Calls:
 
     def member_refs(self, cls: _Scope, attr: str, skip: bool, seen: set) -> set[_Scope]:
         out: set[_Scope] = set()
-        for c in self.mro(cls)[1 if skip else 0:]:
+        for c in self.mro(cls)[1 if skip else 0 :]:
             d = c.defs.get(attr)
             if d is not None:
                 out |= {d} if d.kind == "function" else self.class_refs(d, seen)
@@ -92,8 +92,10 @@ class _Calls:
         if id(cls) in seen:
             return set()
         seen.add(id(cls))
-        autograd = any(_plain(q) in ("torch.autograd.Function", "torch.autograd.function.Function")
-                       for q in self.external_bases(cls))
+        autograd = any(
+            _plain(q) in ("torch.autograd.Function", "torch.autograd.function.Function")
+            for q in self.external_bases(cls)
+        )
         out: set[_Scope] = set()
         for c in self.mro(cls):
             for name, m in c.methods().items():

@@ -33,16 +33,34 @@ class _LiteralGetattr(ast.NodeTransformer):
 
 
 _NOISE = (ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
-_BINDINGS = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.AsyncFor,
-             ast.comprehension, ast.withitem, ast.AugAssign, ast.ExceptHandler, ast.Global, ast.Nonlocal, ast.Call)
+_BINDINGS = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.Assign,
+    ast.AnnAssign,
+    ast.NamedExpr,
+    ast.For,
+    ast.AsyncFor,
+    ast.comprehension,
+    ast.withitem,
+    ast.AugAssign,
+    ast.ExceptHandler,
+    ast.Global,
+    ast.Nonlocal,
+    ast.Call,
+)
 
 
 def _is_main_guard(node: ast.AST) -> bool:
     """`if __name__ == "__main__":`"""
     test = node.test if isinstance(node, ast.If) else None
-    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) and \
-        {ast.dump(test.left), ast.dump(test.comparators[0])} == \
-        {ast.dump(ast.Name("__name__", ast.Load())), ast.dump(ast.Constant("__main__"))}
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq)
+        and {ast.dump(test.left), ast.dump(test.comparators[0])}
+        == {ast.dump(ast.Name("__name__", ast.Load())), ast.dump(ast.Constant("__main__"))}
+    )
 
 
 class _Index(_Resolver, _Calls):
@@ -53,11 +71,11 @@ class _Index(_Resolver, _Calls):
         if "getattr" in source:
             tree = _LiteralGetattr().visit(tree)
         self.module = _Scope("module", tree, "module level", None)
-        self.nodes: list[tuple[ast.AST, _Scope]] = []   # every node with the scope it runs in, in source order
+        self.nodes: list[tuple[ast.AST, _Scope]] = []  # every node with the scope it runs in, in source order
         self.parents: dict[int, ast.AST] = {}
         self.functions: list[_Scope] = []
         self.classes: list[_Scope] = []
-        self.lambdas: dict[int, _Scope] = {}            # module/class-level lambdas, which are scopes of their own
+        self.lambdas: dict[int, _Scope] = {}  # module/class-level lambdas, which are scopes of their own
         self._quals: dict[tuple, set[str]] = {}
         self._active: dict[tuple, int] = {}  # questions being answered (_memo), by nesting level
         self._cycle_floor: float = math.inf
@@ -71,8 +89,9 @@ class _Index(_Resolver, _Calls):
         if scope.kind == "module" and self._main_guard(node):
             return self._visit_all(node.orelse, scope)  # the harness imports the solution under another name
         self.nodes.append((node, scope))
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
-                (isinstance(node, ast.Lambda) and scope.kind != "function"):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or (
+            isinstance(node, ast.Lambda) and scope.kind != "function"
+        ):
             return self._function(node, scope)
         if isinstance(node, ast.ClassDef):
             return self._class(node, scope)
@@ -93,9 +112,14 @@ class _Index(_Resolver, _Calls):
     def _function(self, node: ast.AST, scope: _Scope) -> None:
         is_lambda = isinstance(node, ast.Lambda)
         name = "<lambda>" if is_lambda else node.name
-        f = _Scope("function", node, name if scope.kind == "module" else f"{scope.name}.{name}",
-                  parent=scope.parent if scope.kind == "class" else scope, outer=scope,
-                  owner=scope if scope.kind == "class" else None)
+        f = _Scope(
+            "function",
+            node,
+            name if scope.kind == "module" else f"{scope.name}.{name}",
+            parent=scope.parent if scope.kind == "class" else scope,
+            outer=scope,
+            owner=scope if scope.kind == "class" else None,
+        )
         self.functions.append(f)
         if is_lambda:
             self.lambdas[id(node)] = f
@@ -104,12 +128,17 @@ class _Index(_Resolver, _Calls):
         args = node.args
         positional = args.posonlyargs + args.args
         decorators = getattr(node, "decorator_list", [])
-        for expr in decorators + args.defaults + [d for d in args.kw_defaults if d is not None] + \
-                [a.annotation for a in positional + args.kwonlyargs if a.annotation is not None]:
+        for expr in (
+            decorators
+            + args.defaults
+            + [d for d in args.kw_defaults if d is not None]
+            + [a.annotation for a in positional + args.kwonlyargs if a.annotation is not None]
+        ):
             self.parents[id(expr)] = node
             self._visit(expr, scope)  # these run where the def statement runs
-        for a, d in list(zip(reversed(positional), reversed(args.defaults))) + \
-                [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]:
+        for a, d in list(zip(reversed(positional), reversed(args.defaults))) + [
+            (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None
+        ]:
             f.values[a.arg] = [(d, scope)]
         for a in positional + args.kwonlyargs + [x for x in (args.vararg, args.kwarg) if x]:
             if a.arg not in f.values:
@@ -184,8 +213,11 @@ class _Index(_Resolver, _Calls):
             if home.kind == "class":
                 home.attrs.setdefault(target.id, []).append((value, scope))
         elif isinstance(target, (ast.Tuple, ast.List)):
-            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) \
-                    and not any(isinstance(e, ast.Starred) for e in target.elts + value.elts):
+            if (
+                isinstance(value, (ast.Tuple, ast.List))
+                and len(value.elts) == len(target.elts)
+                and not any(isinstance(e, ast.Starred) for e in target.elts + value.elts)
+            ):
                 for t, v in zip(target.elts, value.elts):
                     self._assign(t, v, scope)
             else:

@@ -15,8 +15,16 @@ from envs.antihack.static.index import _Index, _Scope
 from envs.antihack.static.names import _FORWARD_HOOKS
 from envs.guard import Budget
 
-_CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-        ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not}
+_CMP = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
 
 _UNKNOWN = object()
 
@@ -24,11 +32,18 @@ _UNKNOWN = object()
 def _is_size(e: ast.AST) -> bool:
     """x.numel(), x.dim(), x.size(0), x.shape[0], len(x): never negative."""
     if isinstance(e, ast.Call):
-        return isinstance(e.func, ast.Attribute) and e.func.attr in ("numel", "nelement", "dim", "ndimension",
-                                                                     "element_size", "size") \
-            or isinstance(e.func, ast.Name) and e.func.id == "len"
-    return isinstance(e, ast.Subscript) and (isinstance(e.value, ast.Attribute) and e.value.attr == "shape"
-                                             or isinstance(e.value, ast.Call) and _is_size(e.value))
+        return (
+            isinstance(e.func, ast.Attribute)
+            and e.func.attr in ("numel", "nelement", "dim", "ndimension", "element_size", "size")
+            or isinstance(e.func, ast.Name)
+            and e.func.id == "len"
+        )
+    return isinstance(e, ast.Subscript) and (
+        isinstance(e.value, ast.Attribute)
+        and e.value.attr == "shape"
+        or isinstance(e.value, ast.Call)
+        and _is_size(e.value)
+    )
 
 
 class _Reachability(_Index):
@@ -38,7 +53,7 @@ class _Reachability(_Index):
         self.model_new = self._find_model_new()
         self.roots = self._roots() if isinstance(self.model_new, _Scope) else set()
         self.reachable = self._reach(self.roots)
-        self.forward = [f for f in self.reachable if not f.kernel]   # the forward path, in source order
+        self.forward = [f for f in self.reachable if not f.kernel]  # the forward path, in source order
 
     def _find_model_new(self) -> _Scope | ast.expr | None:
         kind, what = self.lookup("ModelNew", self.module)
@@ -63,8 +78,11 @@ class _Reachability(_Index):
         for c in self.mro(cls):  # hooks run around forward
             for m in c.methods().values():
                 for node in ast.walk(m.node):
-                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                            and node.func.attr in _FORWARD_HOOKS:
+                    if (
+                        isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Attribute)
+                        and node.func.attr in _FORWARD_HOOKS
+                    ):
                         for arg in node.args:
                             roots |= self.refs(arg, m, seen)
         return roots
@@ -117,8 +135,11 @@ class _Reachability(_Index):
     def _live_stmt(self, s: ast.AST, f: _Scope, out: list[ast.AST]) -> None:
         out.append(s)
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for expr in s.decorator_list + getattr(s, "bases", []) + \
-                    (s.args.defaults + [d for d in s.args.kw_defaults if d] if hasattr(s, "args") else []):
+            for expr in (
+                s.decorator_list
+                + getattr(s, "bases", [])
+                + (s.args.defaults + [d for d in s.args.kw_defaults if d] if hasattr(s, "args") else [])
+            ):
                 out.extend(ast.walk(expr))
             return
         for _, value in ast.iter_fields(s):
@@ -138,8 +159,12 @@ class _Reachability(_Index):
             return bool(e.value)
         if isinstance(e, ast.Name):
             kind, what = self.lookup(e.id, scope)
-            if kind == "values" and len(what) == 1 and isinstance(what[0][0], ast.Constant) \
-                    and what[0][1] is self.module:
+            if (
+                kind == "values"
+                and len(what) == 1
+                and isinstance(what[0][0], ast.Constant)
+                and what[0][1] is self.module
+            ):
                 return bool(what[0][0].value)
             return None
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
@@ -147,18 +172,26 @@ class _Reachability(_Index):
             return None if t is None else not t
         if isinstance(e, ast.BoolOp):
             values = [self.truth(v, scope) for v in e.values]
-            stop = isinstance(e.op, ast.Or)   # True decides an `or`, False an `and`
+            stop = isinstance(e.op, ast.Or)  # True decides an `or`, False an `and`
             if stop in values:
                 return stop
             return None if None in values else not stop
         if isinstance(e, ast.Compare) and len(e.ops) == 1 and type(e.ops[0]) in _CMP:
             left, right = self._constant(e.left, scope), self._constant(e.comparators[0], scope)
             # Sizes are never negative: `x.numel() < 0` is false, `x.shape[0] >= 0` true.
-            if _is_size(e.left) and isinstance(right, (int, float)) and right <= 0 \
-                    and type(e.ops[0]) in (ast.Lt, ast.GtE):
+            if (
+                _is_size(e.left)
+                and isinstance(right, (int, float))
+                and right <= 0
+                and type(e.ops[0]) in (ast.Lt, ast.GtE)
+            ):
                 return isinstance(e.ops[0], ast.GtE)
-            if _is_size(e.comparators[0]) and isinstance(left, (int, float)) and left <= 0 \
-                    and type(e.ops[0]) in (ast.Gt, ast.LtE):
+            if (
+                _is_size(e.comparators[0])
+                and isinstance(left, (int, float))
+                and left <= 0
+                and type(e.ops[0]) in (ast.Gt, ast.LtE)
+            ):
                 return isinstance(e.ops[0], ast.LtE)
             if left is not _UNKNOWN and right is not _UNKNOWN:
                 try:
@@ -172,7 +205,11 @@ class _Reachability(_Index):
             return e.value
         if isinstance(e, ast.Name):
             kind, what = self.lookup(e.id, scope)
-            if kind == "values" and len(what) == 1 and isinstance(what[0][0], ast.Constant) \
-                    and what[0][1] is self.module:
+            if (
+                kind == "values"
+                and len(what) == 1
+                and isinstance(what[0][0], ast.Constant)
+                and what[0][1] is self.module
+            ):
                 return what[0][0].value
         return _UNKNOWN

@@ -12,22 +12,46 @@ import dataclasses
 import functools
 
 from envs.antihack.static.index import _Index
-from envs.antihack.static.names import _CONSTRUCTION, _MOVEMENT_KEYS, _NN_MODULE_CALL, _OP_KEYS, _is_module_path, \
-    _norm_key
+from envs.antihack.static.names import (
+    _CONSTRUCTION,
+    _MOVEMENT_KEYS,
+    _NN_MODULE_CALL,
+    _OP_KEYS,
+    _is_module_path,
+    _norm_key,
+)
 
 
 # Ops whose cost grows faster than their data (GEMMs, convolutions, attention, recurrences): where the
 # reference has one, it is the main computation and the reference's other ops are cheap beside it.
-_HEAVY = frozenset({"matmul", "conv", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convtranspose1d",
-                    "convtranspose2d", "convtranspose3d", "scaled_dot_product_attention", "multiheadattention",
-                    "bilinear", "tensordot", "lstm", "gru", "rnn", "transformer", "transformerencoderlayer",
-                    "transformerdecoderlayer"})
+_HEAVY = frozenset(
+    {
+        "matmul",
+        "conv",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "convtranspose1d",
+        "convtranspose2d",
+        "convtranspose3d",
+        "scaled_dot_product_attention",
+        "multiheadattention",
+        "bilinear",
+        "tensordot",
+        "lstm",
+        "gru",
+        "rnn",
+        "transformer",
+        "transformerencoderlayer",
+        "transformerdecoderlayer",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Reference:
-    ops: frozenset[str]      # normalised names of what Model.forward computes with
-    pure_movement: bool      # it only allocates, views, copies or casts
+    ops: frozenset[str]  # normalised names of what Model.forward computes with
+    pure_movement: bool  # it only allocates, views, copies or casts
 
     @property
     def main_ops(self) -> frozenset[str]:

@@ -26,8 +26,13 @@ def _fold_str(e: ast.AST) -> str | None:
     if isinstance(e, ast.JoinedStr):
         parts = [_fold_str(v.value if isinstance(v, ast.FormattedValue) else v) for v in e.values]
         return None if None in parts else "".join(parts)
-    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "join" \
-            and len(e.args) == 1 and isinstance(e.args[0], (ast.List, ast.Tuple)):
+    if (
+        isinstance(e, ast.Call)
+        and isinstance(e.func, ast.Attribute)
+        and e.func.attr == "join"
+        and len(e.args) == 1
+        and isinstance(e.args[0], (ast.List, ast.Tuple))
+    ):
         sep, parts = _fold_str(e.func.value), [_fold_str(x) for x in e.args[0].elts]
         return None if sep is None or None in parts else sep.join(parts)
     return None
@@ -90,18 +95,26 @@ class _Resolver:
         if isinstance(expr, ast.Attribute):
             cls, skip = self.member_owner(expr.value, scope)
             if cls is not None:
-                return self._memo(("member", id(cls), expr.attr, skip),
-                                  lambda: self._member_quals(cls, expr.attr, skip))
+                return self._memo(
+                    ("member", id(cls), expr.attr, skip), lambda: self._member_quals(cls, expr.attr, skip)
+                )
             return {f"{q}.{expr.attr}" for q in self.quals(expr.value, scope)}
         if isinstance(expr, ast.Call):
             func = self.quals(expr.func, scope)
-            if func & {"builtins.__import__", "importlib.import_module"} and expr.args \
-                    and _fold_str(expr.args[0]) is not None:
+            if (
+                func & {"builtins.__import__", "importlib.import_module"}
+                and expr.args
+                and _fold_str(expr.args[0]) is not None
+            ):
                 return {_fold_str(expr.args[0])}
             out = {q + "()" for q in func}
             for f in self._local_functions(expr.func, scope):  # what the solution's own function returns
-                out |= self._memo(("returns", id(f)), lambda f=f: set().union(
-                    *(self.quals(r.value, f) for r in ast.walk(f.node) if isinstance(r, ast.Return) and r.value)))
+                out |= self._memo(
+                    ("returns", id(f)),
+                    lambda f=f: set().union(
+                        *(self.quals(r.value, f) for r in ast.walk(f.node) if isinstance(r, ast.Return) and r.value)
+                    ),
+                )
             return out
         if isinstance(expr, ast.Subscript):
             base = self.quals(expr.value, scope)
@@ -109,8 +122,10 @@ class _Resolver:
             if key is not None and base & {"sys.modules", "builtins"}:  # dict-style module lookups
                 return {key} if "sys.modules" in base else {f"builtins.{key}"}
             # memoized: an element may be the subscript itself (shape = [shape[0], shape[1]])
-            elements = self._memo(("elements", id(expr), id(scope)), lambda: set().union(
-                *(self.quals(e, s) for e, s in self._elements(expr.value, scope))))
+            elements = self._memo(
+                ("elements", id(expr), id(scope)),
+                lambda: set().union(*(self.quals(e, s) for e, s in self._elements(expr.value, scope))),
+            )
             return {q + "[]" for q in base} | elements
         if isinstance(expr, ast.IfExp):
             return self.quals(expr.body, scope) | self.quals(expr.orelse, scope)
@@ -153,8 +168,9 @@ class _Resolver:
             return set()
         kind, what = self.lookup(expr.id, scope)
         values = [(v, w) for v, w in what] if kind == "values" else []
-        out = {_fold_str(v) for v, _ in values} | {_fold_str(e) for v, w in values if isinstance(v, ast.Subscript)
-                                                    for e, _ in self._elements(v.value, w)}
+        out = {_fold_str(v) for v, _ in values} | {
+            _fold_str(e) for v, w in values if isinstance(v, ast.Subscript) for e, _ in self._elements(v.value, w)
+        }
         return out - {None}
 
     def _elements(self, expr: ast.AST, scope: _Scope) -> list[tuple[ast.expr, _Scope]]:
@@ -175,8 +191,9 @@ class _Resolver:
                 todo += reversed(what) if kind == "values" else []
             elif isinstance(expr, ast.Attribute):
                 cls, skip = self.member_owner(expr.value, scope)
-                todo += reversed([v for c in self.mro(cls)[1 if skip else 0:] for v in c.attrs.get(expr.attr, [])]
-                                 if cls else [])
+                todo += reversed(
+                    [v for c in self.mro(cls)[1 if skip else 0 :] for v in c.attrs.get(expr.attr, [])] if cls else []
+                )
         return out
 
     def _memo(self, key: tuple, compute: Callable[[], set[str]]) -> set[str]:
@@ -247,7 +264,7 @@ class _Resolver:
 
     def _member_quals(self, cls: _Scope, attr: str, skip: bool) -> set[str]:
         out, found = set(), False
-        for c in self.mro(cls)[1 if skip else 0:]:
+        for c in self.mro(cls)[1 if skip else 0 :]:
             found = found or attr in c.defs
             for value, where in c.attrs.get(attr, []):
                 found = True

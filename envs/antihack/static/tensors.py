@@ -9,8 +9,17 @@ from __future__ import annotations
 import ast
 
 from envs.antihack.static.index import _Scope
-from envs.antihack.static.names import (_CPU_LIBRARIES, _META_METHODS, _NN_MODULE_CALL, _OP_KEYS, _PARAM_ATTRS,
-                                        _TENSOR_ATTRS, _is_module_path, _torch_returns_tensor, _under)
+from envs.antihack.static.names import (
+    _CPU_LIBRARIES,
+    _META_METHODS,
+    _NN_MODULE_CALL,
+    _OP_KEYS,
+    _PARAM_ATTRS,
+    _TENSOR_ATTRS,
+    _is_module_path,
+    _torch_returns_tensor,
+    _under,
+)
 from envs.antihack.static.reach import _Reachability
 
 
@@ -48,8 +57,12 @@ class _Tensors:
             default = defaults.get(a.arg)
             if note is not None and "Tensor" in note:
                 out.add(a.arg)
-            elif is_root and f.node.name in ("forward", "__call__") and note is None \
-                    and not (isinstance(default, ast.Constant) and default.value is not None):
+            elif (
+                is_root
+                and f.node.name in ("forward", "__call__")
+                and note is None
+                and not (isinstance(default, ast.Constant) and default.value is not None)
+            ):
                 out.add(a.arg)  # forward's inputs are tensors unless annotated or defaulted otherwise
         return out
 
@@ -118,11 +131,16 @@ class _Tensors:
         if isinstance(func, ast.Name):
             kind, what = self.a.lookup(func.id, f)
             if kind == "values":
-                out += [(s, 0) for v, w in what if isinstance(v, (ast.Name, ast.Attribute))
-                        for s in self.a.refs(v, w) if not isinstance(s.node, ast.Lambda)]
+                out += [
+                    (s, 0)
+                    for v, w in what
+                    if isinstance(v, (ast.Name, ast.Attribute))
+                    for s in self.a.refs(v, w)
+                    if not isinstance(s.node, ast.Lambda)
+                ]
         elif isinstance(func, ast.Attribute):
             cls, skip = self.a.member_owner(func.value, f)
-            for c in self.a.mro(cls)[1 if skip else 0:] if cls is not None else []:
+            for c in self.a.mro(cls)[1 if skip else 0 :] if cls is not None else []:
                 for value, where in c.attrs.get(func.attr, []):
                     out += self._instance_calls(value, where)
         return out
@@ -159,8 +177,11 @@ class _Tensors:
                     return False
                 self._busy.add(key)
                 try:
-                    return any(self.is_tensor(v, w) for c in self.a.mro(cls)[1 if skip else 0:]
-                               for v, w in c.attrs.get(e.attr, []))
+                    return any(
+                        self.is_tensor(v, w)
+                        for c in self.a.mro(cls)[1 if skip else 0 :]
+                        for v, w in c.attrs.get(e.attr, [])
+                    )
                 finally:
                     self._busy.discard(key)
             if e.attr in _PARAM_ATTRS:  # self.linear.weight
@@ -175,8 +196,9 @@ class _Tensors:
         if isinstance(e, ast.UnaryOp):
             return not isinstance(e.op, ast.Not) and self.is_tensor(e.operand, f)
         if isinstance(e, ast.Compare):
-            return all(type(op) in _OP_KEYS for op in e.ops) and \
-                any(self.is_tensor(x, f) for x in [e.left, *e.comparators])
+            return all(type(op) in _OP_KEYS for op in e.ops) and any(
+                self.is_tensor(x, f) for x in [e.left, *e.comparators]
+            )
         if isinstance(e, ast.IfExp):
             return self.is_tensor(e.body, f) or self.is_tensor(e.orelse, f)
         if isinstance(e, (ast.BoolOp, ast.Tuple, ast.List, ast.Set)):
@@ -190,7 +212,7 @@ class _Tensors:
         for q in self.a.quals(func, f):
             if _NN_MODULE_CALL.match(q):
                 return True
-            if q.startswith("torch.") and _is_module_path(q) and _torch_returns_tensor(q[len("torch."):]):
+            if q.startswith("torch.") and _is_module_path(q) and _torch_returns_tensor(q[len("torch.") :]):
                 return True
             if _under(q, _CPU_LIBRARIES) and any(self.is_tensor(a, f) for a in call.args):
                 return True

@@ -35,10 +35,27 @@ class CrawlConfig:
     packages: tuple[str, ...] = ("torch.nn",)  # import names; each is walked recursively
     directories: tuple[str, ...] = ()  # plain source trees (no package metadata: license "unknown")
     # Not problems: containers, lazy and abstract modules, quantized/fused wrappers, parametrizations.
-    exclude_classes: tuple[str, ...] = ("Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
-                                        "Container", "Identity", "Module")
-    exclude_path_parts: tuple[str, ...] = ("quantized", "quantizable", "intrinsic", "qat", "_reference", "tests",
-                                           "test", "parametrizations", "utils")
+    exclude_classes: tuple[str, ...] = (
+        "Sequential",
+        "ModuleList",
+        "ModuleDict",
+        "ParameterList",
+        "ParameterDict",
+        "Container",
+        "Identity",
+        "Module",
+    )
+    exclude_path_parts: tuple[str, ...] = (
+        "quantized",
+        "quantizable",
+        "intrinsic",
+        "qat",
+        "_reference",
+        "tests",
+        "test",
+        "parametrizations",
+        "utils",
+    )
     max_guesses: int = 3
     llm: dict | None = None  # an OpenAI-compatible endpoint (JudgeConfig fields) writing inputs the rules cannot
 
@@ -46,6 +63,7 @@ class CrawlConfig:
 @dataclasses.dataclass(frozen=True)
 class CrawlSkip:
     """A class the crawler saw but could not turn into a candidate (recorded in rejected.jsonl)."""
+
     id: str
     path: str
     reason: str
@@ -62,8 +80,10 @@ def _distribution(import_name: str) -> tuple[str | None, str | None, str | None]
             continue
         license_ = meta.get("License-Expression") or meta.get("License")
         if not license_ or len(license_) > 200:
-            license_ = next((c.split("::")[-1].strip() for c in meta.get_all("Classifier") or []
-                             if c.startswith("License ::")), license_[:200] if license_ else None)
+            license_ = next(
+                (c.split("::")[-1].strip() for c in meta.get_all("Classifier") or [] if c.startswith("License ::")),
+                license_[:200] if license_ else None,
+            )
         return name, meta.get("Version"), license_
     return None, None, None
 
@@ -101,11 +121,24 @@ def render_problem(extracted: str, cls: ModuleClass, guess: InputGuess, provenan
     params = ", ".join(seen)
     kwargs = ", ".join(f"{arg}={const}" for arg, const in guess.init)
     names = [f"x{i}" for i in range(len(guess.inputs))]
-    lines = [f'"""{provenance}"""', canonicalize(extracted).source.rstrip(), "", "",
-             "import torch as _kr_torch", "", "",
-             "class Model(_kr_torch.nn.Module):", f"    def __init__(self{', ' + params if params else ''}):",
-             "        super().__init__()", f"        self.module = {cls.name}({kwargs})", "",
-             f"    def forward(self, {', '.join(names)}):", f"        return self.module({', '.join(names)})", "", ""]
+    lines = [
+        f'"""{provenance}"""',
+        canonicalize(extracted).source.rstrip(),
+        "",
+        "",
+        "import torch as _kr_torch",
+        "",
+        "",
+        "class Model(_kr_torch.nn.Module):",
+        f"    def __init__(self{', ' + params if params else ''}):",
+        "        super().__init__()",
+        f"        self.module = {cls.name}({kwargs})",
+        "",
+        f"    def forward(self, {', '.join(names)}):",
+        f"        return self.module({', '.join(names)})",
+        "",
+        "",
+    ]
     small = {}
     for name, full, small_value in guess.constants:
         lines.append(f"{name} = {_literal(full)}")
@@ -123,8 +156,9 @@ def render_problem(extracted: str, cls: ModuleClass, guess: InputGuess, provenan
     return "\n".join(lines)
 
 
-def _candidates_in_file(path: Path, module: str, is_package: bool, origin: Origin, config: CrawlConfig,
-                        llm: CurationLLM | None) -> Iterator[CandidateProblem | CrawlSkip]:
+def _candidates_in_file(
+    path: Path, module: str, is_package: bool, origin: Origin, config: CrawlConfig, llm: CurationLLM | None
+) -> Iterator[CandidateProblem | CrawlSkip]:
     try:
         source = path.read_text()
         tree = ast.parse(source)
@@ -146,8 +180,10 @@ def _candidates_in_file(path: Path, module: str, is_package: bool, origin: Origi
             yield CrawlSkip(cid, str(path), f"{cls.name}: cannot extract: {e}")
             continue
         where = f"{module}.{cls.name}"
-        provenance = (f"{where} from {origin.package or 'a source tree'} {origin.version or ''} ({path.name}, license "
-                      f"{origin.license or 'unknown'}), extracted by KernelRL's crawler; inputs: ").replace("  ", " ")
+        provenance = (
+            f"{where} from {origin.package or 'a source tree'} {origin.version or ''} ({path.name}, license "
+            f"{origin.license or 'unknown'}), extracted by KernelRL's crawler; inputs: "
+        ).replace("  ", " ")
         sources = [render_problem(extracted, cls, g, provenance + g.note) for g in guesses]
         if not sources:  # the rules have nothing: the LLM writes the inputs
             try:
@@ -155,9 +191,13 @@ def _candidates_in_file(path: Path, module: str, is_package: bool, origin: Origi
             except LLMUnavailable as e:
                 yield CrawlSkip(cid, str(path), f"{cls.name}: no input guess ({why}) and no LLM inputs: {e}")
                 continue
-        yield CandidateProblem(cid, sources[0], dataclasses.replace(origin, path=str(path), symbol=where),
-                               alternatives=tuple(sources[1:]),
-                               facts={"crawl": {"inputs": [g.note for g in guesses] or ["llm"]}})
+        yield CandidateProblem(
+            cid,
+            sources[0],
+            dataclasses.replace(origin, path=str(path), symbol=where),
+            alternatives=tuple(sources[1:]),
+            facts={"crawl": {"inputs": [g.note for g in guesses] or ["llm"]}},
+        )
 
 
 def crawl(config: CrawlConfig) -> Iterator[CandidateProblem | CrawlSkip]:
@@ -168,12 +208,14 @@ def crawl(config: CrawlConfig) -> Iterator[CandidateProblem | CrawlSkip]:
         origin = Origin("crawl", str(root), package=dist, version=version, license=license_)
         for path in files:
             rel_parts = path.relative_to(root).parts
-            if any(p in config.exclude_path_parts for p in rel_parts[:-1]) or \
-                    path.stem in config.exclude_path_parts:
+            if any(p in config.exclude_path_parts for p in rel_parts[:-1]) or path.stem in config.exclude_path_parts:
                 continue
             # A single module asked for by name (torch.nn.modules.activation) is that module, not a file in it.
-            module, is_package = (import_name, False) if files == [path] and path.name != "__init__.py" \
+            module, is_package = (
+                (import_name, False)
+                if files == [path] and path.name != "__init__.py"
                 else _module_name(import_name, root, path)
+            )
             yield from _candidates_in_file(path, module, is_package, origin, config, llm)
     for directory in config.directories:
         root = Path(directory)

@@ -58,7 +58,7 @@ def _imports(tree: ast.Module, module: str, is_package: bool) -> dict[str, ast.s
                 parts = package.split(".")
                 if node.level - 1 >= len(parts):
                     continue
-                prefix = ".".join(parts[:len(parts) - (node.level - 1)])
+                prefix = ".".join(parts[: len(parts) - (node.level - 1)])
                 base = f"{prefix}.{base}" if base else prefix
             for alias in node.names:
                 if alias.name == "*":
@@ -76,8 +76,11 @@ def _used_names(node: ast.AST, lazy_annotations: bool) -> set[str]:
             if isinstance(n, ast.AnnAssign):
                 anns.append(n.annotation)
             elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                anns += [a.annotation for a in [*n.args.args, *n.args.kwonlyargs, *n.args.posonlyargs,
-                                                 n.args.vararg, n.args.kwarg] if a is not None and a.annotation]
+                anns += [
+                    a.annotation
+                    for a in [*n.args.args, *n.args.kwonlyargs, *n.args.posonlyargs, n.args.vararg, n.args.kwarg]
+                    if a is not None and a.annotation
+                ]
                 if n.returns is not None:
                     anns.append(n.returns)
             for a in anns:
@@ -96,8 +99,11 @@ def _used_names(node: ast.AST, lazy_annotations: bool) -> set[str]:
             local.update((a.asname or a.name).split(".")[0] for a in n.names)
         elif isinstance(n, ast.ExceptHandler) and n.name:
             local.add(n.name)
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-            and id(n) not in skip and n.id not in local}
+    return {
+        n.id
+        for n in ast.walk(node)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip and n.id not in local
+    }
 
 
 def _is_module_base(base: ast.expr, module_classes: set[str]) -> bool:
@@ -166,8 +172,10 @@ def extract_class(source: str, class_name: str, module: str, is_package: bool = 
     defs, imports = _top_level(tree), _imports(tree, module, is_package)
     if class_name not in defs or not isinstance(defs[class_name], ast.ClassDef):
         raise ExtractError(f"{module}: no top-level class {class_name}")
-    lazy = any(isinstance(n, ast.ImportFrom) and n.module == "__future__"
-               and any(a.name == "annotations" for a in n.names) for n in tree.body)
+    lazy = any(
+        isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )
     needed_defs: set[int] = set()
     needed_imports: dict[str, ast.stmt] = {}
     todo, seen = [class_name], set()
@@ -184,8 +192,9 @@ def extract_class(source: str, class_name: str, module: str, is_package: bool = 
         elif name in imports:
             needed_imports[name] = imports[name]
         elif name not in _BUILTINS:
-            raise ExtractError(f"{module}.{class_name}: uses {name!r}, which the file neither defines nor imports "
-                               "at top level")
+            raise ExtractError(
+                f"{module}.{class_name}: uses {name!r}, which the file neither defines nor imports at top level"
+            )
     body = [n for n in tree.body if id(n) in needed_defs]  # original order: definitions before uses
     header = ["from __future__ import annotations"] if lazy else []
     header += [ast.unparse(needed_imports[k]) for k in sorted(needed_imports)]

@@ -30,8 +30,25 @@ def llm_problem(extracted: str, class_name: str, provenance: str, llm: CurationL
     code = extract_code(answer).strip()
     if "get_inputs" not in code:
         raise LLMUnavailable("the answer defines no get_inputs()")
-    return "\n".join([f'"""{provenance}LLM-written ({llm.model})"""', extracted.rstrip(), "", "",
-                      "import torch", "", "",
-                      "class Model(torch.nn.Module):", "    def __init__(self, *args):", "        super().__init__()",
-                      f"        self.module = {class_name}(*args)", "", "    def forward(self, *inputs):",
-                      "        return self.module(*inputs)", "", "", code, ""])
+    return "\n".join(
+        [
+            f'"""{provenance}LLM-written ({llm.model})"""',
+            extracted.rstrip(),
+            "",
+            "",
+            "import torch",
+            "",
+            "",
+            "class Model(torch.nn.Module):",
+            "    def __init__(self, *args):",
+            "        super().__init__()",
+            f"        self.module = {class_name}(*args)",
+            "",
+            "    def forward(self, *inputs):",
+            "        return self.module(*inputs)",
+            "",
+            "",
+            code,
+            "",
+        ]
+    )

@@ -34,9 +34,22 @@ class InputGuess:
 # Constructor argument name -> (constant, full, small). Feature-like sizes share one constant, so that
 # `in_features`, `normalized_shape` and the input's last dimension agree.
 INIT_RULES: dict[str, tuple[str, int | float, int | float | None]] = {
-    **{n: ("FEATURES", 4096, 64) for n in ("in_features", "in1_features", "in2_features", "embed_dim", "d_model",
-                                           "hidden_size", "input_size", "normalized_shape", "embedding_dim",
-                                           "features", "dim_model")},
+    **{
+        n: ("FEATURES", 4096, 64)
+        for n in (
+            "in_features",
+            "in1_features",
+            "in2_features",
+            "embed_dim",
+            "d_model",
+            "hidden_size",
+            "input_size",
+            "normalized_shape",
+            "embedding_dim",
+            "features",
+            "dim_model",
+        )
+    },
     "out_features": ("OUT_FEATURES", 4096, 48),
     **{n: ("CHANNELS", 64, 8) for n in ("in_channels", "num_features", "num_channels", "channels", "C")},
     "out_channels": ("OUT_CHANNELS", 64, 8),
@@ -106,8 +119,11 @@ def guess_inputs(cls: ModuleClass, max_guesses: int = 3) -> tuple[list[InputGues
         shape = tuple(c for c, _, _ in dims)
         specs = []
         for arg in tensors:
-            if arg in _TARGET_ARGS and "Loss" in cls.name and cls.name in ("CrossEntropyLoss", "NLLLoss",
-                                                                          "MultiMarginLoss", "MultiLabelMarginLoss"):
+            if (
+                arg in _TARGET_ARGS
+                and "Loss" in cls.name
+                and cls.name in ("CrossEntropyLoss", "NLLLoss", "MultiMarginLoss", "MultiLabelMarginLoss")
+            ):
                 specs.append(TensorSpec((shape[0],) + shape[2:], "index", shape[1]))
             elif "Loss" in cls.name:
                 specs.append(TensorSpec(shape, "rand"))
@@ -116,6 +132,12 @@ def guess_inputs(cls: ModuleClass, max_guesses: int = 3) -> tuple[list[InputGues
             else:
                 specs.append(TensorSpec(shape))
         constants = tuple((c, f, s) for c, (f, s) in consts.items())
-        guesses.append(InputGuess(tuple((n, INIT_RULES[n][0]) for n in required_init), tuple(specs), constants,
-                                  f"rule-based: {layout} input {tuple(shape)}"))
+        guesses.append(
+            InputGuess(
+                tuple((n, INIT_RULES[n][0]) for n in required_init),
+                tuple(specs),
+                constants,
+                f"rule-based: {layout} input {tuple(shape)}",
+            )
+        )
     return guesses, None
