@@ -1,5 +1,4 @@
 """KernelBench level1/19_ReLU: Triton ReLU over the flattened tensor (benchmark test answer)."""
-
 import torch
 import torch.nn as nn
 import triton

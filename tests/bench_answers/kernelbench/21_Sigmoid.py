@@ -1,5 +1,4 @@
 """A wrong answer for KernelBench level1/21_Sigmoid (a linear approximation): the benchmark must count it incorrect."""
-
 import torch
 import torch.nn as nn
 import triton
