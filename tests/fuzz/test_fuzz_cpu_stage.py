@@ -3,7 +3,7 @@ returns a Candidate or a Verdict for any answer, never raises and never fails on
 and honest code written with the patterns that once crashed it still passes.
 
 The fuzz cases run in forked children under a time limit (tests/fuzz/harness.py); the full report,
-with crash sites and shrunk examples, is `python scripts/fuzz_cpu_stage.py`.
+with crash sites and shrunk examples, is `python -m tests.fuzz.cli`.
 """
 
 from __future__ import annotations

@@ -7,9 +7,11 @@ Every case goes through `CpuStage.prepare`, which must return a Candidate or a V
 by one to find the site that fails. Each case runs in a forked child under a time limit. Exits 1 when a
 crash site (or a timeout, or a dead child) was found, else 0.
 
-  python scripts/fuzz_cpu_stage.py --seed 0 --count 3000 --out report.json --crashers crashers/
-  python scripts/fuzz_cpu_stage.py --count 0 --hypothesis 500     # grammar-generated code only
-  python scripts/fuzz_cpu_stage.py --count 3000 --records after.jsonl   # per-case outcomes, to diff versions
+Run from the checkout's root (the harness is in tests/, not an installed package):
+
+  python -m tests.fuzz.cli --seed 0 --count 3000 --out report.json --crashers crashers/
+  python -m tests.fuzz.cli --count 0 --hypothesis 500     # grammar-generated code only
+  python -m tests.fuzz.cli --count 3000 --records after.jsonl   # per-case outcomes, to diff versions
 """
 
 from __future__ import annotations
@@ -23,13 +25,10 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-# the harness lives in the checkout's tests/, which is not an installed package
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tqdm import tqdm
 
-from tqdm import tqdm  # noqa: E402
-
-from tests.fuzz.harness import Fleet, builtin_problems, make_preparer, run_case  # noqa: E402
-from tests.fuzz.mutations import FuzzCase, cases  # noqa: E402
+from tests.fuzz.harness import Fleet, builtin_problems, make_preparer, run_case
+from tests.fuzz.mutations import FuzzCase, cases
 
 _ORDINARY = {"candidate", "verdict:correct", "verdict:compile_error", "verdict:hack"}
 
