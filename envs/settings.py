@@ -102,8 +102,9 @@ class EvalSettings:
     workers: int = 1  # worker processes (per GPU on cuda)
     max_evals_per_worker: int = 200  # recycle warm workers now and then
     # auto | on | off: replace a worker's harness by forking it from a pre-imported zygote in the same
-    # sandbox (envs/worker/zygote.py) instead of starting a new sandbox (seconds of imports). auto: on for
-    # cpu; off for cuda until measured there. A zygote is itself replaced after max_forks_per_zygote forks.
+    # sandbox (envs/worker/zygote.py) instead of starting a new sandbox (seconds of imports). auto: on, on cpu
+    # and on cuda (3.8x the evaluations/min of fresh sandboxes on model samples on an H200, the same verdicts:
+    # docs/gpu-notes.md). A zygote is itself replaced after max_forks_per_zygote forks.
     fork_workers: str = "auto"
     max_forks_per_zygote: int = 100
     startup_timeout: float = 180.0
@@ -121,6 +122,11 @@ class EvalSettings:
     # speedups within the reproducibility target on the H200, at about a quarter less throughput than 8
     # (docs/gpu-notes.md has the measurements).
     placements: int = 48
+    # Sequential timing: after `min_placements` blocks (and every 4 more), stop once the speedup's 95%
+    # interval is within ± this share of the speedup (0: always all `placements` blocks). GPU time goes to
+    # the kernels whose speedup is still uncertain; docs/evaluation.md has what it saved and what it cost.
+    timing_precision: float = 0.01
+    min_placements: int = 12
     # PyTorch compute the candidate may run outside its kernels, as a share of the reference's cost
     # (FLOPs and bytes of the ATen ops at the problem's size, envs/antihack/cost.py); above it: baseline_kernel.
     max_torch_share: float = 0.25
@@ -157,6 +163,10 @@ class EvalSettings:
             raise ValueError("correctness_trials, timed_runs and workers must be >= 1")
         if self.placements < 1:
             raise ValueError("placements must be >= 1")
+        if not 0 <= self.timing_precision < 1:
+            raise ValueError(f"timing_precision must be in [0, 1), not {self.timing_precision!r}")
+        if self.min_placements < 1:
+            raise ValueError("min_placements must be >= 1")
         if self.reanchor and self.anchor_runs < 1:
             raise ValueError("anchor_runs must be >= 1 when reanchor is on")
         if not 0 <= self.max_torch_share:
@@ -184,7 +194,7 @@ class EvalSettings:
 
     def forks_workers(self, device: str) -> bool:
         """Whether workers on `device` (cpu | cuda) are forked from a zygote."""
-        return self.fork_workers == "on" or (self.fork_workers == "auto" and device == "cpu")
+        return self.fork_workers != "off"
 
     def resolved_size(self, device: str) -> str:
         return self.size or ("full" if device == "cuda" else "small")
@@ -203,6 +213,11 @@ class EvalSettings:
             "anchor_runs": self.anchor_runs if self.reanchor else 0,
             "max_torch_share": self.max_torch_share,
             **({"placements": self.placements} if self.placements != 1 else {}),
+            **(
+                {"precision": self.timing_precision, "min_placements": self.min_placements}
+                if self.timing_precision
+                else {}
+            ),
             "families": list(self.input_families),
             "probe": self.sensitivity_probe,
             "truth": self.fp64_truth,

@@ -122,6 +122,27 @@ def bootstrap_ratio(
     return float(low), float(high)
 
 
+def relative_half_width(
+    kernel: list[float],
+    kernel_blocks: list[int],
+    anchor: list[float] | None = None,
+    anchor_blocks: list[int] | None = None,
+    resamples: int = RESAMPLES,
+) -> float:
+    """Half the width of the speedup's interval over the speedup itself, from the runs so far: the
+    anchored ratio's where there are anchor runs, else the kernel median's (a cached baseline is a
+    constant). What sequential timing compares with its target precision."""
+    runs = group_runs(kernel, kernel_blocks)
+    anchored = group_runs(anchor or [], anchor_blocks)
+    if not runs:
+        return float("inf")
+    numerator: list[float] | Blocks = anchored or [1.0]
+    low, high = bootstrap_ratio(numerator, runs, resamples=resamples)
+    kernel_median = _median([t for xs in runs.values() for t in xs])
+    point = (_median([t for xs in anchored.values() for t in xs]) if anchored else 1.0) / kernel_median
+    return (high - low) / 2 / point
+
+
 def estimate_speedup(
     kernel: list[float],
     eager: TimingStats | None,

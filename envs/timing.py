@@ -12,7 +12,8 @@ bookkeeping run in unit tests with a synthetic clock.
 
 Placements: `time_in_placements` splits the runs into blocks (`placement_blocks`), the inputs moved to
 fresh addresses before each block after the first, and reports the block of every sample, which the
-speedup's interval resamples as a unit (envs/speedup.py).
+speedup's interval resamples as a unit (envs/speedup.py). A caller's `enough` rule may end the blocks early
+once the samples so far fix what they are for (sequential timing, envs/worker/timing_phase.py).
 """
 
 from __future__ import annotations
@@ -216,11 +217,13 @@ def time_in_placements(
     clock: Clock | None = None,
     warmup_ms: float = 25.0,
     keep: tuple[int, ...] = (),
+    enough: Callable[[int, dict[str, list[float]], dict[str, list[int]]], bool] | None = None,
 ) -> PlacedRuns:
     """Time the candidate (`fns[KERNEL]`) and, where a block has anchor runs, `fns[ANCHOR]` interleaved
     with it, block after block; `replace_inputs` moves the inputs to fresh addresses before every block
     after the first. Only the first block warms up fully (later ones as `block_warmup` says). `keep` counts
-    the candidate's runs over all blocks, as in time_interleaved."""
+    the candidate's runs over all blocks, as in time_interleaved; -1 in it keeps the last run made.
+    `enough(blocks_done, samples, blocks)`, asked after each block, ends the runs early when it says so."""
     if len(blocks) > 1 and replace_inputs is None:
         raise ValueError("more than one placement block needs replace_inputs")
     # Without `clock` each block makes its own CudaClock (its flush buffer allocated after the block's
@@ -232,16 +235,18 @@ def time_in_placements(
     seconds = dict.fromkeys(fns, 0.0)
     allocating = dict.fromkeys(fns, 0)
     rounds: int | None = None  # the warm-up rounds that settled the second block's pool (block_warmup)
+    last: Any = None  # the output of the last run made, for keep's -1
     for b, block in enumerate(blocks):
         offset = len(samples[KERNEL])
         if b:
             replace_inputs()
+        wanted = {k - offset for k in keep if offset <= k < offset + block.runs}
         timed = time_interleaved(
             {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
             interleaved_schedule(block.runs, block.anchor_runs),
             clock=clock,
             **block_warmup(b, warmup_ms, rounds),
-            keep=tuple(k - offset for k in keep if offset <= k < offset + block.runs),
+            keep=tuple(sorted(wanted | ({block.runs - 1} if -1 in keep else set()))),
         )
         if b == 1:
             rounds = timed.settled_after
@@ -250,7 +255,12 @@ def time_in_placements(
             ids[name] += [b] * len(xs)
             seconds[name] += timed.seconds[name]
             allocating[name] += timed.allocating[name]
-        kept.update({offset + k: out for k, out in timed.kept.items()})
+        kept.update({offset + k: out for k, out in timed.kept.items() if k in wanted})
+        last = timed.kept.get(block.runs - 1)
+        if enough is not None and b + 1 < len(blocks) and enough(b + 1, samples, ids):
+            break
+    if -1 in keep:
+        kept[len(samples[KERNEL]) - 1] = last
     return PlacedRuns(samples, kept, seconds, allocating, blocks=ids)
 
 

@@ -32,6 +32,7 @@ from envs.timing import ALLOCATING_NOTE
 from rewards import reward_for_verdict
 
 GPU_PHASES = ("correctness", "timing")
+EXCLUSIVE_STEPS = ("timing.timed_runs", "timing.tail_check")  # the timing phase's steps under the exclusive lock
 
 
 class BaselineOnlyCache(SqliteCache):
@@ -152,11 +153,21 @@ def summarize(verdicts, wall: float, devices: int = 1) -> dict:
         "wall_per_eval_s": per_eval,
         "gpu_phases_s": gpu_s,
         "wall_over_gpu": per_eval / gpu_s if gpu_s else None,
+        # share of each device's wall time inside exclusive timing windows: timing's physical limit is 1
+        "exclusive_share": sum(sum(v.phase_seconds.get(p, 0.0) for p in EXCLUSIVE_STEPS) for v in verdicts)
+        / (wall * devices),
+        "placement_blocks": statistics.fmean(blocks) if (blocks := placement_blocks_used(verdicts)) else None,
         "statuses": {s: sum(v.status.value == s for v in verdicts) for s in {v.status.value for v in verdicts}},
         "phases_by_status": phases_by_status(verdicts),
         # evaluations whose anchor runs still paid for driver allocations (0 once the warm-up is right)
         "anchor_allocating": sum(any(ALLOCATING_NOTE in n for n in v.notes) for v in verdicts),
     }
+
+
+def placement_blocks_used(verdicts) -> list[int]:
+    """Placement blocks behind each timed verdict's speedup (fewer than `placements` where sequential
+    timing stopped early)."""
+    return [v.speedup_interval.blocks for v in verdicts if v.speedup_interval is not None]
 
 
 def run_pass(evaluator, items, desc: str, devices: int = 1) -> dict:
@@ -342,6 +353,12 @@ def print_summary(name: str, result: dict) -> None:
     )
     if result["anchor_allocating"]:
         print(f"  {result['anchor_allocating']} evaluation(s) whose anchor runs {ALLOCATING_NOTE}")
+    if result["exclusive_share"]:
+        blocks = result["placement_blocks"]
+        print(
+            f"  exclusive timing {100 * result['exclusive_share']:.1f}% of each device's wall time"
+            + (f"; {blocks:.1f} placement blocks per timed kernel" if blocks is not None else "")
+        )
     if result["wall_over_gpu"] is not None:
         print(
             f"  wall per evaluation and device {result['wall_per_eval_s']:.2f} s vs correctness+timing "
@@ -544,6 +561,17 @@ def main() -> None:
         "default); the interval resamples them, compare its coverage with --repeats 3 or more",
     )
     ap.add_argument(
+        "--timing-precision",
+        type=float,
+        help="sequential timing: stop the placement blocks once the speedup's interval is within ± this "
+        "share (default: the settings' default; 0 times every block)",
+    )
+    ap.add_argument(
+        "--fork-workers",
+        choices=["auto", "on", "off"],
+        help="replace workers by forking a pre-imported zygote (default: the settings' default, auto: on for cpu)",
+    )
+    ap.add_argument(
         "--fidelity",
         choices=["on", "off"],
         help="input families and the sensitivity probe (default: "
@@ -596,6 +624,10 @@ def main() -> None:
         fidelity["reanchor"] = args.reanchor == "on"
     if args.placements:
         fidelity["placements"] = args.placements
+    if args.fork_workers:
+        fidelity["fork_workers"] = args.fork_workers
+    if args.timing_precision is not None:
+        fidelity["timing_precision"] = args.timing_precision
     settings = EvalSettings(device=args.device, workers=args.workers, size=args.size, sandbox=args.sandbox, **fidelity)
     with tempfile.TemporaryDirectory() as tmp:
         cache = BaselineOnlyCache(Path(tmp) / "baselines.sqlite")

@@ -166,6 +166,8 @@ _TIMERS = (
     "envs.timing.placement_blocks",
     "envs.timing.block_warmup",
     "envs.timing.interleaved_schedule",
+    "envs.speedup.relative_half_width",
+    "envs.speedup.bootstrap_ratio",
     "envs.timing.CudaClock.measure",
     "envs.timing.CudaClock.reserved",
     "torch.cuda.memory_reserved",

@@ -47,7 +47,7 @@ class WorkerRequest:
     device: str
     problem: dict[str, Any]  # id, source, tolerance, sizes
     solution: str | None  # None: the reference alone (check_problem, baselines)
-    timing: dict[str, Any] | None  # runs, warmup_ms, anchor_runs, placements; None off CUDA
+    timing: dict[str, Any] | None  # runs, warmup_ms, anchor_runs, placements, precision, min_placements; None off CUDA
     max_torch_share: float
     baselines: list[str]  # baselines to measure before the candidate runs
     cpu_rechecks: int
@@ -82,6 +82,8 @@ class WorkerRequest:
         if timing is not None:
             for key in ("runs", "warmup_ms", "anchor_runs", "placements"):
                 _need(timing, key, (int, float), "worker request timing")
+            for key in ("precision", "min_placements"):
+                _need(timing, key, (int, float), "worker request timing", optional=True)
         correctness = _need(message, "correctness", dict, what)
         _need(correctness, "families", list, "worker request correctness")
         seeds = _need(message, "seeds", list, what)
@@ -139,6 +141,14 @@ def _samples(result: dict, name: str) -> tuple[list[float], list[Any] | None]:
     return [float(values[i]) for i in good], None if blocks is None else [blocks[i] for i in good]
 
 
+def _timing_steps(reported: Any) -> dict[str, float]:
+    """The timing phase's steps in seconds; a report, so what is malformed is left out."""
+    if not isinstance(reported, dict):
+        return {}
+    steps = {str(k)[:40]: _finite_number(v) for k, v in list(reported.items())[:8]}
+    return {k: v for k, v in steps.items() if v is not None and math.isfinite(v) and v >= 0}
+
+
 def _accuracy(reported: Any) -> Accuracy | None:
     """The worker's accuracy record, or None when it is missing or malformed (it is a report, not a gate)."""
     try:
@@ -176,6 +186,7 @@ class WorkerResult:
     baselines: dict[str, Any] | None = None  # measured now: {"eager": stats dict, "inductor": stats dict or None}
     degenerate: str | None = None  # check_problem: why the problem is degenerate
     profile: Any = None  # profile mode: the profiler's facts
+    timing_steps: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds of the timing phase's steps
 
     @classmethod
     def from_message(cls, message: dict[str, Any]) -> WorkerResult:
@@ -220,4 +231,5 @@ class WorkerResult:
             baselines=baselines,
             degenerate=message.get("degenerate"),
             profile=message.get("profile"),
+            timing_steps=_timing_steps(message.get("timing_steps")),
         )

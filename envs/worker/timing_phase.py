@@ -10,6 +10,7 @@ envs/speedup.py.
 from __future__ import annotations
 
 import random
+import time
 from typing import Any, Callable
 
 import torch
@@ -18,6 +19,7 @@ import torch._dynamo  # noqa: F401  (time_baselines resets it; the harness impor
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
 from envs.compare import as_output_list
+from envs.speedup import relative_half_width
 from envs.timing import ALLOCATING_NOTE, ANCHOR, KERNEL, host_tail_ms, placement_blocks, time_in_placements
 from envs.verdict import TimingStats
 from envs.worker.harness_state import LAUNCHES
@@ -45,13 +47,16 @@ class TimingPhase:
         fns = {KERNEL: fn, **({ANCHOR: anchor} if anchor_runs else {})}
         placements = timing.get("placements", 1) if replace_inputs is not None else 1
         with self._gpu("exclusive"):
+            began = time.perf_counter()
             timed = time_in_placements(
                 fns,
                 placement_blocks(timing["runs"], anchor_runs, placements),
                 replace_inputs,
                 warmup_ms=timing["warmup_ms"],
                 keep=keep,
+                enough=self._precise_enough if anchor is not None else None,
             )
+            self._step("timed_runs", began)
         samples, kept = timed.samples, timed.kept
         if anchor is not None:
             self.facts["kernel_samples"] = samples[KERNEL]
@@ -67,6 +72,21 @@ class TimingPhase:
                     f"{ALLOCATING_NOTE}: the re-anchored baseline may read slow"
                 )
         return TimingStats.from_samples(samples[KERNEL]).__dict__, kept
+
+    def _precise_enough(self, blocks: int, samples: dict[str, list[float]], ids: dict[str, list[int]]) -> bool:
+        """Sequential timing (envs.settings `timing_precision`): after `min_placements` blocks, and every
+        `check_every` blocks from there, stop once the speedup's interval is within ± the precision."""
+        precision = self.request.timing.get("precision", 0.0)
+        first = self.request.timing.get("min_placements", 0)
+        if not precision or blocks < first or (blocks - first) % CHECK_EVERY:
+            return False
+        width = relative_half_width(samples[KERNEL], ids[KERNEL], samples.get(ANCHOR), ids.get(ANCHOR))
+        return width <= precision
+
+    def _step(self, name: str, began: float) -> None:
+        """Seconds of one step of the timing phase, reported beside the phases (scripts/bench_eval.py)."""
+        steps = self.facts.setdefault("timing_steps", {})
+        steps[name] = steps.get(name, 0.0) + time.perf_counter() - began
 
     def time_baselines(self) -> dict[str, Any]:
         wanted = self.request.baselines
@@ -100,7 +120,7 @@ class TimingPhase:
         placed = {"inputs": inputs}  # the copy the timed runs use (envs.settings `placements`)
         timing = self.request.timing
         runs = timing["runs"] if timing else self.request.cpu_rechecks
-        probe = self.request.timing_seed % runs  # a run the candidate cannot predict
+        probe = self.request.timing_seed % guaranteed_runs(timing) if timing else self.request.timing_seed % runs
         idle_calls: list[int] = []
 
         def call() -> Any:
@@ -127,7 +147,8 @@ class TimingPhase:
                     with allocating_in_placement(placed):
                         return self.model(*placed["anchor"])
 
-                stats, kept = self._time(call, keep=(probe, runs - 1), anchor=anchor, replace_inputs=replace_inputs)
+                stats, kept = self._time(call, keep=(probe, -1), anchor=anchor, replace_inputs=replace_inputs)
+                runs = stats["runs"]  # fewer than asked where sequential timing stopped early
                 placed["inputs"], placed["anchor"] = inputs, None
                 placed.pop("pool", None)  # the last block's copies: returned at the next empty_cache
             else:
@@ -137,6 +158,7 @@ class TimingPhase:
                     if i in (probe, runs - 1):
                         kept[i] = out
             with self._gpu("shared"):
+                began = time.perf_counter()  # after the lock's grant: waiting for it is the parent's gpu_wait
                 if timing:
                     # Back to back, nothing in between (the CPU re-checks already run so): a solution that
                     # recognises rapid repeats, as in a benchmark loop, must still launch its kernels each time.
@@ -159,6 +181,8 @@ class TimingPhase:
                 expected = self._reference(inputs)
                 got = self._guarded_call(inputs, "ModelNew.forward on refilled inputs")
                 self._compare(expected, got, "after the inputs were refilled in place", inputs, "output_caching")
+                if timing:
+                    self._step("rechecks", began)
             guard.check_identities(self.identities, "during the timed runs")
             if timing:
                 self._timing_checks(call, inputs, expected, stats)
@@ -166,7 +190,9 @@ class TimingPhase:
 
     def _timing_checks(self, call: Callable[[], Any], inputs: list[Any], expected: Any, stats: dict) -> None:
         with self._gpu("exclusive"):
+            began = time.perf_counter()
             tail, latency = host_tail_ms(call)
+            self._step("tail_check", began)
         kernel = stats["median_ms"]
         # Honest kernels: what is still running when forward returns is at most what the events measured,
         # plus the launch-to-sync latency a one-element kernel shows. Work on a stream the events do not
@@ -179,17 +205,35 @@ class TimingPhase:
                 f"full synchronization; {latency:.3f} ms for a one-element kernel): "
                 "work runs outside the timed stream",
             )
+        began = time.perf_counter()
         flops = guard.count_flops(lambda: self.model(*inputs))
         moved = guard.tensor_bytes(inputs) + guard.tensor_bytes(as_output_list(expected))
         floor = guard.floor_ms(moved, flops, torch.cuda.get_device_name())
         self.facts["floor_ms"] = floor
+        self._step("floor", began)
         if kernel < self.request.floor_fraction * floor:
             self.facts["suspicious"] = (
                 f"median {kernel:.4f} ms is below the physical floor {floor:.4f} ms "
                 f"({moved / 1e9:.2f} GB moved, {flops / 1e9:.1f} GFLOP at peak rates)"
             )
         names = LAUNCHES.names.get(self.solution_module, set())
+        began = time.perf_counter()
         try:
             self.facts["own_kernel_share"] = guard.own_kernel_share(call, names)
         except Exception as e:  # the profiler is a report, not a gate
             self.notes.append(f"kernel time share not measured: {type(e).__name__}: {e}"[:300])
+        self._step("kernel_share", began)
+
+
+# Sequential timing asks whether the interval is tight enough every this many blocks (each ask is a
+# bootstrap of the runs so far, a few milliseconds inside the exclusive window).
+CHECK_EVERY = 4
+
+
+def guaranteed_runs(timing: dict[str, Any]) -> int:
+    """The candidate's runs that sequential timing always makes (those of its first `min_placements`
+    blocks): the unpredictable probe run is drawn among them, so it is never skipped."""
+    if not timing.get("precision"):
+        return timing["runs"]
+    blocks = placement_blocks(timing["runs"], timing.get("anchor_runs", 0), timing.get("placements", 1))
+    return sum(b.runs for b in blocks[: max(1, timing.get("min_placements", 1))])

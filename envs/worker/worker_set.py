@@ -199,6 +199,8 @@ class WorkerSet:
                 if self.settings.reanchor
                 else 0,
                 "placements": min(self.settings.placements, self.settings.timed_runs),
+                "precision": self.settings.timing_precision,
+                "min_placements": self.settings.min_placements,
             }
             if self.device == "cuda"
             else None,
@@ -409,6 +411,8 @@ class WorkerSet:
                 phases = {**phases, "anchor": result.anchor_seconds}
         elif self.device == "cpu" and status is Status.CORRECT:
             notes.append("evaluated on CPU with the Triton interpreter: correctness only, no speedup measured")
+        # steps inside the timing phase, each also part of it (scripts/bench_eval.py reports them)
+        phases = {**phases, **{f"timing.{name}": s for name, s in result.timing_steps.items()}}
         return Verdict(
             status,
             problem.id,

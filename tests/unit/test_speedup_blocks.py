@@ -146,3 +146,28 @@ def test_placement_timing_feeds_its_block_ids_to_the_interval():
     # The same runs without their blocks: runs resampled as one sample claim no uncertainty at all.
     flat = estimate_speedup(timed.samples[KERNEL], _cached(1.0), None, "eager", timed.samples[ANCHOR])
     assert flat.interval.high - flat.interval.low < 1e-9
+
+
+def test_relative_half_width_narrows_with_more_blocks_and_uses_the_anchor_where_there_is_one():
+    import random
+
+    from envs.speedup import relative_half_width
+
+    rng = random.Random(1)
+
+    def runs(blocks):
+        kernel, kernel_ids, anchor, anchor_ids = [], [], [], []
+        for b in range(blocks):
+            shift = 1 + rng.uniform(-0.05, 0.05)
+            kernel += [shift * (1 + rng.gauss(0, 0.002)) for _ in range(2)]
+            kernel_ids += [b, b]
+            anchor.append(2 * shift)  # the anchor moves with the block as the kernel does: the ratio stays 2
+            anchor_ids.append(b)
+        return kernel, kernel_ids, anchor, anchor_ids
+
+    k12, i12, a12, j12 = runs(12)
+    k48, i48, a48, j48 = runs(48)
+    unanchored_12, unanchored_48 = relative_half_width(k12, i12), relative_half_width(k48, i48)
+    assert unanchored_48 < unanchored_12  # the kernel median alone: the placement spread, shrinking with blocks
+    assert relative_half_width(k12, i12, a12, j12) < unanchored_12 / 3  # paired blocks cancel the shared shift
+    assert relative_half_width([], [], None, None) == float("inf")

@@ -256,3 +256,84 @@ def test_a_block_whose_pool_holds_a_spacers_block_needs_no_more_rounds_than_the_
         fns, placement_blocks(20, 10, 10), replace_inputs=pools.fresh, clock=PoolsClock(pools), warmup_ms=0
     )
     assert timed.allocating == {KERNEL: 0, ANCHOR: 0}
+
+
+class CountingClock(PlacementClock):
+    """PlacementClock whose kernel returns the number of its own timed run, so kept outputs can be told apart."""
+
+    def __init__(self, factors: list[float]):
+        super().__init__(factors)
+        self.kernel_runs = 0
+
+    def measure(self, fn):
+        out = fn()
+        if out == "kernel":
+            self.kernel_runs += 1
+            out = self.kernel_runs - 1
+        self.order.append(out)
+        return 0.5 * self.factors[self.placement], out
+
+
+def test_an_enough_rule_ends_the_blocks_early_and_keep_minus_one_is_the_last_run_made():
+    from envs.timing import KERNEL, placement_blocks, time_in_placements
+
+    blocks = placement_blocks(100, 0, 10)  # 10 runs a block
+    asked = []
+
+    def enough(done, samples, ids):
+        asked.append((done, len(samples[KERNEL]), sorted(set(ids[KERNEL]))))
+        return done == 4
+
+    clock = CountingClock([1.0] * 10)
+    timed = time_in_placements(
+        {KERNEL: lambda: "kernel"}, blocks, clock.moved, clock=clock, warmup_ms=0, keep=(3, 55, -1), enough=enough
+    )
+    assert asked == [(d, 10 * d, list(range(d))) for d in range(1, 5)]  # after each block, with the runs so far
+    assert len(timed.samples[KERNEL]) == 40 and clock.placement == 3
+    assert timed.kept == {3: 3, 39: 39}  # run 55 never happened; -1 is the 40th run, not the 100th
+
+
+def test_without_a_stop_keep_minus_one_is_the_last_of_all_runs_and_the_last_block_is_never_asked_about():
+    from envs.timing import KERNEL, placement_blocks, time_in_placements
+
+    asked = []
+    clock = CountingClock([1.0] * 3)
+    timed = time_in_placements(
+        {KERNEL: lambda: "kernel"},
+        placement_blocks(30, 0, 3),
+        clock.moved,
+        clock=clock,
+        warmup_ms=0,
+        keep=(-1,),
+        enough=lambda done, samples, ids: asked.append(done) or False,
+    )
+    assert asked == [1, 2] and timed.kept == {29: 29}
+
+
+def test_sequential_timing_stops_a_steady_kernel_early_and_times_a_placement_sensitive_one_fully():
+    import random
+
+    from envs.speedup import relative_half_width
+    from envs.timing import ANCHOR, KERNEL, placement_blocks, time_in_placements
+
+    rng = random.Random(0)
+
+    def run(spread):
+        factors = [1 + rng.uniform(-spread, spread) for _ in range(48)]
+        clock = PlacementClock(factors)
+        done = []
+
+        def enough(blocks, samples, ids):
+            if blocks < 12 or (blocks - 12) % 4:
+                return False
+            done.append(blocks)
+            return relative_half_width(samples[KERNEL], ids[KERNEL], samples[ANCHOR], ids[ANCHOR]) <= 0.01
+
+        fns = {KERNEL: lambda: KERNEL, ANCHOR: lambda: ANCHOR}
+        timed = time_in_placements(
+            fns, placement_blocks(100, 50, 48), clock.moved, clock=clock, warmup_ms=0, enough=enough
+        )
+        return len(set(timed.blocks[KERNEL]))
+
+    assert run(0.001) == 12  # placement moves it 0.1%: the first check already fixes the speedup
+    assert run(0.15) == 48  # 15%: never tight enough to stop before the last block

@@ -53,6 +53,7 @@ def test_an_evaluation_request_is_the_json_object_the_harness_reads():
         {"seeds": [1, "2"]},
         {"init_seed": True},
         {"timing": {"runs": 3}},
+        {"timing": {"runs": 100, "warmup_ms": 25.0, "anchor_runs": 50, "placements": 48, "precision": "tight"}},
         {"mode": "exec"},
         {"baselines": [1]},
         {"correctness": {}},
@@ -70,6 +71,30 @@ def test_the_worker_sets_requests_pass_their_own_check():
     worker_set.settings, worker_set.device = EvalSettings(device="cpu"), "cpu"
     built = worker_set._request(resolve_problem("L0_02_relu"), CanonicalSolution("code", "sha"), False)
     assert WorkerRequest.from_message(built.to_message()) == built
+    worker_set.settings, worker_set.device = EvalSettings(device="cuda", timing_precision=0.01), "cuda"
+    timed = worker_set._request(resolve_problem("L0_02_relu"), CanonicalSolution("code", "sha"), False)
+    assert timed.timing["precision"] == 0.01 and timed.timing["min_placements"] == 12
+    assert WorkerRequest.from_message(timed.to_message()) == timed
+
+
+def test_sequential_timing_draws_its_probe_run_among_the_runs_it_always_makes():
+    from envs.worker.timing_phase import guaranteed_runs
+
+    full = {"runs": 100, "anchor_runs": 50, "placements": 48, "precision": 0.0, "min_placements": 12}
+    assert guaranteed_runs(full) == 100
+    assert guaranteed_runs({**full, "precision": 0.01}) == 4 * 3 + 8 * 2  # 100 runs over 48 blocks: 4 of 3, then 2s
+    assert guaranteed_runs({**full, "precision": 0.01, "min_placements": 100}) == 100
+
+
+@pytest.mark.parametrize("bad", [{"timing_precision": -0.1}, {"timing_precision": 1.0}, {"min_placements": 0}])
+def test_sequential_timing_settings_are_checked(bad):
+    with pytest.raises(ValueError):
+        EvalSettings(**bad)
+
+
+def test_a_precision_changes_the_verdict_cache_key_and_none_keeps_the_one_of_full_timing():
+    assert "precision" not in EvalSettings(timing_precision=0).cache_fields("cuda")
+    assert EvalSettings(timing_precision=0.02).cache_fields("cuda")["precision"] == 0.02
 
 
 def test_a_result_keeps_what_the_verdict_needs():
@@ -109,9 +134,11 @@ def test_reports_that_are_malformed_are_dropped_not_fatal():
             "own_kernel_share": "1",
             "kernel_samples": "many",
             "anchor_seconds": None,
+            "timing_steps": {"timed_runs": 1.5, "rechecks": "slow", "tail_check": float("nan"), "floor": -1},
         }
     )
     assert result.accuracy is None and result.own_kernel_share is None and result.kernel_samples == []
+    assert result.timing_steps == {"timed_runs": 1.5}
 
 
 @pytest.mark.parametrize(

@@ -65,7 +65,8 @@ def test_no_fork_while_another_thread_runs():
 
 
 def test_fork_workers_setting():
-    assert EvalSettings().forks_workers("cpu") and not EvalSettings().forks_workers("cuda")
+    assert EvalSettings().forks_workers("cpu") and EvalSettings().forks_workers("cuda")
+    assert not EvalSettings(fork_workers="off").forks_workers("cuda")
     assert EvalSettings(fork_workers="on").forks_workers("cuda")
     assert not EvalSettings(fork_workers=False).forks_workers("cpu")  # YAML's bare off
     with pytest.raises(ValueError, match="fork_workers"):

@@ -533,6 +533,8 @@ _TIMER_NAMES = {
     "time_in_placements",
     "placement_blocks",
     "block_warmup",
+    "relative_half_width",
+    "bootstrap_ratio",
     "perf_counter",
     "perf_counter_ns",
     "monotonic",
