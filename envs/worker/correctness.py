@@ -8,6 +8,7 @@ how outputs are judged in envs/truth.py.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -79,12 +80,17 @@ class CorrectnessPhase:
         with torch.no_grad(), self._gpu("shared"):
             first = None
             for trial, (seed, family) in enumerate(zip(seeds, plan)):
+                began = time.perf_counter()
                 outcome = self._trial(trial, len(seeds), seed, family)
+                # the first call compiles the candidate's Triton kernels, inside the shared GPU lock
+                self._step("correctness.first_trial" if trial == 0 else "correctness.trials", began)
                 if trial == 0 and self.fidelity.get("probe"):
                     first = outcome  # the probe moves the problem's own inputs (a family may saturate them)
                 del outcome
             if first is not None:
+                began = time.perf_counter()
                 self._sensitivity_probe(*first, seeds[0])
+                self._step("correctness.probe", began)
 
     def _trial(self, trial: int, trials: int, seed: int, family: str | None) -> tuple[list[Any], Any, Any]:
         """One trial on get_inputs() or on a family derived from it: (inputs, expected, got)."""

@@ -297,6 +297,12 @@ class Evaluation(CorrectnessPhase, TimingPhase):
             return []
         return [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
 
+    def _step(self, name: str, began: float) -> None:
+        """Seconds of one step inside a phase ("phase.step", from `began` on the perf_counter clock), reported
+        beside the phases: where a phase's time goes (scripts/bench_eval.py)."""
+        steps = self.facts.setdefault("steps", {})
+        steps[name] = steps.get(name, 0.0) + time.perf_counter() - began
+
     def _healthy(self) -> bool:
         """False when the CUDA context is broken (e.g. after an illegal memory access)."""
         if self.device.type != "cuda":

@@ -141,11 +141,11 @@ def _samples(result: dict, name: str) -> tuple[list[float], list[Any] | None]:
     return [float(values[i]) for i in good], None if blocks is None else [blocks[i] for i in good]
 
 
-def _timing_steps(reported: Any) -> dict[str, float]:
-    """The timing phase's steps in seconds; a report, so what is malformed is left out."""
+def _steps(reported: Any) -> dict[str, float]:
+    """Seconds of the steps inside phases ("phase.step"); a report, so what is malformed is left out."""
     if not isinstance(reported, dict):
         return {}
-    steps = {str(k)[:40]: _finite_number(v) for k, v in list(reported.items())[:8]}
+    steps = {str(k)[:40]: _finite_number(v) for k, v in list(reported.items())[:16]}
     return {k: v for k, v in steps.items() if v is not None and math.isfinite(v) and v >= 0}
 
 
@@ -186,7 +186,7 @@ class WorkerResult:
     baselines: dict[str, Any] | None = None  # measured now: {"eager": stats dict, "inductor": stats dict or None}
     degenerate: str | None = None  # check_problem: why the problem is degenerate
     profile: Any = None  # profile mode: the profiler's facts
-    timing_steps: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds of the timing phase's steps
+    steps: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds of steps inside phases, "phase.step"
 
     @classmethod
     def from_message(cls, message: dict[str, Any]) -> WorkerResult:
@@ -231,5 +231,5 @@ class WorkerResult:
             baselines=baselines,
             degenerate=message.get("degenerate"),
             profile=message.get("profile"),
-            timing_steps=_timing_steps(message.get("timing_steps")),
+            steps=_steps(message.get("steps")),
         )

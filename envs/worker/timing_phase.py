@@ -56,7 +56,7 @@ class TimingPhase:
                 keep=keep,
                 enough=self._precise_enough if anchor is not None else None,
             )
-            self._step("timed_runs", began)
+            self._step("timing.timed_runs", began)
         samples, kept = timed.samples, timed.kept
         if anchor is not None:
             self.facts["kernel_samples"] = samples[KERNEL]
@@ -82,11 +82,6 @@ class TimingPhase:
             return False
         width = relative_half_width(samples[KERNEL], ids[KERNEL], samples.get(ANCHOR), ids.get(ANCHOR))
         return width <= precision
-
-    def _step(self, name: str, began: float) -> None:
-        """Seconds of one step of the timing phase, reported beside the phases (scripts/bench_eval.py)."""
-        steps = self.facts.setdefault("timing_steps", {})
-        steps[name] = steps.get(name, 0.0) + time.perf_counter() - began
 
     def time_baselines(self) -> dict[str, Any]:
         wanted = self.request.baselines
@@ -182,7 +177,7 @@ class TimingPhase:
                 got = self._guarded_call(inputs, "ModelNew.forward on refilled inputs")
                 self._compare(expected, got, "after the inputs were refilled in place", inputs, "output_caching")
                 if timing:
-                    self._step("rechecks", began)
+                    self._step("timing.rechecks", began)
             guard.check_identities(self.identities, "during the timed runs")
             if timing:
                 self._timing_checks(call, inputs, expected, stats)
@@ -192,7 +187,7 @@ class TimingPhase:
         with self._gpu("exclusive"):
             began = time.perf_counter()
             tail, latency = host_tail_ms(call)
-            self._step("tail_check", began)
+            self._step("timing.tail_check", began)
         kernel = stats["median_ms"]
         # Honest kernels: what is still running when forward returns is at most what the events measured,
         # plus the launch-to-sync latency a one-element kernel shows. Work on a stream the events do not
@@ -210,7 +205,7 @@ class TimingPhase:
         moved = guard.tensor_bytes(inputs) + guard.tensor_bytes(as_output_list(expected))
         floor = guard.floor_ms(moved, flops, torch.cuda.get_device_name())
         self.facts["floor_ms"] = floor
-        self._step("floor", began)
+        self._step("timing.floor", began)
         if kernel < self.request.floor_fraction * floor:
             self.facts["suspicious"] = (
                 f"median {kernel:.4f} ms is below the physical floor {floor:.4f} ms "
@@ -222,7 +217,7 @@ class TimingPhase:
             self.facts["own_kernel_share"] = guard.own_kernel_share(call, names)
         except Exception as e:  # the profiler is a report, not a gate
             self.notes.append(f"kernel time share not measured: {type(e).__name__}: {e}"[:300])
-        self._step("kernel_share", began)
+        self._step("timing.kernel_share", began)
 
 
 # Sequential timing asks whether the interval is tight enough every this many blocks (each ask is a

@@ -411,8 +411,7 @@ class WorkerSet:
                 phases = {**phases, "anchor": result.anchor_seconds}
         elif self.device == "cpu" and status is Status.CORRECT:
             notes.append("evaluated on CPU with the Triton interpreter: correctness only, no speedup measured")
-        # steps inside the timing phase, each also part of it (scripts/bench_eval.py reports them)
-        phases = {**phases, **{f"timing.{name}": s for name, s in result.timing_steps.items()}}
+        phases = {**phases, **result.steps}  # "phase.step": each inside its phase (scripts/bench_eval.py)
         return Verdict(
             status,
             problem.id,

@@ -84,6 +84,10 @@ def test_every_builtin_reference_solution_is_correct_under_the_interpreter():
         assert v.device == "cpu" and v.speedup is None and v.timings is None
         assert reward_for_verdict(v) == pytest.approx(kernel_reward(True, None))
         assert any("no speedup" in n for n in v.notes)
+        # where the correctness phase went: the first trial (Triton's compile on a GPU), the rest, the probe
+        steps = {k for k in v.phase_seconds if k.startswith("correctness.")}
+        assert steps == {"correctness.first_trial", "correctness.trials", "correctness.probe"}, v.phase_seconds
+        assert sum(v.phase_seconds[k] for k in steps) <= v.phase_seconds["correctness"] + 0.05
 
 
 BAD = {

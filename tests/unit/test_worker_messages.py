@@ -134,11 +134,11 @@ def test_reports_that_are_malformed_are_dropped_not_fatal():
             "own_kernel_share": "1",
             "kernel_samples": "many",
             "anchor_seconds": None,
-            "timing_steps": {"timed_runs": 1.5, "rechecks": "slow", "tail_check": float("nan"), "floor": -1},
+            "steps": {"timing.timed_runs": 1.5, "timing.rechecks": "slow", "timing.floor": float("nan"), "x": -1},
         }
     )
     assert result.accuracy is None and result.own_kernel_share is None and result.kernel_samples == []
-    assert result.timing_steps == {"timed_runs": 1.5}
+    assert result.steps == {"timing.timed_runs": 1.5}
 
 
 @pytest.mark.parametrize(
