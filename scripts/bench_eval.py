@@ -569,7 +569,7 @@ def main() -> None:
     ap.add_argument(
         "--fork-workers",
         choices=["auto", "on", "off"],
-        help="replace workers by forking a pre-imported zygote (default: the settings' default, auto: on for cpu)",
+        help="replace workers by forking a pre-imported zygote (default: the settings' default, auto: on)",
     )
     ap.add_argument(
         "--fidelity",
