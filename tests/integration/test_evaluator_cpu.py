@@ -87,7 +87,7 @@ def test_every_builtin_reference_solution_is_correct_under_the_interpreter():
         # where the correctness phase went: the first trial (Triton's compile on a GPU), the rest, the probe
         steps = {k for k in v.phase_seconds if k.startswith("correctness.")}
         assert steps == {"correctness.first_trial", "correctness.trials", "correctness.probe"}, v.phase_seconds
-        assert sum(v.phase_seconds[k] for k in steps) <= v.phase_seconds["correctness"] + 0.05
+        assert all(v.phase_seconds[k] > 0 for k in steps)  # worker-side clocks: no exact sum with the parent's
 
 
 BAD = {
