@@ -2,15 +2,18 @@
 
 Small models cold-start on kernels: SmolLM2-135M writes no parsable Triton kernel for the easiest built-in
 problems (docs/training-notes.md), so group-relative RL has no reward spread to learn from. The warm start
-teaches the answer's shape on problems the RL run never sees: elementwise maps, two-input maps and row
-reductions generated from templates here, each with a Triton solution written in the built-in references'
+teaches the answer's shape on problems the RL run never sees: elementwise maps of one, two and three inputs
+(ReLU-named ones written with tl.maximum, since Triton has no tl.relu) and row reductions generated from
+templates here, each with a Triton solution written in the built-in references'
 style. Every pair is verified by the evaluator before it is used (rl.warmstart.stage), so a template
 mistake drops the pair instead of teaching a wrong kernel.
 
 Decontamination: no op here is one of the built-in problems, and none differs from a held-out validation
 problem of the default run (leaky_relu, gelu_tanh, swish, softplus, row_sum, row_max) by a constant: no
 leaky/elu/threshold variants, no x*sigmoid(a*x), no log(1 + exp(a*x)), no tanh-GELU, no plain row sum, row min
-or absmax. `CONTAMINATION_NOTE` says so in the warm start's record.
+or absmax. The ReLU-named ops (max(x, 0)^2, max(-x, 0), max(x + y, 0)) are none of them leaky_relu
+(max(x, 0) + a * min(x, 0)) for any slope a, and no op is a training problem's own computation (the three-input
+ops teach the shape of x * y + z without computing it). `CONTAMINATION_NOTE` says so in the warm start's record.
 """
 
 from __future__ import annotations
@@ -56,6 +59,14 @@ _UNARY = [
     ("gaussian", "Gaussian bump: exp(-x^2)", "torch.exp(-x * x)", "tl.exp(-x * x)"),
     ("inverse_quadratic", "1 / (1 + x^2)", "1.0 / (1.0 + x * x)", "1.0 / (1.0 + x * x)"),
     ("affine", "x * 0.5 - 2.0", "x * 0.5 - 2.0", "x * 0.5 - 2.0"),
+    # torch.relu has no tl.relu: written with tl.maximum (the model wrote tl.relu for every ReLU-named op)
+    (
+        "relu_squared",
+        "Squared ReLU: max(x, 0)^2",
+        "torch.relu(x) * torch.relu(x)",
+        "tl.maximum(x, 0.0) * tl.maximum(x, 0.0)",
+    ),
+    ("relu_negated", "ReLU of the negation: max(-x, 0)", "torch.relu(-x)", "tl.maximum(-x, 0.0)"),
 ]
 _BINARY = [
     ("subtract", "Elementwise difference x - y", "x - y", "x - y"),
@@ -66,6 +77,20 @@ _BINARY = [
     ("average", "Elementwise mean of two tensors", "(x + y) * 0.5", "(x + y) * 0.5"),
     ("lerp", "Linear interpolation x + 0.25 * (y - x)", "x + 0.25 * (y - x)", "x + 0.25 * (y - x)"),
     ("positive_gap", "max(x - y, 0)", "torch.clamp(x - y, min=0.0)", "tl.maximum(x - y, 0.0)"),
+    ("relu_of_sum", "ReLU of the sum: max(x + y, 0)", "torch.relu(x + y)", "tl.maximum(x + y, 0.0)"),
+]
+# three same-shape inputs (x, y, z): the kernel's pointer list, loads and launch grow by one
+_TERNARY = [
+    ("sum_of_three", "Elementwise sum of three tensors x + y + z", "x + y + z", "x + y + z"),
+    ("product_of_three", "Elementwise product of three tensors x * y * z", "x * y * z", "x * y * z"),
+    ("sum_then_scale", "Elementwise (x + y) * z", "(x + y) * z", "(x + y) * z"),
+    (
+        "select_by_sign",
+        "Elementwise select: y where x > 0, else z",
+        "torch.where(x > 0, y, z)",
+        "tl.where(x > 0, y, z)",
+    ),
+    ("maximum_plus", "Elementwise max(x, y) + z", "torch.maximum(x, y) + z", "tl.maximum(x, y) + z"),
 ]
 # (name, what it computes, PyTorch expression, per-element Triton term summed over a row, finish of the sum)
 _ROWS = [
@@ -76,6 +101,11 @@ _ROWS = [
     ("row_mean_square", "Mean of squares of each row", "(x * x).mean(dim=-1)", "x * x", "total / n_cols"),
     ("row_sum_exp", "Sum of exponentials of each row", "torch.exp(x).sum(dim=-1)", "tl.exp(x)", "total"),
 ]
+
+# Small sizes (the CPU interpreter's) that vary and are not powers of two, so BLOCK is never a size of the
+# problem: with dim 1000 in every pair the model copied a problem's small dim into BLOCK (swish's 1337), which
+# tl.arange rejects. None is a built-in problem's small size.
+_SMALL_COLS = [513, 900, 999, 1234, 1555, 1800, 2047, 3000]
 
 _HEADER = '"""{doc}."""\nimport torch\nimport torch.nn as nn\n'
 _MODEL = """
@@ -164,14 +194,15 @@ class ModelNew(nn.Module):
 def _elementwise(
     name: str, doc: str, torch_expr: str, tl_expr: str, inputs: int, rng: random.Random, index: int
 ) -> SyntheticSolved:
-    names = ["x", "y"][:inputs]
+    names = ["x", "y", "z"][:inputs]
     rows, cols = rng.choice([(8192, 8192), (16384, 4096), (4096, 16384), (16384, 16384)])
+    small_rows, small_cols = rng.randint(3, 9), rng.choice(_SMALL_COLS)
     args = ", ".join(f"{n}: torch.Tensor" for n in names)
     source = _HEADER.format(doc=doc) + _MODEL.format(
         args=args,
         expr=torch_expr,
         sizes=f"batch_size = {rows}\ndim = {cols}",
-        small='{"batch_size": 7, "dim": 1000}',
+        small=f'{{"batch_size": {small_rows}, "dim": {small_cols}}}',
         inputs=", ".join(["torch.randn(batch_size, dim)"] * inputs),
     )
     block = rng.choice([1024, 2048, 4096])
@@ -194,11 +225,12 @@ def _row(
     name: str, doc: str, torch_expr: str, term: str, finish: str, rng: random.Random, index: int
 ) -> SyntheticSolved:
     rows, cols = rng.choice([(8192, 65536), (4096, 131072), (16384, 32768)])
+    small_rows, small_cols = rng.randint(3, 9), rng.choice(_SMALL_COLS) * 4
     source = _HEADER.format(doc=doc) + _MODEL.format(
         args="x: torch.Tensor",
         expr=torch_expr,
         sizes=f"rows = {rows}\ncols = {cols}",
-        small='{"rows": 7, "cols": 5000}',
+        small=f'{{"rows": {small_rows}, "cols": {small_cols}}}',
         inputs="torch.randn(rows, cols)",
     )
     solution = _ROW_SOLUTION.format(
@@ -215,6 +247,8 @@ def synthetic_solved(seed: int = 0) -> list[SyntheticSolved]:
         out.append(_elementwise(*spec, inputs=1, rng=rng, index=len(out) + 1))
     for spec in _BINARY:
         out.append(_elementwise(*spec, inputs=2, rng=rng, index=len(out) + 1))
+    for spec in _TERNARY:
+        out.append(_elementwise(*spec, inputs=3, rng=rng, index=len(out) + 1))
     for spec in _ROWS:
         out.append(_row(*spec, rng=rng, index=len(out) + 1))
     return out
