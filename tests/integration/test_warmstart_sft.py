@@ -11,6 +11,7 @@ import pytest
 from envs.settings import EvalSettings
 from rl.models import resolve_model, smollm2_tokenizer
 from rl.prompts import PromptBuilder, PromptConfig
+from rl.warmstart.solved_problems import synthetic_solved
 from rl.warmstart.stage import RECORD, WarmStartConfig, warm_started_model
 
 pytestmark = pytest.mark.integration
@@ -26,8 +27,9 @@ def test_warm_start_verifies_every_pair_trains_and_is_built_once(tmp_path, monke
 
     model = warm_started_model(config, base, prompts, settings, learner={"device": "cpu"})
     record = json.loads((model / RECORD).read_text())
-    assert record["synthetic"] == 30 and record["kept"] == 30, record["rejected"]  # the templates are correct
-    assert record["sft"]["examples"] == 30 and len(record["sft"]["epochs"]) == 1
+    every_pair = len(synthetic_solved(config.seed))
+    assert record["synthetic"] == every_pair and record["kept"] == every_pair, record["rejected"]  # all correct
+    assert record["sft"]["examples"] == every_pair and len(record["sft"]["epochs"]) == 1
     assert (model / "config.json").is_file() and model.parent == tmp_path and model != base
 
     unusable = object()  # a cached model costs no evaluation: settings that cannot evaluate are never touched
