@@ -54,7 +54,7 @@ class TimingPhase:
                 replace_inputs,
                 warmup_ms=timing["warmup_ms"],
                 keep=keep,
-                enough=self._precise_enough if anchor is not None else None,
+                enough=self._precise_enough if anchor is not None else None,  # the candidate's runs, not baselines
             )
             self._step("timing.timed_runs", began)
         samples, kept = timed.samples, timed.kept
@@ -75,7 +75,7 @@ class TimingPhase:
 
     def _precise_enough(self, blocks: int, samples: dict[str, list[float]], ids: dict[str, list[int]]) -> bool:
         """Sequential timing (envs.settings `timing_precision`): after `min_placements` blocks, and every
-        `check_every` blocks from there, stop once the speedup's interval is within ± the precision."""
+        `CHECK_EVERY` blocks from there, stop once the speedup's interval is within ± the precision."""
         precision = self.request.timing.get("precision", 0.0)
         first = self.request.timing.get("min_placements", 0)
         if not precision or blocks < first or (blocks - first) % CHECK_EVERY:
@@ -115,7 +115,7 @@ class TimingPhase:
         placed = {"inputs": inputs}  # the copy the timed runs use (envs.settings `placements`)
         timing = self.request.timing
         runs = timing["runs"] if timing else self.request.cpu_rechecks
-        probe = self.request.timing_seed % guaranteed_runs(timing) if timing else self.request.timing_seed % runs
+        probe = self.request.timing_seed % (guaranteed_runs(timing) if timing else runs)  # one it cannot predict
         idle_calls: list[int] = []
 
         def call() -> Any:
