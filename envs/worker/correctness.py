@@ -77,19 +77,23 @@ class CorrectnessPhase:
         seeds = self.request.seeds
         plan = families.trial_plan(len(seeds), self.accuracy.families)
         self.template = None
-        with torch.no_grad(), self._gpu("shared"):
-            first = None
+        # The shared GPU lock is held one trial at a time, not for the whole phase: a timing window waiting
+        # for the GPU then waits for one trial of each worker in correctness, not for all of their trials.
+        first = None
+        with torch.no_grad():
             for trial, (seed, family) in enumerate(zip(seeds, plan)):
                 began = time.perf_counter()
-                outcome = self._trial(trial, len(seeds), seed, family)
-                # the first call compiles the candidate's Triton kernels, inside the shared GPU lock
+                with self._gpu("shared"):
+                    outcome = self._trial(trial, len(seeds), seed, family)
+                # the first call also compiles the candidate's Triton kernels
                 self._step("correctness.first_trial" if trial == 0 else "correctness.trials", began)
                 if trial == 0 and self.fidelity.get("probe"):
                     first = outcome  # the probe moves the problem's own inputs (a family may saturate them)
                 del outcome
             if first is not None:
                 began = time.perf_counter()
-                self._sensitivity_probe(*first, seeds[0])
+                with self._gpu("shared"):
+                    self._sensitivity_probe(*first, seeds[0])
                 self._step("correctness.probe", began)
 
     def _trial(self, trial: int, trials: int, seed: int, family: str | None) -> tuple[list[Any], Any, Any]:
