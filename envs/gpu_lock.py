@@ -1,8 +1,8 @@
 """Shared/exclusive locks for one GPU: correctness runs may overlap, timing runs never share the GPU.
 
-`DeviceLock` orders the evaluation workers of one process; `GpuGate` extends the exclusive side to every
-process on the host that runs work on the same GPU (a colocated rollout engine and learner hold it shared
-while their kernels run), so a timed window never overlaps another process's kernels.
+`DeviceLock` orders the evaluation workers of one process; `GpuGate` extends it to every process on the
+host that runs work on the same GPU (a colocated rollout engine and learner, another evaluator: each holds
+it shared while its kernels run), so a timed window never overlaps another process's kernels.
 """
 
 from __future__ import annotations
@@ -40,14 +40,16 @@ class GpuGate:
 
     Writers (timing) take a turnstile first, so once one waits, new readers queue behind it and the
     readers already in finish their step: a timing window waits at most one reader step. A holder that
-    dies releases its locks with its file descriptors. One instance serves one thread at a time."""
+    dies releases its locks with its file descriptors. Shared holds may come from any thread; the exclusive
+    side serves one thread at a time."""
 
     def __init__(self, gpu: int | str, directory: str | Path | None = None):
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(gpu))
         root = Path(directory) if directory is not None else _gate_dir()
         self.gpu = gpu
-        self._main = os.open(root / f"kernelrl-gpu-{name}.lock", os.O_RDWR | os.O_CREAT, 0o666)
-        self._turnstile = os.open(root / f"kernelrl-gpu-{name}.turnstile", os.O_RDWR | os.O_CREAT, 0o666)
+        self._paths = (root / f"kernelrl-gpu-{name}.lock", root / f"kernelrl-gpu-{name}.turnstile")
+        self._main = os.open(self._paths[0], os.O_RDWR | os.O_CREAT, 0o666)
+        self._turnstile = os.open(self._paths[1], os.O_RDWR | os.O_CREAT, 0o666)
 
     @classmethod
     def for_current_device(cls) -> GpuGate | None:
@@ -71,16 +73,34 @@ class GpuGate:
     def release(self) -> None:
         fcntl.flock(self._main, fcntl.LOCK_UN)
 
+    def hold_shared(self) -> int:
+        """Take the GPU shared on a descriptor of its own (flock locks belong to an open file, so holders in
+        one process stay independent: each blocks a writer until it lets go); returns it for `let_go`."""
+        turnstile = os.open(self._paths[1], os.O_RDWR)
+        try:
+            fcntl.flock(turnstile, fcntl.LOCK_SH)  # waits while a writer queues or holds the GPU
+        finally:
+            os.close(turnstile)
+        held = os.open(self._paths[0], os.O_RDWR)
+        try:
+            fcntl.flock(held, fcntl.LOCK_SH)
+        except BaseException:
+            os.close(held)
+            raise
+        return held
+
+    @staticmethod
+    def let_go(held: int) -> None:
+        os.close(held)  # closing the descriptor drops its lock
+
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
         """Held around one step of GPU work (a decode step, a micro-batch) of a process sharing the GPU."""
-        fcntl.flock(self._turnstile, fcntl.LOCK_SH)  # waits while a writer queues or holds the GPU
-        fcntl.flock(self._turnstile, fcntl.LOCK_UN)
-        fcntl.flock(self._main, fcntl.LOCK_SH)
+        held = self.hold_shared()
         try:
             yield
         finally:
-            fcntl.flock(self._main, fcntl.LOCK_UN)
+            self.let_go(held)
 
     def close(self) -> None:
         for fd in (self._main, self._turnstile):
@@ -90,7 +110,9 @@ class GpuGate:
 
 class DeviceLock:
     """Readers-writer lock with writer preference, so timing is never starved by correctness runs. With a
-    `gate`, exclusive holds also keep other processes' GPU work (GpuGate) out of the window."""
+    `gate`, both sides also hold the host-wide GpuGate: an exclusive hold keeps other processes' GPU work
+    out of the window, and each shared hold (a worker's correctness trial) keeps out other processes'
+    windows (a second evaluator on the same GPU). A thread releases the hold it acquired."""
 
     def __init__(self, gate: GpuGate | None = None) -> None:
         self.gate = gate
@@ -98,6 +120,7 @@ class DeviceLock:
         self._shared = 0
         self._exclusive = False
         self._waiting_exclusive = 0
+        self._gate_holds: dict[int, int] = {}  # thread -> its shared hold on the gate
 
     def acquire(self, mode: str) -> float:
         """Block until granted; return the seconds spent waiting."""
@@ -115,17 +138,23 @@ class DeviceLock:
                 self._shared += 1
             else:
                 raise ValueError(f"unknown lock mode {mode!r}")
-        if mode == "exclusive" and self.gate is not None:
+        if self.gate is not None:
             try:
-                self.gate.acquire_exclusive()  # our own workers are out; now the other processes
+                if mode == "exclusive":
+                    self.gate.acquire_exclusive()  # our own workers are out; now the other processes
+                else:
+                    self._gate_holds[threading.get_ident()] = self.gate.hold_shared()
             except BaseException:
                 self.release(mode, gate=False)
                 raise
         return time.monotonic() - start
 
     def release(self, mode: str, gate: bool = True) -> None:
-        if mode == "exclusive" and gate and self.gate is not None:
-            self.gate.release()
+        if gate and self.gate is not None:
+            if mode == "exclusive":
+                self.gate.release()
+            else:
+                self.gate.let_go(self._gate_holds.pop(threading.get_ident()))
         with self._cond:
             if mode == "exclusive":
                 self._exclusive = False

@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -90,3 +91,63 @@ def test_readers_run_together_and_a_dead_holder_frees_the_gate(tmp_path):
 def _hold_forever(directory: str) -> None:
     with GpuGate("GPU-a/b", directory).shared():
         time.sleep(600)
+
+
+def _window(directory: str, out_path: str) -> None:
+    """Another process's timing window: when it got the GPU, and when it let go."""
+    lock = DeviceLock(GpuGate(0, directory))
+    lock.acquire("exclusive")
+    got = time.monotonic()
+    time.sleep(0.05)
+    ended = time.monotonic()
+    lock.release("exclusive")
+    with open(out_path, "w") as f:
+        f.write(f"{got} {ended}")
+
+
+def _start_window(directory) -> tuple[multiprocessing.Process, os.PathLike]:
+    out = directory / "window"
+    proc = multiprocessing.get_context("spawn").Process(target=_window, args=(str(directory), str(out)))
+    proc.start()
+    return proc, out
+
+
+def test_a_correctness_hold_keeps_another_evaluators_window_out(tmp_path):
+    lock = DeviceLock(GpuGate(0, tmp_path))
+    lock.acquire("shared")  # one worker's correctness trial in this evaluator
+    proc, out = _start_window(tmp_path)
+    time.sleep(2.0)  # the other process has long started and is waiting
+    assert not out.exists()
+    let_go = time.monotonic()
+    lock.release("shared")
+    proc.join(30)
+    got, _ = map(float, out.read_text().split())
+    assert got >= let_go
+
+
+def test_overlapping_correctness_holds_do_not_starve_another_evaluators_window(tmp_path):
+    """Two workers whose trials overlap (the process never drops to zero holders) still let a waiting
+    window in: each new trial queues behind it."""
+    lock, stop = DeviceLock(GpuGate(0, tmp_path)), threading.Event()
+    trials: list[tuple[float, float]] = []
+
+    def worker() -> None:
+        while not stop.is_set():
+            lock.acquire("shared")
+            start = time.monotonic()
+            time.sleep(STEP_S)
+            trials.append((start, time.monotonic()))
+            lock.release("shared")
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+        time.sleep(STEP_S / 2)  # staggered, so one of them is always in a trial
+    proc, out = _start_window(tmp_path)
+    proc.join(30)
+    stop.set()
+    for t in threads:
+        t.join(10)
+    got, ended = map(float, out.read_text().split())
+    assert not [s for s in trials if s[0] < ended and got < s[1]]  # no trial inside the window
+    assert [s for s in trials if s[0] > ended]  # and the workers went on after it
