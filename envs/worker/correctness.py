@@ -79,13 +79,13 @@ class CorrectnessPhase:
         self.template = None
         # The shared GPU lock is held one trial at a time, not for the whole phase: a timing window waiting
         # for the GPU then waits for one trial of each worker in correctness, not for all of their trials.
-        first = None
+        first, lent = None, self.link.lent_seconds
         with torch.no_grad():
             for trial, (seed, family) in enumerate(zip(seeds, plan)):
                 began = time.perf_counter()
                 with self._gpu("shared"):
                     outcome = self._trial(trial, len(seeds), seed, family)
-                # the first call also compiles the candidate's Triton kernels
+                # the first call also compiles the candidate's Triton kernels, with the hold lent back
                 self._step("correctness.first_trial" if trial == 0 else "correctness.trials", began)
                 if trial == 0 and self.fidelity.get("probe"):
                     first = outcome  # the probe moves the problem's own inputs (a family may saturate them)
@@ -95,6 +95,8 @@ class CorrectnessPhase:
                 with self._gpu("shared"):
                     self._sensitivity_probe(*first, seeds[0])
                 self._step("correctness.probe", began)
+        if self.link.lent_seconds > lent:
+            self._add_step("correctness.compile", self.link.lent_seconds - lent)
 
     def _trial(self, trial: int, trials: int, seed: int, family: str | None) -> tuple[list[Any], Any, Any]:
         """One trial on get_inputs() or on a family derived from it: (inputs, expected, got)."""

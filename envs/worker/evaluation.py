@@ -300,8 +300,11 @@ class Evaluation(CorrectnessPhase, TimingPhase):
     def _step(self, name: str, began: float) -> None:
         """Seconds of one step inside a phase ("phase.step", from `began` on the perf_counter clock), reported
         beside the phases: where a phase's time goes (scripts/bench_eval.py)."""
+        self._add_step(name, time.perf_counter() - began)
+
+    def _add_step(self, name: str, seconds: float) -> None:
         steps = self.facts.setdefault("steps", {})
-        steps[name] = steps.get(name, 0.0) + time.perf_counter() - began
+        steps[name] = steps.get(name, 0.0) + seconds
 
     def _healthy(self) -> bool:
         """False when the CUDA context is broken (e.g. after an illegal memory access)."""

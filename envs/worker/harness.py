@@ -29,7 +29,7 @@ import torch.utils.flop_counter  # noqa: F401
 import triton
 
 from envs.antihack import runtime as guard
-from envs.worker import harness_state
+from envs.worker import compile_lend, harness_state
 from envs.worker.cpu_backstop import apply_lifetime_limit
 from envs.worker.evaluation import Evaluation
 from envs.worker.harness_state import BASELINE_IDENTITIES, LAUNCHES
@@ -57,6 +57,7 @@ def prepare(device: str) -> None:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         install_launch_flag(lambda: harness_state.PROGRESS)  # compiling is excused from the step deadlines
+        compile_lend.install(lambda: harness_state.LINK)  # a timing window need not wait for a compile
     LAUNCHES.install()
     BASELINE_IDENTITIES.clear()
     BASELINE_IDENTITIES.update(guard.broad_snapshot())
@@ -69,7 +70,7 @@ def serve(req_fd: int, res_fd: int, root: str, device: str, board_fd: int, prepa
     apply_lifetime_limit()  # before any problem or candidate code (sandboxed, no capability raises it again)
     harness_state.PROGRESS = ProgressBoard.attach(board_fd)
     os.chdir(root)
-    link = ParentLink(req_fd, res_fd)
+    link = harness_state.LINK = ParentLink(req_fd, res_fd)
     if device == "cpu":
         # Backstop for huge allocations (the parent also polls RSS): fail them with MemoryError.
         # Not on CUDA, whose driver reserves far more address space than it uses.

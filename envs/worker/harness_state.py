@@ -11,8 +11,10 @@ second one.
 from __future__ import annotations
 
 from envs.antihack import runtime as guard
+from envs.worker.parent_link import ParentLink
 from envs.worker.progress import ProgressBoard
 
 LAUNCHES = guard.LaunchRecorder()  # installed in prepare(), before any candidate code exists
 BASELINE_IDENTITIES: dict[str, int] = {}  # torch/triton as the worker started, taken in prepare()
 PROGRESS: ProgressBoard | None = None  # completed candidate calls, read by the parent's step deadlines; set by serve()
+LINK: ParentLink | None = None  # the link to the parent, set by serve(); lent by compiles (compile_lend.py)

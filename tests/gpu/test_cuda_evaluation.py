@@ -136,6 +136,8 @@ def test_sequential_timing_stops_between_its_first_check_and_the_last_block_and_
         "timing.kernel_share",
     }
     assert all(s >= 0 for s in steps.values()) and steps["timing.timed_runs"] > 0
+    # the candidate's Triton compile ran with the worker's shared hold lent back (envs/worker/compile_lend.py)
+    assert v.phase_seconds.get("correctness.compile", 0) > 0, v.phase_seconds
 
 
 def test_a_placement_block_gets_new_device_memory_not_a_shared_cached_segment():
