@@ -183,6 +183,8 @@ class Trainer:
         seconds["generate"] = sum(r.generate_s for r in results)
         seconds["evaluate"] = sum(r.evaluate_s for r in results)
         seconds["wait_for_rewards"] = sum(r.wait_for_rewards_s for r in results)
+        if any(r.gate_wait_s for r in results):  # an engine sharing its GPU with timing windows paused for them
+            seconds["generate_gate_wait"] = sum(r.gate_wait_s for r in results)
         row = rollout_metrics(generated, "train", self.cfg.rollout.max_tokens)
         row["train/kept_groups"] = len(kept)
         row["train/refill_rounds"] = len(results) - 1

@@ -38,6 +38,7 @@ class RolloutResult:
     wait_for_rewards_s: float
     completion_tokens: int
     trajectories: list[Any] = dataclasses.field(default_factory=list)  # rl.rollout.trajectory_record.Trajectory
+    gate_wait_s: float = 0.0  # of generate_s, the engine's wait for the evaluation's timing windows (same GPU)
 
     @property
     def tokens_per_s(self) -> float:
@@ -105,4 +106,5 @@ async def generate_and_score(
         evaluate_s=last_verdict - (first_submit or last_verdict),
         wait_for_rewards_s=done - generated,
         completion_tokens=sum(len(s.sample.completion_ids) for s, _ in scored),
+        gate_wait_s=max((s.sample.usage.get("gpu_gate_wait_s", 0.0) for s, _ in scored), default=0.0),
     )

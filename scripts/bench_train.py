@@ -100,6 +100,7 @@ def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
         "steps": len(train),
         "step_s": _stats(_values(train, "time/step")),
         "generate_s": _stats(_values(train, "time/generate")),
+        "generate_gate_wait_s": _stats(_values(train, "time/generate_gate_wait")),  # paused for timing windows
         "train_s": _stats(_values(train, "time/train")),
         "wait_for_rewards_s": _stats(_values(train, "time/wait_for_rewards")),
         "wait_for_rewards_share_of_step": _stats(wait_share),

@@ -15,6 +15,7 @@ over a transformers StaticCache, sampled here, and each row handed out as soon a
 
 from __future__ import annotations
 
+import time
 from typing import Any, Iterator
 
 import torch
@@ -31,6 +32,7 @@ class StaticDecoder:
     ):
         self.model = model
         self.gate = gate  # held shared between two looks, so kernels timed on this GPU are timed alone
+        self.gate_wait_s = 0.0  # seconds decoding waited for timing windows, since the decoder was made
         self.pad_id = pad_id
         self.max_rows = max_rows
         self.device = next(model.parameters()).device
@@ -96,7 +98,7 @@ class StaticDecoder:
         temp = torch.full((rows, 1), temperature if temperature > 0 else 1.0, device=dev)
         top = torch.full((rows, 1), top_p, device=dev)
 
-        hold = _GateHold(self.gate, dev)
+        hold = _GateHold(self.gate, dev, self)
         try:
             hold.take()  # the prefill too
             cache = self._cache_for(rows, length)
@@ -138,20 +140,23 @@ class StaticDecoder:
 
 
 class _GateHold:
-    """The GPU's gate (envs.gpu_lock.GpuGate), held shared from one look for finished rows to the next."""
+    """The GPU's gate (envs.gpu_lock.GpuGate), held shared from one look for finished rows to the next; the
+    seconds spent waiting for it go to the decoder's `gate_wait_s`."""
 
-    def __init__(self, gate: GpuGate | None, device: torch.device):
-        self.gate, self.device, self._held = gate, device, None
+    def __init__(self, gate: GpuGate | None, device: torch.device, decoder: StaticDecoder):
+        self.gate, self.device, self.decoder, self._held = gate, device, decoder, None
 
     def take(self) -> None:
         if self.gate is not None and self._held is None:
-            self._held = self.gate.shared()
-            self._held.__enter__()
+            began = time.perf_counter()
+            self._held = self.gate.hold_shared()
+            self.decoder.gate_wait_s += time.perf_counter() - began
 
     def let_go(self) -> None:
-        if self._held is not None:
-            torch.cuda.synchronize(self.device)  # the steps' kernels end before the GPU is let go
-            self._held.__exit__(None, None, None)
+        if self._held is not None and self.gate is not None:
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)  # the steps' kernels end before the GPU is let go
+            self.gate.let_go(self._held)
             self._held = None
 
 

@@ -71,7 +71,7 @@ class HFEngine:
         prompts = [prompt_ids(self.tokenizer, r.messages) for r in requests]
         check_requests(requests, self.config.max_model_len, prompts)
         batches = list(self._batches(requests, prompts))
-        t0 = time.perf_counter()
+        t0, waited0 = time.perf_counter(), self._decoder.gate_wait_s if self._decoder is not None else 0.0
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         stop = threading.Event()  # the consumer left: end after the current chunk
@@ -86,7 +86,7 @@ class HFEngine:
             try:
                 for batch in batches:
                     with self._lock:
-                        for samples in self._run_batch(batch, t0):
+                        for samples in self._run_batch(batch, t0, waited0):
                             put(samples)
                             if stop.is_set():
                                 return
@@ -118,7 +118,7 @@ class HFEngine:
             for i in range(0, len(rows), size):
                 yield rows[i : i + size]
 
-    def _run_batch(self, rows: list[Row], t0: float) -> Iterator[list[Sample]]:
+    def _run_batch(self, rows: list[Row], t0: float, waited0: float) -> Iterator[list[Sample]]:
         import torch
 
         s = rows[0][0].sampling
@@ -134,7 +134,10 @@ class HFEngine:
             generator.seed()
         for ended in self._decoder.run([ids for _, ids, _ in rows], max_new, s.temperature, s.top_p, generator):
             seconds = time.perf_counter() - t0
-            yield [self._sample(rows[r], tokens, logprobs, seconds) for r, tokens, logprobs in ended]
+            # the wait for timing windows since this generate() began: the loop logs time/generate_gate_wait
+            waited = self._decoder.gate_wait_s - waited0
+            usage = {"gpu_gate_wait_s": waited} if self._decoder.gate is not None else {}
+            yield [self._sample(rows[r], tokens, logprobs, seconds, usage) for r, tokens, logprobs in ended]
 
     def _generate_batch(self, rows: list[Row], t0: float, seed: int | None, max_new: int) -> list[Sample]:
         import torch
@@ -167,7 +170,9 @@ class HFEngine:
         seconds = time.perf_counter() - t0
         return [self._sample(row, new[i].tolist(), logprobs[i].tolist(), seconds) for i, row in enumerate(rows)]
 
-    def _sample(self, row: Row, tokens: list[int], logprobs: list[float], seconds: float) -> Sample:
+    def _sample(
+        self, row: Row, tokens: list[int], logprobs: list[float], seconds: float, usage: dict | None = None
+    ) -> Sample:
         request, ids, index = row
         completion, finish = self._trim(tokens)
         return Sample(
@@ -181,6 +186,7 @@ class HFEngine:
             finish_reason=finish,
             policy_version=self.version,
             seconds=seconds,
+            usage=dict(usage or {}),
         )
 
     def _trim(self, tokens: list[int]) -> tuple[list[int], str]:

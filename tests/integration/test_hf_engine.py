@@ -224,3 +224,23 @@ def test_ray_actor_streams_samples_from_the_hf_engine(model_dir):
     finally:
         if started_here:
             ray.shutdown()
+
+
+def test_the_wait_for_a_timing_window_is_reported_with_the_samples(model_dir, tmp_path):
+    """The decode loop holds the GPU's gate shared between its looks (CPU here: the gate is a host-wide file
+    lock either way); while an evaluation's timing window holds it, decoding waits, and the samples say how
+    long (the loop logs it as time/generate_gate_wait)."""
+    import threading
+
+    from envs.gpu_lock import DeviceLock, GpuGate
+
+    engine = HFEngine(model_dir, EngineConfig(kind="hf", device="cpu", max_model_len=512, max_num_seqs=8))
+    engine._decoder.gate = GpuGate(0, tmp_path)
+    window = DeviceLock(GpuGate(0, tmp_path))
+    window.acquire("exclusive")
+    threading.Timer(1.0, window.release, args=("exclusive",)).start()
+    samples = collect(engine, requests(SamplingConfig(n=2, max_tokens=16, seed=3), k=2))
+    waits = [s.usage["gpu_gate_wait_s"] for s in samples]
+    assert 0.8 < max(waits) < 10, waits
+    later = collect(engine, requests(SamplingConfig(n=2, max_tokens=16, seed=3), k=2))
+    assert max(s.usage["gpu_gate_wait_s"] for s in later) < 0.5  # counted from each generate() call
