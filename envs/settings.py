@@ -100,6 +100,16 @@ class EvalSettings:
     # seconds over the worker's process tree; an honest worker keeps about one core busy, far inside it.
     cpu_cores: float = 2.0
     workers: int = 1  # worker processes (per GPU on cuda)
+    # CUDA out-of-memory errors (envs/worker/oom.py): a worker holding more than `worker_memory_gib` of its GPU
+    # when one is raised is the candidate's (runtime_error); within it, the device was full of other processes:
+    # the request is retried in a fresh worker after `oom_backoff_s` (doubling), at most `oom_retries` times,
+    # then the verdict is internal_error. None: auto, the device's memory x `gpu_share` / `workers`, on cuda
+    # only (on cpu: no budget, every OOM is the candidate's). `gpu_share` is the evaluator's share of its GPU:
+    # the pool sets it from pool.gpus_per_actor; 1.0 for a lone evaluator.
+    worker_memory_gib: float | None = None
+    gpu_share: float = 1.0
+    oom_retries: int = 2
+    oom_backoff_s: float = 2.0
     max_evals_per_worker: int = 200  # recycle warm workers now and then
     # auto | on | off: replace a worker's harness by forking it from a pre-imported zygote in the same
     # sandbox (envs/worker/zygote.py) instead of starting a new sandbox (seconds of imports). auto: on, on cpu
@@ -161,6 +171,12 @@ class EvalSettings:
             raise ValueError(f"cpu_cores must be > 0, not {self.cpu_cores!r}")
         if self.correctness_trials < 1 or self.timed_runs < 1 or self.workers < 1:
             raise ValueError("correctness_trials, timed_runs and workers must be >= 1")
+        if self.worker_memory_gib is not None and not self.worker_memory_gib > 0:
+            raise ValueError(f"worker_memory_gib must be > 0 or null, not {self.worker_memory_gib!r}")
+        if not 0 < self.gpu_share <= 1:
+            raise ValueError(f"gpu_share must be in (0, 1], not {self.gpu_share!r}")
+        if self.oom_retries < 0 or self.oom_backoff_s < 0:
+            raise ValueError("oom_retries and oom_backoff_s must be >= 0")
         if self.placements < 1:
             raise ValueError("placements must be >= 1")
         if not 0 <= self.timing_precision < 1:
@@ -195,6 +211,13 @@ class EvalSettings:
     def forks_workers(self, device: str) -> bool:
         """Whether workers on `device` (cpu | cuda) are forked from a zygote."""
         return self.fork_workers != "off"
+
+    def memory_budget(self, device: str) -> dict[str, float] | None:
+        """What one worker may hold on its GPU, as the worker request carries it: {"bytes": n}, {"share": s} of
+        the device's memory (the worker reads the total), or None (cpu without worker_memory_gib)."""
+        if self.worker_memory_gib is not None:
+            return {"bytes": int(self.worker_memory_gib * 2**30)}
+        return {"share": self.gpu_share / self.workers} if device == "cuda" else None
 
     def resolved_size(self, device: str) -> str:
         return self.size or ("full" if device == "cuda" else "small")

@@ -105,6 +105,9 @@ class DeviceEvaluator:
                 "worker_utilization": min(1.0, self._busy_sum / (wall * self.pool.size)),
                 "executions": self._executions,
                 "active": self._active,
+                # requests run again after the GPU was full of other processes, and those never got through
+                "oom_retries": self.pool.oom_retries,
+                "oom_failures": self.pool.oom_failures,
             }
 
     def worker_pids(self, wrappers: bool = False) -> list[int]:

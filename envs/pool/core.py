@@ -56,7 +56,10 @@ class EvaluationPool:
         self.config = config = config or PoolConfig()
         self.backend = backend
         self.settings = dataclasses.replace(
-            settings, device=backend.device, workers=config.workers_per_actor or settings.workers
+            settings,
+            device=backend.device,
+            workers=config.workers_per_actor or settings.workers,
+            gpu_share=config.gpus_per_actor if backend.device == "cuda" else settings.gpu_share,
         )
         self.cache = cache
         # One lock for the queue and the actor table: the dispatcher's decision (next job, free slot) spans both.
@@ -111,12 +114,16 @@ class EvaluationPool:
 
     def _derived_execution_timeout(self) -> float:
         """Longest one request can legitimately take on an actor: two runs (a suspicious timing is
-        measured again in a fresh worker), each with up to two worker starts and every phase, plus
-        waiting for the other workers of its GPU to finish their timing and baselines."""
-        t = self.settings.timeouts
-        one_run = 2 * self.settings.startup_timeout + sum(t.as_dict().values())
-        others = (self.settings.workers - 1) * (t.timing + t.baseline)
-        return 2 * one_run + others + 60.0
+        measured again in a fresh worker), each with up to two worker starts and every phase, and each
+        run again up to `oom_retries` times after its backoffs when the GPU was full of other processes
+        (envs/worker/oom.py), plus waiting for the other workers of its GPU to finish their timing and
+        baselines."""
+        s = self.settings
+        t = s.timeouts
+        one_run = 2 * s.startup_timeout + sum(t.as_dict().values())
+        backoffs = s.oom_backoff_s * (2**s.oom_retries - 1)
+        others = (s.workers - 1) * (t.timing + t.baseline)
+        return 2 * ((1 + s.oom_retries) * one_run + backoffs) + others + 60.0
 
     # --- properties shared with Evaluator ---------------------------------------------------------
     @property

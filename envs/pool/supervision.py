@@ -141,6 +141,9 @@ class ActorSupervisor:
             "actors_starting": self.launching,
             "capacity": sum(a.capacity for a in actors),
             "worker_utilization": sum(utilization) / len(utilization) if utilization else 0.0,
+            # the live actors' retries of the environment's out-of-memory errors (envs/worker/oom.py)
+            "oom_retries": sum(int(a.stats.get("oom_retries", 0)) for a in actors),
+            "oom_failures": sum(int(a.stats.get("oom_failures", 0)) for a in actors),
         }
 
     # --- failure and replacement ------------------------------------------------------------------

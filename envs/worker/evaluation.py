@@ -31,6 +31,7 @@ from envs.worker import harness_state
 from envs.worker.correctness import CorrectnessPhase
 from envs.worker.harness_state import BASELINE_IDENTITIES, LAUNCHES
 from envs.worker.messages import WorkerRequest
+from envs.worker.oom import oom_report
 from envs.worker.outcome import Outcome, load_module
 from envs.worker.outcome import clone_args as _clone
 from envs.worker.parent_link import ParentLink
@@ -260,12 +261,15 @@ class Evaluation(CorrectnessPhase, TimingPhase):
                 result["kernel"] = self.exercise_candidate()
         except Outcome as o:
             result.update(status=o.status, error=o.error, **o.extra)
+            if o.status in ("runtime_error", "compile_error"):
+                self._attribute_oom(o, result)
         except RuntimeHack as h:
             result.update(
                 status="hack", error=f"{h.category}: {h.reason}", hack={"category": h.category, "reason": h.reason}
             )
         except BaseException as e:  # e.g. SystemExit raised by the candidate, or a harness bug
             result.update(status="runtime_error", error=describe_exception(e, self.solution_path))
+            self._attribute_oom(e, result)
         finally:
             result["notes"] = self.notes + self.accuracy.notes
             accuracy = self.accuracy.accuracy()
@@ -289,6 +293,17 @@ class Evaluation(CorrectnessPhase, TimingPhase):
                         hack={"category": "monkeypatch", "reason": reason},
                     )
         return result
+
+    def _attribute_oom(self, exc: BaseException, result: dict[str, Any]) -> None:
+        """An evaluation that ended in a CUDA out-of-memory error (the candidate's, the reference's, the truth's,
+        the timing's) says whose it is (envs/worker/oom.py): `result["oom"]`, which the parent retries when it is
+        the environment's; the candidate's keeps its status, the numbers added to the error."""
+        report = oom_report(exc, self.request.memory_budget, self.device)
+        if report is None:
+            return
+        result["oom"] = report
+        if report["owner"] == "candidate":
+            result["error"] = f"{result.get('error') or ''}\nout of memory: {report['reason']}".strip()
 
     def _threads_left_running(self) -> list[str]:
         """Names of Python threads started since the candidate was imported that still run."""

@@ -58,6 +58,9 @@ class WorkerRequest:
     seeds: list[int]
     mode: str = "evaluate"
     profile_calls: int | None = None
+    # What one worker may hold on its GPU, {"bytes": n} or {"share": s} of the device's memory; None: unknown, every
+    # out-of-memory error is the candidate's (envs/worker/oom.py)
+    memory_budget: dict[str, float] | None = None
 
     def to_message(self) -> dict[str, Any]:
         """The JSON object sent on the pipe (the harness reads it back with `from_message`)."""
@@ -66,6 +69,8 @@ class WorkerRequest:
             del message["mode"]  # the harness reads a missing mode as an evaluation
         if self.profile_calls is None:
             del message["profile_calls"]
+        if self.memory_budget is None:
+            del message["memory_budget"]
         return message
 
     @classmethod
@@ -92,6 +97,10 @@ class WorkerRequest:
         baselines = _need(message, "baselines", list, what)
         if not all(isinstance(b, str) for b in baselines):
             raise MalformedMessage(f"{what}: 'baselines' must name baselines")
+        memory_budget = _need(message, "memory_budget", dict, what, optional=True)
+        if memory_budget is not None:
+            for key in ("bytes", "share"):
+                _need(memory_budget, key, (int, float), "worker request memory_budget", optional=True)
         mode = message.get("mode") or "evaluate"
         if mode not in MODES:
             raise MalformedMessage(f"{what}: mode must be one of {list(MODES)}, not {mode!r}")
@@ -111,6 +120,7 @@ class WorkerRequest:
             seeds=seeds,
             mode=mode,
             profile_calls=_need(message, "profile_calls", int, what, optional=True),
+            memory_budget=memory_budget,
         )
 
 
@@ -157,6 +167,16 @@ def _accuracy(reported: Any) -> Accuracy | None:
         return None
 
 
+def _oom(reported: Any) -> dict[str, Any] | None:
+    """The worker's out-of-memory report (envs/worker/oom.py), or None when missing or malformed."""
+    if not isinstance(reported, dict) or reported.get("owner") not in ("candidate", "environment"):
+        return None
+    report: dict[str, Any] = {"owner": reported["owner"], "reason": str(reported.get("reason") or "")[:500]}
+    for key in ("reserved", "request", "budget", "device_free"):
+        report[key] = int(v) if (v := _finite_number(reported.get(key))) is not None and math.isfinite(v) else None
+    return report
+
+
 @dataclasses.dataclass(frozen=True)
 class WorkerResult:
     """A worker's answer to one request, as the parent may trust it.
@@ -187,6 +207,14 @@ class WorkerResult:
     degenerate: str | None = None  # check_problem: why the problem is degenerate
     profile: Any = None  # profile mode: the profiler's facts
     steps: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds of steps inside phases, "phase.step"
+    oom: dict[str, Any] | None = None  # the run ended in an out-of-memory error: whose (envs/worker/oom.py)
+
+    @property
+    def environment_oom(self) -> bool:
+        """The run failed on an out-of-memory error that is the environment's (the device full of others)."""
+        return self.status in (Status.RUNTIME_ERROR, Status.COMPILE_ERROR) and (self.oom or {}).get("owner") == (
+            "environment"
+        )
 
     @classmethod
     def from_message(cls, message: dict[str, Any]) -> WorkerResult:
@@ -232,4 +260,5 @@ class WorkerResult:
             degenerate=message.get("degenerate"),
             profile=message.get("profile"),
             steps=_steps(message.get("steps")),
+            oom=_oom(message.get("oom")),
         )

@@ -86,6 +86,8 @@ class WorkerSet:
             self._idle.put(slot)
         self._device_kind: str | None = None
         self._closed = False
+        self.oom_retries = 0  # requests run again after the environment's out-of-memory error
+        self.oom_failures = 0  # requests that got no further than it in any attempt (internal_error)
 
     def _start_worker(self, gpu: int | str | None) -> WorkerProcess:
         args = (
@@ -213,6 +215,7 @@ class WorkerSet:
                 "probe": self.settings.sensitivity_probe,
                 "truth": self.settings.fp64_truth,
             },
+            memory_budget=self.settings.memory_budget(self.device),
             **self._seeds(),
         )
 
@@ -263,6 +266,47 @@ class WorkerSet:
             return f"speedup {verdict.speedup:.1f}x exceeds the plausible bound {self.settings.max_speedup:g}x"
         return verdict.suspicious
 
+    def _run_through_oom(
+        self, request: WorkerRequest, fresh_worker: bool = False
+    ) -> tuple[WorkerResult, dict[str, float], float, list[str]]:
+        """`_run`, again while the request fails on an out-of-memory error that is the environment's (the GPU full
+        of other processes, envs/worker/oom.py): after a backoff, in a fresh worker (the failed one is recycled:
+        its whole CUDA context is released), at most `oom_retries` times. Returns `_run`'s answer and a note per
+        retry; the last result of a request that never got through says so (`WorkerResult.environment_oom`)."""
+        notes: list[str] = []
+        backoff = 0.0
+        for attempt in range(self.settings.oom_retries + 1):
+            if attempt:
+                delay = self.settings.oom_backoff_s * 2 ** (attempt - 1)
+                time.sleep(delay)
+                backoff += delay
+                request = dataclasses.replace(request, nonce=uuid.uuid4().hex)
+            result, phases, waited = self._run(request, fresh_worker=fresh_worker or attempt > 0)
+            if backoff:
+                phases = {**phases, "oom_backoff": backoff}
+            if not result.environment_oom:
+                return result, phases, waited, notes
+            reason = result.oom["reason"] if result.oom else ""
+            self.oom_retries += attempt < self.settings.oom_retries
+            log.warning("environment OOM (attempt %d/%d): %s", attempt + 1, self.settings.oom_retries + 1, reason)
+            notes.append(f"attempt {attempt + 1} ran out of GPU memory because of other processes: {reason}")
+        self.oom_failures += 1
+        return result, phases, waited, notes
+
+    def _oom_verdict(
+        self, problem: Problem, result: WorkerResult, phases: dict[str, float], notes: list[str]
+    ) -> Verdict:
+        """internal_error for a request that failed on the environment's OOM every time: not the candidate's."""
+        return Verdict(
+            Status.INTERNAL_ERROR,
+            problem.id,
+            self.device_name,
+            error=f"the GPU was out of memory because of other processes in each of {len(notes)} attempts; the "
+            f"candidate was not evaluated to completion (not its fault). Last: {result.error}",
+            phase_seconds=phases,
+            notes=notes,
+        )
+
     def _run(
         self, request: WorkerRequest, fresh_worker: bool = False, recycle: bool = False
     ) -> tuple[WorkerResult, dict[str, float], float]:
@@ -311,7 +355,9 @@ class WorkerSet:
     ) -> tuple[Verdict, dict | None]:
         measure = self.device == "cuda" and baselines is None
         try:
-            result, phases, waited = self._run(self._request(problem, solution, measure), fresh_worker)
+            result, phases, waited, oom_notes = self._run_through_oom(
+                self._request(problem, solution, measure), fresh_worker
+            )
         except WorkerFailure as failure:
             return Verdict(
                 Status(failure.status),
@@ -322,10 +368,14 @@ class WorkerSet:
             ), None
         except MalformedMessage as e:  # the environment's fault (or a forgery): no verdict on the candidate
             return Verdict(Status.INTERNAL_ERROR, problem.id, self.device_name, error=str(e)), None
+        if result.environment_oom:
+            return self._oom_verdict(problem, result, {"queue": waited, **phases}, oom_notes), None
         measured = result.baselines
         if not measure or not (measured and measured.get("eager")):
             measured = None  # store complete measurements only
         verdict = self._verdict(problem, result, {"queue": waited, **phases}, measured or baselines or {})
+        if oom_notes:
+            verdict = dataclasses.replace(verdict, notes=[*verdict.notes, *oom_notes])
         return verdict, measured
 
     def check_problem(self, problem: Problem) -> str | None:
@@ -346,11 +396,13 @@ class WorkerSet:
     def _run_reference(self, problem: Problem, request: WorkerRequest, what: str) -> WorkerResult:
         """A request without candidate code; EvaluatorError when the worker or the reference fails."""
         try:
-            result, _, _ = self._run(request)
+            result, _, _, oom_notes = self._run_through_oom(request)
         except WorkerFailure as failure:
             raise EvaluatorError(f"{problem.id}: {what} failed: {failure.message}") from None
         except MalformedMessage as e:
             raise EvaluatorError(f"{problem.id}: {what} failed: {e}") from None
+        if result.environment_oom:
+            raise EvaluatorError(f"{problem.id}: {what} failed: {'; '.join(oom_notes)}")
         if result.status is not Status.CORRECT:
             raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.error}")
         return result

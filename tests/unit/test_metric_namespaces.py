@@ -220,7 +220,14 @@ def _pool_snapshot():
     return m.snapshot(
         depth,
         {"actor_1": 0.2, "actor_2": 0.4},
-        {"actors_alive": 2, "actors_starting": 0, "capacity": 4, "worker_utilization": 0.5},
+        {
+            "actors_alive": 2,
+            "actors_starting": 0,
+            "capacity": 4,
+            "worker_utilization": 0.5,
+            "oom_retries": 1,
+            "oom_failures": 0,
+        },
     )
 
 
