@@ -449,6 +449,7 @@ def test_cuda_baselines_measured_once_per_problem():
     with pool:
         backend.gate.clear()
         first = [pool.submit(RELU, code("block", 0)), pool.submit(ADD, code("nobaseline", 1))]
+        wait_for(lambda: len(backend.log) >= 2)  # both run first: the CPU stage's threads may reorder submissions
         rest = [pool.submit(p, code("correct", t)) for t in range(2, 8) for p in (RELU, ADD)]
         wait_for(lambda: len(backend.log) >= 3)
         backend.gate.set()
