@@ -75,7 +75,7 @@ class Evaluator:
         return await asyncio.to_thread(self.evaluate, problem, answer)
 
     def prepare_baselines(
-        self, problems: Iterable[Problem], priority: str = "validation"
+        self, problems: Iterable[Problem], priority: str = "baseline"
     ) -> list[concurrent.futures.Future]:
         """Measure the problems' baselines now, on every worker at once (CUDA; known ones are skipped), so
         their first candidates do not wait for them. Futures of Verdicts, done: `correct` when the reference

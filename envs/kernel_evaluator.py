@@ -28,10 +28,11 @@ class KernelEvaluator(Protocol):
         ...
 
     def prepare_baselines(
-        self, problems: Iterable[Problem], priority: str = "validation"
+        self, problems: Iterable[Problem], priority: str = "baseline"
     ) -> list[concurrent.futures.Future]:
-        """Measure the problems' baselines ahead of their candidates (CUDA; a no-op elsewhere). Futures of
-        Verdicts: `correct` when the reference ran, else why it did not."""
+        """Measure the problems' baselines ahead of their candidates (CUDA; a no-op elsewhere), in the given
+        order; `priority` orders a queue, if any. Futures of Verdicts: `correct` when the reference ran, else
+        why it did not."""
         ...
 
     def profile(self, problem: Problem, answer: str, calls: int = 10) -> dict:

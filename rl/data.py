@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
-from typing import Any, Literal, Mapping
+from typing import Any, Iterable, Literal, Mapping
 
 from envs.problems import Problem, ProblemError, load_problem_set
 from envs.settings import reject_unknown
@@ -214,6 +214,15 @@ class ProblemSampler:
                 batch.append(self._permutation(pool, epoch)[index])
             self.draws += 1
         return batch
+
+    def peek(self, steps: Iterable[int], n: int) -> list[Problem]:
+        """What `next_batch(step, n)` would draw for each of `steps` in turn, without drawing it: the state (the
+        draw count) is as it was, so the run's draws are the same whether or not anything peeked."""
+        draws = self.draws
+        try:
+            return [p for step in steps for p in self.next_batch(step, n)]
+        finally:
+            self.draws = draws
 
     def state_dict(self) -> dict[str, Any]:
         return {"draws": self.draws, "seed": self.seed, "problem_ids": [p.id for p in self.problems]}

@@ -26,12 +26,12 @@ import random
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from envs.kernel_evaluator import KernelEvaluator
+from rl.baselines import baseline_groups, prepare_baselines
 from rl.loop_checkpoints import LoopState, find_checkpoint, prune_checkpoints, save_checkpoint
 from rl.config import RunConfig
 from rl.data import ProblemData, ProblemSampler
@@ -147,29 +147,18 @@ class Trainer:
         return summary
 
     def _prepare_baselines(self) -> None:
-        """Queue every problem's baseline measurement ahead of the first candidates (a GPU pool times them
-        once per problem), so no step waits on a problem's first evaluation; logged when all have ended."""
-        futures = self.components.pool.prepare_baselines([*self.data.train, *self.data.validation])
-        if not futures:
-            return
-        started, pending, failed = time.perf_counter(), [len(futures)], []
-        lock = threading.Lock()
-
-        def ended(future) -> None:
-            with lock:
-                if future.cancelled() or future.exception() is not None or not future.result().correct:
-                    failed.append(future)
-                pending[0] -= 1
-                if pending[0] == 0:
-                    log.info(
-                        "baselines of %d problem(s) measured in %.1f s (%d failed)",
-                        len(futures),
-                        time.perf_counter() - started,
-                        len(failed),
-                    )
-
-        for future in futures:
-            future.add_done_callback(ended)
+        """Queue every problem's baseline measurement (a GPU pool times them once per problem) in the order the
+        run needs them: validation's problems when it validates at step 0, then the next step's (two steps' with
+        one_step_off, whose second step generates while the first trains), then the rest (rl/baselines.py)."""
+        validates = self.step == 0 and self.cfg.validation.at_start
+        validation = self.data.validation[: self.cfg.validation.max_problems] if validates else []
+        ahead = 2 if self.cfg.loop.mode == "one_step_off" else 1
+        steps = range(self.step + 1, min(self.step + ahead, self.cfg.loop.steps) + 1)
+        needed, rest = baseline_groups(
+            [*self.data.train, *self.data.validation], validation, self.sampler, steps, self.cfg.loop.problems_per_step
+        )
+        what = "validation's and the first step's" if validates else "the first step's"
+        prepare_baselines(self.components.pool, needed, rest, what)
 
     async def train_step(self) -> None:
         step = self.step + 1

@@ -194,11 +194,13 @@ class EvaluationPool:
         return futures
 
     def prepare_baselines(
-        self, problems: Iterable[Problem], priority: str = "validation"
+        self, problems: Iterable[Problem], priority: str = "baseline"
     ) -> list[concurrent.futures.Future]:
         """Queue the measurement of each problem's baselines ahead of its candidates (CUDA; known ones are
-        skipped), one job per problem spread over the actors. A candidate of a problem whose job has not ended
-        waits for it instead of measuring again. Futures of Verdicts: `correct` when the reference ran."""
+        skipped), one job per problem spread over the actors, in the given order. A candidate of a problem whose
+        job has not ended waits for it instead of measuring again, and lends it its priority when the job's is
+        lower: at the default `baseline`, below every candidate, the jobs only use slots no candidate is queued
+        for. Futures of Verdicts: `correct` when the reference ran."""
         rank = priority_rank(priority)
         futures = []
         for problem in problems:

@@ -20,8 +20,9 @@ from typing import Any, Callable
 
 from envs.worker.worker_set import EvaluatorError
 
-# Lower runs first.
-PRIORITIES = {"validation": 0, "train": 1}
+# Lower runs first. `baseline`: baselines measured before anything needs them (EvaluationPool.prepare_baselines);
+# a candidate that needs one lends it its rank (JobQueue._lend_rank), so they never hold back unrelated candidates.
+PRIORITIES = {"validation": 0, "train": 1, "baseline": 2}
 
 
 class PoolFullError(RuntimeError):
@@ -138,6 +139,7 @@ class Job:
         self.entry = -1  # the heap entry that is current; older ones are stale
         self.attempts = 0
         self.measuring = False  # this job measures its problem's baselines
+        self.baselines_only = candidate.solution is None  # EvaluationPool.prepare_baselines' job
         self.created = time.monotonic()
         self.enqueued = self.created
         self.dispatched = 0.0
@@ -150,7 +152,11 @@ class Job:
 
 
 class JobQueue:
-    """Priority queue of jobs with a dedup index by verdict key and baseline gating by baseline key."""
+    """Priority queue of jobs with a dedup index by verdict key and baseline gating by baseline key.
+
+    A queued baselines-only job is its problem's measurer from the moment it is pushed: the problem's candidates
+    park on it instead of measuring again, and lend it their rank when it is lower (priority inheritance).
+    """
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, int, Job]] = []
@@ -171,11 +177,14 @@ class JobQueue:
             job.rank = request.rank
             if job.state is JobState.QUEUED:
                 self._enqueue(job)
+            self._lend_rank(job)
 
     # --- queue ------------------------------------------------------------------------------------
     def push(self, job: Job) -> None:
         self._by_key[job.key] = job
         job.enqueued = time.monotonic()
+        self._claim(job)
+        self._lend_rank(job)  # on arrival, so the measurement is ahead of this job in the heap
         self._enqueue(job)
 
     def _enqueue(self, job: Job) -> None:
@@ -201,6 +210,7 @@ class JobQueue:
                     if self._measuring.get(job.baseline_key) not in (None, job):
                         job.state = JobState.PARKED
                         self._parked[job.baseline_key].append(job)
+                        self._lend_rank(job)
                         continue
                     self._measuring[job.baseline_key] = job
                     job.measuring = True
@@ -212,6 +222,7 @@ class JobQueue:
         """Run the job again (its actor died), ahead of later submissions of its priority."""
         self._release_baselines(job)
         job.enqueued = time.monotonic()
+        self._claim(job)
         self._enqueue(job)
 
     def finish(self, job: Job) -> None:
@@ -228,6 +239,25 @@ class JobQueue:
             if job in parked:
                 parked.remove(job)
         self.finish(job)
+
+    def _claim(self, job: Job) -> None:
+        """A baselines-only job becomes its problem's measurer while it waits, unless another job measures."""
+        if job.baselines_only and job.baseline_key not in self._measuring:
+            self._measuring[job.baseline_key] = job
+            job.measuring = True
+
+    def _lend_rank(self, job: Job) -> None:
+        """Priority inheritance: the queued measurer of the job's baselines moves up to the job's rank (and ahead
+        of it) when it would run later, so the job waits for its measurement only, not behind unrelated work."""
+        measurer = self._measuring.get(job.baseline_key)
+        if (
+            measurer is None
+            or measurer.state is not JobState.QUEUED
+            or (measurer.rank, measurer.seq) <= (job.rank, job.seq)
+        ):
+            return
+        measurer.rank, measurer.seq = job.rank, min(measurer.seq, job.seq)  # ahead of the job that lent the rank
+        self._enqueue(measurer)
 
     def _release_baselines(self, job: Job) -> None:
         if job.measuring:

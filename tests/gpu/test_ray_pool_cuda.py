@@ -109,3 +109,38 @@ def test_prepare_baselines_ahead_of_candidates():
         assert pool.metrics()["pool/baseline_jobs"] == 3
     finally:
         pool.close()
+
+
+def test_prepare_baselines_in_order_with_the_waiting_candidates_problem_first():
+    """One worker slot: the baseline jobs run at the background rank in the order given, except the one a training
+    candidate waits for, which takes the candidate's rank and runs ahead of the unrelated ones; the candidate then
+    runs before them too, with no baseline phase of its own."""
+    from envs.pool import RayEvaluationPool
+
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    config = PoolConfig(
+        num_actors=1, workers_per_actor=1, init_kwargs={"include_dashboard": False}, shutdown_timeout=20
+    )
+    pool = RayEvaluationPool(EvalSettings(device="cuda"), config)
+    try:
+        ids = ["L0_02_relu", "L0_04_sigmoid", "L0_05_leaky_relu", "L0_06_clamp", "L2_01_softmax"]
+        pairs = [builtin(pid) for pid in ids]
+        ended: list[str] = []  # completion order (callbacks run on the pool's threads; append is atomic)
+        jobs = pool.prepare_baselines([p for p, _ in pairs])
+        assert len(jobs) == len(ids)
+        for pid, job in zip(ids, jobs):
+            job.add_done_callback(lambda _, pid=pid: ended.append(pid))
+        problem, ref = pairs[-1]
+        candidate = pool.submit(problem, ref + "\nVARIANT = 'waiting'\n")  # train: above the background rank
+        candidate.add_done_callback(lambda _: ended.append("candidate"))
+        verdict = candidate.result(300)
+        assert all(f.result(300).correct for f in jobs)
+        print(f"\ncompletion order: {ended}")
+        at = {name: i for i, name in enumerate(ended)}
+        assert at["L0_04_sigmoid"] < at["L0_05_leaky_relu"] < at["L0_06_clamp"]  # unrelated: in the order given
+        assert at["L2_01_softmax"] < at["L0_04_sigmoid"]  # lent the candidate's rank
+        # the candidate is re-queued when its problem's job finishes; one unrelated job may start in between
+        assert at["candidate"] < at["L0_05_leaky_relu"]
+        assert verdict.correct and "baseline" not in verdict.phase_seconds
+    finally:
+        pool.close()

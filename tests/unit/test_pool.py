@@ -14,7 +14,7 @@ import pytest
 from envs import EvalSettings, Status, Verdict, resolve_problem
 from envs.pool import EvaluationPool, PoolClosedError, PoolConfig, PoolFullError
 from envs.pool.core import Backend
-from envs.pool.scheduler import Admission, Job, JobQueue, JobState, Request
+from envs.pool.scheduler import PRIORITIES, Admission, Job, JobQueue, JobState, Request
 from envs.worker.worker_set import EvaluatorError
 from rewards.kernel_reward import reward_for_verdict
 
@@ -174,13 +174,17 @@ def test_admission_blocks_raises_and_releases():
 
 
 class _Cand:
-    def __init__(self, key, bkey="b"):
+    def __init__(self, key, bkey="b", baselines_only=False):
         self.verdict_key, self.baseline_key = key, bkey
         self.problem = RELU
+        self.solution = None if baselines_only else "code"
 
 
-def _job(key, rank, seq, bkey="b"):
-    return Job(_Cand(key, bkey), Request(RELU, "", rank, seq))
+def _job(key, rank, seq, bkey="b", baselines_only=False):
+    return Job(_Cand(key, bkey, baselines_only), Request(RELU, "", rank, seq))
+
+
+BASELINE, TRAIN, VALIDATION = PRIORITIES["baseline"], PRIORITIES["train"], PRIORITIES["validation"]
 
 
 def test_job_queue_priority_fifo_promotion_and_parking():
@@ -206,6 +210,63 @@ def test_job_queue_priority_fifo_promotion_and_parking():
     q.finish(a)
     job, baselines = q.pop(lambda j: known.get(j.baseline_key))
     assert job is b and baselines == {"eager": 1}
+
+
+def test_baseline_jobs_run_after_candidates_except_the_ones_a_candidate_waits_for():
+    q = JobQueue()
+    known = {"k": {"eager": 1}}
+    lookup = lambda j: known.get(j.baseline_key)  # noqa: E731
+    b1, b2, b3 = (_job(f"base{i}", BASELINE, i, bkey=f"p{i}", baselines_only=True) for i in (1, 2, 3))
+    for j in (b1, b2, b3):
+        q.push(j)
+    assert b1.measuring and b2.measuring and b3.measuring  # each is its problem's measurer while queued
+    unrelated, waiting = _job("u", TRAIN, 4, bkey="k"), _job("t", TRAIN, 5, bkey="p3")
+    q.push(unrelated)
+    q.push(waiting)  # on arrival it lends its rank to p3's queued job, which goes ahead of it
+    assert (b3.rank, b1.rank, b2.rank) == (TRAIN, BASELINE, BASELINE)
+    assert q.pop(lookup) == (b3, None)
+    assert q.pop(lookup)[0] is unrelated
+    assert q.pop(lookup)[0] is b1 and waiting.state is JobState.PARKED  # it waits for b3 only, not b1
+    known["p3"] = {"eager": 2}
+    q.finish(b3)
+    assert q.pop(lookup) == (waiting, {"eager": 2})
+    assert q.pop(lookup)[0] is b2 and q.pop(lookup) is None
+
+
+def test_a_parked_candidate_and_a_promoted_duplicate_lend_their_rank():
+    q = JobQueue()
+    first = _job("c", VALIDATION, 1, bkey="p")
+    q.push(first)
+    base = _job("base", BASELINE, 2, bkey="p", baselines_only=True)
+    q.push(base)  # queued after the candidate: the candidate parks on it when popped, and lends its rank
+    job, baselines = q.pop(lambda j: None)
+    assert job is base and baselines is None and first.state is JobState.PARKED
+    assert (base.rank, base.seq) == (VALIDATION, 1)
+
+    q = JobQueue()
+    base = _job("base", BASELINE, 1, bkey="p", baselines_only=True)
+    train = _job("t", TRAIN, 2, bkey="p")
+    other = _job("o", TRAIN, 3, bkey="q")
+    for j in (base, train, other):
+        q.push(j)
+    assert base.rank == TRAIN
+    q.attach(train, Request(RELU, "", VALIDATION, 4))  # a validation duplicate promotes the candidate and its measurer
+    assert base.rank == VALIDATION
+    assert [q.pop()[0] for _ in range(3)] == [base, train, other]
+
+
+def test_a_requeued_baseline_job_stays_its_problems_measurer():
+    q = JobQueue()
+    base = _job("base", BASELINE, 1, bkey="p", baselines_only=True)
+    cand = _job("c", TRAIN, 2, bkey="p")
+    q.push(base)
+    q.push(cand)
+    assert q.pop(lambda j: None)[0] is base
+    q.requeue(base)  # its actor died
+    assert base.measuring and q.pop(lambda j: None)[0] is base
+    assert q.pop(lambda j: None) is None and cand.state is JobState.PARKED
+    q.finish(base)  # it ended without baselines (its reference failed): the candidate measures for itself
+    assert q.pop(lambda j: None)[0] is cand and cand.measuring
 
 
 # --- the pool with a fake backend -------------------------------------------------------------------
@@ -388,6 +449,7 @@ def test_cuda_baselines_measured_once_per_problem():
     with pool:
         backend.gate.clear()
         first = [pool.submit(RELU, code("block", 0)), pool.submit(ADD, code("nobaseline", 1))]
+        wait_for(lambda: len(backend.log) >= 2)  # both run first: the CPU stage's threads may reorder submissions
         rest = [pool.submit(p, code("correct", t)) for t in range(2, 8) for p in (RELU, ADD)]
         wait_for(lambda: len(backend.log) >= 3)
         backend.gate.set()
@@ -418,6 +480,33 @@ def test_prepare_baselines_measures_each_problem_once_ahead_of_its_candidates():
         assert modes[0] == "baselines" and modes.count("baselines") == 1
     # baseline jobs are not verdicts: the pool's verdict counts hold the six candidates only
     assert m["pool/baseline_jobs"] == 3 and m["pool/verdicts/correct"] == 6 and m["pool/answered"] == 6
+
+
+def test_prepare_baselines_in_the_background_behind_the_candidates_it_does_not_serve():
+    """One slot: the baseline jobs run in the order given, except the ones a queued candidate waits for, which run
+    first at that candidate's priority; the candidates never measure, and wait for their own problem's job only."""
+    backend = FakeBackend(device="cuda", actors=1)
+    pool, _ = make_pool(backend, workers=1)
+    ids = ["L0_03_scale_shift", "L0_04_sigmoid", "L0_05_leaky_relu", "L0_06_clamp", "L0_07_elementwise_mul_add"]
+    problems = [resolve_problem(i) for i in ids]
+    scale, sigmoid, leaky, clamp, mul_add = problems
+    with pool:
+        backend.gate.clear()
+        blocker = pool.submit(ADD, code("block", 0))  # holds the one slot while the rest is queued
+        wait_for(lambda: backend.log)
+        jobs = pool.prepare_baselines(problems)
+        train = pool.submit(clamp, code("correct", 1))
+        validation = pool.submit(sigmoid, code("correct", 2), priority="validation")
+        wait_for(lambda: queued(pool) == 7)
+        backend.gate.set()
+        assert all(f.result(10).correct for f in [blocker, train, validation, *jobs])
+    runs = [(mode, problem, measure) for _, mode, _, problem, measure in backend.log[1:]]
+    baselines = [problem for mode, problem, _ in runs if mode == "baselines"]
+    assert baselines == [sigmoid.id, clamp.id, scale.id, leaky.id, mul_add.id]
+    assert not any(measure for mode, _, measure in runs if mode != "baselines")  # no candidate measured
+    position = {(mode, problem): i for i, (mode, problem, _) in enumerate(runs)}
+    for problem in (sigmoid, clamp):
+        assert position[("baselines", problem.id)] < position[("correct", problem.id)]
 
 
 def test_prepare_baselines_is_a_no_op_where_nothing_is_timed():

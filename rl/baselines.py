@@ -1,0 +1,66 @@
+"""The order in which a run has its problems' baselines measured, and the log lines when they are.
+
+A GPU pool times each problem's eager and TorchInductor baselines once (`KernelEvaluator.prepare_baselines`). The
+loop queues them all when the run starts, the ones needed first (validation's at step 0, the first step's) ahead of
+the rest, all at the pool's background rank: a candidate whose problem's job is still queued lends it its rank
+(envs/pool/scheduler.py), so jobs nobody needs yet never hold back candidates that are waiting.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from typing import Iterable
+
+from envs.kernel_evaluator import KernelEvaluator
+from envs.problems import Problem
+from rl.data import ProblemSampler
+
+log = logging.getLogger(__name__)
+
+__all__ = ["baseline_groups", "prepare_baselines"]
+
+
+def baseline_groups(
+    problems: Iterable[Problem], validation: list[Problem], sampler: ProblemSampler, steps: Iterable[int], per_step: int
+) -> tuple[list[Problem], list[Problem]]:
+    """(the problems needed first: `validation`'s, then what `sampler` draws next for `steps`; every other one of
+    `problems`), each in order and without repeats. The sampler is only peeked at: its draws are unchanged."""
+    needed = _unique([*validation, *sampler.peek(steps, per_step)])
+    first = {p.id for p in needed}
+    return needed, [p for p in _unique(problems) if p.id not in first]
+
+
+def prepare_baselines(pool: KernelEvaluator, needed: list[Problem], rest: list[Problem], needed_what: str) -> None:
+    """Queue the baselines of `needed`, then of `rest`, at the background rank; log when the needed ones have
+    ended (`needed_what` names them) and when all have."""
+    started = time.perf_counter()
+    first = pool.prepare_baselines(needed, priority="baseline")
+    later = pool.prepare_baselines(rest, priority="baseline")
+    _log_when_ended(first, started, f"{needed_what} {len(first)} problem(s)")
+    _log_when_ended(first + later, started, f"{len(first) + len(later)} problem(s)")
+
+
+def _unique(problems: Iterable[Problem]) -> list[Problem]:
+    return list({p.id: p for p in problems}.values())
+
+
+def _log_when_ended(futures: list[concurrent.futures.Future], started: float, what: str) -> None:
+    """One log line once every future has ended: how long since `started`, and how many did not run the reference."""
+    if not futures:
+        return
+    lock, left, failed = threading.Lock(), [len(futures)], [0]
+
+    def ended(future: concurrent.futures.Future) -> None:
+        bad = future.cancelled() or future.exception() is not None or not future.result().correct
+        with lock:
+            failed[0] += bad
+            left[0] -= 1
+            if left[0]:
+                return
+        log.info("baselines of %s measured in %.1f s (%d failed)", what, time.perf_counter() - started, failed[0])
+
+    for future in futures:
+        future.add_done_callback(ended)
