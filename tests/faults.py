@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -172,3 +174,38 @@ def owner_script(device: str, settings: str = "") -> str:
         f"with Evaluator(EvalSettings(device={device!r}, {settings})) as ev:\n"
         "    ev.pool.execute(resolve_problem('L0_02_relu'), prepare_solution(code), None)\n"
     )
+
+
+def _marked_env(tmp_path: Path) -> dict[str, str]:
+    """TMPDIR puts the worker's private root, which is on its command line, under tmp_path: our marker."""
+    root = Path(__file__).resolve().parents[1]
+    return {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(root)}
+
+
+def start_cli(tmp_path: Path, device: str, solution: Path) -> subprocess.Popen:
+    """scripts/eval_kernel.py evaluating `solution` on L0_02_relu, uncached, its worker marked by tmp_path."""
+    root = Path(__file__).resolve().parents[1]
+    command = [sys.executable, str(root / "scripts" / "eval_kernel.py"), "--device", device, "--no-cache"]
+    return subprocess.Popen(
+        [*command, "--problem", "L0_02_relu", "--solution", str(solution)],
+        env=_marked_env(tmp_path),
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def start_owner(tmp_path: Path, device: str, settings: str, candidate: str) -> subprocess.Popen:
+    """An `owner_script` process evaluating `candidate` (sent on its stdin), its worker marked by tmp_path."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", owner_script(device, settings)],
+        env=_marked_env(tmp_path),
+        cwd=Path(__file__).resolve().parents[1],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    owner.stdin.write(candidate)
+    owner.stdin.close()
+    return owner

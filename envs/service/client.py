@@ -302,18 +302,30 @@ def _settings(
 
 
 class _Base:
+    _client_class: type = httpx.Client  # the async client's: httpx.AsyncClient
+
     def __init__(
         self,
-        base_url: str | None,
-        token: str | None,
-        timeout: float | httpx.Timeout,
-        connect_timeout: float,
-        retry: RetryPolicy | None,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float | httpx.Timeout = 600.0,
+        connect_timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        max_connections: int = 32,
+        transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
     ):
         self.base_url, self._headers, self.timeout = _settings(base_url, token, timeout, connect_timeout)
         self.retry = retry or RetryPolicy()
         self.stats: dict[str, int] = {}  # "requests" (attempts) and "retry_<code>" / "retry_transport" counts
         self._lock = threading.Lock()
+        self._http = self._client_class(
+            base_url=self.base_url,
+            headers=self._headers,
+            timeout=self.timeout,
+            transport=transport,
+            limits=httpx.Limits(max_connections=max_connections),
+        )
 
     @classmethod
     def from_env(cls, **kw):
@@ -328,26 +340,6 @@ class _Base:
 # --- the sync client ------------------------------------------------------------------------------------
 class KernelRLClient(_Base):
     """Blocking client; safe to share between threads (one connection pool)."""
-
-    def __init__(
-        self,
-        base_url: str | None = None,
-        token: str | None = None,
-        *,
-        timeout: float | httpx.Timeout = 600.0,
-        connect_timeout: float = 10.0,
-        retry: RetryPolicy | None = None,
-        max_connections: int = 32,
-        transport: httpx.BaseTransport | None = None,
-    ):
-        super().__init__(base_url, token, timeout, connect_timeout, retry)
-        self._http = httpx.Client(
-            base_url=self.base_url,
-            headers=self._headers,
-            timeout=self.timeout,
-            transport=transport,
-            limits=httpx.Limits(max_connections=max_connections),
-        )
 
     def __enter__(self) -> KernelRLClient:
         return self
@@ -416,25 +408,7 @@ class KernelRLClient(_Base):
 class AsyncKernelRLClient(_Base):
     """asyncio client; use it from one event loop."""
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        token: str | None = None,
-        *,
-        timeout: float | httpx.Timeout = 600.0,
-        connect_timeout: float = 10.0,
-        retry: RetryPolicy | None = None,
-        max_connections: int = 32,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ):
-        super().__init__(base_url, token, timeout, connect_timeout, retry)
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            headers=self._headers,
-            timeout=self.timeout,
-            transport=transport,
-            limits=httpx.Limits(max_connections=max_connections),
-        )
+    _client_class = httpx.AsyncClient
 
     async def __aenter__(self) -> AsyncKernelRLClient:
         return self

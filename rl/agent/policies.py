@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from envs.problems import Problem
-from rl.bench.policies import FilesPolicyError, answer_files
+from rl.bench.policies import FilesPolicyError, answer_files, file_sample
 from rl.types import RolloutRequest, Sample, SamplingConfig, WeightUpdate
 
 __all__ = ["Policy", "PolicyBandit", "ReplayEngine"]
@@ -46,34 +46,11 @@ class ReplayEngine:
     async def generate(self, requests: list[RolloutRequest]) -> AsyncIterator[Sample]:
         for r in requests:
             for index in range(r.sampling.n):
-                if self.remaining(r.problem_id) <= 0:
-                    yield Sample(
-                        r.request_id,
-                        r.problem_id,
-                        index,
-                        [],
-                        [],
-                        "",
-                        None,
-                        "error",
-                        0,
-                        usage={"error": f"replay: no answer file left for {r.problem_id}"},
-                    )
-                    continue
-                path = self.files[r.problem_id][self.cursor[r.problem_id]]
-                self.cursor[r.problem_id] += 1
-                yield Sample(
-                    r.request_id,
-                    r.problem_id,
-                    index,
-                    [],
-                    [],
-                    path.read_text(),
-                    None,
-                    "stop",
-                    0,
-                    usage={"file": str(path)},
-                )
+                path = None
+                if self.remaining(r.problem_id) > 0:
+                    path = self.files[r.problem_id][self.cursor[r.problem_id]]
+                    self.cursor[r.problem_id] += 1
+                yield file_sample(r, index, path, f"replay: no answer file left for {r.problem_id}")
 
     def update_weights(self, update: WeightUpdate) -> float:
         raise FilesPolicyError("the replay policy has no weights")

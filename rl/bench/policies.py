@@ -49,6 +49,16 @@ def answer_files(directory: Path, problem: Problem) -> list[Path]:
     return single or [samples[k][0] for k in sorted(samples)]
 
 
+def file_sample(request: RolloutRequest, index: int, path: Path | None, missing: str = "") -> Sample:
+    """The sample a files policy serves: the answer in `path`, or (None) an empty answer that says what was
+    `missing`, which evaluates as a failure."""
+    if path is None:
+        usage = {"error": missing}
+        return Sample(request.request_id, request.problem_id, index, [], [], "", None, "error", 0, usage=usage)
+    text, usage = path.read_text(), {"file": str(path)}
+    return Sample(request.request_id, request.problem_id, index, [], [], text, None, "stop", 0, usage=usage)
+
+
 class FilesEngine:
     """Serves answers from disk: first attempts only (the runner refuses refinement, which needs a model)."""
 
@@ -71,21 +81,8 @@ class FilesEngine:
         for r in requests:
             files = self.files.get(r.problem_id, [])
             for index in range(r.sampling.n):
-                if index < len(files):
-                    yield Sample(r.request_id, r.problem_id, index, [], [], files[index].read_text(), None, "stop", 0)
-                else:  # no answer on disk for this sample: evaluated as an empty answer (a failure)
-                    yield Sample(
-                        r.request_id,
-                        r.problem_id,
-                        index,
-                        [],
-                        [],
-                        "",
-                        None,
-                        "error",
-                        0,
-                        usage={"error": f"no answer file for sample {index} in {self.directory}"},
-                    )
+                path = files[index] if index < len(files) else None
+                yield file_sample(r, index, path, f"no answer file for sample {index} in {self.directory}")
 
     def update_weights(self, update: WeightUpdate) -> float:
         raise FilesPolicyError("the files policy has no weights")

@@ -3,7 +3,6 @@ SIGKILLed owner leaves no CUDA worker and no GPU memory behind. Run on a GPU (pr
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -12,8 +11,16 @@ import time
 import pytest
 
 from envs import EvalSettings, Evaluator, Status
-from tests.conftest import ROOT, builtin
-from tests.faults import SPIN, owner_script, processes_matching, wait_gone, wait_until_spinning, worker_under
+from tests.conftest import builtin
+from tests.faults import (
+    SPIN,
+    processes_matching,
+    start_cli,
+    start_owner,
+    wait_gone,
+    wait_until_spinning,
+    worker_under,
+)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.integration]
 
@@ -76,24 +83,7 @@ def test_sigkilled_cli_leaves_no_cuda_worker_and_frees_the_gpu(tmp_path):
     solution = tmp_path / "spin.py"
     solution.write_text(SPIN)
     free_before = free_gpu_memory()
-    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    cli = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "eval_kernel.py"),
-            "--device",
-            "cuda",
-            "--no-cache",
-            "--problem",
-            "L0_02_relu",
-            "--solution",
-            str(solution),
-        ],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    cli = start_cli(tmp_path, "cuda", solution)
     try:
         _kill_owner_and_check(cli, tmp_path, free_before)
     finally:
@@ -103,20 +93,8 @@ def test_sigkilled_cli_leaves_no_cuda_worker_and_frees_the_gpu(tmp_path):
 def test_sigkilled_owner_of_a_hung_cuda_worker_frees_the_gpu(tmp_path):
     """The same without the CLI's deadline race: no step deadline, so the kernel surely still hangs."""
     free_before = free_gpu_memory()
-    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    script = owner_script("cuda", "deadlines=StepDeadlines(cuda=StepBudget(600.0, 1.0, 60.0))")
-    owner = subprocess.Popen(
-        [sys.executable, "-c", script],
-        env=env,
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    owner = start_owner(tmp_path, "cuda", "deadlines=StepDeadlines(cuda=StepBudget(600.0, 1.0, 60.0))", SPIN)
     try:
-        owner.stdin.write(SPIN)
-        owner.stdin.close()
         _kill_owner_and_check(owner, tmp_path, free_before)
     finally:
         owner.kill()

@@ -19,7 +19,8 @@ from tests.conftest import ROOT
 from envs import EvalSettings
 from tests.faults import (
     SPIN,
-    owner_script,
+    start_cli,
+    start_owner,
     processes_matching,
     sandbox_wrappers,
     still_running,
@@ -50,25 +51,7 @@ def test_sigkilled_cli_leaves_no_worker_behind(tmp_path):
     """With the default settings: inside bubblewrap where it works here, so no harness and no bwrap is left."""
     solution = tmp_path / "spin.py"
     solution.write_text(SPIN)
-    # TMPDIR puts the worker's private root, which is on its command line, under tmp_path: our marker.
-    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    cli = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "eval_kernel.py"),
-            "--device",
-            "cpu",
-            "--no-cache",
-            "--problem",
-            "L0_02_relu",
-            "--solution",
-            str(solution),
-        ],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    cli = start_cli(tmp_path, "cpu", solution)
     try:
         harness = worker_under(tmp_path)
         wait_until_spinning(harness, cpu_seconds=0.5)  # the step deadline cuts it after 10 s
@@ -101,20 +84,8 @@ def test_sigkilled_owner_takes_what_the_candidate_started_along(tmp_path, sandbo
     candidate = SPIN.replace(
         "        out = torch.empty_like(x)\n", textwrap.indent(spawn, " " * 8) + "        out = torch.empty_like(x)\n"
     )
-    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    settings = f"{NO_STEP_DEADLINE}, sandbox={sandbox!r}"
-    owner = subprocess.Popen(
-        [sys.executable, "-c", owner_script("cpu", settings)],
-        env=env,
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    owner = start_owner(tmp_path, "cpu", f"{NO_STEP_DEADLINE}, sandbox={sandbox!r}", candidate)
     try:
-        owner.stdin.write(candidate)
-        owner.stdin.close()
         harness = worker_under(tmp_path)
         wait_until_spinning(harness)
         worker = worker_processes(harness, SANDBOXED and sandbox == "auto")
