@@ -106,18 +106,30 @@ def verified_examples(candidates: list[tuple[Any, Any]], eval_settings: Any) -> 
     return examples, record
 
 
+# Written into config.json by whichever transformers converted the model, not part of the model: the H200's
+# transformers 5.17 and the CI VM's 5.19 gave the same SmolLM2 two fingerprints, so the GPU recipe rebuilt the
+# shipped adapter (80 s) although nothing that shapes it differed.
+_CONVERTER_KEYS = ("transformers_version",)
+
+
+def _model_config_digest(base_dir: Path) -> str:
+    config = json.loads((base_dir / "config.json").read_text())
+    for key in _CONVERTER_KEYS:
+        config.pop(key, None)
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+
+
 def fingerprint(base_dir: Path, examples: list[Any], config: WarmStartConfig) -> str:
     """What shapes the warm start, the same on every machine: the base model's name (rl.models.model_reference,
     not this machine's path) and config, the SFT settings and every rendered example."""
     from rl.models import model_reference
 
     h = hashlib.sha256()
-    base_config = (base_dir / "config.json").read_bytes()
     h.update(
         json.dumps(
             {
                 "base": model_reference(base_dir),
-                "base_config": hashlib.sha256(base_config).hexdigest(),
+                "base_config": _model_config_digest(base_dir),
                 "sft": dataclasses.asdict(config),
                 "examples": [dataclasses.asdict(e) for e in examples],
             },

@@ -88,3 +88,16 @@ def test_the_fingerprint_names_the_base_model_not_this_machines_path(tmp_path, m
         monkeypatch.setenv("KERNELRL_MODEL_CACHE", str(tmp_path / cache))
         prints.append(fingerprint(base, ex, WarmStartConfig()))
     assert prints[0] == prints[1]
+
+
+def test_the_fingerprint_ignores_the_converters_version(tmp_path):
+    """The same model converted by two transformers versions (the H200's and the CI VM's) is one base."""
+    from rl.sft import SFTExample
+
+    ex = [SFTExample(messages=[{"role": "user", "content": "a"}], completion="b")]
+    (tmp_path / "config.json").write_text('{"hidden_size": 576, "transformers_version": "5.17.0"}')
+    first = fingerprint(tmp_path, ex, WarmStartConfig())
+    (tmp_path / "config.json").write_text('{\n  "transformers_version": "5.19.0",\n  "hidden_size": 576\n}')
+    assert fingerprint(tmp_path, ex, WarmStartConfig()) == first
+    (tmp_path / "config.json").write_text('{"hidden_size": 577, "transformers_version": "5.17.0"}')
+    assert fingerprint(tmp_path, ex, WarmStartConfig()) != first
