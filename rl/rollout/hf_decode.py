@@ -98,7 +98,7 @@ class StaticDecoder:
         temp = torch.full((rows, 1), temperature if temperature > 0 else 1.0, device=dev)
         top = torch.full((rows, 1), top_p, device=dev)
 
-        hold = _GateHold(self.gate, dev, self)
+        hold = _GateHold(self)
         try:
             hold.take()  # the prefill too
             cache = self._cache_for(rows, length)
@@ -143,20 +143,22 @@ class _GateHold:
     """The GPU's gate (envs.gpu_lock.GpuGate), held shared from one look for finished rows to the next; the
     seconds spent waiting for it go to the decoder's `gate_wait_s`."""
 
-    def __init__(self, gate: GpuGate | None, device: torch.device, decoder: StaticDecoder):
-        self.gate, self.device, self.decoder, self._held = gate, device, decoder, None
+    def __init__(self, decoder: StaticDecoder):
+        self.decoder, self._held = decoder, None
 
     def take(self) -> None:
-        if self.gate is not None and self._held is None:
+        gate = self.decoder.gate
+        if gate is not None and self._held is None:
             began = time.perf_counter()
-            self._held = self.gate.hold_shared()
+            self._held = gate.hold_shared()
             self.decoder.gate_wait_s += time.perf_counter() - began
 
     def let_go(self) -> None:
-        if self._held is not None and self.gate is not None:
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)  # the steps' kernels end before the GPU is let go
-            self.gate.let_go(self._held)
+        if self._held is not None:
+            device = self.decoder.device
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)  # the steps' kernels end before the GPU is let go
+            GpuGate.let_go(self._held)
             self._held = None
 
 
