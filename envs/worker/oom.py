@@ -23,6 +23,7 @@ device with room to spare to be retried; where the device's free memory is unkno
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Any
 
@@ -32,9 +33,13 @@ _REQUEST = re.compile(r"Tried to allocate ([0-9]+(?:\.[0-9]+)?) ?(B|KiB|MiB|GiB|
 
 
 def requested_bytes(error: str) -> int | None:
-    """The failed request's size from PyTorch's message ("Tried to allocate 2.00 GiB"), or None."""
+    """The failed request's size from PyTorch's message ("Tried to allocate 2.00 GiB"), or None. The message
+    may be a candidate's own (it can raise OutOfMemoryError with any text): a size no float holds is None."""
     m = _REQUEST.search(error or "")
-    return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else None
+    if m is None:
+        return None
+    size = float(m.group(1)) * _UNITS[m.group(2)]
+    return int(size) if math.isfinite(size) else None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,7 @@ MESSAGE = (
         ("Tried to allocate 20 B", 20),
         ("CUDA out of memory.", None),
         ("", None),
+        ("Tried to allocate " + "9" * 400 + " GiB", None),  # a candidate's own text: no float holds it
     ],
 )
 def test_the_request_is_read_from_pytorchs_message(text, expected):
