@@ -41,6 +41,9 @@ class EngineConfig:
     tensor_parallel_size: int = 1  # vllm: GPUs per engine (one Ray actor and placement group per engine)
     num_engines: int = 1  # engine actors; requests are spread over them
     num_cpus: float = 1.0  # per engine actor (Ray sets its torch threads from it)
+    # vllm on the CPU: cores kept out of the model's OpenMP threads for vLLM's scheduler process (its
+    # VLLM_CPU_NUM_OF_RESERVED_CPU); None: vLLM's own rule, one core, which on 2 cores computes on one
+    cpu_reserved_cores: int | None = None
     num_gpus: float | None = None  # per engine actor; None: tensor_parallel_size on cuda, 0 on cpu
     max_lora_rank: int = 64  # vllm with LoRA sync: adapter slots are preallocated at this rank (>= the adapter r;
     # vLLM accepts 8, 16, 32, 64, 128, 256, ...)
@@ -70,6 +73,8 @@ class EngineConfig:
             raise ValueError("engine.kv_cache_gb must be > 0 (or null)")
         if self.num_cpus <= 0 or (self.num_gpus is not None and self.num_gpus < 0):
             raise ValueError("engine.num_cpus must be > 0 and num_gpus >= 0")
+        if self.cpu_reserved_cores is not None and self.cpu_reserved_cores < 0:
+            raise ValueError("engine.cpu_reserved_cores must be >= 0 (or null: vLLM's own rule)")
         if self.hf_decode not in HF_DECODES:
             raise ValueError(f"engine.hf_decode must be one of {HF_DECODES}, not {self.hf_decode!r}")
         if self.kind == "hf" and self.tensor_parallel_size != 1:

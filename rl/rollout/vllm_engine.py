@@ -58,10 +58,12 @@ class VLLMEngine:
         if self._engine is not None:
             return self.start_seconds
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        c = self.config
+        if c.cpu_reserved_cores is not None and c.resolved_device() == "cpu":
+            os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(c.cpu_reserved_cores)  # read by its engine process
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        c = self.config
         extra: dict[str, Any] = (
             dict(enable_lora=True, max_loras=1, max_cpu_loras=1, max_lora_rank=c.max_lora_rank)
             if self.enable_lora

@@ -59,6 +59,7 @@ def test_engine_config_refuses_unknown_keys_and_bad_values():
         {"kind": "openai"},
         {"kv_cache_gb": 0},
         {"kv_cache_gb": -1.0},
+        {"cpu_reserved_cores": -1},
     ):
         with pytest.raises(ValueError):
             EngineConfig.from_mapping(bad)
