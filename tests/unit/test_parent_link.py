@@ -72,3 +72,27 @@ def test_a_failing_compile_still_takes_the_hold_back_before_it_is_let_go(link_an
         with link.gpu("shared"), link.lent():
             raise SyntaxError("the candidate's kernel does not compile")
     assert _kinds(messages, 4) == ["lock:shared", "unlock", "lock:shared", "unlock"]
+
+
+def test_the_baselines_inductor_compile_runs_with_the_hold_lent(link_and_messages):
+    """TorchInductor lowers and compiles the reference with the shared hold given back (timing_phase.py), and
+    the compiled reference still computes what eager does."""
+    import types
+
+    import torch
+
+    from envs.worker.timing_phase import TimingPhase
+
+    link, messages = link_and_messages
+    backend = TimingPhase._inductor_lending_the_gpu(types.SimpleNamespace(link=link))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    x = torch.randn(4, 8)
+    compiled = torch.compile(model, backend=backend)
+    try:
+        with torch.no_grad(), link.gpu("shared"):
+            out = compiled(x)
+    finally:
+        torch._dynamo.reset()
+    torch.testing.assert_close(out, model(x).detach())
+    assert link.lent_seconds > 0
+    assert _kinds(messages, 4) == ["lock:shared", "unlock", "lock:shared", "unlock"]
