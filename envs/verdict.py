@@ -61,12 +61,16 @@ class TimingStats:
 class Timings:
     """Kernel and baseline times measured by the same method on the same device. `eager` and `inductor`
     are the cached first measurements of the problem; `anchor` is eager PyTorch timed again in the same
-    window as the kernel, its runs interleaved with the kernel's (re-anchoring)."""
+    window as the kernel, its runs interleaved with the kernel's (re-anchoring); `anchor_reference` is what
+    such an anchor read when the baselines were measured (eager in the same placement blocks, as the timed
+    callable and as the anchor), cached with them: None where they were measured without it (cached before it
+    existed, or with re-anchoring off)."""
 
     kernel: TimingStats | None = None
     eager: TimingStats | None = None
     inductor: TimingStats | None = None
     anchor: TimingStats | None = None
+    anchor_reference: TimingStats | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +81,9 @@ class SpeedupInterval:
     high: float
     confidence: float  # e.g. 0.95
     anchored: bool  # the baseline was timed in the kernel's window (re-anchored), not only taken from the cache
-    drift: float | None  # anchor median now / cached eager median: how far the GPU moved since it was cached
+    # anchor median now / what an anchor read when the baselines were cached (Timings.anchor_reference; the
+    # cached eager median where there is none): how far the GPU moved since. None without an anchor.
+    drift: float | None
     resamples: int
     # Placement blocks resampled as units before the runs inside them (two-level bootstrap); 1: the runs
     # resampled as one sample, as in every verdict cached before blocks were reported.

@@ -332,6 +332,10 @@ def repeat_record(v, label: dict | None = None) -> dict:
         "eager_ms": med(t and t.eager),
         "inductor_ms": med(t and t.inductor),
         "anchor_ms": med(t and t.anchor),
+        # what an anchor read when the baselines were measured, and the anchor's drift from it (issue 32)
+        "anchor_reference_ms": med(t and t.anchor_reference),
+        "anchored": None if v.speedup_interval is None else v.speedup_interval.anchored,
+        "drift": None if v.speedup_interval is None else v.speedup_interval.drift,
         "notes": v.notes[-3:],
     }
 

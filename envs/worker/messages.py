@@ -203,7 +203,8 @@ class WorkerResult:
     suspicious: str | None = None
     accuracy: Accuracy | None = None
     floor_ms: float | None = None
-    baselines: dict[str, Any] | None = None  # measured now: {"eager": stats dict, "inductor": stats dict or None}
+    # measured now: {"eager": stats dict, "inductor": stats dict or None, "anchor_reference": stats dict where asked}
+    baselines: dict[str, Any] | None = None
     degenerate: str | None = None  # check_problem: why the problem is degenerate
     profile: Any = None  # profile mode: the profiler's facts
     steps: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds of steps inside phases, "phase.step"

@@ -1,5 +1,6 @@
-"""The worker's timing phase: the baselines (before any candidate code exists) and the candidate's timed
-runs (GPU) or repeated calls (CPU), then the re-checks of what those runs returned and the timing checks.
+"""The worker's timing phase: the baselines and the anchors' drift reference (before any candidate code exists),
+the candidate's timed runs (GPU) or repeated calls (CPU), then the re-checks of what those runs returned and the
+timing checks.
 
 A mixin of `envs.worker.evaluation.Evaluation`, like its correctness phase (envs/worker/correctness.py),
 whose helpers it calls (`_inputs`, `_reference`, `_guarded_call`, `_run_candidate`, `_compare`, `_gpu`,
@@ -19,8 +20,16 @@ import torch._dynamo  # noqa: F401  (time_baselines resets it; the harness impor
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
 from envs.compare import as_output_list
-from envs.speedup import relative_half_width
-from envs.timing import ALLOCATING_NOTE, ANCHOR, KERNEL, host_tail_ms, placement_blocks, time_in_placements
+from envs.speedup import ANCHOR_REFERENCE, relative_half_width
+from envs.timing import (
+    ALLOCATING_NOTE,
+    ANCHOR,
+    KERNEL,
+    PlacedRuns,
+    host_tail_ms,
+    placement_blocks,
+    time_in_placements,
+)
 from envs.verdict import TimingStats
 from envs.worker.harness_state import LAUNCHES
 from envs.worker.messages import WorkerRequest
@@ -42,21 +51,10 @@ class TimingPhase:
         same window, its runs interleaved with fn's, and the raw samples of both are reported for the
         speedup and its interval (envs/speedup.py). With `replace_inputs` the runs are split into
         `timing["placements"]` blocks, the inputs copied to fresh addresses before each block after the first."""
-        timing = self.request.timing
-        anchor_runs = timing.get("anchor_runs", 0) if anchor is not None else 0
+        anchor_runs = self.request.timing.get("anchor_runs", 0) if anchor is not None else 0
         fns = {KERNEL: fn, **({ANCHOR: anchor} if anchor_runs else {})}
-        placements = timing.get("placements", 1) if replace_inputs is not None else 1
-        with self._gpu("exclusive"):
-            began = time.perf_counter()
-            timed = time_in_placements(
-                fns,
-                placement_blocks(timing["runs"], anchor_runs, placements),
-                replace_inputs,
-                warmup_ms=timing["warmup_ms"],
-                keep=keep,
-                enough=self._precise_enough if anchor is not None else None,  # the candidate's runs, not baselines
-            )
-            self._step("timing.timed_runs", began)
+        enough = self._precise_enough if anchor is not None else None  # the candidate's runs, not baselines
+        timed = self._in_placements(fns, replace_inputs, keep=keep, enough=enough)
         samples, kept = timed.samples, timed.kept
         if anchor is not None:
             self.facts["kernel_samples"] = samples[KERNEL]
@@ -72,6 +70,45 @@ class TimingPhase:
                     f"{ALLOCATING_NOTE}: the re-anchored baseline may read slow"
                 )
         return TimingStats.from_samples(samples[KERNEL]).__dict__, kept
+
+    def _in_placements(
+        self,
+        fns: dict[str, Callable[[], Any]],
+        replace_inputs: Callable[[], None] | None,
+        keep: tuple[int, ...] = (),
+        enough: Callable[[int, dict[str, list[float]], dict[str, list[int]]], bool] | None = None,
+        step: str = "timing.timed_runs",
+    ) -> PlacedRuns:
+        """`fns` timed under the exclusive GPU hold in the blocks the request's timing asks for: `runs` of
+        fns[KERNEL] and, where fns has ANCHOR, `anchor_runs` of it; over `placements` blocks with
+        `replace_inputs`, else in one. The seconds it took are reported as `step`."""
+        timing = self.request.timing
+        anchor_runs = timing.get("anchor_runs", 0) if ANCHOR in fns else 0
+        placements = timing.get("placements", 1) if replace_inputs is not None else 1
+        with self._gpu("exclusive"):
+            began = time.perf_counter()
+            timed = time_in_placements(
+                fns,
+                placement_blocks(timing["runs"], anchor_runs, placements),
+                replace_inputs,
+                warmup_ms=timing["warmup_ms"],
+                keep=keep,
+                enough=enough,
+            )
+            self._step(step, began)
+        return timed
+
+    def _placements(self, placed: dict[str, Any], inputs: list[Any]) -> Callable[[], None]:
+        """Gives `placed` the anchor's own copy of `inputs` beside the timed callable's (`placed["inputs"]`),
+        and returns what moves both to fresh addresses before each placement block after the first (behind
+        a spacer drawn from the request's seed: the same request, the same shifts)."""
+        placed["anchor"] = _clone(inputs)
+        spacers = random.Random(self.request.timing_seed)
+
+        def replace_inputs() -> None:
+            move_to_fresh_placement(placed, inputs, spacer_bytes=spacers.randint(1, 32) << 21)
+
+        return replace_inputs
 
     def _precise_enough(self, blocks: int, samples: dict[str, list[float]], ids: dict[str, list[int]]) -> bool:
         """Sequential timing (envs.settings `timing_precision`): after `min_placements` blocks, and every
@@ -93,6 +130,8 @@ class TimingPhase:
         with torch.no_grad():
             if "eager" in wanted:
                 results["eager"] = self._time(lambda: self.model(*inputs))[0]
+            if ANCHOR_REFERENCE in wanted and self.request.timing.get("anchor_runs"):
+                results[ANCHOR_REFERENCE] = self._time_anchor_reference(inputs)
             if "inductor" in wanted:
                 try:
                     compiled = torch.compile(self.model, backend=self._inductor_lending_the_gpu())
@@ -106,6 +145,27 @@ class TimingPhase:
                 finally:
                     torch._dynamo.reset()
         return results
+
+    def _time_anchor_reference(self, inputs: list[Any]) -> dict:
+        """What an anchor reads when nothing drifted: eager PyTorch timed as a candidate is, in the same
+        placement blocks and with the same stopping rule, as both the timed callable and the anchor. One
+        anchor run per block after the block's warm-up reads above eager's 100 runs back to back, up to 3x for
+        launch-bound problems: envs/speedup.py judges an anchor's drift against this, not against those."""
+        placed: dict[str, Any] = {"inputs": inputs}
+        replace_inputs = self._placements(placed, inputs)
+
+        def on(copy: str) -> Callable[[], Any]:
+            def run() -> Any:
+                with allocating_in_placement(placed):
+                    return self.model(*placed[copy])
+
+            return run
+
+        fns = {KERNEL: on("inputs"), ANCHOR: on("anchor")}
+        step = "baseline.anchor_reference"  # its cost, beside the phase (scripts/bench_eval.py)
+        timed = self._in_placements(fns, replace_inputs, enough=self._precise_enough, step=step)
+        placed.clear()  # the last block's copies and pool
+        return TimingStats.from_samples(timed.samples[ANCHOR]).__dict__
 
     def _inductor_lending_the_gpu(self) -> Callable[..., Any]:
         """TorchInductor's backend, lending the shared GPU hold back while it lowers the traced graph and
@@ -144,12 +204,7 @@ class TimingPhase:
         with torch.no_grad():
             if timing:
                 # The re-anchoring baseline: the trusted reference on its own copy of the same inputs.
-                placed["anchor"] = _clone(inputs)
-
-                spacers = random.Random(self.request.timing_seed)  # seeded: the same request, the same shifts
-
-                def replace_inputs() -> None:
-                    move_to_fresh_placement(placed, inputs, spacer_bytes=spacers.randint(1, 32) << 21)
+                replace_inputs = self._placements(placed, inputs)
 
                 def anchor() -> Any:
                     with allocating_in_placement(placed):

@@ -26,7 +26,7 @@ from envs.gpu_lock import DeviceLock, GpuGate, host_gpu_ids
 from envs.problems import Problem
 from envs.settings import EvalSettings
 from envs.source import CanonicalSolution
-from envs.speedup import estimate_speedup
+from envs.speedup import ANCHOR_REFERENCE, estimate_speedup
 from envs.verdict import HackFinding, Status, Timings, TimingStats, Verdict
 from envs.worker import reaper
 from envs.worker.cpu_backstop import CpuBudget
@@ -207,7 +207,7 @@ class WorkerSet:
             if self.device == "cuda"
             else None,
             max_torch_share=self.settings.max_torch_share,
-            baselines=["eager", "inductor"] if measure_baselines else [],
+            baselines=self._baseline_names() if measure_baselines else [],
             cpu_rechecks=self.settings.cpu_rechecks,
             floor_fraction=self.settings.floor_fraction,
             correctness={
@@ -218,6 +218,11 @@ class WorkerSet:
             memory_budget=self.settings.memory_budget(self.device),
             **self._seeds(),
         )
+
+    def _baseline_names(self) -> list[str]:
+        """What a request that measures the baselines asks for: eager, TorchInductor and, where candidates are
+        re-anchored, the anchor reference their drift is judged against (envs/speedup.py)."""
+        return ["eager", "inductor", *([ANCHOR_REFERENCE] if self.settings.reanchor else [])]
 
     def execute(
         self, problem: Problem, solution: CanonicalSolution | None, baselines: dict | None
@@ -443,7 +448,8 @@ class WorkerSet:
         if self.device == "cuda" and status is Status.CORRECT:
             eager = TimingStats(**baselines["eager"]) if baselines.get("eager") else None
             inductor = TimingStats(**baselines["inductor"]) if baselines.get("inductor") else None
-            timings = Timings(kernel=result.kernel, eager=eager, inductor=inductor, anchor=result.anchor)
+            reference = TimingStats(**baselines[ANCHOR_REFERENCE]) if baselines.get(ANCHOR_REFERENCE) else None
+            timings = Timings(result.kernel, eager, inductor, result.anchor, anchor_reference=reference)
             samples = result.kernel_samples
             if not samples and result.kernel:
                 samples = [result.kernel.median_ms]
@@ -455,6 +461,7 @@ class WorkerSet:
                 result.anchor_samples or None,
                 kernel_blocks=result.kernel_blocks,
                 anchor_blocks=result.anchor_blocks,
+                anchor_reference=reference,
             )
             if estimate is not None:
                 speedup, baseline_name, interval = estimate.speedup, estimate.baseline, estimate.interval

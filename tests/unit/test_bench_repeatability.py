@@ -104,6 +104,7 @@ def test_warm_records_carry_candidate_and_class(bench):
     json.dumps(records)
     plain = bench.repeat_record(_verdict("relu", 1.0))
     assert plain["candidate"] is None and plain["class"] is None
+    assert plain["anchored"] and plain["drift"] == 1.0 and plain["anchor_reference_ms"] is None
 
 
 def test_manifest_paths_classes_and_problem_files(bench, tmp_path, monkeypatch):

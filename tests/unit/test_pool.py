@@ -15,6 +15,7 @@ from envs import EvalSettings, Status, Verdict, resolve_problem
 from envs.pool import EvaluationPool, PoolClosedError, PoolConfig, PoolFullError
 from envs.pool.core import Backend
 from envs.pool.scheduler import PRIORITIES, Admission, Job, JobQueue, JobState, Request
+from envs.speedup import ANCHOR_REFERENCE
 from envs.worker.worker_set import EvaluatorError
 from rewards.kernel_reward import reward_for_verdict
 
@@ -462,6 +463,40 @@ def test_cuda_baselines_measured_once_per_problem():
         ("L0_01_vector_add", "nobaseline"),
         ("L0_02_relu", "block"),
     ]
+
+
+REFERENCE = {**TIMING, "median_ms": 2.0}  # an anchor reads eager 2x its back-to-back time (a launch-bound problem)
+
+
+class ReferenceBackend(FakeBackend):
+    """Measures the anchor reference with the baselines (as workers do since issue 32) and records the baselines
+    each job was given."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.given: list[tuple[str, dict | None]] = []
+
+    def _run(self, actor, problem, solution, baselines):
+        verdict, measured, stats = super()._run(actor, problem, solution, baselines)
+        with self._lock:
+            self.given.append((problem.id, baselines))
+        return verdict, measured and {**measured, ANCHOR_REFERENCE: REFERENCE}, stats
+
+
+def test_cached_baselines_carry_the_anchor_reference_and_entries_from_before_it_still_serve(tmp_cache):
+    old_pool, _ = make_pool(FakeBackend(device="cuda"), cache=tmp_cache)
+    with old_pool:  # RELU's baselines measured before the reference existed
+        assert old_pool.evaluate(RELU, code("correct", 0)).correct
+    backend = ReferenceBackend(device="cuda")
+    pool, _ = make_pool(backend, cache=tmp_cache)
+    with pool:
+        verdicts = pool.evaluate_many([(p, code("correct", t)) for t in (1, 2) for p in (RELU, ADD)])
+    assert all(v.correct for v in verdicts) and tmp_cache.count("baselines") == 2
+    given = {p: [b for q, b in backend.given if q == p] for p in (RELU.id, ADD.id)}
+    # the old entry is served as it is, never measured again: drift is judged against eager's median there
+    assert given[RELU.id] == [{"eager": TIMING, "inductor": TIMING}] * 2
+    # ADD's first job measured them; the next got them from the cache, the reference with them
+    assert given[ADD.id] == [None, {"eager": TIMING, "inductor": TIMING, ANCHOR_REFERENCE: REFERENCE}]
 
 
 def test_prepare_baselines_measures_each_problem_once_ahead_of_its_candidates():

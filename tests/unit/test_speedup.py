@@ -107,6 +107,37 @@ def test_an_anchor_far_from_its_cached_time_is_not_trusted_alone():
     assert estimate_speedup(kernel, None, None, "inductor") is None
 
 
+def test_drift_is_judged_against_the_anchor_reference_where_the_baselines_carry_one():
+    """A launch-bound kernel (issue 32): eager takes 0.010 ms back to back but reads 0.020 ms as an anchor, one
+    run per placement block, with nothing drifting; the anchor reference, timed that way with the baselines,
+    read 0.019 ms."""
+    kernel, anchor, eager = [0.008] * 20, [0.020] * 10, _cached(0.010)
+    referenced = estimate_speedup(kernel, eager, None, "eager", anchor=anchor, anchor_reference=_cached(0.019))
+    assert referenced.interval.anchored and referenced.speedup == pytest.approx(2.5)  # anchored, not demoted
+    assert referenced.interval.drift == pytest.approx(0.020 / 0.019)
+    assert not [n for n in referenced.notes if "re-anchored" in n]
+    # Baselines cached before the reference existed: the old rule, 2x eager's median is drift, the cached speedup
+    old = estimate_speedup(kernel, eager, None, "eager", anchor=anchor)
+    assert not old.interval.anchored and old.speedup == pytest.approx(1.25) and old.interval.drift == pytest.approx(2)
+    assert "2.00x its cached time" in old.notes[-1]
+    assert estimate_speedup(kernel, eager, None, "eager", anchor=anchor, anchor_reference=_cached(0.0)) == old
+    # Drift from the reference itself is still not trusted alone.
+    drifted = estimate_speedup(kernel, eager, None, "eager", anchor=[0.040] * 10, anchor_reference=_cached(0.019))
+    assert not drifted.interval.anchored and drifted.speedup == pytest.approx(1.25)
+    assert "2.11x its cached reference" in drifted.notes[-1]
+    # The inductor/eager ratio is still the cached one: back to back, both.
+    inductor = estimate_speedup(kernel, eager, _cached(0.008), "inductor", anchor, anchor_reference=_cached(0.019))
+    assert inductor.interval.anchored and inductor.speedup == pytest.approx(0.8 * 0.020 / 0.008)
+
+
+def test_above_the_launch_bound_sizes_the_anchor_reference_changes_nothing():
+    kernel, anchor, eager, inductor = [0.5] * 20, [1.02] * 10, _cached(1.0), _cached(0.8)
+    plain = estimate_speedup(kernel, eager, inductor, "inductor", anchor=anchor)
+    referenced = estimate_speedup(kernel, eager, inductor, "inductor", anchor, anchor_reference=_cached(1.01))
+    assert referenced.speedup == plain.speedup and referenced.interval.anchored and plain.interval.anchored
+    assert referenced.interval.drift == pytest.approx(plain.interval.drift, rel=0.02)
+
+
 def test_bootstrap_interval_is_deterministic_and_tracks_the_noise():
     rng = random.Random(1)
     num = [1.0 + rng.gauss(0, 0.01) for _ in range(50)]
@@ -129,13 +160,16 @@ def test_verdict_with_interval_and_shares_round_trips_and_rebases():
         Status.CORRECT,
         "p",
         "NVIDIA H200",
-        timings=Timings(_cached(0.5), _cached(1.0), _cached(0.8), anchor=_cached(1.1)),
+        timings=Timings(_cached(0.5), _cached(1.0), _cached(0.8), anchor=_cached(1.1), anchor_reference=_cached(1.0)),
         speedup=1.6,
         baseline="inductor",
         speedup_interval=interval,
         torch_share=0.01,
     )
     assert Verdict.from_dict(v.to_dict()) == v
+    older = v.to_dict()  # a verdict cached before the anchor reference existed
+    del older["timings"]["anchor_reference"]
+    assert Verdict.from_dict(older).timings.anchor_reference is None
     speedup, rebased = rebase_speedup(v, v.timings.eager)
     assert speedup == pytest.approx(2.0) and rebased.low == pytest.approx(1.5 / 0.8) and rebased.anchored
 

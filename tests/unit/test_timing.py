@@ -337,3 +337,90 @@ def test_sequential_timing_stops_a_steady_kernel_early_and_times_a_placement_sen
 
     assert run(0.001) == 12  # placement moves it 0.1%: the first check already fixes the speedup
     assert run(0.15) == 48  # 15%: never tight enough to stop before the last block
+
+
+class NamedClock:
+    """Times a call by the name of the callable it ran (the test wraps each to return its name): the anchor 2 ms,
+    the timed callable 1 ms."""
+
+    def settle(self) -> None:
+        pass
+
+    def reserved(self):
+        return 0
+
+    def measure(self, fn):
+        from envs.timing import ANCHOR
+
+        out = fn()
+        return (2.0 if out == ANCHOR else 1.0), out
+
+
+@pytest.mark.parametrize("precision,anchor_runs", [(0.0, 50), (0.01, 14)])
+def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_callables(
+    monkeypatch, precision, anchor_runs
+):
+    """issue 32: with the baselines, eager is timed as a candidate is (its placement blocks, its stopping rule:
+    eager against itself is steady, so sequential timing stops at the first check, 12 blocks and 14 anchor runs),
+    as the timed callable and as the anchor; the reference is the anchor's statistics."""
+    import contextlib
+    import types
+
+    import torch
+
+    from envs.speedup import ANCHOR_REFERENCE
+    from envs.timing import ANCHOR, KERNEL, placement_blocks, time_in_placements
+    from envs.worker import timing_phase
+
+    calls = []
+
+    def timed_by_name(fns, blocks, replace_inputs, **kwargs):
+        calls.append((sorted(fns), blocks, replace_inputs is not None, kwargs["enough"]))
+        named = {name: (lambda f=f, name=name: (f(), name)[1]) for name, f in fns.items()}
+        return time_in_placements(named, blocks, replace_inputs, clock=NamedClock(), **kwargs)
+
+    monkeypatch.setattr(timing_phase, "time_in_placements", timed_by_name)
+    timing = {
+        "runs": 100,
+        "warmup_ms": 0.0,
+        "anchor_runs": 50,
+        "placements": 48,
+        "precision": precision,
+        "min_placements": 12,
+    }
+    copies = []
+
+    class Phase(timing_phase.TimingPhase):
+        request = types.SimpleNamespace(timing=timing, timing_seed=3, baselines=["eager", ANCHOR_REFERENCE])
+        link = types.SimpleNamespace(phase=lambda name: None)
+
+        def __init__(self):
+            self.facts, self.notes = {}, []
+
+        def model(self, x):
+            copies.append(x)
+            return x * 2
+
+        def _gpu(self, mode):
+            return contextlib.nullcontext()
+
+        def _inputs(self, seed):
+            return [torch.ones(4)]
+
+        def _step(self, name, began):
+            self.facts.setdefault("steps", {})[name] = 1.0
+
+    phase = Phase()
+    results = phase.time_baselines()
+    eager, reference = calls
+    assert eager == ([KERNEL], placement_blocks(100, 0, 1), False, None)  # back to back, as before
+    assert reference == ([ANCHOR, KERNEL], placement_blocks(100, 50, 48), True, phase._precise_enough)
+    assert results["eager"]["median_ms"] == 1.0 and results["eager"]["runs"] == 100
+    assert results[ANCHOR_REFERENCE]["median_ms"] == 2.0 and results[ANCHOR_REFERENCE]["runs"] == anchor_runs
+    assert "baseline.anchor_reference" in phase.facts["steps"]  # its cost, reported apart
+    assert "kernel_samples" not in phase.facts and "anchor" not in phase.facts  # not the candidate's facts
+    assert len({id(x) for x in copies}) > 2  # the inputs moved between blocks, the anchor on copies of its own
+    # re-anchoring off: no anchor to judge, no reference timed
+    calls.clear()
+    timing["anchor_runs"] = 0
+    assert ANCHOR_REFERENCE not in Phase().time_baselines() and len(calls) == 1

@@ -167,3 +167,55 @@ def test_a_malformed_result_becomes_an_internal_error_verdict_and_the_worker_is_
     monkeypatch.setattr(worker_set, "_run", run)
     verdict, measured = worker_set.execute(resolve_problem("L0_02_relu"), CanonicalSolution("code", "sha"), None)
     assert verdict.status is Status.INTERNAL_ERROR and "kernel" in verdict.error and measured is None
+
+
+def _stats(ms: float, runs: int = 100) -> dict:
+    return dataclasses.asdict(TimingStats.from_samples([ms] * runs))
+
+
+def test_measured_baselines_carry_the_anchor_reference_and_drift_is_judged_against_it(monkeypatch):
+    """A launch-bound problem (issue 32): eager 0.010 ms back to back, 0.020 ms as an anchor, nothing drifting.
+    The request that measures the baselines asks for the anchor reference; the verdict judges drift against it,
+    and baselines cached before it existed (no such key) are judged against eager's median as before."""
+    from envs.speedup import ANCHOR_REFERENCE
+
+    worker_set = object.__new__(WorkerSet)
+    worker_set.settings, worker_set.device, worker_set._device_kind = (
+        EvalSettings(device="cuda", seed=0),
+        "cuda",
+        "NVIDIA H200|t|t",
+    )
+    measured_now = {"eager": _stats(0.010), "inductor": _stats(0.010), ANCHOR_REFERENCE: _stats(0.020, 50)}
+    asked = []
+
+    def run(request, fresh_worker=False, recycle=False):
+        asked.append(request.baselines)
+        result = {
+            "status": "correct",
+            "kernel": _stats(0.008),
+            "kernel_samples": [0.008] * 100,
+            "anchor": _stats(0.020, 50),
+            "anchor_samples": [0.020] * 50,
+            "baselines": measured_now if request.baselines else None,
+        }
+        return WorkerResult.from_message(result), {}, 0.0
+
+    monkeypatch.setattr(worker_set, "_run", run)
+    problem, solution = resolve_problem("L0_02_relu"), CanonicalSolution("code", "sha")
+    verdict, measured = worker_set.execute(problem, solution, None)
+    assert asked == [["eager", "inductor", ANCHOR_REFERENCE]] and measured == measured_now
+    assert verdict.timings.anchor_reference == TimingStats(**measured_now[ANCHOR_REFERENCE])
+    assert verdict.speedup_interval.anchored and verdict.speedup_interval.drift == pytest.approx(1.0)
+    assert verdict.speedup == pytest.approx(2.5)
+    # the same baselines from the cache (JSON): the same verdict's speedup, nothing measured
+    verdict, measured = worker_set.execute(problem, solution, dict(measured_now))
+    assert asked[-1] == [] and measured is None and verdict.speedup == pytest.approx(2.5)
+    # an entry cached before the reference existed: drift 2x eager's median, the cached speedup with a note
+    old = {k: v for k, v in measured_now.items() if k != ANCHOR_REFERENCE}
+    verdict, _ = worker_set.execute(problem, solution, old)
+    assert verdict.timings.anchor_reference is None and not verdict.speedup_interval.anchored
+    assert verdict.speedup_interval.drift == pytest.approx(2.0) and verdict.speedup == pytest.approx(1.25)
+    assert any("its cached time" in n for n in verdict.notes)
+    # re-anchoring off: nothing would be judged against a reference, none is asked for
+    worker_set.settings = EvalSettings(device="cuda", seed=0, reanchor=False)
+    assert worker_set._request(problem, solution, True).baselines == ["eager", "inductor"]
