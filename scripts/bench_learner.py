@@ -4,6 +4,8 @@ full-weight sync into an hf engine. One JSON line per configuration (what each f
     python scripts/bench_learner.py --preset llama-0.5b --finetune lora full --dtype bfloat16 --batch 8 --seq-len 2048
     python scripts/bench_learner.py --model DIR --device cpu --dtype float32 bfloat16 --batch 8 --seq-len 512 --steps 1
     python scripts/bench_learner.py --preset llama-0.5b --fsdp --finetune full --algorithm grpo ppo --sync
+    python scripts/bench_learner.py --preset smollm2-135m --device cpu --dtype float32 --finetune lora --batch 24 \
+        --group-size 8 --prompt-len 1300 --seq-len 1550 --micro-batch-tokens 4096 --layout padded prefix
     torchrun --nproc-per-node 2 scripts/bench_learner.py --preset llama-0.5b --fsdp --finetune full
 
 Needs torch, transformers, peft, safetensors; no Ray, Hydra or vLLM."""
@@ -22,21 +24,50 @@ import torch
 
 from rl.learner.config import AlgorithmConfig, LoraSettings, OptimizerSettings, PolicyConfig
 from rl.learner.policy import Policy
-from rl.learner.random_models import SMOLLM2_VOCAB, byte_tokenizer, from_preset
+from rl.learner.random_models import SMOLLM2_VOCAB, byte_tokenizer, from_preset, random_causal_lm
 from rl.types import TrainBatch
 
 H200_BF16_DENSE_FLOPS = 989e12
 
 
-def random_batch(vocab: int, batch: int, seq_len: int, prompt_len: int, seed: int = 0) -> TrainBatch:
+# Shapes of real models without an rl.models preset (random weights, built here only)
+BENCH_SHAPES = {
+    # SmolLM2-135M-Instruct's architecture (the default CPU run's policy)
+    "smollm2-135m": dict(
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        tie_word_embeddings=True,
+        max_position_embeddings=8192,
+    ),
+}
+
+
+def random_batch(
+    vocab: int, batch: int, seq_len: int, prompt_len: int, seed: int = 0, group_size: int = 0
+) -> TrainBatch:
+    """`batch` rows of `seq_len` random tokens; with `group_size`, GRPO-shaped instead: groups of that many rows
+    share a prompt of `prompt_len` tokens, and completion lengths are drawn from [C/2, 3C/2], C = seq_len -
+    prompt_len (sampled completions differ in length)."""
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, vocab, (batch, seq_len), generator=g).tolist()
+    if group_size:
+        c = seq_len - prompt_len
+        ids = []
+        for i in range(batch):
+            if i % group_size == 0:
+                prompt = torch.randint(0, vocab, (prompt_len,), generator=g).tolist()
+            n = int(torch.randint(max(1, c // 2), c + c // 2 + 1, (1,), generator=g))
+            ids.append(prompt + torch.randint(0, vocab, (n,), generator=g).tolist())
+    else:
+        ids = torch.randint(0, vocab, (batch, seq_len), generator=g).tolist()
     return TrainBatch(
         input_ids=ids,
         prompt_lengths=[prompt_len] * batch,
         advantages=[1.0 if i % 2 else -1.0 for i in range(batch)],
         rollout_logprobs=[None] * batch,
-        group_ids=[str(i // 4) for i in range(batch)],
+        group_ids=[str(i // (group_size or 4)) for i in range(batch)],
         policy_version=0,
         rewards=[float(i % 2) for i in range(batch)],
     )
@@ -45,6 +76,8 @@ def random_batch(vocab: int, batch: int, seq_len: int, prompt_len: int, seed: in
 def build_model(args):
     if args.model:
         return None  # Policy loads policy.model
+    if args.preset in BENCH_SHAPES:
+        return random_causal_lm("llama", vocab_size=args.vocab_size, **BENCH_SHAPES[args.preset])
     return from_preset(args.preset, vocab_size=args.vocab_size)
 
 
@@ -71,7 +104,7 @@ def gpu_facts() -> dict:
     return {"gpu": torch.cuda.get_device_name(), "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}
 
 
-def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
+def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo", layout: str = "auto") -> dict:
     torch.manual_seed(0)
     model = build_model(args)
     policy_cfg = PolicyConfig(
@@ -87,6 +120,7 @@ def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
         attn_implementation=args.attn,
         cpu_offload=args.cpu_offload,
         compile=args.compile,
+        layout=layout,
     )
     policy_cls = Policy
     if args.fsdp:
@@ -95,13 +129,13 @@ def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
     lm = policy.causal_lm
     params = sum(p.numel() for n, p in lm.named_parameters() if "lora_" not in n)
     trainable = sum(p.numel() for p in policy.trainable_state().values())
-    batch = random_batch(lm.config.vocab_size, args.batch, args.seq_len, args.prompt_len)
+    batch = random_batch(lm.config.vocab_size, args.batch, args.seq_len, args.prompt_len, group_size=args.group_size)
     cuda = policy.device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     times, cpu_times, first = timed_steps(functools.partial(policy.train_step, batch), args, cuda)
     seconds = statistics.median(times)
-    tokens = args.batch * args.seq_len
+    tokens = sum(map(len, batch.input_ids))
     tps = tokens / seconds
     # every rank takes its share of the same --batch rows: tokens / step seconds is the group's throughput
     world = torch.distributed.get_world_size() if args.fsdp else 1
@@ -114,13 +148,17 @@ def bench_one(args, finetune: str, dtype: str, algorithm: str = "grpo") -> dict:
         "fsdp": args.fsdp,
         "world_size": world,
         "compile": args.compile,
+        "layout": policy.layout,
+        "group_size": args.group_size,
         "params": params,
         "trainable_params": trainable,
         "batch": args.batch,
         "seq_len": args.seq_len,
         "gradient_checkpointing": args.gradient_checkpointing,
         "micro_batch_tokens": args.micro_batch_tokens,
+        "tokens": tokens,
         "seconds_per_step": round(seconds, 4),
+        "step_seconds": [round(t, 2) for t in times],
         "first_step_s": round(first, 2),
         "tokens_per_s": round(tps, 1),
         "mfu_h200": round(6 * params * tps / (H200_BF16_DENSE_FLOPS * world), 4),
@@ -300,7 +338,9 @@ def bench_sync(args, policy) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
-        "--preset", default="llama-0.5b", help="random-init shape from rl.models.RANDOM_PRESETS (ignored with --model)"
+        "--preset",
+        default="llama-0.5b",
+        help=f"random-init shape from rl.models.RANDOM_PRESETS or {sorted(BENCH_SHAPES)} (ignored with --model)",
     )
     p.add_argument("--model", default=None, help="a local HF model directory instead of a random-init one")
     p.add_argument(
@@ -315,6 +355,16 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=2048)
     p.add_argument("--prompt-len", type=int, default=256)
+    p.add_argument(
+        "--group-size",
+        type=int,
+        default=0,
+        help="GRPO-shaped batch: groups of this many rows share a --prompt-len prompt, completions of "
+        "(seq-len - prompt-len) x [0.5, 1.5] tokens; 0: every row --seq-len random tokens",
+    )
+    p.add_argument(
+        "--layout", nargs="+", choices=["auto", "packed", "padded", "prefix"], default=["auto"], help="policy.layout"
+    )
     p.add_argument("--micro-batch-tokens", type=int, default=16384)
     p.add_argument("--chunk-tokens", type=int, default=2048)
     p.add_argument("--lora-r", type=int, default=16)
@@ -357,9 +407,10 @@ def main(argv=None) -> int:
     for finetune in args.finetune:
         for dtype in args.dtype:
             for algorithm in args.algorithm:
-                result = bench_one(args, finetune, dtype, algorithm)
-                if rank == 0:
-                    print(json.dumps(result), flush=True)
+                for layout in args.layout:
+                    result = bench_one(args, finetune, dtype, algorithm, layout)
+                    if rank == 0:
+                        print(json.dumps(result), flush=True)
     if args.fsdp:
         torch.distributed.destroy_process_group()
     return 0

@@ -235,7 +235,10 @@ class PolicyConfig:
     micro_batch_tokens: int = 8192  # token budget of one packed forward/backward (sequences are never split)
     logprob_chunk_tokens: int = 1024  # lm_head + log-softmax over this many positions at a time
     attn_implementation: str = "sdpa"  # flash_attention_2 / flex_attention make packing free (varlen)
-    layout: Literal["auto", "packed", "padded"] = "auto"  # micro-batch layout; auto: packed iff varlen attention
+    # micro-batch layout; auto: packed iff varlen attention. prefix: rows sharing a prompt (a GRPO group) run it
+    # once and attend to its KV cache (the rest padded): P + rows * C tokens instead of rows * (P + C), same
+    # gradients (rl.learner.logprobs; not with gradient_checkpointing, compile or world_size > 1)
+    layout: Literal["auto", "packed", "padded", "prefix"] = "auto"
     seed: int = 0
     actor: ActorSettings = ActorSettings()
     # Learner group (rl.learner.group): world_size FSDP2 ranks, one Ray actor each; 1 keeps the single
@@ -255,8 +258,18 @@ class PolicyConfig:
             raise ValueError(f"policy.dtype must be float32 or bfloat16, not {self.dtype!r}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"policy.device must be auto, cpu or cuda, not {self.device!r}")
-        if self.layout not in ("auto", "packed", "padded"):
-            raise ValueError(f"policy.layout must be auto, packed or padded, not {self.layout!r}")
+        if self.layout not in ("auto", "packed", "padded", "prefix"):
+            raise ValueError(f"policy.layout must be auto, packed, padded or prefix, not {self.layout!r}")
+        if self.layout == "prefix":
+            # transformers' checkpointed layers drop the KV cache the rows attend to; the compiled layers and the
+            # FSDP2 ranks are untested with a cache (docs/learner.md)
+            for name, on in (
+                ("gradient_checkpointing", self.gradient_checkpointing),
+                ("compile", self.compile),
+                ("world_size > 1", self.world_size > 1),
+            ):
+                if on:
+                    raise ValueError(f"policy.layout=prefix does not support {name}: use layout padded or auto")
         if self.micro_batch_tokens < 1 or self.logprob_chunk_tokens < 1:
             raise ValueError("micro_batch_tokens and logprob_chunk_tokens must be >= 1")
 

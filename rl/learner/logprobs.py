@@ -1,8 +1,10 @@
-"""Token logprobs of completions: micro-batches by token budget, packed or padded, chunked lm_head.
+"""Token logprobs of completions: micro-batches by token budget, packed, padded or prefix, chunked lm_head.
 
-Two exact layouts of a micro-batch: packed (rows concatenated, position ids restarting per sequence: varlen
-attention with flash- or flex-attention, no padding) and padded (rows of similar length right-padded; with sdpa
-or eager attention a pack would need a dense block-diagonal mask). `layout_for(attn_implementation)` picks.
+Three exact layouts of a micro-batch: packed (rows concatenated, position ids restarting per sequence: varlen
+attention with flash- or flex-attention, no padding), padded (rows of similar length right-padded; with sdpa
+or eager attention a pack would need a dense block-diagonal mask) and prefix (rows sharing one prompt, a GRPO
+group: the prompt runs once and the rows' completions attend to its KV cache, padded among themselves; rows
+whose prompt no other row shares are padded). `layout_for(attn_implementation)` picks packed or padded.
 Only positions that predict a completion token go through lm_head, `chunk_tokens` at a time under activation
 checkpointing, so float32 [tokens, vocab] logits never exist for the whole batch. Details: docs/learner.md."""
 
@@ -15,7 +17,7 @@ from typing import Callable, Literal, Sequence
 import torch
 from torch.utils.checkpoint import checkpoint
 
-Layout = Literal["packed", "padded"]
+Layout = Literal["packed", "padded", "prefix"]
 _VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3", "flex_attention")
 
 
@@ -47,6 +49,37 @@ def plan_micro_batches(lengths: Sequence[int], token_budget: int, layout: Layout
     return [sorted(b) for b in bins]
 
 
+def plan_prefix_micro_batches(
+    input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int], token_budget: int
+) -> list[list[int]]:
+    """The prefix layout's plan: rows whose prompt token ids are identical share micro-batches that run the
+    prompt once. Such a micro-batch costs P + rows * W (W: its longest fed completion, the completion less its
+    last token); a group over the budget is split into chunks of rows, longest first, each running the prompt
+    again (still exact). Rows whose prompt no other row shares are planned as padded micro-batches. Groups come
+    in the order of their first row, then the padded micro-batches: the plan depends only on the rows.
+    """
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, (seq, p) in enumerate(zip(input_ids, prompt_lengths)):
+        groups.setdefault(tuple(seq[:p]), []).append(i)
+    plan: list[list[int]] = []
+    alone: list[int] = []
+    for prompt, members in groups.items():
+        if len(members) == 1:
+            alone.extend(members)
+            continue
+        fed = {i: len(input_ids[i]) - len(prompt) - 1 for i in members}
+        chunk: list[int] = []
+        for i in sorted(members, key=lambda i: (-fed[i], i)):
+            # rows arrive longest first, so a chunk's first row is its longest
+            if chunk and len(prompt) + fed[chunk[0]] * (len(chunk) + 1) > token_budget:
+                plan.append(sorted(chunk))
+                chunk = []
+            chunk.append(i)
+        plan.append(sorted(chunk))
+    padded = plan_micro_batches([len(input_ids[i]) for i in alone], token_budget, "padded")
+    return plan + [[alone[j] for j in mb] for mb in padded]
+
+
 @dataclasses.dataclass
 class PackedRows:
     """Some rows of a batch laid out for one forward pass, with N completion targets."""
@@ -59,6 +92,10 @@ class PackedRows:
     target_ids: torch.Tensor  # [N] the completion tokens (those of the loss mask, when rows have one)
     seq_index: torch.Tensor  # [N] local index (0..len(rows)-1) of each target's row
     seq_lengths: torch.Tensor  # [len(rows)] targets per row
+    # prefix layout: the rows' shared prompt [1, P], run once; input_ids / position_ids are then the rows' fed
+    # completion tokens [B, W] (positions P..), attention_mask [B, P + W] (None without padding), and a flat
+    # position indexes the concatenation of the prompt's P outputs and the completions' B * W
+    prompt_ids: torch.Tensor | None = None
 
 
 def target_offsets(completion_length: int, mask: Sequence[int] | None) -> list[int]:
@@ -80,7 +117,14 @@ def pack_rows(
 ) -> PackedRows:
     """`loss_masks` (per row, one 0/1 per completion token, or None): only tokens marked 1 become targets,
     so a masked token (a tool's output inside a trajectory) is context for the tokens after it but has no
-    logprob, no entropy and no loss, and is not counted in `seq_lengths`."""
+    logprob, no entropy and no loss, and is not counted in `seq_lengths`.
+
+    layout="prefix": rows that share their prompt (two or more) are laid out around it (`_pack_prefix`); any
+    other set of rows is padded."""
+    if layout == "prefix":
+        if len(rows) > 1 and _shared_prompt(input_ids, prompt_lengths, rows):
+            return _pack_prefix(input_ids, prompt_lengths, rows, device, loss_masks)
+        layout = "padded"
     fed = [list(input_ids[r][:-1]) for r in rows]
     width = max(map(len, fed)) if layout == "padded" else sum(map(len, fed))
     ids, positions, mask, target_pos, targets, seq_index, seq_lengths = [], [], [], [], [], [], []
@@ -112,6 +156,72 @@ def pack_rows(
         seq_index=as_long(seq_index),
         seq_lengths=as_long(seq_lengths),
     )
+
+
+def _shared_prompt(input_ids, prompt_lengths, rows: Sequence[int]) -> bool:
+    p = prompt_lengths[rows[0]]
+    prompt = list(input_ids[rows[0]][:p])
+    return all(prompt_lengths[r] == p and list(input_ids[r][:p]) == prompt for r in rows)
+
+
+def _pack_prefix(input_ids, prompt_lengths, rows: Sequence[int], device, loss_masks) -> PackedRows:
+    """Rows sharing a prompt of P tokens: the prompt [1, P] once, then each row's completion but its last token,
+    right-padded to W. Flat positions: 0..P-1 are the prompt's outputs, P + b * W + k the output of completion
+    token k of row b. Completion token j is predicted by the prompt's last output (P - 1) for j = 0, else by
+    the output of completion token j - 1."""
+    p = prompt_lengths[rows[0]]
+    fed = [list(input_ids[r][p:-1]) for r in rows]
+    width = max(map(len, fed))
+    ids, positions, mask, target_pos, targets, seq_index, seq_lengths = [], [], [], [], [], [], []
+    for local, row in enumerate(rows):
+        seq = input_ids[row]
+        chosen = target_offsets(len(seq) - p, loss_masks[row] if loss_masks is not None else None)
+        target_pos.extend(p - 1 if j == 0 else p + local * width + j - 1 for j in chosen)
+        targets.extend(seq[p + j] for j in chosen)
+        seq_index.extend([local] * len(chosen))
+        seq_lengths.append(len(chosen))
+        pad = width - len(fed[local])
+        ids.extend(fed[local] + [0] * pad)  # any valid id: padded positions are masked and never targets
+        positions.extend(range(p, p + width))  # pads continue the count: masked, so any position would do
+        mask.extend([1] * p + [1] * len(fed[local]) + [0] * pad)
+    as_long = lambda v: torch.tensor(v, dtype=torch.long, device=device)  # noqa: E731
+    shape = (len(rows), width)
+    return PackedRows(
+        rows=list(rows),
+        input_ids=as_long(ids).view(shape),
+        position_ids=as_long(positions).view(shape),
+        attention_mask=as_long(mask).view(len(rows), p + width) if 0 in mask else None,
+        target_positions=as_long(target_pos),
+        target_ids=as_long(targets),
+        seq_index=as_long(seq_index),
+        seq_lengths=as_long(seq_lengths),
+        prompt_ids=as_long(list(input_ids[rows[0]][:p])).view(1, p),
+    )
+
+
+def _prefix_hidden(decoder: torch.nn.Module, packed: PackedRows) -> torch.Tensor:
+    """[P + B * W, hidden]: the prompt's last hidden states, then those of the rows' completions, which attend
+    to the prompt's KV cache repeated per row. Grad flows through the cache into the prompt's pass, so the
+    prompt's gradient is the sum of the rows' contributions, as if each row had run it."""
+    prompt = packed.prompt_ids
+    p = prompt.shape[1]
+    out = decoder(input_ids=prompt, position_ids=torch.arange(p, device=prompt.device).view(1, p), use_cache=True)
+    prompt_hidden = out.last_hidden_state.reshape(p, -1)
+    rows, width = packed.input_ids.shape
+    if width == 0:  # every completion has one token: all are predicted by the prompt's last position
+        return prompt_hidden
+    cache = out.past_key_values
+    if cache is None:
+        raise RuntimeError("the prefix layout needs the decoder's KV cache (gradient checkpointing drops it)")
+    cache.batch_repeat_interleave(rows)
+    hidden = decoder(
+        input_ids=packed.input_ids,
+        position_ids=packed.position_ids,
+        attention_mask=packed.attention_mask,
+        past_key_values=cache,
+        use_cache=True,
+    ).last_hidden_state
+    return torch.cat([prompt_hidden, hidden.reshape(rows * width, -1)])
 
 
 def _chunk_logprobs(
@@ -176,12 +286,15 @@ def completion_outputs(
     """
     decoder = causal_lm.get_decoder()
     head = causal_lm.get_output_embeddings()
-    hidden = decoder(
-        input_ids=packed.input_ids,
-        position_ids=packed.position_ids,
-        attention_mask=packed.attention_mask,
-        use_cache=False,
-    ).last_hidden_state
+    if packed.prompt_ids is not None:
+        hidden = _prefix_hidden(decoder, packed)
+    else:
+        hidden = decoder(
+            input_ids=packed.input_ids,
+            position_ids=packed.position_ids,
+            attention_mask=packed.attention_mask,
+            use_cache=False,
+        ).last_hidden_state
     hidden = hidden.reshape(-1, hidden.shape[-1])[packed.target_positions]
     weight, bias = _head_parameters(head)
     chunk_fn = _compiled_chunk_logprobs() if compiled else _chunk_logprobs

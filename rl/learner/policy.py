@@ -31,6 +31,7 @@ from rl.learner.logprobs import (
     layout_for,
     pack_rows,
     plan_micro_batches,
+    plan_prefix_micro_batches,
     target_offsets,
 )
 from rl.learner.losses import LossInputs, Normalizer, Stats, aggregate, policy_loss
@@ -145,10 +146,14 @@ class Policy:
     def _prepare_modules(self) -> None:
         """Called once the modules exist and before the optimizers are built (FSDP2 shards here)."""
 
-    def _local_micro_batches(self, rows: Sequence[int], input_ids) -> list[list[int] | None]:
+    def _local_micro_batches(self, rows: Sequence[int], input_ids, prompt_lengths) -> list[list[int] | None]:
         """The micro-batches (batch row indices) of `rows` this process runs. None: a pass without rows of
         its own, which a sharded rank with fewer rows makes so that every rank runs as many collectives."""
-        plan = plan_micro_batches([len(input_ids[r]) for r in rows], self.config.micro_batch_tokens, self.layout)
+        budget = self.config.micro_batch_tokens
+        if self.layout == "prefix":
+            plan = plan_prefix_micro_batches([input_ids[r] for r in rows], [prompt_lengths[r] for r in rows], budget)
+        else:
+            plan = plan_micro_batches([len(input_ids[r]) for r in rows], budget, self.layout)
         return [[rows[i] for i in mb] for mb in plan]
 
     def _all_rows(self, part: dict[int, torch.Tensor]) -> dict[int, torch.Tensor]:
@@ -194,7 +199,7 @@ class Policy:
         logps: dict[int, torch.Tensor] = {}
         values: dict[int, torch.Tensor] = {}
         all_rows = list(range(len(input_ids)))
-        for rows in self._local_micro_batches(all_rows, input_ids):
+        for rows in self._local_micro_batches(all_rows, input_ids, prompt_lengths):
             packed = pack_rows(input_ids, prompt_lengths, rows or [0], self.device, self.layout, loss_masks)
             with self._gpu_step():
                 logp, _, v = self._forward(packed, reference, with_values, with_logprobs)
@@ -240,7 +245,7 @@ class Policy:
             max_tokens=self.algorithm.loss_max_tokens,
         )
         local = Stats()
-        for mb in self._local_micro_batches(rows, input_ids):
+        for mb in self._local_micro_batches(rows, input_ids, prompt_lengths):
             packed = pack_rows(input_ids, prompt_lengths, mb or [rows[0]], self.device, self.layout, loss_masks)
             with self._gpu_step():
                 logp, entropy, values = self._forward(packed, with_values=with_values)

@@ -42,6 +42,8 @@ class ShardedPolicy(Policy):
     def __init__(self, policy: PolicyConfig, algorithm: AlgorithmConfig, model: torch.nn.Module | None = None):
         if not dist.is_initialized():
             raise RuntimeError("ShardedPolicy needs an initialised torch.distributed group (rl.learner.group)")
+        if policy.layout == "prefix":  # a group of one rank too (PolicyConfig refuses world_size > 1)
+            raise ValueError("policy.layout=prefix is not supported by the FSDP2 learner: use layout padded or auto")
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.grad_scale = float(self.world_size)
         # bf16 is FSDP2 mixed precision: the parameters stay float32 (AdamW on bf16 weights loses small updates)
@@ -67,7 +69,7 @@ class ShardedPolicy(Policy):
                 fully_shard(layer, **kwargs)
             fully_shard(net, **kwargs)
 
-    def _local_micro_batches(self, rows, input_ids):
+    def _local_micro_batches(self, rows, input_ids, prompt_lengths):
         load = [0] * self.world_size
         mine = []
         for r in sorted(rows, key=lambda r: (-len(input_ids[r]), r)):
@@ -75,7 +77,9 @@ class ShardedPolicy(Policy):
             load[k] += len(input_ids[r])
             if k == self.rank:
                 mine.append(r)
-        plan: list[list[int] | None] = super()._local_micro_batches(sorted(mine), input_ids) if mine else []
+        plan: list[list[int] | None] = (
+            super()._local_micro_batches(sorted(mine), input_ids, prompt_lengths) if mine else []
+        )
         count = torch.tensor([len(plan)], dtype=torch.long, device=self._comm_device)
         dist.all_reduce(count, op=dist.ReduceOp.MAX)
         return plan + [None] * (int(count) - len(plan))
