@@ -13,7 +13,17 @@ def test_runs_are_split_evenly_over_placements_and_never_into_empty_blocks():
     assert sum(split_runs(101, 4)) == 101
 
 
-class PlacementClock:
+class QuietClock:
+    """A clock's surface (envs.timing.Clock) for fake GPUs: nothing to settle, no allocator growth."""
+
+    def settle(self) -> None:
+        pass
+
+    def reserved(self):
+        return 0
+
+
+class PlacementClock(QuietClock):
     """A GPU on which a callable's time depends on where its inputs are: every placement (counted by
     `moved`) slows the kernel by its own factor; the anchor is unaffected."""
 
@@ -22,12 +32,6 @@ class PlacementClock:
 
     def moved(self) -> None:
         self.placement += 1
-
-    def settle(self) -> None:
-        pass
-
-    def reserved(self):
-        return 0
 
     def measure(self, fn):
         out = fn()
@@ -339,15 +343,9 @@ def test_sequential_timing_stops_a_steady_kernel_early_and_times_a_placement_sen
     assert run(0.15) == 48  # 15%: never tight enough to stop before the last block
 
 
-class NamedClock:
+class NamedClock(QuietClock):
     """Times a call by the name of the callable it ran (the test wraps each to return its name): the anchor 2 ms,
     the timed callable 1 ms."""
-
-    def settle(self) -> None:
-        pass
-
-    def reserved(self):
-        return 0
 
     def measure(self, fn):
         from envs.timing import ANCHOR
