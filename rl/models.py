@@ -59,6 +59,8 @@ RANDOM_PRESETS: dict[str, RandomPreset] = {
     # GPU throughput models (random weights: no download, any machine can build them)
     "llama-0.5b": RandomPreset("llama", 1024, 4096, 24, 16, 8, tie_word_embeddings=False),
     "qwen-1.5b": RandomPreset("qwen2", 1536, 8960, 28, 12, 2),
+    # SmolLM2-135M-Instruct's shape (the default CPU run's policy), for benchmarks without its GGUF's weights
+    "smollm2-135m": RandomPreset("llama", 576, 1536, 30, 9, 3),
 }
 
 

@@ -24,25 +24,10 @@ import torch
 
 from rl.learner.config import AlgorithmConfig, LoraSettings, OptimizerSettings, PolicyConfig
 from rl.learner.policy import Policy
-from rl.learner.random_models import SMOLLM2_VOCAB, byte_tokenizer, from_preset, random_causal_lm
+from rl.learner.random_models import SMOLLM2_VOCAB, byte_tokenizer, from_preset
 from rl.types import TrainBatch
 
 H200_BF16_DENSE_FLOPS = 989e12
-
-
-# Shapes of real models without an rl.models preset (random weights, built here only)
-BENCH_SHAPES = {
-    # SmolLM2-135M-Instruct's architecture (the default CPU run's policy)
-    "smollm2-135m": dict(
-        hidden_size=576,
-        intermediate_size=1536,
-        num_hidden_layers=30,
-        num_attention_heads=9,
-        num_key_value_heads=3,
-        tie_word_embeddings=True,
-        max_position_embeddings=8192,
-    ),
-}
 
 
 def random_batch(
@@ -76,8 +61,6 @@ def random_batch(
 def build_model(args):
     if args.model:
         return None  # Policy loads policy.model
-    if args.preset in BENCH_SHAPES:
-        return random_causal_lm("llama", vocab_size=args.vocab_size, **BENCH_SHAPES[args.preset])
     return from_preset(args.preset, vocab_size=args.vocab_size)
 
 
@@ -338,9 +321,7 @@ def bench_sync(args, policy) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
-        "--preset",
-        default="llama-0.5b",
-        help=f"random-init shape from rl.models.RANDOM_PRESETS or {sorted(BENCH_SHAPES)} (ignored with --model)",
+        "--preset", default="llama-0.5b", help="random-init shape from rl.models.RANDOM_PRESETS (ignored with --model)"
     )
     p.add_argument("--model", default=None, help="a local HF model directory instead of a random-init one")
     p.add_argument(
