@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
 
-def _busy(directory: str, use_gate: bool, stop) -> None:
+def _busy(directory: str, use_gate: bool, running, stop) -> None:
     """A colocated neighbour: back-to-back GEMMs, each step held shared and finished before it is let go."""
     import torch
 
@@ -21,6 +21,8 @@ def _busy(directory: str, use_gate: bool, stop) -> None:
 
     gate = GpuGate(0, directory) if use_gate else None
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    (a @ a).sum().item()
+    running.set()
     while not stop.is_set():
         if gate is None:
             (a @ a).sum().item()
@@ -57,11 +59,13 @@ def test_a_gated_neighbour_stays_out_of_the_timed_window(tmp_path, neighbour_use
     lock = DeviceLock(GpuGate(0, tmp_path))
     alone = _timed_median_ms(lock)
     ctx = multiprocessing.get_context("spawn")
-    stop = ctx.Event()
-    neighbour = ctx.Process(target=_busy, args=(str(tmp_path), neighbour_uses_gate, stop))
+    running, stop = ctx.Event(), ctx.Event()
+    neighbour = ctx.Process(target=_busy, args=(str(tmp_path), neighbour_uses_gate, running, stop))
     neighbour.start()
     try:
-        time.sleep(5)  # its CUDA context and first GEMMs
+        # a fixed sleep let the control time its windows before the neighbour's first GEMM on a cold machine
+        assert running.wait(120), "the neighbour never ran a GEMM"
+        time.sleep(0.5)
         shared = _timed_median_ms(lock)
     finally:
         stop.set()

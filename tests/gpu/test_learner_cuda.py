@@ -56,3 +56,44 @@ def test_a_step_and_a_merged_export_on_cuda(finetune, tmp_path):
     assert 0 < metrics["max_memory_allocated_gb"] <= metrics["max_memory_reserved_gb"]
     update = policy.export_weights("merged", str(tmp_path / "merged"))
     assert update.seconds > 0 and (tmp_path / "merged" / "model.safetensors").is_file()
+
+
+def _group_batch():
+    """Two GRPO groups of 4 rows (each group shares its prompt) with completions of different lengths."""
+    g = torch.Generator().manual_seed(1)
+    rand = lambda n: torch.randint(0, 128, (n,), generator=g).tolist()  # noqa: E731
+    prompts = [rand(30), rand(23)]
+    ids, plens, groups = [], [], []
+    for k, prompt in enumerate(prompts):
+        for n in (3, 9, 14, 6):
+            ids.append(prompt + rand(n))
+            plens.append(len(prompt))
+            groups.append(f"g{k}")
+    return TrainBatch(ids, plens, [1.0, -1.0, 0.5, -0.5] * 2, [None] * 8, groups, 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_prefix_layout_equals_padded_on_cuda(dtype):
+    """The shared-prompt layout's KV-cache path on this machine's transformers and CUDA kernels."""
+    batch = _group_batch()
+    logprobs, states, norms = {}, {}, {}
+    for layout in ("padded", "prefix"):
+        cfg = PolicyConfig(
+            device="cuda",
+            dtype=dtype,
+            lora=LoraSettings(r=4, alpha=8),
+            optimizer=OptimizerSettings(lr=1e-2, eps=1.0),
+            layout=layout,
+            micro_batch_tokens=96,  # several micro-batches, one group split over two
+        )
+        policy = Policy(cfg, AlgorithmConfig(), model=tiny_llama())
+        logprobs[layout] = policy.logprobs(batch.input_ids, batch.prompt_lengths)
+        norms[layout] = policy.train_step(batch)["grad_norm"]
+        states[layout] = {k: v.detach().float().cpu() for k, v in policy.trainable_state().items()}
+    tol = 1e-4 if dtype == "float32" else 5e-2
+    for a, b in zip(logprobs["padded"], logprobs["prefix"]):
+        assert a == pytest.approx(b, abs=tol)
+    assert norms["prefix"] == pytest.approx(norms["padded"], rel=1e-3 if dtype == "float32" else 5e-2)
+    if dtype == "float32":
+        for name, p in states["padded"].items():
+            assert torch.allclose(states["prefix"][name], p, atol=1e-6, rtol=1e-4), name
