@@ -47,20 +47,43 @@ def _unique(problems: Iterable[Problem]) -> list[Problem]:
     return list({p.id: p for p in problems}.values())
 
 
+# Where a baseline job's seconds go (the worker's phases and steps), named as the log line shows them.
+_PHASES = (
+    ("queue", "queued"),
+    ("gpu_wait", "waiting for the GPU"),
+    ("baseline.inductor_compile", "Inductor compile"),
+    ("baseline.eager", "eager timed"),
+    ("baseline.inductor", "Inductor timed"),
+    ("baseline.anchor_reference", "anchor reference"),
+    ("total", "in all"),
+)
+
+
 def _log_when_ended(futures: list[concurrent.futures.Future], started: float, what: str) -> None:
-    """One log line once every future has ended: how long since `started`, and how many did not run the reference."""
+    """One log line once every future has ended: how long since `started`, how many did not run the reference,
+    and the jobs' mean seconds by phase."""
     if not futures:
         return
-    lock, left, failed = threading.Lock(), [len(futures)], [0]
+    lock, left, failed, phases = threading.Lock(), [len(futures)], [0], [{}]
 
     def ended(future: concurrent.futures.Future) -> None:
         bad = future.cancelled() or future.exception() is not None or not future.result().correct
+        seconds = {} if future.cancelled() or future.exception() is not None else future.result().phase_seconds
         with lock:
             failed[0] += bad
             left[0] -= 1
+            for key, _ in _PHASES:
+                phases[0][key] = phases[0].get(key, 0.0) + seconds.get(key, 0.0)
             if left[0]:
                 return
-        log.info("baselines of %s measured in %.1f s (%d failed)", what, time.perf_counter() - started, failed[0])
+        where = ", ".join(f"{name} {phases[0][key] / len(futures):.1f}" for key, name in _PHASES if phases[0][key])
+        log.info(
+            "baselines of %s measured in %.1f s (%d failed); per problem, s: %s",
+            what,
+            time.perf_counter() - started,
+            failed[0],
+            where or "-",
+        )
 
     for future in futures:
         future.add_done_callback(ended)

@@ -359,6 +359,8 @@ class Trainer:
         if self.tools is not None:
             row.update(self.tools.record([result], self.step, "val", self.logger))
         row["time/validate"] = time.perf_counter() - t
+        row["time/validate_generate"] = result.generate_s  # the rest is evaluation left after the last sample
+        row["time/validate_wait_for_rewards"] = result.wait_for_rewards_s
         self._record_samples(result.groups, self.step, "val")
         log.info(
             "validation at step %d: reward %.3f correct %.2f on %d problems",

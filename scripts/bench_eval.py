@@ -32,7 +32,14 @@ from envs.timing import ALLOCATING_NOTE
 from rewards import reward_for_verdict
 
 GPU_PHASES = ("correctness", "timing")
-EXCLUSIVE_STEPS = ("timing.timed_runs", "timing.tail_check")  # the timing phase's steps under the exclusive lock
+# the steps timed under the exclusive lock: a candidate's, and the baselines' (cold passes)
+EXCLUSIVE_STEPS = (
+    "timing.timed_runs",
+    "timing.tail_check",
+    "baseline.eager",
+    "baseline.inductor",
+    "baseline.anchor_reference",
+)
 
 
 class BaselineOnlyCache(SqliteCache):

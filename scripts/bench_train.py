@@ -109,6 +109,8 @@ def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
         "rollout_tokens_per_s": _stats(_values(train, "perf/rollout_tokens_per_s")),
         "step_s_steps3_20": _stats(_values([r for r in train if 3 <= r["step"] <= 20], "time/step")),
         "validate_s": _stats(_values(val, "time/validate")),
+        "validate_generate_s": _stats(_values(val, "time/validate_generate")),
+        "validate_wait_for_rewards_s": _stats(_values(val, "time/validate_wait_for_rewards")),
         "gpu_util_mean": _stats(_values(train, "gpu/util_mean")),
         "gpu_mem_used_gib_max": _stats(_values(train, "gpu/mem_used_gib_max")),
         "learner_max_memory_allocated_gb": _stats(_values(train, "train/max_memory_allocated_gb")),  # CUDA only

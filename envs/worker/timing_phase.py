@@ -46,6 +46,7 @@ class TimingPhase:
         keep: tuple[int, ...] = (),
         anchor: Callable[[], Any] | None = None,
         replace_inputs: Callable[[], None] | None = None,
+        step: str = "timing.timed_runs",
     ) -> tuple[dict, dict[int, Any]]:
         """Time `fn`; with `anchor` (the candidate's timing, re-anchoring on) eager PyTorch is timed in the
         same window, its runs interleaved with fn's, and the raw samples of both are reported for the
@@ -54,7 +55,7 @@ class TimingPhase:
         anchor_runs = self.request.timing.get("anchor_runs", 0) if anchor is not None else 0
         fns = {KERNEL: fn, **({ANCHOR: anchor} if anchor_runs else {})}
         enough = self._precise_enough if anchor is not None else None  # the candidate's runs, not baselines
-        timed = self._in_placements(fns, replace_inputs, keep=keep, enough=enough)
+        timed = self._in_placements(fns, replace_inputs, keep=keep, enough=enough, step=step)
         samples, kept = timed.samples, timed.kept
         if anchor is not None:
             self.facts["kernel_samples"] = samples[KERNEL]
@@ -129,16 +130,18 @@ class TimingPhase:
         inputs = self._inputs(self.request.timing_seed)
         with torch.no_grad():
             if "eager" in wanted:
-                results["eager"] = self._time(lambda: self.model(*inputs))[0]
+                results["eager"] = self._time(lambda: self.model(*inputs), step="baseline.eager")[0]
             if ANCHOR_REFERENCE in wanted and self.request.timing.get("anchor_runs"):
                 results[ANCHOR_REFERENCE] = self._time_anchor_reference(inputs)
             if "inductor" in wanted:
                 try:
+                    began = time.perf_counter()
                     compiled = torch.compile(self.model, backend=self._inductor_lending_the_gpu())
                     with self._gpu("shared"):
                         compiled(*inputs)  # compile outside the exclusive section
                         self._sync()
-                    results["inductor"] = self._time(lambda: compiled(*inputs))[0]
+                    self._step("baseline.inductor_compile", began)
+                    results["inductor"] = self._time(lambda: compiled(*inputs), step="baseline.inductor")[0]
                 except Exception as e:
                     results["inductor"] = None
                     self.notes.append(f"TorchInductor baseline failed: {type(e).__name__}: {e}"[:500])

@@ -97,6 +97,9 @@ def test_the_baselines_carry_the_anchor_reference_that_drift_is_judged_against(t
     assert 0.8 <= ref.median_ms / t.eager.median_ms <= 1.25, (ref, t.eager)
     assert v.speedup_interval.drift == pytest.approx(t.anchor.median_ms / ref.median_ms)
     assert v.phase_seconds.get("baseline.anchor_reference", 0) > 0, v.phase_seconds  # its cost, reported apart
+    # and so are the other baselines' steps (rl/baselines.py logs them)
+    baseline_steps = ("baseline.eager", "baseline.inductor_compile", "baseline.inductor")
+    assert t.inductor is not None and all(v.phase_seconds.get(k, 0) > 0 for k in baseline_steps), v.phase_seconds
     # the second evaluation read the same reference from the cache and measured nothing
     assert again.timings.anchor_reference == ref and "baseline.anchor_reference" not in again.phase_seconds
     assert again.speedup_interval.drift == pytest.approx(again.timings.anchor.median_ms / ref.median_ms)

@@ -112,6 +112,7 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     assert books["deaths_survived"]["engine_restarts"] == 0
     report = json.loads(bench.stdout)  # validation with its interval, and each training problem per step
     assert set(report["val/correct_rate_low"]) == set(report["val/correct_rate_high"]) == {"0", "3"}  # JSON keys
+    assert report["validate_generate_s"]["max"] <= report["validate_s"]["max"]
     assert all(len(per_step) == 3 for per_step in report["train/problem_correct_rate"].values())
     result = train(first, "loop.steps=2")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -161,6 +162,8 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     assert "pool/latency/total_p90_s" in train_row and "pool/latency/total_p99_s" not in train_row
     assert not [k for k in train_row if k.startswith("pool/gpu_busy_fraction/")]
     assert "val/reward_mean" in rows[0] and "val/reward_mean" in rows[2]  # at start and at the end
+    parts = rows[0]["time/validate_generate"] + rows[0]["time/validate_wait_for_rewards"]
+    assert 0 < parts <= rows[0]["time/validate"]
     assert (first / "final_policy" / "config.json").is_file()
     assert list((first / "wandb").glob("offline-run-*"))
     summary = json.loads((first / "summary.json").read_text())

@@ -29,7 +29,8 @@ class RecordingPool:
         for p in problems:
             future = concurrent.futures.Future()
             status = Status.INTERNAL_ERROR if p.id in self.failing else Status.CORRECT
-            future.set_result(Verdict(status, p.id, "fake"))
+            seconds = {} if p.id in self.failing else {"baseline.inductor_compile": 2.0, "gpu_wait": 0.5, "total": 3.0}
+            future.set_result(Verdict(status, p.id, "fake", phase_seconds=seconds))
             futures.append(future)
         return futures
 
@@ -75,7 +76,7 @@ def test_validation_first_then_the_first_steps_draws_then_the_rest(tmp_path, cap
     assert drawn == _draws(data, run, range(1, 4))
     lines = [r.getMessage() for r in caplog.records]
     assert f"baselines of validation's and the first step's {len(needed)} problem(s) measured in" in lines[0]
-    assert "(0 failed)" in lines[0]
+    assert "(0 failed); per problem, s: waiting for the GPU 0.5, Inductor compile 2.0, in all 3.0" in lines[0]
     assert any(f"baselines of {len(everything)} problem(s) measured in" in m and "(1 failed)" in m for m in lines)
 
 
