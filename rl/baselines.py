@@ -60,28 +60,36 @@ _PHASES = (
 
 
 def _log_when_ended(futures: list[concurrent.futures.Future], started: float, what: str) -> None:
-    """One log line once every future has ended: how long since `started`, how many did not run the reference,
-    and the jobs' mean seconds by phase."""
+    """One log line once every future has ended: how long since `started`, how many did not run the reference
+    (and how many the run's end cancelled), and the measured jobs' mean seconds by phase."""
     if not futures:
         return
-    lock, left, failed, phases = threading.Lock(), [len(futures)], [0], [{}]
+    lock = threading.Lock()
+    count = {"left": len(futures), "failed": 0, "cancelled": 0, "measured": 0}
+    phases: dict[str, float] = {}
 
     def ended(future: concurrent.futures.Future) -> None:
-        bad = future.cancelled() or future.exception() is not None or not future.result().correct
-        seconds = {} if future.cancelled() or future.exception() is not None else future.result().phase_seconds
+        cancelled = future.cancelled()
+        verdict = None if cancelled or future.exception() is not None else future.result()
         with lock:
-            failed[0] += bad
-            left[0] -= 1
-            for key, _ in _PHASES:
-                phases[0][key] = phases[0].get(key, 0.0) + seconds.get(key, 0.0)
-            if left[0]:
+            count["left"] -= 1
+            count["cancelled"] += cancelled
+            if verdict is None or not verdict.correct:
+                count["failed"] += not cancelled
+            else:
+                count["measured"] += 1
+                for key, _ in _PHASES:
+                    phases[key] = phases.get(key, 0.0) + verdict.phase_seconds.get(key, 0.0)
+            if count["left"]:
                 return
-        where = ", ".join(f"{name} {phases[0][key] / len(futures):.1f}" for key, name in _PHASES if phases[0][key])
+        n = max(count["measured"], 1)
+        where = ", ".join(f"{name} {phases[key] / n:.1f}" for key, name in _PHASES if phases.get(key))
         log.info(
-            "baselines of %s measured in %.1f s (%d failed); per problem, s: %s",
+            "baselines of %s measured in %.1f s (%d failed%s); per problem, s: %s",
             what,
             time.perf_counter() - started,
-            failed[0],
+            count["failed"],
+            f", {count['cancelled']} cancelled: the run ended first" if count["cancelled"] else "",
             where or "-",
         )
 

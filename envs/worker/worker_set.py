@@ -255,11 +255,12 @@ class WorkerSet:
 
     def _baselines_only(self, problem: Problem, baselines: dict | None) -> tuple[Verdict, dict | None]:
         started = time.monotonic()
+        seconds: dict[str, float] = {}
         try:
-            measured = None if baselines else self.measure_baselines(problem)
+            measured = None if baselines else self._measure_baselines(problem, seconds)
         except EvaluatorError as e:
             return Verdict(Status.INTERNAL_ERROR, problem.id, self.device_name, error=str(e)), None
-        seconds = {"baseline": time.monotonic() - started}
+        seconds.setdefault("baseline", time.monotonic() - started)  # the worker's phase, when it measured
         return Verdict(
             Status.CORRECT, problem.id, self.device_name, phase_seconds=seconds, notes=["baselines only"]
         ), measured or None
@@ -393,19 +394,28 @@ class WorkerSet:
     def measure_baselines(self, problem: Problem) -> dict:
         """Time the problem's eager and TorchInductor baselines on a worker, no candidate involved (the curation
         pipeline's runtime filter): {"eager": stats, "inductor": stats or None}, ms. CUDA only."""
+        return self._measure_baselines(problem, {})
+
+    def _measure_baselines(self, problem: Problem, seconds: dict[str, float]) -> dict:
+        """measure_baselines, adding where the time went to `seconds` (queue, the worker's phases and steps)."""
         if self.device != "cuda":
             raise EvaluatorError("baselines are measured on a GPU (the CPU interpreter's times mean nothing)")
         request = dataclasses.replace(self._request(problem, CanonicalSolution("", ""), True), solution=None)
-        return self._run_reference(problem, request, "measuring baselines").baselines or {}
+        return self._run_reference(problem, request, "measuring baselines", seconds).baselines or {}
 
-    def _run_reference(self, problem: Problem, request: WorkerRequest, what: str) -> WorkerResult:
-        """A request without candidate code; EvaluatorError when the worker or the reference fails."""
+    def _run_reference(
+        self, problem: Problem, request: WorkerRequest, what: str, seconds: dict[str, float] | None = None
+    ) -> WorkerResult:
+        """A request without candidate code; EvaluatorError when the worker or the reference fails. `seconds`, if
+        given, receives the request's queue wait, phases and steps."""
         try:
-            result, _, _, oom_notes = self._run_through_oom(request)
+            result, phases, waited, oom_notes = self._run_through_oom(request)
         except WorkerFailure as failure:
             raise EvaluatorError(f"{problem.id}: {what} failed: {failure.message}") from None
         except MalformedMessage as e:
             raise EvaluatorError(f"{problem.id}: {what} failed: {e}") from None
+        if seconds is not None:
+            seconds.update({"queue": waited, **phases, **result.steps})
         if result.environment_oom:
             raise EvaluatorError(f"{problem.id}: {what} failed: {'; '.join(oom_notes)}")
         if result.status is not Status.CORRECT:

@@ -21,6 +21,7 @@ class RecordingPool:
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], str]] = []
         self.failing: tuple[str, ...] = ()
+        self.cancelled: tuple[str, ...] = ()  # as a pool that closes before their turn
 
     def prepare_baselines(self, problems, priority="baseline"):
         problems = list(problems)
@@ -28,6 +29,10 @@ class RecordingPool:
         futures = []
         for p in problems:
             future = concurrent.futures.Future()
+            if p.id in self.cancelled:
+                future.cancel()
+                futures.append(future)
+                continue
             status = Status.INTERNAL_ERROR if p.id in self.failing else Status.CORRECT
             seconds = {} if p.id in self.failing else {"baseline.inductor_compile": 2.0, "gpu_wait": 0.5, "total": 3.0}
             future.set_result(Verdict(status, p.id, "fake", phase_seconds=seconds))
@@ -60,7 +65,8 @@ def test_validation_first_then_the_first_steps_draws_then_the_rest(tmp_path, cap
     pool = RecordingPool()
     trainer, run, data = _trainer(tmp_path, pool, "loop.problems_per_step=3", "validation.max_problems=4")
     pool.failing = (data.validation[-1].id,)  # one of the rest whose reference did not run
-    assert run.validation.at_start and len(data.validation) > 4
+    pool.cancelled = (data.validation[4].id,)  # another of the rest, cancelled when the pool closed
+    assert run.validation.at_start and len(data.validation) > 5
     with caplog.at_level(logging.INFO, logger="rl.baselines"):
         trainer._prepare_baselines()
     (needed, first_rank), (rest, rest_rank) = pool.calls
@@ -77,7 +83,10 @@ def test_validation_first_then_the_first_steps_draws_then_the_rest(tmp_path, cap
     lines = [r.getMessage() for r in caplog.records]
     assert f"baselines of validation's and the first step's {len(needed)} problem(s) measured in" in lines[0]
     assert "(0 failed); per problem, s: waiting for the GPU 0.5, Inductor compile 2.0, in all 3.0" in lines[0]
-    assert any(f"baselines of {len(everything)} problem(s) measured in" in m and "(1 failed)" in m for m in lines)
+    last = [m for m in lines if f"baselines of {len(everything)} problem(s) measured in" in m]
+    assert len(last) == 1 and "(1 failed, 1 cancelled: the run ended first)" in last[0], lines
+    # the means are over the measured jobs only
+    assert "waiting for the GPU 0.5, Inductor compile 2.0, in all 3.0" in last[0]
 
 
 def test_one_step_off_without_validation_at_start_and_a_resumed_run(tmp_path):
