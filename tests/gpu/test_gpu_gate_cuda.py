@@ -32,6 +32,14 @@ def _busy(directory: str, use_gate: bool, running, stop) -> None:
             torch.cuda.synchronize()
 
 
+def _sm_clock() -> str:
+    """The SM clock now (MHz, through NVML where installed): a neighbour's GEMMs between windows can lower it."""
+    try:
+        return f"{torch.cuda.clock_rate()} MHz"
+    except Exception as e:  # no pynvml, or NVML refused
+        return f"clock n/a ({type(e).__name__})"
+
+
 def _timed_median_ms(lock) -> float:
     x = torch.randn(4096, 4096, device="cuda")
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -58,6 +66,7 @@ def test_a_gated_neighbour_stays_out_of_the_timed_window(tmp_path, neighbour_use
 
     lock = DeviceLock(GpuGate(0, tmp_path))
     alone = _timed_median_ms(lock)
+    clock_alone = _sm_clock()
     ctx = multiprocessing.get_context("spawn")
     running, stop = ctx.Event(), ctx.Event()
     neighbour = ctx.Process(target=_busy, args=(str(tmp_path), neighbour_uses_gate, running, stop))
@@ -67,10 +76,12 @@ def test_a_gated_neighbour_stays_out_of_the_timed_window(tmp_path, neighbour_use
         assert running.wait(120), "the neighbour never ran a GEMM"
         time.sleep(0.5)
         shared = _timed_median_ms(lock)
+        clock = _sm_clock()  # while the neighbour still runs
     finally:
         stop.set()
         neighbour.join(30)
     print(f"alone {alone:.3f} ms, beside a {'gated' if neighbour_uses_gate else 'free'} neighbour {shared:.3f} ms")
+    print(f"SM clock alone {clock_alone}, beside the neighbour {clock}")
     if neighbour_uses_gate:
         assert shared == pytest.approx(alone, rel=0.05)
     else:  # the control: without the gate the neighbour's kernels land in the window
