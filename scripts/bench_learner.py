@@ -23,6 +23,7 @@ import time
 import torch
 
 from rl.learner.config import AlgorithmConfig, LoraSettings, OptimizerSettings, PolicyConfig
+from rl.learner.host_allocator import keep_freed_memory
 from rl.learner.policy import Policy
 from rl.learner.random_models import SMOLLM2_VOCAB, byte_tokenizer, from_preset
 from rl.types import TrainBatch
@@ -350,6 +351,11 @@ def main(argv=None) -> int:
     p.add_argument("--chunk-tokens", type=int, default=2048)
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--attn", default="sdpa")
+    p.add_argument(
+        "--glibc-defaults",
+        action="store_true",
+        help="on CPU, keep glibc's allocator defaults (the learner actor keeps freed memory: host_allocator.py)",
+    )
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument(
         "--compile",
@@ -377,6 +383,8 @@ def main(argv=None) -> int:
         p.error("--prompt-len must be below --seq-len")
     if args.plain and int(os.environ.get("WORLD_SIZE", 1)) > 1:
         p.error("--plain is one process: run it without torchrun")
+    if not args.glibc_defaults and (args.device == "cpu" or not torch.cuda.is_available()):
+        keep_freed_memory()  # as the learner actor does on CPU
     rank = 0
     if args.fsdp:
         from rl.learner.group import init_from_env

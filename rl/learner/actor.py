@@ -18,12 +18,15 @@ class LearnerActor(PolicyHost):
     """Thin wrapper: every call goes to rl.learner.policy.Policy in the actor's process."""
 
     def __init__(self, algorithm: AlgorithmConfig | dict, policy: PolicyConfig | dict):
-        from rl.learner.policy import Policy  # torch/transformers load in the actor, not the driver
+        from rl.learner.host_allocator import keep_freed_memory
+        from rl.learner.policy import Policy, resolve_device  # torch/transformers load in the actor, not the driver
 
         if not isinstance(algorithm, AlgorithmConfig):
             algorithm = AlgorithmConfig.from_mapping(algorithm)
         if not isinstance(policy, PolicyConfig):
             policy = PolicyConfig.from_mapping(policy)
+        if resolve_device(policy.device).type == "cpu":  # this process holds the learner alone
+            keep_freed_memory()
         self.policy = Policy(policy, algorithm)
 
     # full-weight broadcast into the engines (rl.rollout.broadcast): this process is the sender, rank 0
