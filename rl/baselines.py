@@ -73,9 +73,10 @@ def _log_when_ended(futures: list[concurrent.futures.Future], started: float, wh
         verdict = None if cancelled or future.exception() is not None else future.result()
         with lock:
             count["left"] -= 1
-            count["cancelled"] += cancelled
-            if verdict is None or not verdict.correct:
-                count["failed"] += not cancelled
+            if cancelled:
+                count["cancelled"] += 1
+            elif verdict is None or not verdict.correct:
+                count["failed"] += 1
             else:
                 count["measured"] += 1
                 for key, _ in _PHASES:

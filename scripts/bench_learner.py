@@ -24,7 +24,7 @@ import torch
 
 from rl.learner.config import AlgorithmConfig, LoraSettings, OptimizerSettings, PolicyConfig
 from rl.learner.host_allocator import keep_freed_memory
-from rl.learner.policy import Policy
+from rl.learner.policy import Policy, resolve_device
 from rl.learner.random_models import SMOLLM2_VOCAB, byte_tokenizer, from_preset
 from rl.types import TrainBatch
 
@@ -383,7 +383,7 @@ def main(argv=None) -> int:
         p.error("--prompt-len must be below --seq-len")
     if args.plain and int(os.environ.get("WORLD_SIZE", 1)) > 1:
         p.error("--plain is one process: run it without torchrun")
-    if not args.glibc_defaults and (args.device == "cpu" or not torch.cuda.is_available()):
+    if not args.glibc_defaults and resolve_device(args.device).type == "cpu":
         keep_freed_memory()  # as the learner actor does on CPU
     rank = 0
     if args.fsdp:

@@ -255,9 +255,10 @@ class WorkerSet:
 
     def _baselines_only(self, problem: Problem, baselines: dict | None) -> tuple[Verdict, dict | None]:
         started = time.monotonic()
-        seconds: dict[str, float] = {}
+        measured, seconds = None, {}
         try:
-            measured = None if baselines else self._measure_baselines(problem, seconds)
+            if not baselines:
+                measured, seconds = self._measure_baselines(problem)
         except EvaluatorError as e:
             return Verdict(Status.INTERNAL_ERROR, problem.id, self.device_name, error=str(e)), None
         seconds.setdefault("baseline", time.monotonic() - started)  # the worker's phase, when it measured
@@ -389,38 +390,37 @@ class WorkerSet:
         request = dataclasses.replace(
             self._request(problem, CanonicalSolution("", ""), False), mode="check_problem", solution=None, timing=None
         )
-        return self._run_reference(problem, request, "checking the problem").degenerate
+        return self._run_reference(problem, request, "checking the problem")[0].degenerate
 
     def measure_baselines(self, problem: Problem) -> dict:
         """Time the problem's eager and TorchInductor baselines on a worker, no candidate involved (the curation
         pipeline's runtime filter): {"eager": stats, "inductor": stats or None}, ms. CUDA only."""
-        return self._measure_baselines(problem, {})
+        return self._measure_baselines(problem)[0]
 
-    def _measure_baselines(self, problem: Problem, seconds: dict[str, float]) -> dict:
-        """measure_baselines, adding where the time went to `seconds` (queue, the worker's phases and steps)."""
+    def _measure_baselines(self, problem: Problem) -> tuple[dict, dict[str, float]]:
+        """measure_baselines, and where its time went (`_run_reference`'s seconds)."""
         if self.device != "cuda":
             raise EvaluatorError("baselines are measured on a GPU (the CPU interpreter's times mean nothing)")
         request = dataclasses.replace(self._request(problem, CanonicalSolution("", ""), True), solution=None)
-        return self._run_reference(problem, request, "measuring baselines", seconds).baselines or {}
+        result, seconds = self._run_reference(problem, request, "measuring baselines")
+        return result.baselines or {}, seconds
 
     def _run_reference(
-        self, problem: Problem, request: WorkerRequest, what: str, seconds: dict[str, float] | None = None
-    ) -> WorkerResult:
-        """A request without candidate code; EvaluatorError when the worker or the reference fails. `seconds`, if
-        given, receives the request's queue wait, phases and steps."""
+        self, problem: Problem, request: WorkerRequest, what: str
+    ) -> tuple[WorkerResult, dict[str, float]]:
+        """A request without candidate code, and its queue wait, phases and steps in seconds; EvaluatorError when
+        the worker or the reference fails."""
         try:
             result, phases, waited, oom_notes = self._run_through_oom(request)
         except WorkerFailure as failure:
             raise EvaluatorError(f"{problem.id}: {what} failed: {failure.message}") from None
         except MalformedMessage as e:
             raise EvaluatorError(f"{problem.id}: {what} failed: {e}") from None
-        if seconds is not None:
-            seconds.update({"queue": waited, **phases, **result.steps})
         if result.environment_oom:
             raise EvaluatorError(f"{problem.id}: {what} failed: {'; '.join(oom_notes)}")
         if result.status is not Status.CORRECT:
             raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.error}")
-        return result
+        return result, {"queue": waited, **phases, **result.steps}
 
     def profile(self, problem: Problem, solution: CanonicalSolution, calls: int = 10) -> dict:
         """Profile a candidate on a worker (envs/worker/profiling.py): {"profile": facts} or {"error": why}.
