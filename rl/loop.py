@@ -102,6 +102,7 @@ class Trainer:
         self._inflight: asyncio.Task | None = None  # one_step_off: the next step's rollouts, generating
         self._sampler_before_inflight: dict[str, Any] | None = None  # what a checkpoint resumes drawing from
         self._gpu: GpuMonitor | None = None  # started by run(): gpu/* per step where nvidia-smi exists
+        self._startup_row: dict[str, float] = {}  # the start's own metrics: logged with the first row
 
     # ------------------------------------------------------------------------------------------ the run
     async def run(self) -> dict[str, Any]:
@@ -117,6 +118,7 @@ class Trainer:
             if self.policy_version > 0:  # a resumed run: the engine must serve the checkpoint's weights
                 await self.sync_weights()
             self.learner_version = self.policy_version
+            await self._warm_up_engine()
             if self.step == 0 and self.cfg.validation.at_start:
                 self.log_row(0, await self.validate())
             bar = step_progress(self.cfg.loop.steps, self.step, self.cfg.loop.progress_bar)
@@ -159,6 +161,23 @@ class Trainer:
         )
         what = "validation's and the first step's" if validates else "the first step's"
         prepare_baselines(self.components.pool, needed, rest, what)
+
+    async def _warm_up_engine(self) -> None:
+        """The engine compiles its decoder for the shapes it will generate first (validation's at step 0, then
+        the next step's) while the pool measures their baselines, so that neither times a compilation (an hf
+        engine with compiled decoding; others have nothing to warm: rl/rollout/hf_engine.py)."""
+        if not hasattr(self.engine, "warm_up"):
+            return
+        requests = []
+        if self.step == 0 and self.cfg.validation.at_start:
+            problems = self.data.validation[: self.cfg.validation.max_problems]
+            requests += self._requests(problems, "warm_up/val", self.cfg.validation.sampling(self.cfg.rollout))
+        problems = self.sampler.peek([self.step + 1], self.cfg.loop.problems_per_step)
+        requests += self._requests(problems, "warm_up/train", self.cfg.rollout)
+        seconds = float(await _maybe_await(self.engine.warm_up(requests)))
+        if seconds > 0:
+            log.info("rollout engine compiled its first shapes in %.1f s", seconds)
+            self._startup_row["time/engine_warm_up"] = seconds
 
     async def train_step(self) -> None:
         step = self.step + 1
@@ -526,6 +545,7 @@ class Trainer:
     def log_row(self, step: int, row: dict[str, Any]) -> None:
         if not row:
             return
+        row, self._startup_row = {**self._startup_row, **row}, {}
         row = {**row, **verl_aliases(row)}  # verl's names beside ours (rl.metrics.VERL_ALIASES)
         self.logger.log(step, row)
         self.history.append({"step": step, **row})

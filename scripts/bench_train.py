@@ -108,6 +108,8 @@ def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
         "learner_tokens_per_s": _stats(_values(train, "perf/learner_tokens_per_s")),
         "rollout_tokens_per_s": _stats(_values(train, "perf/rollout_tokens_per_s")),
         "step_s_steps3_20": _stats(_values([r for r in train if 3 <= r["step"] <= 20], "time/step")),
+        # the engine compiling its first shapes while the pool measured baselines (hf engine, compiled decoding)
+        "engine_warm_up_s": next((r["time/engine_warm_up"] for r in rows if "time/engine_warm_up" in r), None),
         "validate_s": _stats(_values(val, "time/validate")),
         "validate_generate_s": _stats(_values(val, "time/validate_generate")),
         "validate_wait_for_rewards_s": _stats(_values(val, "time/validate_wait_for_rewards")),

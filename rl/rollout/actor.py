@@ -59,6 +59,12 @@ class RolloutActor:
         async for sample in self.engine.generate(requests):
             yield sample
 
+    async def warm_up(self, requests: list[RolloutRequest]) -> float:
+        """The hf engine compiles its decoder for these requests' shapes (vLLM compiles, if at all, in start)."""
+        if self.kind == "vllm":
+            return 0.0
+        return await asyncio.to_thread(self.engine.warm_up, requests)
+
     async def update_weights(self, update: WeightUpdate) -> float:
         if self.kind == "vllm":
             return await self.engine.update_weights(update)
@@ -181,6 +187,13 @@ class RayRolloutEngine:
                 except Exception:  # already finished
                     pass
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def warm_up(self, requests: list[RolloutRequest]) -> float:
+        """Each engine compiles for the requests it would be given (HFEngine.warm_up); returns the wall seconds
+        until the last one is done."""
+        t0 = time.perf_counter()
+        await asyncio.gather(*(a.warm_up.remote(part) for a, part in zip(self.actors, self._assign(requests)) if part))
+        return time.perf_counter() - t0
 
     def update_weights(self, update: WeightUpdate) -> float:
         """All engines load `update` (in parallel); returns the wall seconds until the last one serves it."""

@@ -51,6 +51,9 @@ class EngineConfig:
     # hf: generate (transformers generate, the reference), static (own loop over a StaticCache, rows leave as they
     # end), compiled (static with torch.compile: CUDA graphs on cuda); auto: compiled on cuda, static on cpu
     hf_decode: Literal["auto", "generate", "static", "compiled"] = "auto"
+    # hf compiled: compile the decoder for the run's first batch shapes while the pool measures baselines
+    # (HFEngine.warm_up), so that validation at step 0 and the first step do not time a compilation
+    warm_up: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in ("vllm", "hf"):

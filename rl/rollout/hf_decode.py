@@ -10,7 +10,10 @@ over a transformers StaticCache, sampled here, and each row handed out as soon a
 - `compiled`: the one-token forward goes through torch.compile (mode reduce-overhead on CUDA: CUDA graphs) and
   the sampler through torch.compile. Graphs read the model's parameters where they live, so weights must be
   loaded in place (HFEngine does). The cache is kept between batches of the same shape (graphs record its
-  addresses); batch rows and cache lengths are rounded up to buckets so that few shapes occur.
+  addresses); batch rows and cache lengths are rounded up to buckets so that few shapes occur. torch.compile
+  specializes the first shape and compiles once more, with rows and length dynamic, at the second; `run(...,
+  steps=k)` decodes only k tokens of a shape, which is how the engine compiles its shapes ahead of a run
+  (HFEngine.warm_up).
 """
 
 from __future__ import annotations
@@ -67,6 +70,11 @@ class StaticDecoder:
             self._cache.reset()
         return self._cache
 
+    @staticmethod
+    def cache_length(width: int, max_new: int) -> int:
+        """The cache length for prompts `width` tokens wide and `max_new` new tokens: a multiple of CACHE_BUCKET."""
+        return -(-(width + max_new) // CACHE_BUCKET) * CACHE_BUCKET
+
     def rows_bucket(self, n: int) -> int:
         """The next power of two, at least 2 (torch.compile specializes a size of 1: one more compilation) and at
         most max_rows: a short last batch reuses a compiled shape."""
@@ -80,15 +88,18 @@ class StaticDecoder:
         temperature: float,
         top_p: float,
         generator: torch.Generator | None,
+        steps: int | None = None,
     ) -> Iterator[list[tuple[int, list[int], list[float]]]]:
-        """Yield (row, completion ids, logprobs) of rows as they end (EOS included) or reach max_new."""
-        if max_new < 1:
-            raise ValueError(f"max_new must be >= 1, not {max_new}")
+        """Yield (row, completion ids, logprobs) of rows as they end (EOS included) or reach max_new. `steps`:
+        stop after that many tokens, each row cut there (a warm-up: the cache is still sized for max_new)."""
+        if max_new < 1 or (steps is not None and steps < 1):
+            raise ValueError(f"max_new and steps must be >= 1, not {max_new} and {steps}")
+        decode = max_new if steps is None else min(steps, max_new)
         n, dev = len(prompts), self.device
         rows = self.rows_bucket(n)
         prompts = prompts + [prompts[-1]] * (rows - n)  # filler rows, never returned
         width = max(len(p) for p in prompts)
-        length = -(-(width + max_new) // CACHE_BUCKET) * CACHE_BUCKET
+        length = self.cache_length(width, max_new)
         ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=dev)
         # ones past the prompt: causality masks the positions not yet written
         mask = torch.tensor([[0] * (width - len(p)) + [1] * (length - width + len(p)) for p in prompts], device=dev)
@@ -108,7 +119,7 @@ class StaticDecoder:
             ended = torch.zeros(rows, dtype=torch.bool, device=dev)
             ended[n:] = True
             out: set[int] = set(range(n, rows))
-            for step in range(max_new):
+            for step in range(decode):
                 hold.take()
                 if step:
                     torch.compiler.cudagraph_mark_step_begin()  # the previous step's graph outputs are consumed
@@ -123,7 +134,7 @@ class StaticDecoder:
                 tokens[:, step] = tok
                 logprobs[:, step] = lp
                 ended |= eos
-                last = step == max_new - 1
+                last = step == decode - 1
                 if last or (step + 1) % CHECK_EVERY == 0:
                     now = ended.nonzero()[:, 0].tolist() if not last else list(range(rows))
                     done = [r for r in now if r not in out]

@@ -6,7 +6,9 @@ plain reference; static, our own loop over a StaticCache (rl/rollout/hf_decode.p
 soon as it ends; compiled, that loop's step under torch.compile. Samples are generated in batches of up to
 `max_num_seqs` rows; logprobs are those of the sampled tokens under the processed distribution, like vLLM's.
 Each batch has one seeded random stream, so a step is reproducible for the same requests and batch size.
-Weights are loaded in place, so compiled graphs serve the new ones. Details: docs/rollout.md."""
+Weights are loaded in place, so compiled graphs serve the new ones. `warm_up` compiles the shapes a run will
+generate first, before it generates them (the loop calls it while the pool measures baselines). Details:
+docs/rollout.md."""
 
 from __future__ import annotations
 
@@ -23,6 +25,20 @@ from rl.rollout.config import EngineConfig
 from rl.types import RolloutRequest, Sample, SamplingConfig, WeightUpdate
 
 Row = tuple[RolloutRequest, list[int], int]  # request, prompt ids, sample index
+# Decode steps per warmed shape: the first compiled call compiles (on CUDA it also runs eagerly once), the second
+# records the CUDA graph, the third replays it.
+WARM_UP_STEPS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeShape:
+    """What the compiled decoder specializes on: rows (bucketed), cache length, and the sampler's branches."""
+
+    rows: int
+    width: int  # prompt width: with max_new, it gives the cache length
+    max_new: int
+    temperature: float
+    top_p: float
 
 
 class HFEngine:
@@ -104,13 +120,80 @@ class HFEngine:
         finally:
             stop.set()
 
+    def warm_up(self, requests: list[RolloutRequest]) -> float:
+        """Compile and record the compiled decoder's graphs for the batch shapes `requests` would make, a few
+        tokens each and nothing returned, so that generating them later times decoding, not compilation; and one
+        more shape differing in rows and cache length, so that torch.compile's second compilation (rows and length
+        made dynamic), which the run's first new shape would otherwise pay, happens here too. Returns seconds;
+        0 without a compiled decoder (`hf_decode` generate or static) or with `warm_up: false`."""
+        if self.decode != "compiled" or not self.config.warm_up or not requests:
+            return 0.0
+        t0 = time.perf_counter()
+        prompts = [prompt_ids(self.tokenizer, r.messages) for r in requests]
+        check_requests(requests, self.config.max_model_len, prompts)
+        shapes = self._warm_up_shapes([self._shape(batch) for batch in self._batches(requests, prompts)])
+        # on the engine's thread (CUDA graph trees are per thread), one batch at a time with generate()'s
+        self._worker.submit(self._warm, shapes).result()
+        return time.perf_counter() - t0
+
+    def _shape(self, rows: list[Row]) -> DecodeShape:
+        s = rows[0][0].sampling
+        width = max(len(ids) for _, ids, _ in rows)
+        max_new = min(s.max_tokens, self.config.max_model_len - width)
+        return DecodeShape(self._decoder.rows_bucket(len(rows)), width, max_new, s.temperature, s.top_p)
+
+    def _warm_up_shapes(self, shapes: list[DecodeShape]) -> list[DecodeShape]:
+        """`shapes` without repeats (same rows, cache length and sampler branch), the first one followed by one
+        that differs from it in both rows and cache length where the engine's limits allow one."""
+        from rl.rollout.hf_decode import CACHE_BUCKET
+
+        seen, out = set(), []
+        for shape in shapes:
+            key = (
+                shape.rows,
+                self._decoder.cache_length(shape.width, shape.max_new),
+                shape.temperature == 0,
+                0 < shape.temperature and shape.top_p < 1,
+            )
+            if key not in seen:
+                seen.add(key)
+                out.append(shape)
+        first = out[0]
+        rows = next(
+            (
+                r
+                for r in (self._decoder.rows_bucket(first.rows // 2), self._decoder.rows_bucket(first.rows + 1))
+                if r != first.rows and r <= self.config.max_num_seqs
+            ),
+            None,
+        )
+        step = (
+            CACHE_BUCKET if first.width + first.max_new + CACHE_BUCKET <= self.config.max_model_len else -CACHE_BUCKET
+        )
+        if rows is not None and first.max_new + step >= 1:
+            out.insert(1, dataclasses.replace(first, rows=rows, max_new=first.max_new + step))
+        return out
+
+    def _warm(self, shapes: list[DecodeShape]) -> None:
+        import torch
+
+        with self._lock:
+            for shape in shapes:
+                prompts = [[self.tokenizer.pad_token_id] * shape.width] * shape.rows
+                generator = torch.Generator(self.device).manual_seed(0)
+                for _ in self._decoder.run(
+                    prompts, shape.max_new, shape.temperature, shape.top_p, generator, steps=WARM_UP_STEPS
+                ):
+                    pass
+
     def _batches(self, requests: list[RolloutRequest], prompts: list[list[int]]) -> Iterator[list[Row]]:
         """Rows grouped by sampling settings and sorted by prompt length, max_num_seqs at a time."""
         by_sampling: dict[SamplingConfig, list[Row]] = {}
         for r, ids in zip(requests, prompts):
             if r.sampling.stop:
                 raise ValueError("the hf engine does not implement stop strings (use the vllm engine)")
-            key = dataclasses.replace(r.sampling, n=1)  # requests that differ only in n share batches
+            # requests that differ only in n or seed share batches (a batch draws from its first row's seed)
+            key = dataclasses.replace(r.sampling, n=1, seed=None)
             by_sampling.setdefault(key, []).extend((r, ids, i) for i in range(r.sampling.n))
         size = self.config.max_num_seqs
         for rows in by_sampling.values():

@@ -110,3 +110,23 @@ def test_graphs_follow_new_shapes_and_weight_loads(engine, model_dir, tmp_path):
     d = logprob_diffs(engine, samples)
     print(f"after a LoRA merge: logprob diff mean {d.mean():.3e} max {d.max():.3e}")
     assert d.mean() < 0.05 and {s.policy_version for s in samples} == {3}
+
+
+def test_warm_up_leaves_generate_no_compilation(model_dir):
+    """A fresh engine warmed for 64 rows x 1024 tokens (the gpu_colocated shape): generating them compiles no
+    graph, and a batch of other rows and cache length compiles none either (CUDA graphs are only recorded)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    engine = HFEngine(model_dir, EngineConfig(kind="hf", device="cuda", dtype="bfloat16", max_num_seqs=64))
+    reqs = requests(8, SamplingConfig(n=8, max_tokens=1024, seed=4), "w")
+    seconds = engine.warm_up(reqs)
+    graphs = counters["stats"]["unique_graphs"]
+    t = time.perf_counter()
+    samples = collect(engine, reqs)
+    print(f"\nwarm-up {seconds:.1f} s; then 64 rows x <= 1024 tokens in {time.perf_counter() - t:.1f} s")
+    assert len(samples) == 64 and counters["stats"]["unique_graphs"] == graphs
+    t = time.perf_counter()
+    other = collect(engine, requests(5, SamplingConfig(n=4, max_tokens=700, seed=5), "o"))  # 20 rows -> 32
+    print(f"20 rows x <= 700 tokens (a new shape) in {time.perf_counter() - t:.1f} s")
+    assert len(other) == 20 and counters["stats"]["unique_graphs"] == graphs

@@ -108,9 +108,7 @@ def test_the_compiled_path_matches_the_static_one_and_serves_new_weights(model_d
     out = collect(compiled, reqs)
     assert [s.completion_ids for s in out] == [s.completion_ids for s in collect(static, reqs)]
     assert worst_logprob_error(compiled, out, 0.8) < 1e-4
-    from torch._dynamo.utils import counters
-
-    compilations = counters["frames"]["total"]
+    compilations = compiled_graphs()
     merged = make_merged(model_dir, make_adapter(model_dir, tmp_path / "a", seed=1, scale=2.0), tmp_path / "m")
     for eng in (static, compiled):
         eng.update_weights(WeightUpdate(1, "merged", str(merged)))
@@ -124,7 +122,37 @@ def test_the_compiled_path_matches_the_static_one_and_serves_new_weights(model_d
     lora = collect(compiled, reqs)
     assert [s.completion_ids for s in lora] == [s.completion_ids for s in collect(static, reqs)]
     assert worst_logprob_error(compiled, lora, 0.8) < 1e-4 and {s.policy_version for s in lora} == {2}
-    assert counters["frames"]["total"] == compilations  # the same graphs served every version
+    assert compiled_graphs() == compilations  # the same graphs served every version
+
+
+def compiled_graphs() -> int:
+    """Graphs torch.compile has made in this process (dynamo's frame counters stay empty in torch 2.13)."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
+def test_warm_up_compiles_what_generate_then_runs_and_one_shape_more(model_dir):
+    """After warm_up(requests), generating those requests compiles nothing, and neither does a batch of other
+    rows and another cache length: the warm-up's extra shape made torch.compile's dynamic graph. The samples are
+    those of the static loop, so the warm-up leaves no trace in them."""
+    torch._dynamo.reset()  # this process may hold graphs from other tests: start from none (counters stay)
+    before = compiled_graphs()
+    config = EngineConfig(kind="hf", device="cpu", max_model_len=512, max_num_seqs=8)
+    compiled = HFEngine(model_dir, dataclasses.replace(config, hf_decode="compiled"))
+    static = HFEngine(model_dir, dataclasses.replace(config, hf_decode="static"))
+    reqs = requests(SamplingConfig(n=4, temperature=0.8, max_tokens=40, seed=7), k=2)  # 8 rows, cache 256
+    assert static.warm_up(reqs) == 0.0 and compiled_graphs() == before  # nothing to compile on the static loop
+    assert compiled.warm_up(reqs) > 0
+    warmed = compiled_graphs()
+    assert warmed > before
+    out = collect(compiled, reqs)
+    assert compiled_graphs() == warmed
+    assert [s.completion_ids for s in out] == [s.completion_ids for s in collect(static, reqs)]
+    other = requests(SamplingConfig(n=1, temperature=0.8, max_tokens=300, seed=8), k=3)  # 3 rows -> 4, cache 512
+    assert [s.completion_ids for s in collect(compiled, other)] == [s.completion_ids for s in collect(static, other)]
+    assert compiled_graphs() == warmed
+    assert dataclasses.replace(config, hf_decode="compiled", warm_up=False).warm_up is False
 
 
 def test_rows_leave_the_decoder_as_they_end(engine):

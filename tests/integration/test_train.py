@@ -96,7 +96,8 @@ def _state(run_dir, step):
 
 def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     straight, first, resumed = tmp_path / "straight", tmp_path / "first", tmp_path / "resumed"
-    result = train(straight, "loop.steps=3")
+    # compiled decoding (torch.compile on the CPU): the engine compiles its first shapes before validation
+    result = train(straight, "loop.steps=3", "+policy.engine.hf_decode=compiled")
     assert result.returncode == 0, result.stderr[-3000:]
     bench = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "bench_train.py"), "--from-run", str(straight)],
@@ -113,6 +114,7 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     report = json.loads(bench.stdout)  # validation with its interval, and each training problem per step
     assert set(report["val/correct_rate_low"]) == set(report["val/correct_rate_high"]) == {"0", "3"}  # JSON keys
     assert report["validate_generate_s"]["max"] <= report["validate_s"]["max"]
+    assert report["engine_warm_up_s"] > 0 and "time/engine_warm_up" in read_metrics(straight / "metrics.jsonl")[0]
     assert all(len(per_step) == 3 for per_step in report["train/problem_correct_rate"].values())
     result = train(first, "loop.steps=2")
     assert result.returncode == 0, result.stderr[-3000:]
