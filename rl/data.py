@@ -3,6 +3,7 @@
     data = ProblemData.load(DataConfig(problems="builtin", levels=(0, 1)))
     sampler = ProblemSampler(data.train, DataConfig(...).curriculum, seed=0)
     problems = sampler.next_batch(step, 4)      # deterministic given (seed, draws so far)
+    sampler.record("L1_03_softmax", 3, 8)       # a group's outcome: what data.sampler=learnability draws by
     state = sampler.state_dict()                # goes into the loop checkpoint; load_state_dict resumes
 
 The split is by a hash of each problem id (salted), so a problem stays on its side when the set grows
@@ -20,7 +21,15 @@ from typing import Any, Iterable, Literal, Mapping
 from envs.problems import Problem, ProblemError, load_problem_set
 from envs.settings import reject_unknown
 
-__all__ = ["CurriculumConfig", "DataConfig", "DataError", "ProblemData", "ProblemSampler", "split_of"]
+__all__ = [
+    "CurriculumConfig",
+    "DataConfig",
+    "DataError",
+    "LearnabilityConfig",
+    "ProblemData",
+    "ProblemSampler",
+    "split_of",
+]
 
 
 class DataError(ValueError):
@@ -43,6 +52,22 @@ class CurriculumConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class LearnabilityConfig:
+    """data.sampler=learnability: a problem is drawn in proportion to p(1 - p), p its estimated correct rate,
+    the variance of a 0/1 reward: GRPO learns nothing from a group whose samples all pass or all fail."""
+
+    decay: float = 0.8  # each new group of a problem keeps this share of its earlier counts (8 samples a group:
+    # an effective memory of about 40 samples, so a problem the policy has just learned drops out within steps)
+    floor: float = 0.02  # the least weight (a fresh problem has 0.25): no problem is ever out of the draws
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.decay < 1.0:
+            raise DataError(f"data.learnability.decay must be in [0, 1), not {self.decay}")
+        if not 0.0 < self.floor <= 0.25:
+            raise DataError(f"data.learnability.floor must be in (0, 0.25], not {self.floor}")
+
+
+@dataclasses.dataclass(frozen=True)
 class DataConfig:
     problems: str = "builtin"  # builtin | a problem file | a directory | a KernelBench checkout
     levels: tuple[int, ...] | None = None  # None: every level
@@ -54,14 +79,16 @@ class DataConfig:
     require_reference: bool = False  # keep only problems with a verified reference solution
     curriculum: CurriculumConfig = CurriculumConfig()
     # uniform: shuffled epochs (every problem once per epoch). balanced: independent draws by the sampling
-    # weights of a curated set's manifest (scripts/curate.py: 1/ln(cluster size + 1)).
-    sampler: Literal["uniform", "balanced"] = "uniform"
+    # weights of a curated set's manifest (scripts/curate.py: 1/ln(cluster size + 1)). learnability: by each
+    # problem's p(1 - p) from the run's own results (LearnabilityConfig), distinct problems within a step.
+    sampler: Literal["uniform", "balanced", "learnability"] = "uniform"
+    learnability: LearnabilityConfig = LearnabilityConfig()
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.validation_fraction < 1.0:
             raise DataError(f"data.validation_fraction must be in [0, 1), not {self.validation_fraction}")
-        if self.sampler not in ("uniform", "balanced"):
-            raise DataError(f"data.sampler must be uniform or balanced, not {self.sampler!r}")
+        if self.sampler not in ("uniform", "balanced", "learnability"):
+            raise DataError(f"data.sampler must be uniform, balanced or learnability, not {self.sampler!r}")
 
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any] | None) -> DataConfig:
@@ -74,7 +101,9 @@ class DataConfig:
             m["exclude_ids"] = tuple(m["exclude_ids"] or ())
         curriculum = dict(m.pop("curriculum", None) or {})
         reject_unknown(CurriculumConfig, curriculum, "data.curriculum")
-        return cls(curriculum=CurriculumConfig(**curriculum), **m)
+        learnability = dict(m.pop("learnability", None) or {})
+        reject_unknown(LearnabilityConfig, learnability, "data.learnability")
+        return cls(curriculum=CurriculumConfig(**curriculum), learnability=LearnabilityConfig(**learnability), **m)
 
 
 def split_of(problem_id: str, fraction: float, salt: str) -> Literal["train", "validation"]:
@@ -166,9 +195,10 @@ class ProblemData:
 class ProblemSampler:
     """Draws training problems: shuffled epochs over the (curriculum's) pool, reproducible from the seed.
 
-    The whole state is the number of draws so far: draw k is element k % len(pool) of the pool's
-    permutation for epoch k // len(pool), seeded by (seed, epoch). Resuming with the saved count
-    continues the exact sequence.
+    The state is the number of draws so far: draw k is element k % len(pool) of the pool's permutation for
+    epoch k // len(pool), seeded by (seed, epoch). Resuming with the saved count continues the exact sequence.
+    With `learnability`, draws are weighted by what `record` has been told of each problem's groups, which the
+    state carries too.
     """
 
     def __init__(
@@ -177,6 +207,7 @@ class ProblemSampler:
         curriculum: CurriculumConfig | None = None,
         seed: int = 0,
         weights: Mapping[str, float] | None = None,
+        learnability: LearnabilityConfig | None = None,
     ):
         if not problems:
             raise DataError("the training sampler needs at least one problem")
@@ -190,6 +221,10 @@ class ProblemSampler:
         if self.weights is not None and any(self.weights.get(p.id, 0) <= 0 for p in self.problems):
             raise DataError("sampling weights must be positive for every training problem")
         self._levels = sorted({p.level if p.level is not None else 0 for p in self.problems})
+        if self.weights is not None and learnability is not None:
+            raise DataError("a sampler draws by manifest weights or by learnability, not both")
+        self.learnability = learnability
+        self.outcomes: dict[str, list[float]] = {}  # problem id -> [decayed correct samples, decayed samples]
 
     def pool(self, step: int) -> list[Problem]:
         if self.curriculum.kind == "none":
@@ -202,8 +237,23 @@ class ProblemSampler:
         random.Random(f"{self.seed}:{epoch}:{len(pool)}").shuffle(order)
         return order
 
+    def record(self, problem_id: str, correct: int, samples: int) -> None:
+        """A group of `samples` samples of a training problem, `correct` of them correct."""
+        decay = self.learnability.decay if self.learnability is not None else 1.0
+        past = self.outcomes.setdefault(problem_id, [0.0, 0.0])
+        past[0], past[1] = decay * past[0] + correct, decay * past[1] + samples
+
+    def learnability_of(self, problem_id: str) -> float:
+        """p(1 - p), p the correct rate's posterior mean under a uniform prior; at least the configured floor."""
+        correct, samples = self.outcomes.get(problem_id, (0.0, 0.0))
+        p = (correct + 1) / (samples + 2)
+        floor = self.learnability.floor if self.learnability is not None else 0.0
+        return max(floor, p * (1 - p))
+
     def next_batch(self, step: int, n: int) -> list[Problem]:
         pool = self.pool(step)
+        if self.learnability is not None:
+            return self._learnable_batch(pool, n)
         batch = []
         for _ in range(n):
             if self.weights is not None:
@@ -213,6 +263,18 @@ class ProblemSampler:
                 epoch, index = divmod(self.draws, len(pool))
                 batch.append(self._permutation(pool, epoch)[index])
             self.draws += 1
+        return batch
+
+    def _learnable_batch(self, pool: list[Problem], n: int) -> list[Problem]:
+        """n draws weighted by learnability, without repeats until the pool is used up; seeded by (seed, draws)."""
+        rng = random.Random(f"{self.seed}:learnability:{self.draws}")
+        batch: list[Problem] = []
+        left: list[Problem] = []
+        for _ in range(n):
+            left = left or list(pool)
+            i = rng.choices(range(len(left)), [self.learnability_of(p.id) for p in left])[0]
+            batch.append(left.pop(i))
+        self.draws += n
         return batch
 
     def peek(self, steps: Iterable[int], n: int) -> list[Problem]:
@@ -225,7 +287,12 @@ class ProblemSampler:
             self.draws = draws
 
     def state_dict(self) -> dict[str, Any]:
-        return {"draws": self.draws, "seed": self.seed, "problem_ids": [p.id for p in self.problems]}
+        return {
+            "draws": self.draws,
+            "seed": self.seed,
+            "problem_ids": [p.id for p in self.problems],
+            "outcomes": {k: list(v) for k, v in self.outcomes.items()},
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if list(state["problem_ids"]) != [p.id for p in self.problems] or state["seed"] != self.seed:
@@ -234,3 +301,4 @@ class ProblemSampler:
                 "would not continue the same sequence (use the checkpointed run's data config)"
             )
         self.draws = int(state["draws"])
+        self.outcomes = {k: [float(c), float(n)] for k, (c, n) in state.get("outcomes", {}).items()}

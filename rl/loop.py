@@ -83,7 +83,13 @@ class Trainer:
         self.data = data
         self.logger = logger
         self.problems = {p.id: p for p in [*data.train, *data.validation]}
-        self.sampler = ProblemSampler(data.train, config.data.curriculum, seed=config.loop.seed, weights=data.weights)
+        self.sampler = ProblemSampler(
+            data.train,
+            config.data.curriculum,
+            seed=config.loop.seed,
+            weights=data.weights,
+            learnability=config.data.learnability if config.data.sampler == "learnability" else None,
+        )
         self.rng = random.Random(config.loop.seed)
         self.step = 0
         self.policy_version = 0
@@ -193,6 +199,8 @@ class Trainer:
         seconds["wait_for_rewards"] = sum(r.wait_for_rewards_s for r in results)
         if any(r.gate_wait_s for r in results):  # an engine sharing its GPU with timing windows paused for them
             seconds["generate_gate_wait"] = sum(r.gate_wait_s for r in results)
+        for group in generated:  # what data.sampler=learnability draws by
+            self.sampler.record(group.problem_id, sum(s.verdict.correct for s in group.samples), len(group.samples))
         row = rollout_metrics(generated, "train", self.cfg.rollout.max_tokens)
         row["train/kept_groups"] = len(kept)
         row["train/refill_rounds"] = len(results) - 1
@@ -472,8 +480,11 @@ class Trainer:
         return float(out["sync_s"])
 
     def _fingerprint(self) -> str:
+        data = dataclasses.asdict(self.cfg.data)
+        if self.cfg.data.sampler != "learnability":  # its settings count only when used: older runs keep theirs
+            del data["learnability"]
         keys = {
-            "data": dataclasses.asdict(self.cfg.data),
+            "data": data,
             "rollout": dataclasses.asdict(self.cfg.rollout),
             "algorithm": dataclasses.asdict(self.cfg.algorithm),
             "seed": self.cfg.loop.seed,
@@ -484,7 +495,9 @@ class Trainer:
 
     def checkpoint(self) -> Path:
         # one_step_off: the next step's problems are already drawn; a resumed run draws them again
-        sampler = self._sampler_before_inflight if self._inflight is not None else self.sampler.state_dict()
+        sampler = self.sampler.state_dict()
+        if self._inflight is not None:  # the draws before the in-flight step's; what was recorded since is kept
+            sampler["draws"] = self._sampler_before_inflight["draws"]
         state = LoopState(
             step=self.step,
             policy_version=self.learner_version,

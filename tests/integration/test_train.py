@@ -222,6 +222,24 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     assert AutoModelForCausalLM.from_pretrained(tmp_path / "exported").config.model_type == "llama"
 
 
+def test_the_learnability_sampler_is_told_every_group_and_checkpoints_it(tmp_path):
+    """data.sampler=learnability: every training group's outcome reaches the sampler (a tiny random model
+    solves nothing, so each group is 0 of rollout.n correct), and the checkpoint carries the counts."""
+    run = tmp_path / "learnability"
+    result = train(run, "loop.steps=2", "data.sampler=learnability", "validation.at_start=false", "validation.every=0")
+    assert result.returncode == 0, result.stderr[-3000:]
+    outcomes = _state(run, 2)["sampler"]["outcomes"]
+    groups: dict[str, int] = {}
+    for problem_id, _ in _problems_at(run, 1) + _problems_at(run, 2):
+        groups[problem_id] = groups.get(problem_id, 0) + 1
+    groups = {k: v // 2 for k, v in groups.items()}  # rollout.n=2 samples a group
+    assert set(outcomes) == set(groups) and all(correct == 0 for correct, _ in outcomes.values())
+    decay = 0.8  # data.learnability.decay's default: a problem drawn twice counts 2 * 0.8 + 2 samples
+    assert {k: n for k, (_, n) in outcomes.items()} == pytest.approx(
+        {k: 2 + 2 * decay * (g - 1) for k, g in groups.items()}
+    )
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
