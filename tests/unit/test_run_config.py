@@ -38,6 +38,18 @@ def test_cluster_recipes_compose(experiment, monkeypatch, tmp_path):
     assert run.eval.device == "cuda"
 
 
+def test_the_gpu_learning_recipe_holds_out_the_cpu_runs_problems_and_draws_by_learnability():
+    from rl.data import ProblemData
+
+    run = RunConfig.from_hydra(_compose("+experiment=gpu_learning"))
+    default = RunConfig.from_hydra(_compose())
+    data = ProblemData.load(run.data)
+    assert run.data.sampler == "learnability" and run.eval.device == "cuda" and run.policy.engine_kind == "hf"
+    assert [p.id for p in data.validation] == list(default.data.validation_ids)
+    assert len(data.train) == 16 and not {p.id for p in data.train} & set(run.data.validation_ids)
+    assert len(data.validation) * run.validation.n == 192 and run.loop.problems_per_step < len(data.train)
+
+
 def test_sweep_values_reach_the_reward():
     assert RunConfig.from_hydra(_compose("delta=1.2")).reward.delta == 1.2
 
