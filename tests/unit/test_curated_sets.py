@@ -55,5 +55,5 @@ def test_balanced_sampler_follows_the_weights_and_resumes(tmp_path):
 def test_balanced_needs_a_curated_set():
     with pytest.raises(DataError, match="needs a curated set"):
         ProblemData.load(DataConfig(problems="builtin", sampler="balanced"))
-    with pytest.raises(DataError, match="uniform or balanced"):
+    with pytest.raises(DataError, match="uniform, balanced or learnability"):
         DataConfig(sampler="weighted")
