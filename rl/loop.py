@@ -199,8 +199,6 @@ class Trainer:
         seconds["wait_for_rewards"] = sum(r.wait_for_rewards_s for r in results)
         if any(r.gate_wait_s for r in results):  # an engine sharing its GPU with timing windows paused for them
             seconds["generate_gate_wait"] = sum(r.gate_wait_s for r in results)
-        for group in generated:  # what data.sampler=learnability draws by
-            self.sampler.record(group.problem_id, sum(s.verdict.correct for s in group.samples), len(group.samples))
         row = rollout_metrics(generated, "train", self.cfg.rollout.max_tokens)
         row["train/kept_groups"] = len(kept)
         row["train/refill_rounds"] = len(results) - 1
@@ -339,6 +337,8 @@ class Trainer:
         for attempt in range(1 + (self.cfg.loop.max_refill_tries if dynamic else 0)):
             problems = self.sampler.next_batch(step, wanted - len(kept))
             result = await self.rollout(self._requests(problems, f"step{step}/r{attempt}", sampling))
+            for group in result.groups:  # what data.sampler=learnability draws by (a refill round's draws too)
+                self.sampler.record(group.problem_id, sum(s.verdict.correct for s in group.samples), len(group.samples))
             results.append(result)
             generated += result.groups
             kept += split_by_variance(result.groups)[0] if dynamic else result.groups
