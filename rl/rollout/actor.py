@@ -190,10 +190,11 @@ class RayRolloutEngine:
 
     async def warm_up(self, requests: list[RolloutRequest]) -> float:
         """Each engine compiles for the requests it would be given (HFEngine.warm_up); returns the wall seconds
-        until the last one is done."""
+        until the last one is done, 0 when none had anything to compile."""
         t0 = time.perf_counter()
-        await asyncio.gather(*(a.warm_up.remote(part) for a, part in zip(self.actors, self._assign(requests)) if part))
-        return time.perf_counter() - t0
+        parts = [(a, part) for a, part in zip(self.actors, self._assign(requests)) if part]
+        seconds = await asyncio.gather(*(a.warm_up.remote(part) for a, part in parts))
+        return time.perf_counter() - t0 if any(seconds) else 0.0
 
     def update_weights(self, update: WeightUpdate) -> float:
         """All engines load `update` (in parallel); returns the wall seconds until the last one serves it."""
