@@ -106,7 +106,7 @@ class Trainer:
         self.learner_version = 0  # weights versions the learner has trained (policy_version: what the engine serves)
         self._broadcast: Any = None  # loop.sync=broadcast: rl.rollout.broadcast.BroadcastSync, per engine
         self._inflight: asyncio.Task | None = None  # one_step_off: the next step's rollouts, generating
-        self._sampler_before_inflight: dict[str, Any] | None = None  # what a checkpoint resumes drawing from
+        self._draws_before_inflight = 0  # the sampler's draws before the in-flight step's: a checkpoint resumes there
         self._gpu: GpuMonitor | None = None  # started by run(): gpu/* per step where nvidia-smi exists
         self._startup_row: dict[str, float] = {}  # the start's own metrics: logged with the first row
 
@@ -277,7 +277,7 @@ class Trainer:
             await self.sync_weights()
             seconds["sync"] = time.perf_counter() - t
         if step < self.cfg.loop.steps:
-            self._sampler_before_inflight = self.sampler.state_dict()
+            self._draws_before_inflight = self.sampler.draws
             self._inflight = asyncio.create_task(self.collect_groups(step + 1))
         return collected
 
@@ -497,7 +497,7 @@ class Trainer:
         # one_step_off: the next step's problems are already drawn; a resumed run draws them again
         sampler = self.sampler.state_dict()
         if self._inflight is not None:  # the draws before the in-flight step's; what was recorded since is kept
-            sampler["draws"] = self._sampler_before_inflight["draws"]
+            sampler["draws"] = self._draws_before_inflight
         state = LoopState(
             step=self.step,
             policy_version=self.learner_version,

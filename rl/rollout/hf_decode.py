@@ -75,6 +75,11 @@ class StaticDecoder:
         """The cache length for prompts `width` tokens wide and `max_new` new tokens: a multiple of CACHE_BUCKET."""
         return -(-(width + max_new) // CACHE_BUCKET) * CACHE_BUCKET
 
+    @staticmethod
+    def sampler_branch(temperature: float, top_p: float) -> tuple[bool, bool]:
+        """(greedy, nucleus): the compiled sampler's two branches, each a graph of its own."""
+        return temperature == 0, 0 < temperature and top_p < 1
+
     def rows_bucket(self, n: int) -> int:
         """The next power of two, at least 2 (torch.compile specializes a size of 1: one more compilation) and at
         most max_rows: a short last batch reuses a compiled shape."""
@@ -105,7 +110,7 @@ class StaticDecoder:
         mask = torch.tensor([[0] * (width - len(p)) + [1] * (length - width + len(p)) for p in prompts], device=dev)
         positions = (mask[:, :width].cumsum(-1) - 1).clamp(min=0)
         next_pos = mask[:, :width].sum(-1, keepdim=True)
-        greedy, nucleus = temperature == 0, 0 < temperature and top_p < 1
+        greedy, nucleus = self.sampler_branch(temperature, top_p)
         temp = torch.full((rows, 1), temperature if temperature > 0 else 1.0, device=dev)
         top = torch.full((rows, 1), top_p, device=dev)
 

@@ -139,8 +139,11 @@ class HFEngine:
     def _shape(self, rows: list[Row]) -> DecodeShape:
         s = rows[0][0].sampling
         width = max(len(ids) for _, ids, _ in rows)
-        max_new = min(s.max_tokens, self.config.max_model_len - width)
-        return DecodeShape(self._decoder.rows_bucket(len(rows)), width, max_new, s.temperature, s.top_p)
+        return DecodeShape(self._decoder.rows_bucket(len(rows)), width, self._max_new(rows), s.temperature, s.top_p)
+
+    def _max_new(self, rows: list[Row]) -> int:
+        """New tokens a batch may take: its max_tokens, less where the longest prompt would pass max_model_len."""
+        return min(rows[0][0].sampling.max_tokens, self.config.max_model_len - max(len(ids) for _, ids, _ in rows))
 
     def _warm_up_shapes(self, shapes: list[DecodeShape]) -> list[DecodeShape]:
         """`shapes` without repeats (same rows, cache length and sampler branch), the first one followed by one
@@ -152,8 +155,7 @@ class HFEngine:
             key = (
                 shape.rows,
                 self._decoder.cache_length(shape.width, shape.max_new),
-                shape.temperature == 0,
-                0 < shape.temperature and shape.top_p < 1,
+                self._decoder.sampler_branch(shape.temperature, shape.top_p),
             )
             if key not in seen:
                 seen.add(key)
@@ -206,7 +208,7 @@ class HFEngine:
 
         s = rows[0][0].sampling
         seed = sample_seed(s.seed, rows[0][0].request_id, rows[0][2])
-        max_new = min(s.max_tokens, self.config.max_model_len - max(len(ids) for _, ids, _ in rows))
+        max_new = self._max_new(rows)
         if self._decoder is None:
             yield self._generate_batch(rows, t0, seed, max_new)
             return
