@@ -54,6 +54,11 @@ class LoopConfig:
     # sync: each step generates, then trains. one_step_off: step k+1 generates (with the weights of step k-1)
     # while step k trains; the learner corrects for the lag with truncated importance sampling (tis_cap).
     mode: Literal["sync", "one_step_off"] = "sync"
+    # Single-attempt rounds: each sample goes to the pool as soon as the engine returns it (True), or the round's
+    # samples once the engine has finished it (False: an evaluation process on the engine's CPU cores stalls its
+    # OpenMP threads; rl/scoring.py). None: False when both compute on the CPU (RunConfig.overlaps_evaluation).
+    # Tool trajectories evaluate every turn as it ends.
+    overlap_evaluation: bool | None = None
     max_staleness: int = 1  # one_step_off: samples more than this many versions behind the learner are dropped
     progress_bar: bool = True  # a tqdm bar over the steps on stderr, shown only when stderr is a terminal
 
@@ -190,6 +195,20 @@ class RunConfig:
     def runs_hosted_rft(self) -> bool:
         """An API policy under a recipe with hosted.mode=rft: OpenAI fine-tunes it, KernelRL grades (rl.hosted)."""
         return self.policy.is_api and self.hosted is not None and self.hosted.mode == "rft"
+
+    def overlaps_evaluation(self) -> bool:
+        """loop.overlap_evaluation, or when unset: overlap unless a local engine and the evaluation pool both
+        compute on the CPU (on a GPU, evaluating while generating is what keeps rewards up with generation)."""
+        if self.loop.overlap_evaluation is not None:
+            return self.loop.overlap_evaluation
+        if self.policy.engine_kind not in ("vllm", "hf"):
+            return True  # an API engine computes elsewhere
+        import torch
+
+        def on_cpu(device: str) -> bool:
+            return device == "cpu" or (device == "auto" and not torch.cuda.is_available())
+
+        return not (on_cpu(str(self.policy.engine.get("device", "auto"))) and on_cpu(self.eval.device))
 
     @classmethod
     def from_hydra(cls, cfg: Any) -> RunConfig:

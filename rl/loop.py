@@ -109,6 +109,7 @@ class Trainer:
         self._draws_before_inflight = 0  # the sampler's draws before the in-flight step's: a checkpoint resumes there
         self._gpu: GpuMonitor | None = None  # started by run(): gpu/* per step where nvidia-smi exists
         self._startup_row: dict[str, float] = {}  # the start's own metrics: logged with the first row
+        self._overlap_evaluation = config.overlaps_evaluation()
 
     # ------------------------------------------------------------------------------------------ the run
     async def run(self) -> dict[str, Any]:
@@ -354,7 +355,13 @@ class Trainer:
                 if self.tools is not None:
                     return await self.tools.generate(self.engine, requests, self.problems, self.cfg.reward, priority)
                 return await generate_and_score(
-                    self.engine, requests, self.problems, self.components.pool, self.cfg.reward, priority
+                    self.engine,
+                    requests,
+                    self.problems,
+                    self.components.pool,
+                    self.cfg.reward,
+                    priority,
+                    overlap=self._overlap_evaluation,
                 )
             except EngineFailure as e:
                 if self.engine_restarts >= self.cfg.loop.max_engine_restarts:

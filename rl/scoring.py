@@ -1,13 +1,17 @@
 """Generation with rewards overlapping it: every finished sample goes to the evaluation pool at once.
 
     result = await generate_and_score(engine, requests, problems, pool, reward_config, priority="train")
+    result = await generate_and_score(..., overlap=False)   # evaluation starts once the engine is done
     result.groups                      one Group per request, samples in index order
     result.generate_s                  first request sent -> last sample out of the engine
     result.wait_for_rewards_s          last sample out -> last reward in (what overlap leaves on the table)
     result.evaluate_s                  first sample submitted -> last verdict (the evaluation's span)
 
 While the engine keeps generating the batch's other samples, the pool's actors are already running
-the finished ones; the loop only waits for the rewards of the last few samples.
+the finished ones; the loop only waits for the rewards of the last few samples. `overlap=False` holds
+the samples until the engine has finished the round: where the engine and the pool's workers share the same
+cores (the CPU recipe), an evaluation process preempts one of the engine's OpenMP threads and every parallel
+region waits for it, so overlapping made generation about twice as slow (docs/training-notes.md, session 23).
 """
 
 from __future__ import annotations
@@ -60,25 +64,35 @@ async def generate_and_score(
     pool: KernelEvaluator,
     reward: RewardConfig,
     priority: str = "train",
+    overlap: bool = True,
 ) -> RolloutResult:
     start = time.perf_counter()
     pending: list[asyncio.Task] = []
+    held: list[Sample] = []  # overlap=False: the samples wait here until the engine is done
     first_submit: float | None = None
     max_tokens = {r.request_id: r.sampling.max_tokens for r in requests}
+
+    def submit(sample: Sample) -> None:
+        nonlocal first_submit
+        first_submit = first_submit or time.perf_counter()
+        pending.append(
+            asyncio.create_task(
+                _score(sample, problems[sample.problem_id], pool, reward, max_tokens[sample.request_id], priority)
+            )
+        )
+
     try:
         try:
             async for sample in engine.generate(requests):
-                first_submit = first_submit or time.perf_counter()
-                pending.append(
-                    asyncio.create_task(
-                        _score(
-                            sample, problems[sample.problem_id], pool, reward, max_tokens[sample.request_id], priority
-                        )
-                    )
-                )
+                if overlap:
+                    submit(sample)
+                else:
+                    held.append(sample)
         except Exception as e:
             raise EngineFailure(f"{type(e).__name__}: {e}") from e
         generated = time.perf_counter()
+        for sample in held:
+            submit(sample)
         scored = await asyncio.gather(*pending)
     except BaseException:
         for task in pending:

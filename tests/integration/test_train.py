@@ -121,6 +121,8 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
 
     rows = read_metrics(first / "metrics.jsonl")
     assert [r["step"] for r in rows] == [0, 1, 2]  # one row per step; step 0 = validation of the initial policy
+    # engine and pool both on the CPU: a round's samples are judged once the engine has finished the round
+    assert all(r["time/evaluate"] <= r["time/wait_for_rewards"] for r in rows[1:])
     assert "time/engine_warm_up" not in rows[0]  # the static decode loop has nothing to compile
     train_row = rows[1]
     for key in (

