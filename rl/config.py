@@ -57,7 +57,7 @@ class LoopConfig:
     # Single-attempt rounds: each sample goes to the pool as soon as the engine returns it (True), or the round's
     # samples once the engine has finished it (False: an evaluation process on the engine's CPU cores stalls its
     # OpenMP threads; rl/scoring.py). None: False when both compute on the CPU (RunConfig.overlaps_evaluation).
-    # Tool trajectories evaluate every turn as it ends.
+    # Tool trajectories run a turn's tool calls once the engine has generated the turn for all of them.
     overlap_evaluation: bool | None = None
     max_staleness: int = 1  # one_step_off: samples more than this many versions behind the learner are dropped
     progress_bar: bool = True  # a tqdm bar over the steps on stderr, shown only when stderr is a terminal
