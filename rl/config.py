@@ -203,12 +203,11 @@ class RunConfig:
             return self.loop.overlap_evaluation
         if self.policy.engine_kind not in ("vllm", "hf"):
             return True  # an API engine computes elsewhere
-        import torch
+        from envs.worker.worker_set import resolve_device
+        from rl.rollout.config import EngineConfig
 
-        def on_cpu(device: str) -> bool:
-            return device == "cpu" or (device == "auto" and not torch.cuda.is_available())
-
-        return not (on_cpu(str(self.policy.engine.get("device", "auto"))) and on_cpu(self.eval.device))
+        engine = EngineConfig.from_mapping(dict(self.policy.engine)).resolved_device()
+        return not (engine == "cpu" and resolve_device(self.eval.device) == "cpu")
 
     @classmethod
     def from_hydra(cls, cfg: Any) -> RunConfig:
