@@ -36,6 +36,9 @@ class ConfigError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class LoopConfig:
     steps: int = 10  # training steps (one generate -> evaluate -> update -> sync each)
+    # A wall-clock budget from the loop's start (baselines and validation at step 0 included): the step that ends
+    # past it is the last one, and validates and exports as loop.steps' last step would. None: loop.steps alone.
+    max_minutes: float | None = None
     problems_per_step: int = 4  # prompts per step; each gets rollout.n samples (the group)
     seed: int = 0  # data order and sampling seeds derive from it
     max_refill_tries: int = 2  # dynamic sampling: extra generate rounds to replace zero-variance groups
@@ -65,6 +68,8 @@ class LoopConfig:
     def __post_init__(self) -> None:
         if self.steps < 0 or self.problems_per_step < 1:
             raise ConfigError("loop.steps must be >= 0 and loop.problems_per_step >= 1")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ConfigError(f"loop.max_minutes must be a positive number of minutes or null, got {self.max_minutes}")
         if self.max_refill_tries < 0 or self.checkpoint_every < 0 or self.keep_checkpoints < 1:
             raise ConfigError("loop.max_refill_tries, loop.checkpoint_every >= 0 and loop.keep_checkpoints >= 1")
         if self.export_final not in (None, "merged", "lora") or self.sync not in ("merged", "lora", "broadcast"):

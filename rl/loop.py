@@ -110,10 +110,14 @@ class Trainer:
         self._gpu: GpuMonitor | None = None  # started by run(): gpu/* per step where nvidia-smi exists
         self._startup_row: dict[str, float] = {}  # the start's own metrics: logged with the first row
         self._overlap_evaluation = config.overlaps_evaluation()
+        self._deadline: float | None = None  # loop.max_minutes after run() starts (perf_counter seconds)
+        self._out_of_time = False  # the deadline passed: the step just done is the last one
 
     # ------------------------------------------------------------------------------------------ the run
     async def run(self) -> dict[str, Any]:
         started = time.perf_counter()
+        if self.cfg.loop.max_minutes is not None:
+            self._deadline = started + 60.0 * self.cfg.loop.max_minutes
         if self.cfg.resume:
             self.resume(self.cfg.resume)
         # the loop owns the engine from here
@@ -130,7 +134,7 @@ class Trainer:
                 self.log_row(0, await self.validate())
             bar = step_progress(self.cfg.loop.steps, self.step, self.cfg.loop.progress_bar)
             with _redirect_logging(bar):
-                while self.step < self.cfg.loop.steps:
+                while self.step < self.cfg.loop.steps and not self._out_of_time:
                     await self.train_step()
                     if bar is not None:
                         last = self.history[-1] if self.history else {}
@@ -232,6 +236,12 @@ class Trainer:
             log.warning("step %d: every group had equal rewards; no update this step", step)
             row.update(learner_metrics({}))
         self.step = step
+        if step < self.cfg.loop.steps and self._time_is_up():
+            self._out_of_time = True  # this step validates as the last one would, then the run ends as usual
+            log.info("step %d: loop.max_minutes (%g) reached; this is the last step", step, self.cfg.loop.max_minutes)
+            if self._inflight is not None:  # one_step_off's next step: not trained on, so not generated on
+                self._inflight.cancel()
+                self._inflight = None
         seconds["step"] = time.perf_counter() - t_step
         row.update(stage_metrics(seconds))
         if self._gpu is not None:
@@ -263,6 +273,9 @@ class Trainer:
             seconds["step"],
         )
 
+    def _time_is_up(self) -> bool:
+        return self._deadline is not None and time.perf_counter() >= self._deadline
+
     # ---------------------------------------------------------------------------------- one_step_off
     async def _one_step_off_rollouts(self, step: int, seconds: dict[str, float]):
         """The rollouts of `step` (generated while the previous step trained, or now for the first step); then the
@@ -277,7 +290,7 @@ class Trainer:
             t = time.perf_counter()
             await self.sync_weights()
             seconds["sync"] = time.perf_counter() - t
-        if step < self.cfg.loop.steps:
+        if step < self.cfg.loop.steps and not self._time_is_up():
             self._draws_before_inflight = self.sampler.draws
             self._inflight = asyncio.create_task(self.collect_groups(step + 1))
         return collected
@@ -422,9 +435,11 @@ class Trainer:
             self.logger.table(step, f"{split}/samples_table", rows)  # not {split}/samples: that is the count
 
     def _validates_at(self, step: int) -> bool:
-        """Every validation.every steps, and at the last step when validation.at_end (one row per step)."""
+        """Every validation.every steps, and at the last step (loop.steps, or the one that reached loop.max_minutes)
+        when validation.at_end (one row per step)."""
         every = self.cfg.validation.every
-        return (bool(every) and step % every == 0) or (step == self.cfg.loop.steps and self.cfg.validation.at_end)
+        last = step == self.cfg.loop.steps or self._out_of_time
+        return (bool(every) and step % every == 0) or (last and self.cfg.validation.at_end)
 
     # ------------------------------------------------------------------------------- weights and state
     async def _learner(self, method: str, *args: Any) -> Any:
@@ -576,6 +591,7 @@ class Trainer:
         val = [r for r in self.history if "val/reward_mean" in r]
         k = max(1, min(3, len(train) // 3))
         out: dict[str, Any] = {"steps": self.step, "wall_s": wall_s, "engine_restarts": self.engine_restarts}
+        out["stopped_by_max_minutes"] = self._out_of_time
         for key in ("reward_mean", "kernel_reward_mean", "correct_rate"):
             values = [r.get(f"train/{key}") for r in train]
             values = [v for v in values if v is not None]

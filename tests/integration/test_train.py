@@ -243,6 +243,21 @@ def test_the_learnability_sampler_is_told_every_group_and_checkpoints_it(tmp_pat
     )
 
 
+@pytest.mark.parametrize("mode", ["sync", "one_step_off"])
+def test_max_minutes_makes_the_step_that_reaches_it_the_last_one(tmp_path, mode):
+    """A budget shorter than one step: step 1 ends the run, validates as the last step does (validation.at_end)
+    and exports; one_step_off's step 2, generating meanwhile, is dropped with nothing logged for it."""
+    run = tmp_path / mode
+    result = train(run, "loop.steps=4", "loop.max_minutes=0.001", f"loop.mode={mode}", "validation.at_start=false")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = read_metrics(run / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1] and "val/correct_rate" in rows[0] and "train/reward_mean" in rows[0]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 1 and summary["stopped_by_max_minutes"] is True
+    assert (run / "checkpoints" / "step_000001" / "loop_state.json").is_file() and (run / "final_policy").is_dir()
+    assert "loop.max_minutes (0.001) reached" in result.stdout + result.stderr
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [

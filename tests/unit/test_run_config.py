@@ -48,6 +48,7 @@ def test_the_gpu_learning_recipe_holds_out_the_cpu_runs_problems_and_draws_by_le
     assert [p.id for p in data.validation] == list(default.data.validation_ids)
     assert len(data.train) == 16 and not {p.id for p in data.train} & set(run.data.validation_ids)
     assert len(data.validation) * run.validation.n == 192 and run.loop.problems_per_step < len(data.train)
+    assert run.loop.max_minutes is not None and run.validation.at_end  # the budget ends it, validated
 
 
 def test_evaluation_waits_for_generation_only_where_both_compute_on_the_cpu():
@@ -85,6 +86,8 @@ def test_sweep_values_reach_the_reward():
         (["delta=nan"], "delta must be a finite number, not nan"),
         (["loop.steps=abc"], "loop.steps must be int, not 'abc'"),
         (["loop.steps=1.5"], "loop.steps must be int, not 1.5"),
+        (["loop.max_minutes=0"], "loop.max_minutes must be a positive number of minutes or null, got 0"),
+        (["loop.max_minutes=soon"], "loop.max_minutes must be float or None, not 'soon'"),
         (["validation.at_start=maybe"], "validation.at_start must be bool"),
         (["validation.max_tokens=many"], "validation.max_tokens must be int or None"),
         # Before: "rollout: '<' not supported between instances of 'str' and 'int'"
