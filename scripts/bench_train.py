@@ -8,7 +8,9 @@
 Reports: wall time of the whole job (process start to exit, model conversion and engine start included)
 and of the loop; per step the time the loop waited for rewards after the last sample left the engine,
 as a share of the step (target <= 10%); adapter/weight sync seconds per step; learner tokens/s; rollout
-tokens/s; training reward over the first and last steps and each problem's correct rate per step; validation
+tokens/s; training reward over the first and last steps (also per problem, averaged over the problems drawn at
+both ends, since a sampler that favours some problems changes the mix between them) and each problem's correct
+rate per step; validation
 (with its 95% interval, and per problem) at step 0 and at the end; GPU utilisation
 and memory per step where nvidia-smi ran; and the run's accounting (a soak's evidence): every generated sample
 has a row with a verdict in samples.jsonl, the statuses, the crashers kept, the deaths survived.
@@ -83,6 +85,37 @@ def accounting(run_dir: Path, rows: list[dict]) -> dict:
     }
 
 
+def same_problem_rewards(run_dir: Path, k: int) -> dict | None:
+    """Training reward in the first and the last `k` steps, each problem's mean first, then the mean over the
+    problems drawn in both windows: the same mix at both ends, whatever the sampler drew more often."""
+    path = run_dir / "samples.jsonl"
+    if not path.exists():
+        return None
+    rewards: dict[int, dict[str, list[float]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+    for line in path.read_text().splitlines():
+        sample = json.loads(line)
+        if sample.get("split") == "train" and isinstance(sample.get("reward"), (int, float)):
+            rewards[sample["step"]][sample["problem_id"]].append(float(sample["reward"]))
+    steps = sorted(rewards)
+    if len(steps) < 2:
+        return None
+    k = min(k, len(steps) // 2)
+
+    def window(chosen: list[int]) -> dict[str, float]:
+        per: dict[str, list[float]] = collections.defaultdict(list)
+        for step in chosen:
+            for problem, values in rewards[step].items():
+                per[problem] += values
+        return {problem: statistics.fmean(values) for problem, values in per.items()}
+
+    first, last = window(steps[:k]), window(steps[-k:])
+    common = sorted(set(first) & set(last))
+    if not common:
+        return {"steps": k, "problems": 0}
+    a, b = statistics.fmean(first[p] for p in common), statistics.fmean(last[p] for p in common)
+    return {"steps": k, "problems": len(common), "first": a, "last": b, "ratio": b / a if a > 0 else None}
+
+
 def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
     rows = read_metrics(run_dir / "metrics.jsonl")
     train = [r for r in rows if "train/reward_mean" in r]
@@ -125,6 +158,7 @@ def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
             out[f"{key}_first{k}"] = statistics.fmean(xs[:k])
             out[f"{key}_last{k}"] = statistics.fmean(xs[-k:])
             out[f"{key}_per_step"] = xs
+    out["train/reward_same_problems"] = same_problem_rewards(run_dir, k)
     for key in ("val/reward_mean", "val/correct_rate", "val/correct_rate_low", "val/correct_rate_high", "val/samples"):
         out[key] = {r["step"]: r.get(key) for r in val}
     for split, split_rows in (("train", train), ("val", val)):  # each problem's correct rate per step

@@ -58,6 +58,11 @@ def series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
     return xs, ys
 
 
+def plottable(rows: list[dict], key: str, title: str) -> bool:
+    """A log panel needs a value above 0: a run without a KL term logs kl_old = 0.0 at every step."""
+    return any(y > 0 for y in series(rows, key)[1]) if title in LOG_PANELS else bool(series(rows, key)[0])
+
+
 def distinct_series(rows: list[dict], keys: list[str]) -> list[tuple[str, list[int], list[float]]]:
     """(label, xs, ys) per key with values; a series equal to an earlier one is folded into its label."""
     out: list[tuple[str, list[int], list[float]]] = []
@@ -152,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         print("plot_run: needs matplotlib: pip install matplotlib", file=sys.stderr)
         return 2
     panels = [("", args.keys)] if args.keys else PANELS
-    panels = [(title, keys) for title, keys in panels if any(series(rows, k)[0] for _, _, rows in runs for k in keys)]
+    panels = [
+        (title, keys) for title, keys in panels if any(plottable(rows, k, title) for _, _, rows in runs for k in keys)
+    ]
     if not panels:
         print(f"plot_run: none of the keys has values in {', '.join(str(p) for _, p, _ in runs)}", file=sys.stderr)
         return 2

@@ -122,6 +122,16 @@ def test_the_advantage_panel_of_a_run_that_logs_it(tmp_path, monkeypatch):
     ]
 
 
+def test_a_run_without_a_kl_term_gets_no_empty_kl_panel(tmp_path, monkeypatch):
+    """The GPU learning run (kl_coef 0) logged train/kl_old = 0.0 each step: a log axis has nothing to draw, and
+    the figure showed an empty KL panel between loss and entropy."""
+    rows = [{**r, "train/kl_old": 0.0} for r in _rows_of_a_run()]
+    saved = _figure(monkeypatch)
+    assert plot_run.main([str(_write(tmp_path / "run", rows))]) == 0
+    titles = [ax.get_title() for ax in saved[0].axes]
+    assert "KL (log scale)" not in titles and "entropy" in titles
+
+
 def test_several_runs_overlay_one_line_per_run_labelled_by_overrides(tmp_path, monkeypatch, capsys):
     sweep = tmp_path / "multirun"
     a = _write(sweep / "0", _rows_of_a_run(), ["delta=1.2"])
