@@ -590,8 +590,12 @@ class Trainer:
         train = [r for r in self.history if "train/reward_mean" in r]
         val = [r for r in self.history if "val/reward_mean" in r]
         k = max(1, min(3, len(train) // 3))
-        out: dict[str, Any] = {"steps": self.step, "wall_s": wall_s, "engine_restarts": self.engine_restarts}
-        out["stopped_by_max_minutes"] = self._out_of_time
+        out: dict[str, Any] = {
+            "steps": self.step,
+            "wall_s": wall_s,
+            "engine_restarts": self.engine_restarts,
+            "stopped_by_max_minutes": self._out_of_time,
+        }
         for key in ("reward_mean", "kernel_reward_mean", "correct_rate"):
             values = [r.get(f"train/{key}") for r in train]
             values = [v for v in values if v is not None]

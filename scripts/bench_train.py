@@ -43,15 +43,19 @@ def _stats(xs: list[float]) -> dict[str, float] | None:
     return {"mean": statistics.fmean(xs), "median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
 
-def accounting(run_dir: Path, rows: list[dict]) -> dict:
+def read_samples(run_dir: Path) -> list[dict] | None:
+    """samples.jsonl's rows, read once for every part of the report that needs them; None without the file."""
+    path = run_dir / "samples.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else None
+
+
+def accounting(run_dir: Path, rows: list[dict], samples: list[dict] | None) -> dict:
     """Samples the loop says it generated (`<split>/samples` per logged step) against samples.jsonl's rows,
     rows without a status, statuses, crashers kept and the failures the run outlived."""
     written: collections.Counter = collections.Counter()
     statuses: collections.Counter = collections.Counter()
     missing_status = 0
-    path = run_dir / "samples.jsonl"
-    for line in path.read_text().splitlines() if path.exists() else []:
-        sample = json.loads(line)
+    for sample in samples or []:
         written[(sample.get("split"), sample.get("step"))] += 1
         statuses[sample.get("status") or ""] += 1
         missing_status += not sample.get("status")
@@ -85,15 +89,11 @@ def accounting(run_dir: Path, rows: list[dict]) -> dict:
     }
 
 
-def same_problem_rewards(run_dir: Path, k: int) -> dict | None:
+def same_problem_rewards(samples: list[dict] | None, k: int) -> dict | None:
     """Training reward in the first and the last `k` steps, each problem's mean first, then the mean over the
     problems drawn in both windows: the same mix at both ends, whatever the sampler drew more often."""
-    path = run_dir / "samples.jsonl"
-    if not path.exists():
-        return None
     rewards: dict[int, dict[str, list[float]]] = collections.defaultdict(lambda: collections.defaultdict(list))
-    for line in path.read_text().splitlines():
-        sample = json.loads(line)
+    for sample in samples or []:
         if sample.get("split") == "train" and isinstance(sample.get("reward"), (int, float)):
             rewards[sample["step"]][sample["problem_id"]].append(float(sample["reward"]))
     steps = sorted(rewards)
@@ -118,6 +118,7 @@ def same_problem_rewards(run_dir: Path, k: int) -> dict | None:
 
 def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
     rows = read_metrics(run_dir / "metrics.jsonl")
+    samples = read_samples(run_dir)
     train = [r for r in rows if "train/reward_mean" in r]
     val = [r for r in rows if "val/reward_mean" in r]
     wait_share = [
@@ -150,7 +151,7 @@ def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
         "gpu_mem_used_gib_max": _stats(_values(train, "gpu/mem_used_gib_max")),
         "learner_max_memory_allocated_gb": _stats(_values(train, "train/max_memory_allocated_gb")),  # CUDA only
         "step_tokens_per_s": _stats(_values(train, "perf/step_tokens_per_s")),
-        "accounting": accounting(run_dir, rows),
+        "accounting": accounting(run_dir, rows, samples),
     }
     for key in ("train/reward_mean", "train/kernel_reward_mean", "train/correct_rate"):
         xs = _values(train, key)
@@ -158,7 +159,7 @@ def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
             out[f"{key}_first{k}"] = statistics.fmean(xs[:k])
             out[f"{key}_last{k}"] = statistics.fmean(xs[-k:])
             out[f"{key}_per_step"] = xs
-    out["train/reward_same_problems"] = same_problem_rewards(run_dir, k)
+    out["train/reward_same_problems"] = same_problem_rewards(samples, k)
     for key in ("val/reward_mean", "val/correct_rate", "val/correct_rate_low", "val/correct_rate_high", "val/samples"):
         out[key] = {r["step"]: r.get(key) for r in val}
     for split, split_rows in (("train", train), ("val", val)):  # each problem's correct rate per step

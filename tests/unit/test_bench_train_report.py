@@ -31,18 +31,18 @@ def test_the_same_problems_at_both_ends_not_the_sampler_s_mix(tmp_path):
             4: {"easy": [0.5, 0.5, 0.5, 0.5, 0.5, 0.5], "hard": [0.1, 0.1], "only_late": [0.9, 0.9]},
         },
     )
-    out = bench_train.same_problem_rewards(run, 2)
+    out = bench_train.same_problem_rewards(bench_train.read_samples(run), 2)
     assert out["steps"] == 2 and out["problems"] == 2
     assert abs(out["first"] - 0.3) < 1e-12 and abs(out["last"] - 0.3) < 1e-12 and abs(out["ratio"] - 1) < 1e-12
 
 
 def test_windows_shrink_to_half_the_run_and_a_zero_start_has_no_ratio(tmp_path):
     run = _samples(tmp_path / "run", {1: {"a": [0.0]}, 2: {"a": [0.0]}, 3: {"a": [0.5]}})
-    assert bench_train.same_problem_rewards(run, 10) == {
+    assert bench_train.same_problem_rewards(bench_train.read_samples(run), 10) == {
         "steps": 1,
         "problems": 1,
         "first": 0.0,
         "last": 0.5,
         "ratio": None,
     }
-    assert bench_train.same_problem_rewards(tmp_path / "no_such_run", 10) is None
+    assert bench_train.same_problem_rewards(bench_train.read_samples(tmp_path / "no_such_run"), 10) is None
