@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from envs.problems import Problem, ProblemError, load_problem_set
 from envs.settings import EvalSettings
-from rl.bench.policies import FilesEngine
+from rl.bench.policies import FilesEngine, run_answers
 from rl.bench.report import build_report, write_markdown, write_plots
 from rl.bench.runner import RunSettings, run_benchmark
 from rl.types import SamplingConfig
@@ -29,6 +29,10 @@ log = logging.getLogger("kernelrl.bench")
 
 class BenchmarkError(ValueError):
     """A configuration the benchmark cannot run (said before anything expensive starts)."""
+
+
+# Policies that serve answers already written (rl.bench.policies.FilesEngine): no model, first attempts only.
+_RECORDED = ("files", "run")
 
 
 def run_hydra_job(
@@ -47,7 +51,11 @@ def run_hydra_job(
     try:
         plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except MissingMandatoryValue as e:
-        print(f"error: missing setting {e.full_key} (e.g. policy.dir=DIR for policy=files)", file=sys.stderr)
+        print(
+            f"error: missing setting {e.full_key} (e.g. policy.dir=DIR for policy=files, policy.run=RUN_DIR "
+            "for policy=run)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     out_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     try:
@@ -73,6 +81,15 @@ def select_problems(spec: str, levels: list[int] | None, ids: list[str] | None) 
     return problems
 
 
+def _ids(cfg: dict[str, Any]) -> list[str] | None:
+    """`ids`; for policy=run with neither ids nor levels set, the problems the run answered at that step (the
+    rest of the set would count as failures)."""
+    policy = cfg["policy"]
+    if policy.get("kind") != "run" or cfg.get("ids") is not None or cfg.get("levels") is not None:
+        return cfg.get("ids")
+    return sorted(run_answers(policy["run"], policy.get("step", 0), policy.get("split", "val"))[1])
+
+
 def trajectory_settings(cfg: dict[str, Any]) -> Any:
     """`rollout.tools` + `rollout.trajectory` as the rl.rollout.trajectory.TrajectoryConfig the training loop
     would build for this policy (rl.config.trajectory_config), or None when no tool is on. Refused here, before
@@ -92,9 +109,10 @@ def trajectory_settings(cfg: dict[str, Any]) -> Any:
     if not tools:
         return None
     policy = cfg["policy"]
-    if policy.get("kind") == "files":
+    if policy.get("kind") in _RECORDED:
         raise BenchmarkError(
-            "policy=files answers first attempts only; rollout.tools (multi-turn trajectories) needs a model"
+            f"policy={policy['kind']} answers first attempts only; rollout.tools (multi-turn trajectories) "
+            "needs a model"
         )
     if cfg["attempts"] > 1:
         raise BenchmarkError(
@@ -116,12 +134,17 @@ def trajectory_settings(cfg: dict[str, Any]) -> Any:
 
 def _engine(cfg: dict[str, Any], problems: list[Problem]) -> tuple[Any, str]:
     policy = cfg["policy"]
+    if policy.get("kind") in _RECORDED and cfg["attempts"] > 1:
+        raise BenchmarkError(
+            f"policy={policy['kind']} answers first attempts only; refinement (attempts > 1) needs a model"
+        )
     if policy.get("kind") == "files":
         if not policy.get("dir") or policy["dir"] == "???":
             raise BenchmarkError("policy=files needs policy.dir=DIR (answers: <stem>.py|.md or <stem>/<k>.py|.md)")
-        if cfg["attempts"] > 1:
-            raise BenchmarkError("policy=files answers first attempts only; refinement (attempts > 1) needs a model")
-        return FilesEngine(policy["dir"], problems), f"files:{policy['dir']}"
+        return FilesEngine.from_directory(policy["dir"], problems), f"files:{policy['dir']}"
+    if policy.get("kind") == "run":
+        engine = FilesEngine.from_run(policy["run"], problems, policy.get("step", 0), policy.get("split", "val"))
+        return engine, f"run:{engine.source}"
     if not policy.get("engine"):
         raise BenchmarkError(f"policy {policy.get('name')!r} has no engine (kind: vllm | hf | openai)")
     from rl.rollout import make_engine
@@ -187,7 +210,7 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     if cfg["attempts"] < 1 or (cfg["samples"] is not None and cfg["samples"] < 1):
         raise BenchmarkError("samples and attempts must be >= 1")
     trajectory = trajectory_settings(cfg)
-    problems = select_problems(str(cfg["problems"]), cfg.get("levels"), cfg.get("ids"))
+    problems = select_problems(str(cfg["problems"]), cfg.get("levels"), _ids(cfg))
     benchmarked = list(problems)  # held out of kernel_search, also those left out below
     cache = SqliteCache(cfg["cache_path"]) if cfg.get("cache_path") else None
     judge_cfg = cfg.get("judge") or {}

@@ -136,6 +136,63 @@ def test_k_samples_from_files_and_compare(tmp_path):
     assert bad.returncode == 2 and "not a benchmark.json" in bad.stderr
 
 
+def test_a_training_runs_start_and_final_answers(tmp_path):
+    """policy=run: the completions a run recorded at its step-0 and last validation, judged again; the problems
+    default to the ones the run answered."""
+    from envs.verdict import Status, Verdict
+    from rl.metrics import sample_rows
+    from rl.tracking import RunLogger, WandbConfig
+    from rl.types import Group, Sample, ScoredSample
+
+    relu, sigmoid = (f"```python\n{(SOLUTIONS / f'{n}.py').read_text()}```" for n in ("L0_02_relu", "L0_04_sigmoid"))
+    recorded = {
+        0: {"L0_02_relu": [sigmoid, relu], "L0_04_sigmoid": [sigmoid, sigmoid]},
+        3: {"L0_02_relu": [relu, relu]},
+    }
+    logger = RunLogger(tmp_path / "run", WandbConfig(mode="disabled"))
+    for step, problems in recorded.items():
+        groups = [
+            Group(
+                f"{pid}/{step}",
+                pid,
+                [
+                    ScoredSample(
+                        Sample(pid, pid, i, [1], [2], text, None, "stop", 0),
+                        Verdict(Status.CORRECT, pid, "cpu"),
+                        0.0,
+                        {},
+                    )
+                    for i, text in enumerate(texts)
+                ],
+            )
+            for pid, texts in problems.items()
+        ]
+        logger.samples(sample_rows(groups, step, split="val"))
+    logger.close()
+
+    reports = {}
+    for step in ("0", "last"):
+        out = tmp_path / f"{step}.json"
+        result = bench(
+            tmp_path,
+            "policy=run",
+            f"policy.run={tmp_path / 'run'}",
+            f"policy.step={step}",
+            f"output={out}",
+            "wandb.mode=disabled",
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        reports[step] = json.loads(out.read_text())
+    start, final = reports["0"], reports["last"]
+    assert start["problems"] == 2 and final["problems"] == 1  # the problems each step answered
+    assert start["samples_per_problem"] == 2
+    assert {k: v for k, v in start["status_mix"].items() if v} == {"correct": 3, "incorrect": 1}
+    assert start["pass_at_k"]["1"] == pytest.approx(0.75) and final["correct_at_1"] == 1.0
+    assert "step 3, val" in final["run"]["policy"]
+    relu_row = next(r for r in start["per_problem"] if r["problem_id"] == "L0_02_relu")
+    assert [a["status"] for a in relu_row["attempts"]] == ["incorrect", "correct"]
+
+
 @pytest.mark.skipif(kernelbench_root() is None, reason="no KernelBench checkout in /work/shared or ../shared")
 def test_kernelbench_problems_at_derived_small_sizes(tmp_path):
     out = tmp_path / "kb.json"
@@ -231,6 +288,8 @@ def test_refinement_rounds_through_a_real_model(tmp_path):
         (["policy=files", f"policy.dir={SOLUTIONS}", "attempts=3"], "first attempts only"),
         (["policy=files", "policy.dir=/nonexistent/answers"], "no such directory"),
         (["policy=files", f"policy.dir={SOLUTIONS}", "delta=abc"], "delta must be a finite number"),
+        (["policy=run"], "policy.run"),
+        (["policy=run", "policy.run=/nonexistent/run"], "no samples.jsonl"),
     ],
 )
 def test_bad_configurations_exit_2(tmp_path, overrides, message):

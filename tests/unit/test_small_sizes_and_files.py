@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 
 import pytest
 
@@ -101,7 +102,7 @@ def test_files_layouts(tmp_path):
         (answers / "L0_99_thing" / name).write_text(text)
     assert [f.name for f in answer_files(answers, p)] == ["0.py", "2.py", "10.md"]  # numeric order
 
-    engine = FilesEngine(answers, [p])
+    engine = FilesEngine.from_directory(answers, [p])
     request = RolloutRequest("r", p.id, [], SamplingConfig(n=4))
 
     async def collect():
@@ -114,16 +115,16 @@ def test_files_layouts(tmp_path):
         (2, "s10", "stop"),
         (3, "", "error"),
     ]
-    assert "no answer file" in samples[3].usage["error"]
+    assert "no answer for sample 3" in samples[3].usage["error"]
 
 
 def test_files_policy_errors(tmp_path):
     p = _problem(tmp_path)
     with pytest.raises(FilesPolicyError, match="no such directory"):
-        FilesEngine(tmp_path / "missing", [p])
+        FilesEngine.from_directory(tmp_path / "missing", [p])
     (tmp_path / "empty").mkdir()
     with pytest.raises(FilesPolicyError, match="holds no answer"):
-        FilesEngine(tmp_path / "empty", [p])
+        FilesEngine.from_directory(tmp_path / "empty", [p])
 
 
 def test_tuple_shapes_and_starred_arguments_scale():
@@ -144,3 +145,93 @@ def get_init_inputs():
     assert scaled_sizes(src, 8) == {"batch_size": 128, "input_shape": (128, 3)}  # 3 < min_scaled stays
     assert estimate_elements(src) == 32768 * 32768 * 3  # x.shape is not literal: the rand call decides
     assert estimate_elements(src, scaled_sizes(src, 8)) == 128 * 128 * 3
+
+
+def _recorded_run(tmp_path, rows_by_step):
+    """A run directory whose samples.jsonl is written the way the training loop writes it (sample_rows through
+    RunLogger). `rows_by_step`: {(step, split): {problem_id: [(text, finish), ...]}}."""
+    from envs.verdict import Status, Verdict
+    from rl.metrics import sample_rows
+    from rl.tracking import RunLogger, WandbConfig
+    from rl.types import Group, ScoredSample, Sample
+
+    logger = RunLogger(tmp_path / "run", WandbConfig(mode="disabled"))
+    for (step, split), problems in rows_by_step.items():
+        groups = []
+        for pid, answers in problems.items():
+            scored = [
+                ScoredSample(
+                    Sample(f"{pid}/{step}", pid, i, [1], [2, 3], text, None, finish, 0),
+                    Verdict(Status.INCORRECT, pid, "cpu"),
+                    0.0,
+                    {},
+                )
+                for i, (text, finish) in enumerate(answers)
+            ]
+            groups.append(Group(f"{pid}/{step}", pid, scored))
+        logger.samples(sample_rows(groups, step, split=split))
+    logger.close()
+    return tmp_path / "run"
+
+
+def test_run_answers_serve_one_recorded_step(tmp_path):
+    from rl.bench.policies import run_answers
+
+    p = _problem(tmp_path)
+    run = _recorded_run(
+        tmp_path,
+        {
+            (0, "val"): {p.id: [("s0", "stop"), ("s1", "length")], "other": [("o0", "stop")]},
+            (1, "train"): {"c": [("c0", "stop")]},
+            (5, "val"): {p.id: [("t0", "stop")]},
+        },
+    )
+    step, answers = run_answers(run, 0, "val")
+    assert step == 0 and sorted(answers) == [p.id, "other"]
+    assert [(a.text, a.finish) for a in answers[p.id]] == [("s0", "stop"), ("s1", "length")]
+    assert answers[p.id][1].origin.endswith(f"step 0 val {p.id}#1")
+    assert run_answers(run, "last", "val")[0] == 5 and run_answers(run, "last", "train")[1]["c"][0].text == "c0"
+
+    packed = tmp_path / "packed"  # a run's samples kept gzipped (docs/runs/)
+    packed.mkdir()
+    (packed / "samples.jsonl.gz").write_bytes(gzip.compress((run / "samples.jsonl").read_bytes()))
+    assert run_answers(packed, 0, "val")[1]["other"][0].text == "o0"
+
+    engine = FilesEngine.from_run(run, [p], "last", "val")
+    assert engine.samples_for(p.id) == 1 and "step 5, val" in engine.source
+    request = RolloutRequest("r", p.id, [], SamplingConfig(n=2))
+
+    async def collect():
+        return [s async for s in engine.generate([request])]
+
+    served = asyncio.run(collect())
+    assert [(s.text, s.finish_reason) for s in served] == [("t0", "stop"), ("", "error")]
+    assert "no answer for sample 1" in served[1].usage["error"]
+
+
+def test_run_answers_errors(tmp_path):
+    from rl.bench.policies import run_answers
+
+    p = _problem(tmp_path)
+    with pytest.raises(FilesPolicyError, match=r"no samples.jsonl\(.gz\)"):
+        run_answers(tmp_path / "nowhere")
+    run = _recorded_run(tmp_path, {(2, "val"): {"other": [("o0", "stop")]}})
+    with pytest.raises(FilesPolicyError, match=r"at step 0 \(it has steps \[2\]\)"):
+        run_answers(run, 0, "val")
+    with pytest.raises(FilesPolicyError, match="no samples of split 'train'"):
+        run_answers(run, 0, "train")
+    with pytest.raises(FilesPolicyError, match="integer step or 'last'"):
+        run_answers(run, "first", "val")
+    with pytest.raises(FilesPolicyError, match="answered none of the 1 problems"):
+        FilesEngine.from_run(run, [p], 2, "val")
+    with (run / "samples.jsonl").open("a") as f:
+        f.write("{not json\n")
+    with pytest.raises(FilesPolicyError, match=r"samples.jsonl:2: not a sample row"):
+        run_answers(run, 2, "val")
+    (run / "samples.jsonl").write_text('{"split": "val", "step": 0, "problem_id": "x"}\n')  # no index
+    with pytest.raises(FilesPolicyError, match=r"samples.jsonl:1: not a sample row"):
+        run_answers(run, 0, "val")
+    (run / "samples.jsonl").unlink()
+    (run / "samples.jsonl.gz").write_bytes(b"not gzip")
+    with pytest.raises(FilesPolicyError, match="unreadable"):
+        run_answers(run, 0, "val")
