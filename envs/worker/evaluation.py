@@ -31,7 +31,7 @@ from envs.worker import harness_state
 from envs.worker.correctness import CorrectnessPhase
 from envs.worker.harness_state import BASELINE_IDENTITIES, LAUNCHES
 from envs.worker.messages import WorkerRequest
-from envs.worker.oom import oom_report
+from envs.worker.oom import CandidateMemory, oom_report
 from envs.worker.outcome import Outcome, load_module
 from envs.worker.outcome import clone_args as _clone
 from envs.worker.parent_link import ParentLink
@@ -59,6 +59,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         self.solution_module = ""
         self.compute = guard.ComputeRecorder(LAUNCHES)
         self.reference_ops: list[guard.OpCost] | None = None
+        self.memory = CandidateMemory(self.device)  # what the candidate's own code holds: whose an OOM is
         self._init_correctness(request)
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -90,16 +91,20 @@ class Evaluation(CorrectnessPhase, TimingPhase):
     def _run_candidate(self, fn: Callable[[], Any], what: str, sync: bool = True) -> Any:
         """Run candidate code; its exceptions (and, with `sync`, its asynchronous CUDA errors) become its
         verdict. Timed runs pass sync=False: the timer records its end event before synchronizing."""
+        start, returned = self.memory.begin(measure=sync), False  # timed runs: nothing read in the window
         try:
             out = fn()
             if sync:
                 self._sync()
-            if harness_state.PROGRESS is not None:
-                harness_state.PROGRESS.call_done()
-            return out
+            returned = True
         except Exception as e:  # the candidate's failure, reported back to it
             status = "compile_error" if is_compile_error(e) else "runtime_error"
             raise Outcome(status, f"{what} failed:\n{describe_exception(e, self.solution_path)}") from None
+        finally:
+            self.memory.end(start, raised=not returned)
+        if harness_state.PROGRESS is not None:
+            harness_state.PROGRESS.call_done()
+        return out
 
     # --- phases -----------------------------------------------------------------------------------
     def load_problem(self) -> None:
@@ -123,7 +128,8 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         with torch.no_grad():
             for _ in range(2):
                 started = time.perf_counter()
-                self._reference(inputs)
+                with self.memory.reference():  # the floor of the candidate's memory budget
+                    self._reference(inputs)
                 seconds.append(time.perf_counter() - started)
         self.link.send({"type": "reference", "seconds": min(seconds)})
 
@@ -136,7 +142,8 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         self.solution_module = name
         self.identities = guard.identity_snapshot()
         try:
-            module = load_module(name, self.solution_path)
+            with self.memory.candidate():
+                module = load_module(name, self.solution_path)
         except Exception as e:
             raise Outcome(
                 "compile_error", f"importing the solution failed:\n{describe_exception(e, self.solution_path)}"
@@ -298,7 +305,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         """An evaluation that ended in a CUDA out-of-memory error (the candidate's, the reference's, the truth's,
         the timing's) says whose it is (envs/worker/oom.py): `result["oom"]`, which the parent retries when it is
         the environment's; the candidate's keeps its status, the numbers added to the error."""
-        report = oom_report(exc, self.request.memory_budget, self.device)
+        report = oom_report(exc, self.request.memory_budget, self.device, self.memory)
         if report is None:
             return
         result["oom"] = report

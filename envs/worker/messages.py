@@ -172,7 +172,7 @@ def _oom(reported: Any) -> dict[str, Any] | None:
     if not isinstance(reported, dict) or reported.get("owner") not in ("candidate", "environment"):
         return None
     report: dict[str, Any] = {"owner": reported["owner"], "reason": str(reported.get("reason") or "")[:500]}
-    for key in ("reserved", "request", "budget", "device_free"):
+    for key in ("held", "request", "budget", "device_free"):
         report[key] = int(v) if (v := _finite_number(reported.get(key))) is not None and math.isfinite(v) else None
     return report
 

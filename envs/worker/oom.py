@@ -5,29 +5,39 @@ evaluators) can fill it, and then an allocation of an honest reference or candid
 torch.OutOfMemoryError: the environment's bad luck, which must not become the candidate's verdict (a false
 zero reward). So when an evaluation ends in an OOM the worker decides whose it is (`attribute`):
 
-- the candidate's when its worker process holds more than its budget (`torch.cuda.memory_reserved` plus the
-  failed request): the candidate asked for more than its share of the device. Its verdict stays
-  `runtime_error`, with the numbers in the error.
-- the environment's when the process stays within its budget and the device really had no room: the parent
+- the environment's when no candidate code had run yet (the reference, the baselines, the truth): the parent
   retries the request after a backoff in a fresh worker (envs/worker/worker_set.py); after
   `EvalSettings.oom_retries` retries the verdict is `internal_error`, saying that the GPU was out of memory
   because of other processes.
+- the candidate's when its own code held more than its budget: the peak of device memory a candidate call
+  held above what was in use when the call began (`CandidateMemory`), plus the failed request when the call
+  itself raised it. Its verdict stays `runtime_error`, with the numbers in the error. What the harness holds
+  (inputs, reference outputs, the float64 truth, the checks' buffers: 12-18 GiB for some built-in problems
+  at full size on an H200) is never counted against the candidate: counting the whole process made honest
+  kernels the owners of OOMs on a full GPU (docs/gpu-notes.md, session 25).
+- the candidate's, too, when its call raised the OOM while the device still had room for the request (it
+  raised OutOfMemoryError itself); otherwise the environment's, retried as above.
 
 The budget (`EvalSettings.worker_memory_gib`; auto: the device's memory x the pool's GPU share / the workers
-on the GPU) is what one worker may hold. "The device had no room": its free memory (torch.cuda.mem_get_info,
-read when the error is caught) is below the request plus `FREE_SLACK_BYTES` (memory others freed meanwhile,
-the allocator's rounding). That check keeps a candidate from raising an OutOfMemoryError of its own on a
-device with room to spare to be retried; where the device's free memory is unknown (CPU) it is skipped.
+on the GPU) is what one worker's candidate may hold, and never less than `REFERENCE_ALLOWANCE` times what one
+call of the reference held: an honest kernel may need what the reference needs, and a problem whose tensors
+are large must not make every honest candidate over budget. "The device had room": its free memory
+(torch.cuda.mem_get_info, read when the error is caught) is at least the request plus `FREE_SLACK_BYTES`
+(memory others freed meanwhile, the allocator's rounding); where it is unknown (CPU) it is not checked.
+Timed runs are not measured (the allocator's statistics would sit inside the timed window); an OOM there is
+judged by the peaks of the candidate's earlier, checked calls.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import re
-from typing import Any
+from typing import Any, Iterator
 
 FREE_SLACK_BYTES = 1 << 30
+REFERENCE_ALLOWANCE = 2
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 _REQUEST = re.compile(r"Tried to allocate ([0-9]+(?:\.[0-9]+)?) ?(B|KiB|MiB|GiB|TiB)")
 
@@ -57,27 +67,112 @@ def _gib(n: int | float) -> str:
 
 
 def attribute(
-    reserved: int, request: int | None, budget: int | None, error: str = "", device_free: int | None = None
+    held: int,
+    request: int | None,
+    budget: int | None,
+    error: str = "",
+    device_free: int | None = None,
+    *,
+    candidate_ran: bool = True,
+    in_candidate: bool = True,
 ) -> OomAttribution:
-    """Whose OOM it is, from the worker process's reserved bytes, the failed request (None: parsed from
-    `error`, else 0), the worker's budget (None: unknown, so the candidate's as before) and the device's free
-    bytes when the error was caught (None: unknown, not checked)."""
+    """Whose OOM it is, from the most the candidate's code held (bytes), the failed request (None: parsed from
+    `error`, else 0), the budget (None: unknown, so the candidate's as before), the device's free bytes when
+    the error was caught (None: unknown, not checked), whether any candidate code had run, and whether the
+    request was the candidate call's own (then it counts toward what the candidate held)."""
     if request is None:
         request = requested_bytes(error) or 0
-    held = f"the evaluation's process held {_gib(reserved)} and asked for {_gib(request)} more"
+    asked = request if in_candidate else 0
+    if in_candidate:
+        held_text = f"the candidate's code held {_gib(held)} and asked for {_gib(request)} more"
+    else:
+        held_text = f"the candidate's code held at most {_gib(held)}; the evaluation asked for {_gib(request)} more"
     if budget is None:
-        return OomAttribution("candidate", f"{held}; no memory budget is known for it")
-    if reserved + request > budget:
-        return OomAttribution("candidate", f"{held}, over its budget of {_gib(budget)} on this GPU")
-    if device_free is not None and device_free >= request + FREE_SLACK_BYTES:
+        return OomAttribution("candidate", f"{held_text}; no memory budget is known for it")
+    if not candidate_ran:
         return OomAttribution(
-            "candidate", f"{held}, within its budget of {_gib(budget)}, but the GPU had {_gib(device_free)} free"
+            "environment",
+            f"the evaluation asked for {_gib(request)} before any of the candidate's code ran: the GPU was full"
+            f"{_free(device_free)} because of other processes",
         )
-    free = f" ({_gib(device_free)} free)" if device_free is not None else ""
+    if held + asked > budget:
+        return OomAttribution("candidate", f"{held_text}, over its budget of {_gib(budget)} on this GPU")
+    if in_candidate and device_free is not None and device_free >= request + FREE_SLACK_BYTES:
+        return OomAttribution(
+            "candidate", f"{held_text}, within its budget of {_gib(budget)}, but the GPU had {_gib(device_free)} free"
+        )
     return OomAttribution(
         "environment",
-        f"{held}, within its budget of {_gib(budget)}: the GPU was full{free} because of other processes",
+        f"{held_text}, within its budget of {_gib(budget)}: the GPU was full{_free(device_free)} because of "
+        "other processes",
     )
+
+
+def _free(device_free: int | None) -> str:
+    return f" ({_gib(device_free)} free)" if device_free is not None else ""
+
+
+class CandidateMemory:
+    """What the candidate's own code held on the GPU during one evaluation, measured around its calls: per call,
+    the allocator's peak above the memory in use when the call began (outputs and temporaries, not the
+    harness's tensors). Also what one reference call held, for the budget's floor."""
+
+    def __init__(self, device: Any):
+        self.cuda = getattr(device, "type", device) == "cuda"
+        self.device = device
+        self.ran = False  # any candidate code (its import, its build, a call) has started
+        self.raised_in_candidate = False  # the last exception left a candidate call
+        self.peak = 0
+        self.reference_peak = 0
+
+    def _start(self) -> int | None:
+        if not self.cuda:
+            return None
+        import torch
+
+        try:
+            torch.cuda.reset_peak_memory_stats(self.device)
+            return int(torch.cuda.memory_allocated(self.device))
+        except Exception:  # the allocator's statistics unreadable: this call is not measured
+            return None
+
+    def _above(self, start: int | None) -> int:
+        if start is None:
+            return 0
+        import torch
+
+        try:
+            return max(0, int(torch.cuda.max_memory_allocated(self.device)) - start)
+        except Exception:
+            return 0
+
+    def begin(self, measure: bool = True) -> int | None:
+        """Candidate code starts; returns what `end` needs (None: not measured, e.g. a timed run, where the
+        allocator's statistics would be read inside the timed window)."""
+        self.ran = True
+        return self._start() if measure else None
+
+    def end(self, start: int | None, raised: bool) -> None:
+        self.raised_in_candidate = raised
+        self.peak = max(self.peak, self._above(start))
+
+    @contextlib.contextmanager
+    def candidate(self) -> Iterator[None]:
+        """Around candidate code that is not a call (its import)."""
+        start, returned = self.begin(), False
+        try:
+            yield
+            returned = True
+        finally:
+            self.end(start, raised=not returned)
+
+    @contextlib.contextmanager
+    def reference(self) -> Iterator[None]:
+        start = self._start()
+        try:
+            yield
+        finally:
+            self.reference_peak = max(self.reference_peak, self._above(start))
 
 
 def find_oom(exc: BaseException | None) -> BaseException | None:
@@ -108,28 +203,35 @@ def worker_budget(spec: dict[str, Any] | None, device: Any) -> int | None:
     return None
 
 
-def oom_report(exc: BaseException, spec: dict[str, Any] | None, device: Any) -> dict[str, Any] | None:
+def oom_report(
+    exc: BaseException, spec: dict[str, Any] | None, device: Any, memory: CandidateMemory | None = None
+) -> dict[str, Any] | None:
     """What the worker reports beside its status when `exc` came from an OOM (None otherwise): the facts read
-    now, on this process, and whose it is."""
+    now, on this process, what the candidate's code held (`memory`; None: nothing measured, as if no
+    candidate code held anything but the request was its own), and whose it is."""
     oom = find_oom(exc)
     if oom is None:
         return None
-    reserved, free = 0, None
+    free = None
     if getattr(device, "type", device) == "cuda":
         import torch
 
         try:
-            reserved = int(torch.cuda.memory_reserved(device))
             free = int(torch.cuda.mem_get_info(device)[0])
-        except Exception:  # a broken context: the numbers stay unknown
+        except Exception:  # a broken context: the number stays unknown
             pass
     budget = worker_budget(spec, device)
+    if budget is not None and memory is not None:
+        budget = max(budget, REFERENCE_ALLOWANCE * memory.reference_peak)
     request = requested_bytes(str(oom))
-    verdict = attribute(reserved, request, budget, str(oom), free)
+    held = memory.peak if memory is not None else 0
+    ran = memory.ran if memory is not None else True
+    inside = memory.raised_in_candidate if memory is not None else True
+    verdict = attribute(held, request, budget, str(oom), free, candidate_ran=ran, in_candidate=inside)
     return {
         "owner": verdict.owner,
         "reason": verdict.reason,
-        "reserved": reserved,
+        "held": held,
         "request": request,
         "budget": budget,
         "device_free": free,

@@ -38,10 +38,18 @@ FILLER = textwrap.dedent(
 )
 
 
-def test_a_reference_kernel_on_a_gpu_full_of_others_is_retried_to_correct(tmp_path):
+# 2 GiB: less than the harness itself holds for relu at full size (its 3 GiB input, the reference's output, the
+# truth), as the colocated recipe's auto budget (8.7 GiB) was for larger problems in the session 25 notes: what
+# the process holds must not make the honest candidate the OOM's owner, only what its own calls held.
+@pytest.mark.parametrize("budget_gib", [None, 2.0])
+def test_a_reference_kernel_on_a_gpu_full_of_others_is_retried_to_correct(tmp_path, budget_gib):
     problem, solution = builtin("L0_02_relu")  # its input alone is 3 GiB at the full size
     settings = EvalSettings(
-        device="cuda", timeouts=PhaseTimeouts(correctness=60, timing=120), oom_retries=6, oom_backoff_s=5.0
+        device="cuda",
+        timeouts=PhaseTimeouts(correctness=60, timing=120),
+        oom_retries=6,
+        oom_backoff_s=5.0,
+        worker_memory_gib=budget_gib,
     )
     with Evaluator(settings) as ev:
         first = ev.evaluate(problem, solution)  # warm: the worker and the problem's baselines

@@ -102,3 +102,32 @@ def test_an_oom_over_the_budget_is_the_candidates_runtime_error_at_once(evaluato
     assert "over its budget of 4.00 GiB" in verdict.error
     assert attempts(log) == 1
     assert not any("other processes" in n for n in verdict.notes)
+
+
+def test_an_oom_before_any_candidate_code_ran_is_retried_whatever_it_asked_for(evaluator, tmp_path):
+    """The reference itself runs out of memory (on a GPU the colocated engine and learner filled): no candidate
+    code has run, so the request is not the candidate's even though it is over the budget."""
+    from envs.problems import parse_problem
+
+    log = tmp_path / "reference_attempts"
+    problem_source, solution = RELU[0].source, RELU[1]
+    flaky_reference = problem_source.replace(
+        "        return torch.relu(x)",
+        textwrap.indent(
+            textwrap.dedent(
+                f"""
+                with open({str(log)!r}, "a") as f:
+                    f.write("call\\n")
+                with open({str(log)!r}) as f:
+                    if len(f.readlines()) == 1:
+                        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB.")
+                return torch.relu(x)"""
+            ).strip("\n"),
+            "        ",
+        ),
+    )
+    assert flaky_reference != problem_source
+    problem = parse_problem(flaky_reference, "L0_02_relu_flaky_reference", str(tmp_path / "p.py"), level=0)
+    verdict = evaluator.pool.execute(problem, prepare_solution(solution), None)[0]
+    assert verdict.status is Status.CORRECT, verdict.error
+    assert any("before any of the candidate's code ran" in n for n in verdict.notes), verdict.notes

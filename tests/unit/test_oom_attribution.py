@@ -6,7 +6,7 @@ import torch
 from envs.settings import EvalSettings
 from envs.verdict import Status
 from envs.worker.messages import WorkerRequest, WorkerResult
-from envs.worker.oom import FREE_SLACK_BYTES, attribute, find_oom, oom_report, requested_bytes
+from envs.worker.oom import FREE_SLACK_BYTES, CandidateMemory, attribute, find_oom, oom_report, requested_bytes
 
 GiB = 1 << 30
 MESSAGE = (
@@ -31,16 +31,16 @@ def test_the_request_is_read_from_pytorchs_message(text, expected):
 
 
 def test_within_budget_on_a_full_device_is_the_environments():
-    verdict = attribute(reserved=3 * GiB, request=2 * GiB, budget=8 * GiB, device_free=GiB)
+    verdict = attribute(held=3 * GiB, request=2 * GiB, budget=8 * GiB, device_free=GiB)
     assert verdict.owner == "environment" and verdict.environment
     assert "other processes" in verdict.reason and "8.00 GiB" in verdict.reason
 
 
 def test_over_budget_is_the_candidates_whatever_the_device():
-    over = attribute(reserved=7 * GiB, request=2 * GiB, budget=8 * GiB, device_free=0)
+    over = attribute(held=7 * GiB, request=2 * GiB, budget=8 * GiB, device_free=0)
     assert over.owner == "candidate" and "over its budget" in over.reason
     # exactly at the budget is still within it
-    assert attribute(reserved=6 * GiB, request=2 * GiB, budget=8 * GiB, device_free=0).environment
+    assert attribute(held=6 * GiB, request=2 * GiB, budget=8 * GiB, device_free=0).environment
 
 
 def test_the_request_counts_and_is_parsed_from_the_text_when_not_given():
@@ -58,6 +58,52 @@ def test_a_device_with_room_for_the_request_makes_it_the_candidates():
     assert attribute(GiB, 2 * GiB, 8 * GiB, device_free=2 * GiB + FREE_SLACK_BYTES - 1).environment
     # unknown free memory (CPU): not checked
     assert attribute(GiB, 2 * GiB, 8 * GiB, device_free=None).environment
+
+
+def test_before_any_candidate_code_ran_it_is_the_environments():
+    # the reference or the truth ran out on a full GPU: no candidate code existed to blame, whatever the process
+    # held (a warm worker's cached memory, the harness's own tensors)
+    early = attribute(0, 6 * GiB, 4 * GiB, device_free=GiB, candidate_ran=False)
+    assert early.environment and "before any of the candidate's code ran" in early.reason
+
+
+def test_the_harnesss_own_request_after_the_candidate_ran_does_not_count_against_it():
+    # the checks' 4 GiB buffer failed on a full GPU; the candidate's calls held 3 GiB at most: within 8 GiB
+    harness = attribute(3 * GiB, 4 * GiB, 8 * GiB, device_free=GiB, in_candidate=False)
+    assert harness.environment and "held at most 3.00 GiB" in harness.reason
+    # had the candidate's call asked for it, 3 + 6 GiB would be over the budget
+    assert attribute(3 * GiB, 6 * GiB, 8 * GiB, device_free=GiB).owner == "candidate"
+    assert attribute(3 * GiB, 6 * GiB, 8 * GiB, device_free=GiB, in_candidate=False).environment
+    # a candidate that held more than its budget in its own calls owns any OOM after them
+    assert attribute(9 * GiB, GiB, 8 * GiB, device_free=0, in_candidate=False).owner == "candidate"
+    # room on the device only convicts a candidate call that raised the OOM itself
+    roomy = 4 * GiB + FREE_SLACK_BYTES
+    assert attribute(GiB, 4 * GiB, 8 * GiB, device_free=roomy, in_candidate=False).environment
+
+
+def test_candidate_memory_marks_what_ran_and_where_the_error_left():
+    memory = CandidateMemory(torch.device("cpu"))
+    assert not memory.ran and memory.peak == 0
+    with memory.reference():
+        pass
+    assert not memory.ran and memory.reference_peak == 0  # nothing measured off CUDA
+    start = memory.begin(measure=False)
+    assert memory.ran and start is None
+    memory.end(start, raised=True)
+    assert memory.raised_in_candidate
+    with pytest.raises(ImportError):
+        with memory.candidate():
+            raise ImportError("the solution's import")
+    assert memory.raised_in_candidate
+    with memory.candidate():
+        pass
+    assert not memory.raised_in_candidate  # the last candidate code returned: a later OOM is the harness's
+    error = torch.OutOfMemoryError(MESSAGE)
+    report = oom_report(error, {"bytes": GiB}, torch.device("cpu"), memory)
+    assert report["owner"] == "environment" and "the evaluation asked for 2.00 GiB" in report["reason"]
+    assert oom_report(error, {"bytes": GiB}, torch.device("cpu"), CandidateMemory("cpu"))["owner"] == "environment"
+    memory.reference_peak = 3 * GiB  # a reference that needs 3 GiB lifts a 1 GiB budget to 6 GiB
+    assert oom_report(error, {"bytes": GiB}, torch.device("cpu"), memory)["budget"] == 6 * GiB
 
 
 def test_without_a_budget_every_oom_is_the_candidates():
@@ -82,7 +128,7 @@ def test_the_oom_is_found_behind_the_verdict_the_worker_raised_from_none():
 def test_the_workers_report_on_cpu_uses_the_budget_it_was_given():
     error = torch.OutOfMemoryError(MESSAGE)
     within = oom_report(error, {"bytes": 4 * GiB}, torch.device("cpu"))
-    assert within["owner"] == "environment" and within["reserved"] == 0 and within["request"] == 2 * GiB
+    assert within["owner"] == "environment" and within["held"] == 0 and within["request"] == 2 * GiB
     assert oom_report(error, {"bytes": GiB}, torch.device("cpu"))["owner"] == "candidate"
     # a share of the device means nothing off CUDA; no spec at all: the candidate's as before
     assert oom_report(error, {"share": 0.25}, torch.device("cpu"))["owner"] == "candidate"
@@ -132,7 +178,7 @@ def test_the_budget_crosses_the_pipe_and_is_checked():
 
 
 def test_only_a_failed_run_with_the_environments_oom_is_retried():
-    report = {"owner": "environment", "reason": "full", "reserved": 1, "request": 2, "budget": 3, "device_free": 0}
+    report = {"owner": "environment", "reason": "full", "held": 1, "request": 2, "budget": 3, "device_free": 0}
     failed = WorkerResult.from_message({"status": "runtime_error", "oom": report})
     assert failed.environment_oom and failed.oom["budget"] == 3
     assert not WorkerResult.from_message(
