@@ -1,6 +1,6 @@
 """The shipped warm-start adapter: the default run's SFT, built once by the project and checked on every use.
 
-    python -m rl.warmstart.artifact build [hydra overrides]   # rebuild rl/warmstart/adapter/ (~6 min on 2 cores)
+    python -m rl.warmstart.artifact build [hydra overrides]   # rebuild rl/warmstart/adapter/ (~8 min on 2 cores)
     python -m rl.warmstart.artifact check [hydra overrides]   # its fingerprint against the recipe now; exit 1 if stale
 
 The warm start (rl.warmstart.stage) is a LoRA SFT that took 6 of the default run's 17 minutes on 2 cores the first
@@ -91,6 +91,8 @@ def build(overrides: list[str], adapter_dir: Path = ADAPTER_DIR) -> dict[str, An
         state = {k: v.to(dtype=torch.float16) for k, v in load_file(Path(tmp) / WEIGHTS).items()}
         config = json.loads((Path(tmp) / "adapter_config.json").read_text())
     config["base_model_name_or_path"] = model_reference(base)  # a name, not this machine's path
+    if isinstance(config.get("target_modules"), list):  # peft writes a set: the same build, the same file
+        config["target_modules"] = sorted(config["target_modules"])
     adapter_dir.mkdir(parents=True, exist_ok=True)
     save_file(state, adapter_dir / WEIGHTS, metadata={"format": "pt"})
     (adapter_dir / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")

@@ -3,17 +3,20 @@
 Small models cold-start on kernels: SmolLM2-135M writes no parsable Triton kernel for the easiest built-in
 problems (docs/training-notes.md), so group-relative RL has no reward spread to learn from. The warm start
 teaches the answer's shape on problems the RL run never sees: elementwise maps of one, two and three inputs
-(ReLU-named ones written with tl.maximum, since Triton has no tl.relu) and row reductions generated from
-templates here, each with a Triton solution written in the built-in references'
-style. Every pair is verified by the evaluator before it is used (rl.warmstart.stage), so a template
-mistake drops the pair instead of teaching a wrong kernel.
+(ReLU-named ones written with tl.maximum, since Triton has no tl.relu), maps whose module holds scalar
+parameters (`get_init_inputs()` non-empty: the solution keeps them in `__init__` and passes them to its kernel
+as arguments) and row reductions, generated from templates here, each with a Triton solution written in the
+built-in references' style. Every pair is verified by the evaluator before it is used (rl.warmstart.stage), so
+a template mistake drops the pair instead of teaching a wrong kernel.
 
 Decontamination: no op here is one of the built-in problems, and none differs from a held-out validation
 problem of the default run (leaky_relu, gelu_tanh, swish, softplus, row_sum, row_max) by a constant: no
 leaky/elu/threshold variants, no x*sigmoid(a*x), no log(1 + exp(a*x)), no tanh-GELU, no plain row sum, row min
 or absmax. The ReLU-named ops (max(x, 0)^2, max(-x, 0), max(x + y, 0)) are none of them leaky_relu
-(max(x, 0) + a * min(x, 0)) for any slope a, and no op is a training problem's own computation (the three-input
-ops teach the shape of x * y + z without computing it). `CONTAMINATION_NOTE` says so in the warm start's record.
+(max(x, 0) + a * min(x, 0)) for any slope a, and no op is a training problem's own computation (the
+three-input ops teach the shape of x * y + z without computing it; the parameterised ones teach how a module's
+scalar reaches the kernel, which scale_shift, clamp and leaky_relu need, without computing any of them).
+`CONTAMINATION_NOTE` says so in the warm start's record.
 """
 
 from __future__ import annotations
@@ -92,6 +95,64 @@ _TERNARY = [
     ),
     ("maximum_plus", "Elementwise max(x, y) + z", "torch.maximum(x, y) + z", "tl.maximum(x, y) + z"),
 ]
+# Elementwise maps with scalar parameters held by the module: (name, what it computes, inputs, parameters and
+# their values, PyTorch expression over self.<parameter>, Triton expression over the kernel's scalar argument).
+# Without them no pair had init inputs, and the warm-started model never passed a module's scalar to a kernel
+# (docs/gpu-notes.md, session 25).
+_SCALAR = [
+    ("axpy", "x + alpha * y", 2, {"alpha": 0.75}, "x + self.alpha * y", "x + alpha * y"),
+    (
+        "weighted_mix",
+        "Interpolation x + w * (y - x) by a weight",
+        2,
+        {"w": 0.3},
+        "x + self.w * (y - x)",
+        "x + w * (y - x)",
+    ),
+    (
+        "linear_combination",
+        "a * x + b * y",
+        2,
+        {"a": 1.5, "b": -0.5},
+        "self.a * x + self.b * y",
+        "a * x + b * y",
+    ),
+    ("scaled_difference", "alpha * (x - y)", 2, {"alpha": 2.0}, "self.alpha * (x - y)", "alpha * (x - y)"),
+    ("sine_frequency", "sin(omega * x)", 1, {"omega": 2.5}, "torch.sin(self.omega * x)", "tl.sin(omega * x)"),
+    ("cosine_phase", "cos(x + phi)", 1, {"phi": 0.4}, "torch.cos(x + self.phi)", "tl.cos(x + phi)"),
+    (
+        "offset_square",
+        "Squared distance from c: (x - c)^2",
+        1,
+        {"c": 0.25},
+        "(x - self.c) * (x - self.c)",
+        "(x - c) * (x - c)",
+    ),
+    (
+        "exp_decay",
+        "Exponential decay exp(-rate * |x|)",
+        1,
+        {"rate": 1.5},
+        "torch.exp(-self.rate * torch.abs(x))",
+        "tl.exp(-rate * tl.abs(x))",
+    ),
+    (
+        "gaussian_width",
+        "Gaussian bump of width sigma: exp(-x^2 / (2 sigma^2))",
+        1,
+        {"sigma": 1.25},
+        "torch.exp(-x * x / (2.0 * self.sigma * self.sigma))",
+        "tl.exp(-x * x / (2.0 * sigma * sigma))",
+    ),
+    (
+        "soft_shrink",
+        "Soft shrinkage towards 0 by lambd: x - lambd above it, x + lambd below -lambd, else 0",
+        1,
+        {"lambd": 0.5},
+        "torch.nn.functional.softshrink(x, self.lambd)",
+        "tl.where(x > lambd, x - lambd, tl.where(x < -lambd, x + lambd, 0.0))",
+    ),
+]
 # (name, what it computes, PyTorch expression, per-element Triton term summed over a row, finish of the sum)
 _ROWS = [
     ("row_sum_squares", "Sum of squares of each row", "(x * x).sum(dim=-1)", "x * x", "total"),
@@ -111,8 +172,8 @@ _HEADER = '"""{doc}."""\nimport torch\nimport torch.nn as nn\n'
 _MODEL = """
 
 class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
+    def __init__(self{init_args}):
+        super().__init__(){init_body}
 
     def forward(self, {args}) -> torch.Tensor:
         return {expr}
@@ -128,7 +189,7 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return []
+    return [{init_inputs}]
 """
 _ELEMENTWISE_SOLUTION = '''"""Triton {name} over the flattened tensor{s}."""
 import torch
@@ -138,7 +199,7 @@ import triton.language as tl
 
 
 @triton.jit
-def _{name}_kernel({ptrs}, out_ptr, n, BLOCK: tl.constexpr):
+def _{name}_kernel({ptrs}, out_ptr, {params}n, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
 {loads}
@@ -146,15 +207,15 @@ def _{name}_kernel({ptrs}, out_ptr, n, BLOCK: tl.constexpr):
 
 
 class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
+    def __init__(self{init_args}):
+        super().__init__(){init_body}
 
     def forward(self, {args}) -> torch.Tensor:
         {contiguous}
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         n = x.numel()
         BLOCK = {block}
-        _{name}_kernel[(triton.cdiv(n, BLOCK),)]({names}, out, n, BLOCK=BLOCK, num_warps={warps})
+        _{name}_kernel[(triton.cdiv(n, BLOCK),)]({names}, out, {self_params}n, BLOCK=BLOCK, num_warps={warps})
         return out
 '''
 _ROW_SOLUTION = '''"""{doc}: one Triton program per row, looping over the row in blocks."""
@@ -191,32 +252,53 @@ class ModelNew(nn.Module):
 '''
 
 
+def _init(params: dict[str, float]) -> dict[str, str]:
+    """The template fields of a module's scalar parameters (all empty without any)."""
+    return {
+        "init_args": "".join(f", {k}: float" for k in params),
+        "init_body": "".join(f"\n        self.{k} = {k}" for k in params),
+    }
+
+
 def _elementwise(
-    name: str, doc: str, torch_expr: str, tl_expr: str, inputs: int, rng: random.Random, index: int
+    name: str,
+    doc: str,
+    torch_expr: str,
+    tl_expr: str,
+    inputs: int,
+    rng: random.Random,
+    index: int,
+    params: dict[str, float] | None = None,
 ) -> SyntheticSolved:
     names = ["x", "y", "z"][:inputs]
+    params = params or {}
     rows, cols = rng.choice([(8192, 8192), (16384, 4096), (4096, 16384), (16384, 16384)])
     small_rows, small_cols = rng.randint(3, 9), rng.choice(_SMALL_COLS)
     args = ", ".join(f"{n}: torch.Tensor" for n in names)
     source = _HEADER.format(doc=doc) + _MODEL.format(
         args=args,
         expr=torch_expr,
-        sizes=f"batch_size = {rows}\ndim = {cols}",
+        sizes=f"batch_size = {rows}\ndim = {cols}" + "".join(f"\n{k} = {v}" for k, v in params.items()),
         small=f'{{"batch_size": {small_rows}, "dim": {small_cols}}}',
         inputs=", ".join(["torch.randn(batch_size, dim)"] * inputs),
+        init_inputs=", ".join(params),
+        **_init(params),
     )
     block = rng.choice([1024, 2048, 4096])
     solution = _ELEMENTWISE_SOLUTION.format(
         name=name,
         s="s" if inputs > 1 else "",
         ptrs=", ".join(f"{n}_ptr" for n in names),
+        params="".join(f"{k}, " for k in params),
         loads="\n".join(f"    {n} = tl.load({n}_ptr + offs, mask=mask)" for n in names),
         expr=tl_expr,
         args=args,
         contiguous=(", ".join(names) + " = " + ", ".join(f"{n}.contiguous()" for n in names)),
         block=block,
         names=", ".join(names),
+        self_params="".join(f"self.{k}, " for k in params),
         warps=rng.choice([4, 8]),
+        **_init(params),
     )
     return SyntheticSolved(f"S{index:02d}_{name}", source, solution)
 
@@ -232,6 +314,8 @@ def _row(
         sizes=f"rows = {rows}\ncols = {cols}",
         small=f'{{"rows": {small_rows}, "cols": {small_cols}}}',
         inputs="torch.randn(rows, cols)",
+        init_inputs="",
+        **_init({}),
     )
     solution = _ROW_SOLUTION.format(
         doc=doc, name=name, term=term, finish=finish, block=rng.choice([1024, 2048]), warps=rng.choice([4, 8])
@@ -251,4 +335,6 @@ def synthetic_solved(seed: int = 0) -> list[SyntheticSolved]:
         out.append(_elementwise(*spec, inputs=3, rng=rng, index=len(out) + 1))
     for spec in _ROWS:
         out.append(_row(*spec, rng=rng, index=len(out) + 1))
+    for name, doc, inputs, params, torch_expr, tl_expr in _SCALAR:
+        out.append(_elementwise(name, doc, torch_expr, tl_expr, inputs, rng, len(out) + 1, params))
     return out

@@ -15,7 +15,7 @@ from rl.warmstart.stage import WarmStartConfig, fingerprint
 
 def test_every_synthetic_pair_is_a_problem_and_a_module_defining_modelnew_with_a_kernel():
     pairs = synthetic_solved(0)
-    assert len(pairs) == 38 and len({p.problem_id for p in pairs}) == 38
+    assert len(pairs) == 48 and len({p.problem_id for p in pairs}) == 48
     for pair in pairs:
         problem = parse_problem(pair.source, pair.problem_id)
         assert problem.small_sizes  # runs at small sizes on the CPU interpreter
