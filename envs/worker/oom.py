@@ -12,9 +12,9 @@ zero reward). So when an evaluation ends in an OOM the worker decides whose it i
 - the candidate's when its own code held more than its budget: the peak of device memory a candidate call
   held above what was in use when the call began (`CandidateMemory`), plus the failed request when the call
   itself raised it. Its verdict stays `runtime_error`, with the numbers in the error. What the harness holds
-  (inputs, reference outputs, the float64 truth, the checks' buffers: 12-18 GiB for some built-in problems
-  at full size on an H200) is never counted against the candidate: counting the whole process made honest
-  kernels the owners of OOMs on a full GPU (docs/gpu-notes.md, session 25).
+  (inputs, reference outputs, the float64 truth, the checks' buffers) is never counted against the candidate:
+  at full size it can exceed a worker's whole budget, and counting it made honest kernels the owners of OOMs
+  on a full GPU (docs/gpu-notes.md).
 - the candidate's, too, when its call raised the OOM while the device still had room for the request (it
   raised OutOfMemoryError itself); otherwise the environment's, retried as above.
 
