@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from envs.problems import Problem, ProblemError, load_problem_set
 from envs.settings import EvalSettings
-from rl.bench.policies import FilesEngine, run_answers
+from rl.bench.policies import FilesEngine
 from rl.bench.report import build_report, write_markdown, write_plots
 from rl.bench.runner import RunSettings, run_benchmark
 from rl.types import SamplingConfig
@@ -81,13 +81,20 @@ def select_problems(spec: str, levels: list[int] | None, ids: list[str] | None) 
     return problems
 
 
-def _ids(cfg: dict[str, Any]) -> list[str] | None:
+def _recorded(cfg: dict[str, Any]) -> FilesEngine | None:
+    """policy=run: every answer the run recorded at that step, read once (they also name the default problems)."""
+    policy = cfg["policy"]
+    if policy.get("kind") != "run":
+        return None
+    return FilesEngine.from_run(policy["run"], policy.get("step", 0), policy.get("split", "val"))
+
+
+def _ids(cfg: dict[str, Any], recorded: FilesEngine | None) -> list[str] | None:
     """`ids`; for policy=run with neither ids nor levels set, the problems the run answered at that step (the
     rest of the set would count as failures)."""
-    policy = cfg["policy"]
-    if policy.get("kind") != "run" or cfg.get("ids") is not None or cfg.get("levels") is not None:
+    if recorded is None or cfg.get("ids") is not None or cfg.get("levels") is not None:
         return cfg.get("ids")
-    return sorted(run_answers(policy["run"], policy.get("step", 0), policy.get("split", "val"))[1])
+    return sorted(recorded.answers)
 
 
 def trajectory_settings(cfg: dict[str, Any]) -> Any:
@@ -132,7 +139,7 @@ def trajectory_settings(cfg: dict[str, Any]) -> Any:
         raise BenchmarkError(f"rollout: {e}") from None
 
 
-def _engine(cfg: dict[str, Any], problems: list[Problem]) -> tuple[Any, str]:
+def _engine(cfg: dict[str, Any], problems: list[Problem], recorded: FilesEngine | None) -> tuple[Any, str]:
     policy = cfg["policy"]
     if policy.get("kind") in _RECORDED and cfg["attempts"] > 1:
         raise BenchmarkError(
@@ -142,9 +149,8 @@ def _engine(cfg: dict[str, Any], problems: list[Problem]) -> tuple[Any, str]:
         if not policy.get("dir") or policy["dir"] == "???":
             raise BenchmarkError("policy=files needs policy.dir=DIR (answers: <stem>.py|.md or <stem>/<k>.py|.md)")
         return FilesEngine.from_directory(policy["dir"], problems), f"files:{policy['dir']}"
-    if policy.get("kind") == "run":
-        engine = FilesEngine.from_run(policy["run"], problems, policy.get("step", 0), policy.get("split", "val"))
-        return engine, f"run:{engine.source}"
+    if recorded is not None:
+        return recorded.only(problems), f"run:{recorded.source}"
     if not policy.get("engine"):
         raise BenchmarkError(f"policy {policy.get('name')!r} has no engine (kind: vllm | hf | openai)")
     from rl.rollout import make_engine
@@ -210,7 +216,8 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     if cfg["attempts"] < 1 or (cfg["samples"] is not None and cfg["samples"] < 1):
         raise BenchmarkError("samples and attempts must be >= 1")
     trajectory = trajectory_settings(cfg)
-    problems = select_problems(str(cfg["problems"]), cfg.get("levels"), _ids(cfg))
+    recorded = _recorded(cfg)
+    problems = select_problems(str(cfg["problems"]), cfg.get("levels"), _ids(cfg, recorded))
     benchmarked = list(problems)  # held out of kernel_search, also those left out below
     cache = SqliteCache(cfg["cache_path"]) if cfg.get("cache_path") else None
     judge_cfg = cfg.get("judge") or {}
@@ -245,7 +252,7 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
     if not problems:
         raise BenchmarkError(f"no problem left to benchmark: {skipped}")
     if engine is None:
-        engine, policy_name = _engine(cfg, problems)
+        engine, policy_name = _engine(cfg, problems, recorded)
     else:
         policy_name = f"{cfg['policy'].get('name', 'injected')} ({type(engine).__name__})"
     trajectories = None

@@ -84,8 +84,7 @@ def run_answers(run_dir: str | Path, step: int | str = 0, split: str = "val") ->
                 try:
                     row = json.loads(line)
                     if row.get("split") == split:
-                        row["index"] = int(row["index"])
-                        str(row["problem_id"])
+                        row["index"], row["problem_id"] = int(row["index"]), str(row["problem_id"])
                         rows.setdefault(int(row["step"]), []).append(row)
                 except (ValueError, TypeError, KeyError, AttributeError):
                     raise FilesPolicyError(
@@ -103,8 +102,8 @@ def run_answers(run_dir: str | Path, step: int | str = 0, split: str = "val") ->
         raise FilesPolicyError(f"{path}: no samples of split {split!r} at step {step} (it has steps {sorted(rows)})")
     answers: dict[str, list[Answer]] = {}
     seen: set[tuple[str, int]] = set()
-    for row in sorted(rows[step], key=lambda r: (str(r["problem_id"]), r["index"])):
-        key = (str(row["problem_id"]), row["index"])
+    for row in sorted(rows[step], key=lambda r: (r["problem_id"], r["index"])):
+        key = (row["problem_id"], row["index"])
         if key in seen:  # one slot written twice (a step repeated after a resume): the first rows count
             continue
         seen.add(key)
@@ -152,15 +151,20 @@ class FilesEngine:
         return cls(answers, str(directory))
 
     @classmethod
-    def from_run(cls, run_dir: str | Path, problems: list[Problem], step: int | str, split: str) -> "FilesEngine":
+    def from_run(cls, run_dir: str | Path, step: int | str, split: str) -> "FilesEngine":
+        """Every answer the run recorded at `step` of `split` (`only` keeps the benchmarked problems')."""
         step, recorded = run_answers(run_dir, step, split)
-        answers = {p.id: recorded.get(p.id, []) for p in problems}
+        return cls(recorded, f"{run_dir} (step {step}, {split})")
+
+    def only(self, problems: list[Problem]) -> "FilesEngine":
+        """The answers of `problems` alone; a clear error when it has none of theirs."""
+        answers = {p.id: self.answers.get(p.id, []) for p in problems}
         if not any(answers.values()):
             raise FilesPolicyError(
-                f"policy.run {run_dir}: step {step} of split {split!r} answered none of the {len(problems)} "
-                f"problems selected (it answered {sorted(recorded)})"
+                f"{self.source} answered none of the {len(problems)} problems selected "
+                f"(it answered {sorted(self.answers)})"
             )
-        return cls(answers, f"{run_dir} (step {step}, {split})")
+        return FilesEngine(answers, self.source)
 
     def samples_for(self, problem_id: str) -> int:
         return len(self.answers.get(problem_id, []))

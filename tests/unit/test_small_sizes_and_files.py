@@ -197,7 +197,7 @@ def test_run_answers_serve_one_recorded_step(tmp_path):
     (packed / "samples.jsonl.gz").write_bytes(gzip.compress((run / "samples.jsonl").read_bytes()))
     assert run_answers(packed, 0, "val")[1]["other"][0].text == "o0"
 
-    engine = FilesEngine.from_run(run, [p], "last", "val")
+    engine = FilesEngine.from_run(run, "last", "val").only([p])
     assert engine.samples_for(p.id) == 1 and "step 5, val" in engine.source
     request = RolloutRequest("r", p.id, [], SamplingConfig(n=2))
 
@@ -223,7 +223,7 @@ def test_run_answers_errors(tmp_path):
     with pytest.raises(FilesPolicyError, match="integer step or 'last'"):
         run_answers(run, "first", "val")
     with pytest.raises(FilesPolicyError, match="answered none of the 1 problems"):
-        FilesEngine.from_run(run, [p], 2, "val")
+        FilesEngine.from_run(run, 2, "val").only([p])
     with (run / "samples.jsonl").open("a") as f:
         f.write("{not json\n")
     with pytest.raises(FilesPolicyError, match=r"samples.jsonl:2: not a sample row"):
