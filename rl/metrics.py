@@ -135,6 +135,7 @@ POOL_SUMMARY_KEYS = (
     "pool/retries",
     "pool/crashes_after_retry",
     "pool/oom_retries",  # the GPU was full of other processes: evaluations run again (envs/worker/oom.py)
+    "pool/gpu_concurrency_cuts",  # ... and fewer run at once (envs/worker/gpu_concurrency.py)
     "pool/gpu_busy_fraction",
 )
 POOL_SUMMARY_PREFIXES = ("pool/verdict_frac/",)

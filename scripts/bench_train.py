@@ -86,6 +86,10 @@ def accounting(run_dir: Path, rows: list[dict], samples: list[dict] | None) -> d
             if k in last
         }
         | {"engine_restarts": summary.get("engine_restarts")},
+        # the GPU full of other processes: evaluations retried, and how often the pool ran fewer at once
+        "out_of_memory": {
+            k.removeprefix("pool/"): last.get(k) for k in ("pool/oom_retries", "pool/gpu_concurrency_cuts") if k in last
+        },
     }
 
 

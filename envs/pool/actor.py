@@ -108,6 +108,7 @@ class DeviceEvaluator:
                 # requests run again after the GPU was full of other processes, and those never got through
                 "oom_retries": self.pool.oom_retries,
                 "oom_failures": self.pool.oom_failures,
+                "gpu_concurrency_cuts": self.pool.concurrency_cuts,
             }
 
     def worker_pids(self, wrappers: bool = False) -> list[int]:

@@ -116,14 +116,13 @@ class EvaluationPool:
         """Longest one request can legitimately take on an actor: two runs (a suspicious timing is
         measured again in a fresh worker), each with up to two worker starts and every phase, and each
         run again up to `oom_retries` times after its backoffs when the GPU was full of other processes
-        (envs/worker/oom.py), plus waiting for the other workers of its GPU to finish their timing and
-        baselines."""
+        (envs/worker/oom.py); and as long again for each other worker of its GPU, whose requests may run
+        one at a time before it once the GPU ran out of memory (envs/worker/gpu_concurrency.py)."""
         s = self.settings
-        t = s.timeouts
-        one_run = 2 * s.startup_timeout + sum(t.as_dict().values())
+        one_run = 2 * s.startup_timeout + sum(s.timeouts.as_dict().values())
         backoffs = s.oom_backoff_s * (2**s.oom_retries - 1)
-        others = (s.workers - 1) * (t.timing + t.baseline)
-        return 2 * ((1 + s.oom_retries) * one_run + backoffs) + others + 60.0
+        one_request = 2 * ((1 + s.oom_retries) * one_run + backoffs)
+        return s.workers * one_request + 60.0
 
     # --- properties shared with Evaluator ---------------------------------------------------------
     @property

@@ -144,6 +144,8 @@ class ActorSupervisor:
             # the live actors' retries of the environment's out-of-memory errors (envs/worker/oom.py)
             "oom_retries": sum(int(a.stats.get("oom_retries", 0)) for a in actors),
             "oom_failures": sum(int(a.stats.get("oom_failures", 0)) for a in actors),
+            # ... and how often they answered by running fewer evaluations on a GPU at once
+            "gpu_concurrency_cuts": sum(int(a.stats.get("gpu_concurrency_cuts", 0)) for a in actors),
         }
 
     # --- failure and replacement ------------------------------------------------------------------

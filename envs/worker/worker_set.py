@@ -31,6 +31,7 @@ from envs.verdict import HackFinding, Status, Timings, TimingStats, Verdict
 from envs.worker import reaper
 from envs.worker.cpu_backstop import CpuBudget
 from envs.worker.forked import ForkedWorker, ForkRefused
+from envs.worker.gpu_concurrency import GpuConcurrency
 from envs.worker.messages import MalformedMessage, WorkerRequest, WorkerResult
 from envs.worker.process import WorkerFailure, WorkerProcess
 from envs.worker.sandbox import resolve_sandbox
@@ -71,6 +72,8 @@ class WorkerSet:
         self._cpu_budget = CpuBudget(settings.cpu_cores, settings.timeouts.as_dict())
         # On a GPU, timing also keeps out the other processes working on it (a colocated engine and learner).
         self._locks = {gpu: DeviceLock(GpuGate(gpu) if gpu is not None else None) for gpu in gpu_ids}
+        # fewer of a GPU's workers at once after it ran out of memory because of other processes
+        self._concurrency = {gpu: GpuConcurrency(settings.workers) for gpu in gpu_ids}
         self.reaper_pid = reaper.ensure_started() if reap else None  # before any worker exists
         self._fork = settings.forks_workers(self.device)
         self._fork_refused: str | None = None  # why this host's zygotes cannot fork (then: plain workers)
@@ -88,6 +91,11 @@ class WorkerSet:
         self._closed = False
         self.oom_retries = 0  # requests run again after the environment's out-of-memory error
         self.oom_failures = 0  # requests that got no further than it in any attempt (internal_error)
+
+    @property
+    def concurrency_cuts(self) -> int:
+        """Times a GPU's concurrent evaluations were halved after it ran out of memory (gpu_concurrency.py)."""
+        return sum(c.cuts for c in self._concurrency.values())
 
     def _start_worker(self, gpu: int | str | None) -> WorkerProcess:
         args = (
@@ -329,11 +337,19 @@ class WorkerSet:
                 self._recycle(slot, worker)
                 worker = self._worker(slot)
             waited = time.monotonic() - waited
-            message, phases = worker.evaluate(
-                request.to_message(), self.settings.timeouts.as_dict(), self.settings.deadlines.for_device(self.device)
-            )
+            concurrency = self._concurrency[slot.gpu]
+            with concurrency.admit() as (admitted_under, held_back):
+                message, phases = worker.evaluate(
+                    request.to_message(),
+                    self.settings.timeouts.as_dict(),
+                    self.settings.deadlines.for_device(self.device),
+                )
             result = self._check_strays(worker, WorkerResult.from_message(message), request.solution is not None)
-            return result, phases, waited
+            if result.environment_oom:
+                concurrency.out_of_memory(admitted_under)
+            else:
+                concurrency.got_through()
+            return result, phases, waited + held_back
         finally:
             if worker is not None and (recycle or self._should_recycle(worker, result)):
                 self._recycle(slot, worker)

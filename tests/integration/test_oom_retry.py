@@ -131,3 +131,26 @@ def test_an_oom_before_any_candidate_code_ran_is_retried_whatever_it_asked_for(e
     verdict = evaluator.pool.execute(problem, prepare_solution(solution), None)[0]
     assert verdict.status is Status.CORRECT, verdict.error
     assert any("before any of the candidate's code ran" in n for n in verdict.notes), verdict.notes
+
+
+def test_an_oom_of_the_environment_runs_fewer_evaluations_at_once_on_that_gpu(tmp_path):
+    """With two workers, an evaluation that ran out of memory because of other processes halves how many run at
+    once (envs/worker/gpu_concurrency.py); its retry still reaches the real verdict."""
+    settings = EvalSettings(
+        device="cpu",
+        sandbox="off",
+        workers=2,
+        timeouts=PhaseTimeouts(load=60, compile=30, correctness=60, timing=30),
+        worker_memory_gib=4.0,
+        oom_retries=RETRIES,
+        oom_backoff_s=0.05,
+    )
+    log = tmp_path / "attempts"
+    with Evaluator(settings) as ev:
+        assert ev.pool.concurrency_cuts == 0
+        verdict = run(ev, flaky(log, failures=1, request="2.00 GiB"))
+        assert verdict.status is Status.CORRECT, verdict.error
+        assert ev.pool.concurrency_cuts == 1
+        verdict = run(ev, flaky(tmp_path / "again", failures=1, request="2.00 GiB"))
+        assert verdict.status is Status.CORRECT, verdict.error
+        assert ev.pool.concurrency_cuts == 1  # already at one: nothing left to cut

@@ -111,6 +111,7 @@ def test_two_steps_then_resume_continues_from_the_checkpoint(tmp_path):
     assert books["samples_generated"] == books["samples_written"] == 3 * 2 * 2 + 2 * 4  # train, and val at 0 and 3
     assert books["steps_with_missing_rows"] == {} and books["rows_without_status"] == 0
     assert books["deaths_survived"]["engine_restarts"] == 0
+    assert books["out_of_memory"] == {"oom_retries": 0, "gpu_concurrency_cuts": 0}  # a CPU run: none
     report = json.loads(bench.stdout)  # validation with its interval, and each training problem per step
     assert set(report["val/correct_rate_low"]) == set(report["val/correct_rate_high"]) == {"0", "3"}  # JSON keys
     assert report["validate_generate_s"]["max"] <= report["validate_s"]["max"]

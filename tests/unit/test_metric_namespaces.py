@@ -227,6 +227,7 @@ def _pool_snapshot():
             "worker_utilization": 0.5,
             "oom_retries": 1,
             "oom_failures": 0,
+            "gpu_concurrency_cuts": 1,
         },
     )
 
