@@ -2,13 +2,15 @@
 
 Processes sharing a GPU (the colocated recipe: learner, generation engine and the evaluation workers; or two
 evaluators) can fill it, and then an allocation of an honest reference or candidate fails with
-torch.OutOfMemoryError: the environment's bad luck, which must not become the candidate's verdict (a false
-zero reward). So when an evaluation ends in an OOM the worker decides whose it is (`attribute`):
+torch.OutOfMemoryError (or CUDA's own "out of memory", `is_oom`): the environment's bad luck, which must not
+become the candidate's verdict (a false zero reward). So when an evaluation ends in an OOM the worker decides
+whose it is (`attribute`):
 
 - the environment's when no candidate code had run yet (the reference, the baselines, the truth): the parent
   retries the request after a backoff in a fresh worker (envs/worker/worker_set.py); after
   `EvalSettings.oom_retries` retries the verdict is `internal_error`, saying that the GPU was out of memory
-  because of other processes.
+  because of other processes. Each such error also lowers how many evaluations the GPU runs at once
+  (envs/worker/gpu_concurrency.py).
 - the candidate's when its own code held more than its budget: the peak of device memory a candidate call
   held above what was in use when the call began (`CandidateMemory`), plus the failed request when the call
   itself raised it. Its verdict stays `runtime_error`, with the numbers in the error. What the harness holds
@@ -38,6 +40,7 @@ from typing import Any, Iterator
 
 FREE_SLACK_BYTES = 1 << 30
 REFERENCE_ALLOWANCE = 2
+CUDA_OOM = "CUDA error: out of memory"
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 _REQUEST = re.compile(r"Tried to allocate ([0-9]+(?:\.[0-9]+)?) ?(B|KiB|MiB|GiB|TiB)")
 
@@ -175,15 +178,25 @@ class CandidateMemory:
             self.reference_peak = max(self.reference_peak, self._above(start))
 
 
-def find_oom(exc: BaseException | None) -> BaseException | None:
-    """The torch.OutOfMemoryError in `exc`'s chain (causes and contexts: the worker re-raises a candidate's
-    error as its verdict `from None`, which keeps it as the context), or None."""
+def is_oom(exc: BaseException) -> bool:
+    """torch.OutOfMemoryError (the caching allocator's), or CUDA's own allocation failure outside it
+    (cudaErrorMemoryAllocation: a module load, a library's workspace, a context), which PyTorch raises as
+    torch.AcceleratorError "CUDA error: out of memory" with no request size."""
     import torch
 
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    accelerator_error = getattr(torch, "AcceleratorError", None)
+    return accelerator_error is not None and isinstance(exc, accelerator_error) and CUDA_OOM in str(exc)
+
+
+def find_oom(exc: BaseException | None) -> BaseException | None:
+    """The out-of-memory error (`is_oom`) in `exc`'s chain (causes and contexts: the worker re-raises a
+    candidate's error as its verdict `from None`, which keeps it as the context), or None."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, torch.OutOfMemoryError):
+        if is_oom(exc):
             return exc
         exc = exc.__cause__ or exc.__context__
     return None

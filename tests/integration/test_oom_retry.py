@@ -17,9 +17,12 @@ RELU = builtin("L0_02_relu")
 RETRIES = 2
 
 
-def flaky(attempts_file, failures: int, request: str) -> str:
+def flaky(attempts_file, failures: int, request: str, error: str | None = None) -> str:
     """The relu reference solution, but each evaluation (one ModelNew built) is logged to `attempts_file`, and
-    the first `failures` evaluations raise CUDA's out-of-memory error asking for `request` in their forward."""
+    the first `failures` evaluations raise CUDA's out-of-memory error asking for `request` in their forward
+    (or `error`, an expression for the exception to raise)."""
+    message = f"CUDA out of memory. Tried to allocate {request}. GPU 0 has a total capacity of 139.72 GiB"
+    error = error or f"torch.OutOfMemoryError({message!r})"
     return textwrap.dedent(
         f"""
         import torch, triton, triton.language as tl
@@ -41,9 +44,7 @@ def flaky(attempts_file, failures: int, request: str) -> str:
 
             def forward(self, x):
                 if self.attempt <= {failures}:
-                    raise torch.OutOfMemoryError(
-                        "CUDA out of memory. Tried to allocate {request}. GPU 0 has a total capacity of 139.72 GiB"
-                    )
+                    raise {error}
                 out = torch.empty_like(x)
                 _relu[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
                 return out
@@ -83,6 +84,16 @@ def test_a_transient_oom_within_the_budget_is_retried_to_the_real_verdict(evalua
     assert any("other processes" in n for n in verdict.notes)
     assert verdict.phase_seconds["oom_backoff"] >= 0.05
     assert evaluator.pool.oom_retries >= 1
+
+
+def test_cudas_own_out_of_memory_error_is_retried_too(evaluator, tmp_path):
+    """torch.AcceleratorError "CUDA error: out of memory" (cudaErrorMemoryAllocation outside the allocator) on
+    a device with no room known: the environment's, retried to the real verdict."""
+    log = tmp_path / "attempts"
+    code = flaky(log, failures=1, request="", error='torch.AcceleratorError("CUDA error: out of memory")')
+    verdict = run(evaluator, code)
+    assert verdict.status is Status.CORRECT, verdict.error
+    assert attempts(log) == 2
 
 
 def test_an_oom_that_persists_ends_as_the_environments_failure_after_bounded_retries(evaluator, tmp_path):

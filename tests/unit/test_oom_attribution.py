@@ -125,6 +125,24 @@ def test_the_oom_is_found_behind_the_verdict_the_worker_raised_from_none():
     assert find_oom(MemoryError()) is None
 
 
+CUDA_RUNTIME_OOM = (
+    "CUDA error: out of memory\nSearch for `cudaErrorMemoryAllocation' in "
+    "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information."
+)
+
+
+def test_cudas_own_allocation_failure_is_an_oom_with_no_request_and_other_cuda_errors_are_not():
+    """What an H100 shared with the engine and the learner raised 31 times (docs/gpu-notes.md, session 26): an
+    AcceleratorError, not the allocator's OutOfMemoryError, judged the candidates' runtime_error until then."""
+    error = torch.AcceleratorError(CUDA_RUNTIME_OOM)
+    assert find_oom(error) is error
+    assert find_oom(torch.AcceleratorError("CUDA error: an illegal memory access was encountered")) is None
+    report = oom_report(error, {"bytes": 4 * GiB}, torch.device("cpu"))
+    assert report["owner"] == "environment" and report["request"] is None and report["held"] == 0
+    # raised by a candidate call while the device had room: the candidate's, as for OutOfMemoryError
+    assert attribute(0, None, 4 * GiB, str(error), device_free=8 * GiB).owner == "candidate"
+
+
 def test_the_workers_report_on_cpu_uses_the_budget_it_was_given():
     error = torch.OutOfMemoryError(MESSAGE)
     within = oom_report(error, {"bytes": 4 * GiB}, torch.device("cpu"))
