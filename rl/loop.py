@@ -337,9 +337,10 @@ class Trainer:
         ]
 
     async def collect_groups(self, step: int) -> tuple[list[Group], list[Group], list[RolloutResult]]:
-        """(groups to train on, every group generated, one result per generate round). With dynamic
-        sampling, zero-variance groups are dropped and replaced by fresh problems, at most
-        loop.max_refill_tries extra rounds (DAPO); the batch may then be smaller than asked."""
+        """(groups to train on, each holding the samples the environment judged (Group.judged); every group
+        generated; one result per generate round). With dynamic sampling, zero-variance groups are dropped
+        and replaced by fresh problems, at most loop.max_refill_tries extra rounds (DAPO); the batch may then
+        be smaller than asked."""
         from rl.learner.advantages import split_by_variance
 
         wanted = self.cfg.loop.problems_per_step
@@ -351,11 +352,12 @@ class Trainer:
         for attempt in range(1 + (self.cfg.loop.max_refill_tries if dynamic else 0)):
             problems = self.sampler.next_batch(step, wanted - len(kept))
             result = await self.rollout(self._requests(problems, f"step{step}/r{attempt}", sampling))
-            for group in result.groups:  # what data.sampler=learnability draws by (a refill round's draws too)
+            judged = [g for g in (group.judged() for group in result.groups) if g.samples]
+            for group in judged:  # what data.sampler=learnability draws by (a refill round's draws too)
                 self.sampler.record(group.problem_id, sum(s.verdict.correct for s in group.samples), len(group.samples))
             results.append(result)
             generated += result.groups
-            kept += split_by_variance(result.groups)[0] if dynamic else result.groups
+            kept += split_by_variance(judged)[0] if dynamic else judged
             if len(kept) >= wanted:
                 break
         return kept[:wanted], generated, results

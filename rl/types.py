@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, AsyncIterator, Literal, Protocol, runtime_checkable
 
-from envs.verdict import Verdict
+from envs.verdict import Status, Verdict
 
 Message = dict[str, str]  # one chat message: {"role": "system" | "user" | "assistant" | "tool", "content": ...}
 FinishReason = Literal["stop", "length", "abort", "error"]
@@ -91,6 +91,13 @@ class Group:
     @property
     def rewards(self) -> list[float]:
         return [s.reward for s in self.samples]
+
+    def judged(self) -> Group:
+        """The samples the environment gave a verdict on. An `internal_error` (the GPU out of memory because of
+        other processes, no worker that could start) says nothing about the sample: its reward of 0 would push
+        the policy away from what may be a correct kernel, so the learner does not see it."""
+        keep = [s for s in self.samples if s.verdict.status is not Status.INTERNAL_ERROR]
+        return self if len(keep) == len(self.samples) else dataclasses.replace(self, samples=keep)
 
 
 @dataclasses.dataclass(frozen=True)

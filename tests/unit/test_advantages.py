@@ -118,3 +118,30 @@ def test_algorithm_presets_and_unknown_keys():
         AlgorithmConfig.from_mapping({"name": "ppo2"})
     with pytest.raises(ValueError, match="loss_aggregation"):
         AlgorithmConfig(loss_aggregation="mean")
+
+
+def test_samples_the_environment_failed_on_are_left_out_of_the_advantages():
+    """An internal_error (the GPU out of memory because of other processes) is no verdict on the sample: its
+    reward of 0 must not count as a failure of the policy (rl.types.Group.judged, used by the loop)."""
+    group = _group([0.6, 0.0, 0.0])
+    statuses = [Status.CORRECT, Status.INTERNAL_ERROR, Status.INCORRECT]
+    group = Group(
+        group.request_id,
+        group.problem_id,
+        [
+            ScoredSample(s.sample, Verdict(status=st, problem_id="p", device="cpu"), s.reward)
+            for s, st in zip(group.samples, statuses)
+        ],
+    )
+    judged = group.judged()
+    assert [s.verdict.status for s in judged.samples] == [Status.CORRECT, Status.INCORRECT]
+    batch = build_train_batch([judged], AlgorithmConfig(), policy_version=0)
+    assert batch.advantages == pytest.approx(grpo_advantages([0.6, 0.0], eps=1e-6))
+    assert len(batch.input_ids) == 2
+    # with all three, the environment's failure would have pulled the correct kernel's advantage down
+    assert compute_advantages([group], AlgorithmConfig())[0][0] != pytest.approx(batch.advantages[0])
+    failed = Verdict(status=Status.INTERNAL_ERROR, problem_id="p", device="cpu")
+    everything_failed = Group("r1", "p", [ScoredSample(s.sample, failed, 0.0) for s in group.samples])
+    assert everything_failed.judged().samples == []  # the loop drops the group
+    untouched = _group([1.0, 0.0])
+    assert untouched.judged() is untouched
