@@ -403,6 +403,9 @@ class Policy:
         if cuda:  # this process's peak of the step (rank 0's in a sharded group), in GiB
             metrics["max_memory_allocated_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
             metrics["max_memory_reserved_gb"] = torch.cuda.max_memory_reserved(self.device) / 2**30
+            # The step's activations go back to the driver: between steps a colocated engine and evaluation
+            # workers need that memory, and kept in this process's cache it makes them run out of it.
+            torch.cuda.empty_cache()
         return metrics
 
     def sft_step(self, input_ids: Sequence[Sequence[int]], prompt_lengths: Sequence[int]) -> dict[str, float]:

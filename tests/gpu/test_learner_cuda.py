@@ -97,3 +97,19 @@ def test_prefix_layout_equals_padded_on_cuda(dtype):
     if dtype == "float32":
         for name, p in states["padded"].items():
             assert torch.allclose(states["prefix"][name], p, atol=1e-6, rtol=1e-4), name
+
+
+def test_a_step_gives_its_activations_back_to_the_driver():
+    """What a step allocated and freed is not kept in the learner's cache, where a colocated engine and
+    evaluation workers could not use it between steps."""
+    g = torch.Generator().manual_seed(2)
+    ids = [torch.randint(0, 128, (3000,), generator=g).tolist() for _ in range(4)]
+    batch = TrainBatch(ids, [8] * 4, [1.0, -1.0, 1.0, -1.0], [None] * 4, ["g"] * 4, 0)
+    policy = Policy(
+        PolicyConfig(device="cuda", dtype="float32", finetune="full", micro_batch_tokens=16384),
+        AlgorithmConfig(),
+        model=tiny_llama(),
+    )
+    metrics = policy.train_step(batch)
+    kept_gb = torch.cuda.memory_reserved() / 2**30
+    assert kept_gb < 0.5 * metrics["max_memory_reserved_gb"], (kept_gb, metrics["max_memory_reserved_gb"])
