@@ -23,6 +23,18 @@ class Status(str, enum.Enum):
     INTERNAL_ERROR = "internal_error"
 
 
+# The steps of `Verdict.phase_seconds` timed under the GPU's exclusive lock (a candidate's, and the baselines' in
+# a cold pass): one GPU runs them one evaluation at a time, so their sum over a batch is the least time the batch's
+# rewards can take there, however many workers judge it.
+EXCLUSIVE_STEPS = (
+    "timing.timed_runs",
+    "timing.tail_check",
+    "baseline.eager",
+    "baseline.inductor",
+    "baseline.anchor_reference",
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class HackFinding:
     category: str
@@ -151,6 +163,12 @@ class Verdict:
     @property
     def correct(self) -> bool:
         return self.status is Status.CORRECT
+
+    @property
+    def exclusive_seconds(self) -> float:
+        """Seconds this evaluation held its GPU exclusively (EXCLUSIVE_STEPS); 0 on CPU and for a cached verdict's
+        own lookup (its phases are those of the evaluation that produced it)."""
+        return sum(self.phase_seconds.get(step, 0.0) for step in EXCLUSIVE_STEPS)
 
     @property
     def speed_of_light(self) -> float | None:

@@ -32,14 +32,6 @@ from envs.timing import ALLOCATING_NOTE
 from rewards import reward_for_verdict
 
 GPU_PHASES = ("correctness", "timing")
-# the steps timed under the exclusive lock: a candidate's, and the baselines' (cold passes)
-EXCLUSIVE_STEPS = (
-    "timing.timed_runs",
-    "timing.tail_check",
-    "baseline.eager",
-    "baseline.inductor",
-    "baseline.anchor_reference",
-)
 
 
 class BaselineOnlyCache(SqliteCache):
@@ -161,8 +153,7 @@ def summarize(verdicts, wall: float, devices: int = 1) -> dict:
         "gpu_phases_s": gpu_s,
         "wall_over_gpu": per_eval / gpu_s if gpu_s else None,
         # share of each device's wall time inside exclusive timing windows: timing's physical limit is 1
-        "exclusive_share": sum(sum(v.phase_seconds.get(p, 0.0) for p in EXCLUSIVE_STEPS) for v in verdicts)
-        / (wall * devices),
+        "exclusive_share": sum(v.exclusive_seconds for v in verdicts) / (wall * devices),
         "placement_blocks": statistics.fmean(blocks) if (blocks := placement_blocks_used(verdicts)) else None,
         "statuses": {s: sum(v.status.value == s for v in verdicts) for s in {v.status.value for v in verdicts}},
         "phases_by_status": phases_by_status(verdicts),

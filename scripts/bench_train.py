@@ -142,6 +142,8 @@ def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
         "train_s": _stats(_values(train, "time/train")),
         "wait_for_rewards_s": _stats(_values(train, "time/wait_for_rewards")),
         "wait_for_rewards_share_of_step": _stats(wait_share),
+        # the step's evaluations' seconds under the GPU's exclusive lock: one GPU runs them one at a time
+        "eval_exclusive_s_per_step": _stats(_values(train, "train/eval_s/exclusive")),
         "sync_s_per_step": _stats(_values(train, "time/sync")),
         "learner_tokens_per_s": _stats(_values(train, "perf/learner_tokens_per_s")),
         "rollout_tokens_per_s": _stats(_values(train, "perf/rollout_tokens_per_s")),
