@@ -147,6 +147,9 @@ class Verdict:
     baseline: str | None = None  # which baseline `speedup` divides by
     cached: bool = False
     phase_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    # GPU: GiB the worker's allocator had reserved by the end of each phase (it keeps what it reserved, so the phase
+    # where this grows needed the memory); empty on CPU and in verdicts cached before it existed
+    phase_memory_gib: dict[str, float] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     mismatch: dict[str, Any] | None = None  # where and by how much outputs differed
     own_kernel_share: float | None = None  # GPU: share of device time in the candidate's own kernels

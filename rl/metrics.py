@@ -16,8 +16,8 @@ Key names (flat, W&B-style `<section>/<name>`; the reward mean's key ends in `me
   <split>/fast_1 (share correct and faster than the baseline), <split>/zero_variance_group_frac,
   <split>/response_len_mean|max|min, <split>/prompt_len_mean|max|min, <split>/truncation_rate,
   <split>/samples, <split>/groups,
-  <split>/eval_s/<phase>|exclusive, <split>/evaluations (where the evaluations behind the samples spent their
-  time: evaluation_seconds).
+  <split>/eval_s/<phase>|exclusive, <split>/eval_gib/<phase>, <split>/evaluations (what the evaluations behind
+  the samples cost: evaluation_costs).
 These are the primary keys; verl-style names (actor/*, critic/*, response_length/*, timing_s/*, perf/*) are
 logged beside them with the same values, from the one table VERL_ALIASES (docs/training.md, Metrics).
 """
@@ -182,7 +182,7 @@ def rollout_metrics(groups: Iterable[Group], split: str, max_tokens: int) -> dic
     out[f"{split}/fast_1"] = sum(1 for s in correct if (s.verdict.speedup or 0.0) > 1.0) / n
     if groups:
         out[f"{split}/zero_variance_group_frac"] = _mean([float(len(set(g.rewards)) <= 1) for g in groups])
-    out.update(evaluation_seconds(samples, split))
+    out.update(evaluation_costs(samples, split))
     lengths = [len(s.sample.completion_ids) for s in samples]
     out[f"{split}/response_len_mean"] = _mean(lengths)
     out[f"{split}/response_len_max"] = max(lengths)
@@ -197,12 +197,12 @@ def rollout_metrics(groups: Iterable[Group], split: str, max_tokens: int) -> dic
     return out
 
 
-def evaluation_seconds(samples: Iterable[ScoredSample], split: str) -> dict[str, float]:
-    """Where the evaluations behind `samples` spent their time: `{split}/eval_s/<phase>`, each top-level phase of
-    `Verdict.phase_seconds` summed over the distinct evaluations that ran (cache hits left out, and a deduplicated
-    candidate's copies counted once), `{split}/eval_s/exclusive`, the seconds they held a GPU exclusively (its
-    timed windows, which one GPU runs one at a time: the least a GPU-bound wait for rewards can be), and
-    `{split}/evaluations`, how many ran."""
+def evaluation_costs(samples: Iterable[ScoredSample], split: str) -> dict[str, float]:
+    """What the evaluations behind `samples` cost, over the distinct evaluations that ran (cache hits left out, a
+    deduplicated candidate's copies counted once): `{split}/evaluations`, how many; `{split}/eval_s/<phase>`, each
+    top-level phase of `Verdict.phase_seconds` summed; `{split}/eval_s/exclusive`, the seconds they held a GPU
+    exclusively (its timed windows, which one GPU runs one at a time: the least a GPU-bound wait for rewards can
+    be); `{split}/eval_gib/<phase>`, the most GPU memory a worker had reserved by the end of that phase."""
     distinct: dict[tuple, Verdict] = {}
     for s in samples:
         v = s.verdict
@@ -213,6 +213,8 @@ def evaluation_seconds(samples: Iterable[ScoredSample], split: str) -> dict[str,
         for phase, seconds in v.phase_seconds.items():
             if "." not in phase:  # a phase's steps (`timing.timed_runs`) are inside it
                 out[f"{split}/eval_s/{phase}"] = out.get(f"{split}/eval_s/{phase}", 0.0) + seconds
+        for phase, gib in v.phase_memory_gib.items():
+            out[f"{split}/eval_gib/{phase}"] = max(out.get(f"{split}/eval_gib/{phase}", 0.0), gib)
     out[f"{split}/eval_s/exclusive"] = sum(v.exclusive_seconds for v in distinct.values())
     return out
 

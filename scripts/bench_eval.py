@@ -74,6 +74,16 @@ def phase_summary(verdicts) -> dict[str, dict[str, float]]:
     }
 
 
+def phase_memory(verdicts) -> dict[str, dict[str, float]]:
+    """Per phase, the GPU memory a worker reserved at most in it (GiB, median and max over the verdicts that
+    report it; none on CPU): which phase makes a worker as large as it is."""
+    gib: dict[str, list[float]] = {}
+    for v in verdicts:
+        for name, value in v.phase_memory_gib.items():
+            gib.setdefault(name, []).append(value)
+    return {name: {"median_gib": statistics.median(xs), "max_gib": max(xs)} for name, xs in gib.items()}
+
+
 def phases_by_status(verdicts) -> dict[str, dict]:
     """Per verdict status: how many, and the mean seconds of each phase (where failures spend their time)."""
     out: dict[str, dict] = {}
@@ -148,6 +158,7 @@ def summarize(verdicts, wall: float, devices: int = 1) -> dict:
         "devices": devices,
         "evals_per_min": 60 * len(verdicts) / wall,
         "phases": phase_summary(verdicts),
+        "phase_memory": phase_memory(verdicts),
         "latency": percentiles([v.phase_seconds.get("total", 0.0) for v in verdicts]),
         "wall_per_eval_s": per_eval,
         "gpu_phases_s": gpu_s,
@@ -369,6 +380,13 @@ def print_summary(name: str, result: dict) -> None:
     print(f"  {'phase':<12} {'mean s':>8} {'median s':>9} {'max s':>8}")
     for phase, s in result["phases"].items():
         print(f"  {phase:<12} {s['mean_s']:8.3f} {s['median_s']:9.3f} {s['max_s']:8.3f}")
+    if result["phase_memory"]:
+        print(
+            "  GPU memory reserved per phase, GiB (median / max): "
+            + ", ".join(
+                f"{phase} {m['median_gib']:.1f} / {m['max_gib']:.1f}" for phase, m in result["phase_memory"].items()
+            )
+        )
     by_status = result["phases_by_status"]
     names = sorted({n for row in by_status.values() for n in row if n != "n"})
     print("  mean s by status: " + " ".join(f"{n:>11}" for n in ["n", *names]))

@@ -144,6 +144,11 @@ def report(run_dir: Path, job_wall_s: float | None, k: int) -> dict:
         "wait_for_rewards_share_of_step": _stats(wait_share),
         # the step's evaluations' seconds under the GPU's exclusive lock: one GPU runs them one at a time
         "eval_exclusive_s_per_step": _stats(_values(train, "train/eval_s/exclusive")),
+        # the most GPU memory one evaluation worker reserved in each phase, over the run's steps
+        "eval_gib_max": {
+            key.rsplit("/", 1)[1]: max(_values(train, key))
+            for key in sorted({k for r in train for k in r if k.startswith("train/eval_gib/")})
+        },
         "sync_s_per_step": _stats(_values(train, "time/sync")),
         "learner_tokens_per_s": _stats(_values(train, "perf/learner_tokens_per_s")),
         "rollout_tokens_per_s": _stats(_values(train, "perf/rollout_tokens_per_s")),

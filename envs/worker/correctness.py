@@ -73,7 +73,7 @@ class CorrectnessPhase:
         raise Outcome("incorrect", f"{label}: {format_mismatch(judgement.mismatch)}", mismatch=judgement.mismatch)
 
     def check_correctness(self) -> None:
-        self.link.phase("correctness")
+        self._enter_phase("correctness")
         seeds = self.request.seeds
         plan = families.trial_plan(len(seeds), self.accuracy.families)
         self.template = None

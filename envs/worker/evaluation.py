@@ -60,6 +60,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         self.compute = guard.ComputeRecorder(LAUNCHES)
         self.reference_ops: list[guard.OpCost] | None = None
         self.memory = CandidateMemory(self.device)  # what the candidate's own code holds: whose an OOM is
+        self._phase: str | None = None  # the phase announced last (_enter_phase)
         self._init_correctness(request)
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -108,7 +109,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
 
     # --- phases -----------------------------------------------------------------------------------
     def load_problem(self) -> None:
-        self.link.phase("load")
+        self._enter_phase("load")
         spec = self.request.problem
         tag = self.request.nonce[:12]
         name = f"kernelrl_problem_{tag}"
@@ -134,7 +135,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         self.link.send({"type": "reference", "seconds": min(seconds)})
 
     def load_candidate(self) -> None:
-        self.link.phase("compile")
+        self._enter_phase("compile")
         self.threads_before_candidate = {t.ident for t in threading.enumerate()}
         tag = self.request.nonce[:12]
         name = f"kernelrl_solution_{tag}"
@@ -206,7 +207,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
 
     def check_problem(self) -> str | None:
         """Why the problem is degenerate (a constant, input-independent or tiny output would pass), or None."""
-        self.link.phase("correctness")
+        self._enter_phase("correctness")
         outputs, derived = [], []
         with torch.no_grad():
             for seed in self.request.seeds[:3]:
@@ -278,6 +279,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
             result.update(status="runtime_error", error=describe_exception(e, self.solution_path))
             self._attribute_oom(e, result)
         finally:
+            self._note_memory()
             result["notes"] = self.notes + self.accuracy.notes
             accuracy = self.accuracy.accuracy()
             result["accuracy"] = dataclasses.asdict(accuracy) if accuracy else None
@@ -318,6 +320,22 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         if before is None:
             return []
         return [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+
+    def _enter_phase(self, name: str) -> None:
+        """Announce phase `name` to the parent, noting on CUDA the memory the phase before it reserved
+        (`_note_memory`)."""
+        self._note_memory()
+        self._phase = name
+        self.link.phase(name)
+
+    def _note_memory(self) -> None:
+        """GiB the worker's allocator reserved at most during the current phase (`facts["memory_gib"]`): what
+        a worker holds on its GPU, phase by phase. CUDA only."""
+        if self._phase is None or self.device.type != "cuda":
+            return
+        memory = self.facts.setdefault("memory_gib", {})
+        peak = round(self.memory.reserved_peak() / 2**30, 3)
+        memory[self._phase] = max(memory.get(self._phase, 0.0), peak)
 
     def _step(self, name: str, began: float) -> None:
         """Seconds of one step inside a phase ("phase.step", from `began` on the perf_counter clock), reported

@@ -118,7 +118,9 @@ def _free(device_free: int | None) -> str:
 class CandidateMemory:
     """What the candidate's own code held on the GPU during one evaluation, measured around its calls: per call,
     the allocator's peak above the memory in use when the call began (outputs and temporaries, not the
-    harness's tensors). Also what one reference call held, for the budget's floor."""
+    harness's tensors). Also what one reference call held, for the budget's floor, and the most the worker's
+    allocator reserved in each phase (`reserved_peak`): the allocator's peak statistics are read here only, since
+    reading a call's peak means resetting them."""
 
     def __init__(self, device: Any):
         self.cuda = getattr(device, "type", device) == "cuda"
@@ -127,6 +129,22 @@ class CandidateMemory:
         self.raised_in_candidate = False  # the last exception left a candidate call
         self.peak = 0
         self.reference_peak = 0
+        self._reserved_peak = 0  # the allocator's reserved peak before the last reset, since reserved_peak()
+
+    def reserved_peak(self) -> int:
+        """Bytes: the most the allocator reserved since the last call (0 on CPU); then it starts over, from what
+        is reserved now."""
+        if not self.cuda:
+            return 0
+        import torch
+
+        try:
+            peak = max(self._reserved_peak, int(torch.cuda.max_memory_reserved(self.device)))
+            torch.cuda.reset_peak_memory_stats(self.device)
+        except Exception:  # the allocator's statistics unreadable: not measured
+            return 0
+        self._reserved_peak = 0
+        return peak
 
     def _start(self) -> int | None:
         if not self.cuda:
@@ -134,6 +152,7 @@ class CandidateMemory:
         import torch
 
         try:
+            self._reserved_peak = max(self._reserved_peak, int(torch.cuda.max_memory_reserved(self.device)))
             torch.cuda.reset_peak_memory_stats(self.device)
             return int(torch.cuda.memory_allocated(self.device))
         except Exception:  # the allocator's statistics unreadable: this call is not measured

@@ -126,7 +126,7 @@ class TimingPhase:
         results: dict[str, Any] = {}
         if not wanted:
             return results
-        self.link.phase("baseline")
+        self._enter_phase("baseline")
         inputs = self._inputs(self.request.timing_seed)
         with torch.no_grad():
             if "eager" in wanted:
@@ -186,7 +186,7 @@ class TimingPhase:
     def exercise_candidate(self) -> dict | None:
         """Time the candidate (GPU) or call it repeatedly (CPU), then re-check what those calls returned:
         a kernel that counts calls, detects the timing phase or caches outputs by pointer fails here."""
-        self.link.phase("timing")
+        self._enter_phase("timing")
         inputs = self._inputs(self.request.timing_seed + 1)  # inputs the correctness phase never showed
         placed = {"inputs": inputs}  # the copy the timed runs use (envs.settings `placements`)
         timing = self.request.timing

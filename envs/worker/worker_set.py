@@ -319,6 +319,7 @@ class WorkerSet:
             error=f"the GPU was out of memory because of other processes in each of {len(notes)} attempts; the "
             f"candidate was not evaluated to completion (not its fault). Last: {result.error}",
             phase_seconds=phases,
+            phase_memory_gib=result.memory_gib,  # the last attempt's: how far it got
             notes=notes,
         )
 
@@ -507,6 +508,7 @@ class WorkerSet:
             speedup=speedup,
             baseline=baseline_name,
             phase_seconds=phases,
+            phase_memory_gib=result.memory_gib,
             notes=notes,
             mismatch=result.mismatch if status is Status.INCORRECT else None,
             own_kernel_share=result.own_kernel_share,

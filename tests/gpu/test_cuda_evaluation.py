@@ -67,6 +67,11 @@ def test_reference_solution_is_timed_against_both_baselines(evaluator):
     assert 0 < v.phase_seconds["anchor"] < v.phase_seconds["timing"]
     assert v.torch_share is not None and v.torch_share < 0.01  # only allocation in PyTorch
     assert reward_for_verdict(v) == pytest.approx(kernel_reward(True, v.speedup))
+    # The most GPU memory the worker reserved in each phase: relu's full-size input (3 GiB) and output are in
+    # the correctness and timing phases' peaks.
+    memory = v.phase_memory_gib
+    assert {"load", "compile", "correctness", "timing"} <= set(memory), memory
+    assert memory["correctness"] >= 6.0 and memory["timing"] >= 6.0, memory
     # Full size: eager PyTorch takes >= 1 ms (KernelBench v0.1's rule on H100-class GPUs).
     assert t.eager.median_ms >= 1.0
     again = evaluator.evaluate(problem, solution)

@@ -46,3 +46,22 @@ def test_windows_shrink_to_half_the_run_and_a_zero_start_has_no_ratio(tmp_path):
         "ratio": None,
     }
     assert bench_train.same_problem_rewards(bench_train.read_samples(tmp_path / "no_such_run"), 10) is None
+
+
+def test_the_report_reads_the_evaluations_costs_per_step(tmp_path):
+    """The exclusive seconds per step and each phase's largest worker, from a GPU run's metric rows."""
+    run = _samples(tmp_path / "run", {1: {"a": [0.5]}, 2: {"a": [0.5]}})
+    rows = [
+        {"step": 1, "train/reward_mean": 0.5, "train/eval_s/exclusive": 4.0, "train/eval_gib/timing": 30.0},
+        {
+            "step": 2,
+            "train/reward_mean": 0.5,
+            "train/eval_s/exclusive": 8.0,
+            "train/eval_gib/timing": 36.5,
+            "train/eval_gib/load": 5.0,
+        },
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = bench_train.report(run, None, 1)
+    assert out["eval_exclusive_s_per_step"]["median"] == 6.0
+    assert out["eval_gib_max"] == {"load": 5.0, "timing": 36.5}

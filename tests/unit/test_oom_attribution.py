@@ -206,3 +206,34 @@ def test_only_a_failed_run_with_the_environments_oom_is_retried():
     assert WorkerResult.from_message({"status": "runtime_error", "oom": {"owner": "nobody"}}).oom is None
     assert WorkerResult.from_message({"status": "runtime_error", "oom": "yes"}).oom is None
     assert WorkerResult.from_message({"status": "runtime_error"}).status is Status.RUNTIME_ERROR
+
+
+class _Allocator:
+    """CUDA's caching-allocator statistics as torch.cuda reports them (no GPU here; the real ones are read in
+    tests/gpu/test_cuda_evaluation.py): reserved memory, and its peak since the last reset."""
+
+    def __init__(self):
+        self.reserved = self.peak = 0
+
+    def reserve(self, n: int) -> None:
+        self.reserved = n
+        self.peak = max(self.peak, n)
+
+    def reset(self, device=None) -> None:
+        self.peak = self.reserved
+
+
+def test_a_phases_reserved_peak_survives_the_resets_of_candidate_calls(monkeypatch):
+    allocator = _Allocator()
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda device=None: allocator.peak)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", allocator.reset)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: allocator.reserved)
+    memory = CandidateMemory(torch.device("cuda"))
+    assert memory.reserved_peak() == 0
+    allocator.reserve(30 * GiB)  # the harness's fp64 truth, say
+    allocator.reserve(12 * GiB)  # ... given back with empty_cache
+    memory.end(memory.begin(), raised=False)  # a candidate call resets the statistics for its own peak
+    allocator.reserve(14 * GiB)
+    assert memory.reserved_peak() == 30 * GiB  # the phase's peak, from before the candidate's reset
+    assert memory.reserved_peak() == 14 * GiB  # the next phase starts from what is reserved now
+    assert CandidateMemory(torch.device("cpu")).reserved_peak() == 0

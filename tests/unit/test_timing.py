@@ -390,7 +390,6 @@ def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_call
 
     class Phase(timing_phase.TimingPhase):
         request = types.SimpleNamespace(timing=timing, timing_seed=3, baselines=["eager", ANCHOR_REFERENCE])
-        link = types.SimpleNamespace(phase=lambda name: None)
 
         def __init__(self):
             self.facts, self.notes = {}, []
@@ -401,6 +400,9 @@ def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_call
 
         def _gpu(self, mode):
             return contextlib.nullcontext()
+
+        def _enter_phase(self, name):
+            pass
 
         def _inputs(self, seed):
             return [torch.ones(4)]
