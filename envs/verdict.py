@@ -147,8 +147,8 @@ class Verdict:
     baseline: str | None = None  # which baseline `speedup` divides by
     cached: bool = False
     phase_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
-    # GPU: GiB the worker's allocator had reserved by the end of each phase (it keeps what it reserved, so the phase
-    # where this grows needed the memory); empty on CPU and in verdicts cached before it existed
+    # GPU: the most GiB the worker's allocator reserved during each phase (the worker's own tensors and the
+    # candidate's); empty on CPU and in verdicts cached before it existed
     phase_memory_gib: dict[str, float] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     mismatch: dict[str, Any] | None = None  # where and by how much outputs differed

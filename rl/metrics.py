@@ -202,7 +202,7 @@ def evaluation_costs(samples: Iterable[ScoredSample], split: str) -> dict[str, f
     deduplicated candidate's copies counted once): `{split}/evaluations`, how many; `{split}/eval_s/<phase>`, each
     top-level phase of `Verdict.phase_seconds` summed; `{split}/eval_s/exclusive`, the seconds they held a GPU
     exclusively (its timed windows, which one GPU runs one at a time: the least a GPU-bound wait for rewards can
-    be); `{split}/eval_gib/<phase>`, the most GPU memory a worker had reserved by the end of that phase."""
+    be); `{split}/eval_gib/<phase>`, the most GPU memory a worker reserved during that phase."""
     distinct: dict[tuple, Verdict] = {}
     for s in samples:
         v = s.verdict

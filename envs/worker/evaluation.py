@@ -331,11 +331,11 @@ class Evaluation(CorrectnessPhase, TimingPhase):
     def _note_memory(self) -> None:
         """GiB the worker's allocator reserved at most during the current phase (`facts["memory_gib"]`): what
         a worker holds on its GPU, phase by phase. CUDA only."""
-        if self._phase is None or self.device.type != "cuda":
+        peak = self.memory.reserved_peak() if self._phase is not None else None
+        if peak is None:
             return
         memory = self.facts.setdefault("memory_gib", {})
-        peak = round(self.memory.reserved_peak() / 2**30, 3)
-        memory[self._phase] = max(memory.get(self._phase, 0.0), peak)
+        memory[self._phase] = max(memory.get(self._phase, 0.0), round(peak / 2**30, 3))
 
     def _step(self, name: str, began: float) -> None:
         """Seconds of one step inside a phase ("phase.step", from `began` on the perf_counter clock), reported

@@ -153,7 +153,7 @@ def _samples(result: dict, name: str) -> tuple[list[float], list[Any] | None]:
 
 def _named_numbers(reported: Any) -> dict[str, float]:
     """Non-negative numbers by name (at most 16, names cut at 40 characters): the seconds of the steps inside
-    phases ("phase.step"), the GiB reserved by each phase's end. A report, so what is malformed is left out."""
+    phases ("phase.step"), the most GiB reserved in each phase. A report, so what is malformed is left out."""
     if not isinstance(reported, dict):
         return {}
     numbers = {str(k)[:40]: _finite_number(v) for k, v in list(reported.items())[:16]}
@@ -209,7 +209,7 @@ class WorkerResult:
     degenerate: str | None = None  # check_problem: why the problem is degenerate
     profile: Any = None  # profile mode: the profiler's facts
     steps: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds of steps inside phases, "phase.step"
-    memory_gib: dict[str, float] = dataclasses.field(default_factory=dict)  # CUDA: GiB reserved by each phase's end
+    memory_gib: dict[str, float] = dataclasses.field(default_factory=dict)  # CUDA: the most GiB reserved in each phase
     oom: dict[str, Any] | None = None  # the run ended in an out-of-memory error: whose (envs/worker/oom.py)
 
     @property

@@ -131,18 +131,18 @@ class CandidateMemory:
         self.reference_peak = 0
         self._reserved_peak = 0  # the allocator's reserved peak before the last reset, since reserved_peak()
 
-    def reserved_peak(self) -> int:
-        """Bytes: the most the allocator reserved since the last call (0 on CPU); then it starts over, from what
-        is reserved now."""
+    def reserved_peak(self) -> int | None:
+        """Bytes: the most the allocator reserved since the last call; then it starts over, from what is reserved
+        now. None on CPU, or where the statistics cannot be read (a broken CUDA context)."""
         if not self.cuda:
-            return 0
+            return None
         import torch
 
         try:
             peak = max(self._reserved_peak, int(torch.cuda.max_memory_reserved(self.device)))
             torch.cuda.reset_peak_memory_stats(self.device)
         except Exception:  # the allocator's statistics unreadable: not measured
-            return 0
+            return None
         self._reserved_peak = 0
         return peak
 

@@ -236,4 +236,12 @@ def test_a_phases_reserved_peak_survives_the_resets_of_candidate_calls(monkeypat
     allocator.reserve(14 * GiB)
     assert memory.reserved_peak() == 30 * GiB  # the phase's peak, from before the candidate's reset
     assert memory.reserved_peak() == 14 * GiB  # the next phase starts from what is reserved now
-    assert CandidateMemory(torch.device("cpu")).reserved_peak() == 0
+    assert CandidateMemory(torch.device("cpu")).reserved_peak() is None  # nothing to read off CUDA
+
+
+def test_unreadable_allocator_statistics_are_no_measurement(monkeypatch):
+    def broken(device=None):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", broken)
+    assert CandidateMemory(torch.device("cuda")).reserved_peak() is None
