@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import json
 import os
 import statistics
@@ -107,13 +108,15 @@ def _manifest_path(manifest: Path, spec: str) -> Path | None:
 
 
 def load_candidates(path: Path, problems, wanted=None) -> tuple[list[tuple], list[dict]]:
-    """(problem, answer) pairs from a run's samples.jsonl (train split) or a {"problem", "solution"} manifest,
+    """(problem, answer) pairs from a run's samples.jsonl or samples.jsonl.gz (train split; docs/runs/ keeps runs'
+    answers gzipped) or a {"problem", "solution"} manifest,
     and for each its label: {"key": the candidate (its index, and its file's stem or problem id), "class": the
     manifest's "class" or None}. A manifest's problem is a loaded problem's id or a problem file (loaded
     where `wanted(problem)` allows, default always); rows of other problems are skipped with a count."""
     by_id = {p.id: p for p in problems}
     items, labels, skipped = [], [], 0
-    for line in path.read_text().splitlines():
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    for line in text.splitlines():
         if not line.strip():
             continue
         row = json.loads(line)
@@ -606,7 +609,7 @@ def main() -> None:
         "--candidates",
         type=Path,
         help="measure these candidates instead of the references: a run's "
-        'samples.jsonl (train split) or a JSONL manifest of {"problem", "solution"}',
+        'samples.jsonl(.gz) (train split) or a JSONL manifest of {"problem", "solution"}',
     )
     ap.add_argument(
         "--prepare-baselines",

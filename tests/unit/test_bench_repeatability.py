@@ -126,3 +126,20 @@ def test_manifest_paths_classes_and_problem_files(bench, tmp_path, monkeypatch):
     old.write_text(json.dumps({"problem": "L0_02_relu", "solution": "k.py"}) + "\n")
     items, labels = bench.load_candidates(old, problems)
     assert items[0][1] == "class ModelNew: pass\n" and labels == [{"key": "0:k", "class": None}]
+
+
+def test_a_runs_gzipped_samples_give_their_training_answers(bench, tmp_path):
+    """docs/runs/ keeps a run's answers gzipped: its training rows are the candidates, validation rows are not."""
+    import gzip
+
+    problems = load_problem_set("builtin")
+    rows = [
+        {"split": "train", "step": 1, "problem_id": "L0_02_relu", "completion": "class ModelNew: pass  # a\n"},
+        {"split": "val", "step": 0, "problem_id": "L1_02_swish", "completion": "class ModelNew: pass  # b\n"},
+        {"split": "train", "step": 2, "problem_id": "not_a_problem", "completion": "x"},
+    ]
+    path = tmp_path / "train_samples.jsonl.gz"
+    path.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode()))
+    items, labels = bench.load_candidates(path, problems)
+    assert [(p.id, answer) for p, answer in items] == [("L0_02_relu", "class ModelNew: pass  # a\n")]
+    assert labels == [{"key": "0:L0_02_relu", "class": None}]
