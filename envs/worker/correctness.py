@@ -79,27 +79,30 @@ class CorrectnessPhase:
         self.template = None
         # The shared GPU lock is held one trial at a time, not for the whole phase: a timing window waiting
         # for the GPU then waits for one trial of each worker in correctness, not for all of their trials.
-        first, lent = None, self.link.lent_seconds
+        lent = self.link.lent_seconds
         with torch.no_grad():
+            first = None  # the first trial's output, for the probe's message
             for trial, (seed, family) in enumerate(zip(seeds, plan)):
                 began = time.perf_counter()
                 with self._gpu("shared"):
-                    outcome = self._trial(trial, len(seeds), seed, family)
+                    got = self._trial(trial, len(seeds), seed, family)
                 # the first call also compiles the candidate's Triton kernels, with the hold lent back
                 self._step("correctness.first_trial" if trial == 0 else "correctness.trials", began)
                 if trial == 0 and self.fidelity.get("probe"):
-                    first = outcome  # the probe moves the problem's own inputs (a family may saturate them)
-                del outcome
+                    first = got
+                del got
             if first is not None:
                 began = time.perf_counter()
                 with self._gpu("shared"):
-                    self._sensitivity_probe(*first, seeds[0])
+                    self._sensitivity_probe(seeds[0], first)
                 self._step("correctness.probe", began)
         if self.link.lent_seconds > lent:
             self._add_step("correctness.compile", self.link.lent_seconds - lent)
 
-    def _trial(self, trial: int, trials: int, seed: int, family: str | None) -> tuple[list[Any], Any, Any]:
-        """One trial on get_inputs() or on a family derived from it: (inputs, expected, got)."""
+    def _trial(self, trial: int, trials: int, seed: int, family: str | None) -> Any:
+        """One trial on get_inputs() or on a family derived from it; returns the candidate's output. The
+        candidate gets a clone of the inputs; the inputs themselves are what its input-mutation check compares
+        against."""
         inputs = self._inputs(seed)
         if family is not None:
             inputs = families.derive(inputs, family, families.generator(seed, self.device))
@@ -110,9 +113,9 @@ class CorrectnessPhase:
             if family is not None and not families.is_finite(expected):
                 return self._skip_family(trial, trials, seed, family)
             self.template = expected
-            got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template)
+            got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template, pristine=inputs)
         else:
-            got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template)
+            got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template, pristine=inputs)
             expected = self._reference(inputs)
             if family is not None and not families.is_finite(expected):
                 del got
@@ -126,9 +129,9 @@ class CorrectnessPhase:
             guard.check_not_identity(as_output_list(got), inputs)
             self._probe_stale_memory(inputs, expected)
             raise
-        return inputs, expected, got
+        return got
 
-    def _skip_family(self, trial: int, trials: int, seed: int, family: str) -> tuple[list[Any], Any, Any]:
+    def _skip_family(self, trial: int, trials: int, seed: int, family: str) -> Any:
         self.notes.append(
             f"input family {family} skipped: the reference output holds NaN or Inf on it "
             "(that trial ran on get_inputs())"
@@ -136,11 +139,17 @@ class CorrectnessPhase:
         self.accuracy.families.remove(family)
         return self._trial(trial, trials, seed, None)
 
-    def _sensitivity_probe(self, inputs: list[Any], expected: Any, got: Any, seed: int) -> None:
-        """Move a few random input elements until the reference's output moves by PROBE_RESPONSE times its
-        tolerance; the candidate's output must then match the reference's again, so it must have moved with
-        it (its change within twice the tolerance of the reference's): a kernel that skips input elements
-        (subsampling, skipped tiles, fixed indices) misses the moved ones' share."""
+    def _sensitivity_probe(self, seed: int, got: Any) -> None:
+        """Move a few random input elements of the first trial's inputs (the problem's own: a family may
+        saturate them) until the reference's output moves by PROBE_RESPONSE times its tolerance; the
+        candidate's output must then match the reference's again, so it must have moved with it (its change
+        within twice the tolerance of the reference's): a kernel that skips input elements (subsampling,
+        skipped tiles, fixed indices) misses the moved ones' share.
+        The first trial's inputs and reference output are made again from its seed rather than kept through
+        the other trials (only its output `got` is, for the message), and dropped before the candidate's call:
+        an input set and an output at full size less on the GPU."""
+        inputs = self._inputs(seed)
+        expected = self._reference(inputs)
         tolerance = self.request.problem.get("tolerance")
         g = families.generator(seed ^ _PROBE_SALT, self.device)
         for times in families.PROBE_SIZES:
@@ -155,10 +164,12 @@ class CorrectnessPhase:
             scales = families.atol_scales(moved, self.base_rms)
             if families.response_ratio(expected, moved, tolerance, scales) >= families.PROBE_RESPONSE:
                 break
+            perturbed = moved = None  # freed before the next size's copies
         else:
             self.accuracy.probe = "skipped: the reference output barely moves when a few input elements do"
             return
-        after = self._guarded_call(_clone(perturbed), "ModelNew.forward (sensitivity probe)", moved)
+        del inputs, expected  # made again for the message if the candidate fails
+        after = self._guarded_call(_clone(perturbed), "ModelNew.forward (sensitivity probe)", moved, pristine=perturbed)
         label = (
             f"sensitivity probe ({families.PROBE_ELEMENTS} element(s) of each floating input moved by "
             f"{times:g} times its magnitude, e.g. {where[0]})"
@@ -167,6 +178,7 @@ class CorrectnessPhase:
             self._compare(moved, after, label, perturbed, atol_scales=scales)
         except Outcome as o:
             self.accuracy.probe = f"failed ({times:g}x)"
+            expected = self._reference(self._inputs(seed))
             o.error += _probe_change(o.extra.get("mismatch"), expected, moved, got, after)
             raise
         self.accuracy.probe = f"passed ({times:g}x)"

@@ -68,6 +68,12 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         if self.device.type == "cuda":
             torch.cuda.synchronize()
 
+    def _release_cached(self) -> None:
+        """Hand the allocator's cached free memory back to the driver (CUDA): until then a worker keeps what its
+        last phase reserved from the other workers on the GPU, e.g. while it waits for the exclusive hold."""
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
     def _gpu(self, mode: str) -> contextlib.AbstractContextManager:
         return self.link.gpu(mode) if self.device.type == "cuda" else contextlib.nullcontext()
 
@@ -169,10 +175,14 @@ class Evaluation(CorrectnessPhase, TimingPhase):
                 "runtime_error", f"the reference model failed on this problem (a problem bug, not the solution's): {e}"
             ) from None
 
-    def _guarded_call(self, inputs: list[Any], what: str, template: Any = None) -> Any:
-        """One candidate forward with the runtime checks around it."""
+    def _guarded_call(
+        self, inputs: list[Any], what: str, template: Any = None, pristine: list[Any] | None = None
+    ) -> Any:
+        """One candidate forward on `inputs` with the runtime checks around it. `pristine`: an untouched copy of
+        `inputs` the caller keeps anyway (the candidate then got a clone), which the input-mutation check
+        compares against instead of a copy made here: one full-size copy less on the GPU."""
         reference_cost = self._reference_cost(inputs)
-        pristine = _clone(inputs)
+        pristine = _clone(inputs) if pristine is None else pristine
         before_threads = guard.concurrency_snapshot()
         launches = LAUNCHES.launches(self.solution_module)
         # last, so the candidate's first allocations get poisoned memory
@@ -323,7 +333,10 @@ class Evaluation(CorrectnessPhase, TimingPhase):
 
     def _enter_phase(self, name: str) -> None:
         """Announce phase `name` to the parent, noting on CUDA the memory the phase before it reserved
-        (`_note_memory`)."""
+        (`_note_memory`). The first phase starts the count over: what the worker reserved before this
+        evaluation is not this evaluation's."""
+        if self._phase is None:
+            self.memory.reserved_peak()
         self._note_memory()
         self._phase = name
         self.link.phase(name)
@@ -364,6 +377,5 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         os.chdir(self.root)
         shutil.rmtree(self.workdir, ignore_errors=True)
         gc.collect()
-        if self.device.type == "cuda":
-            with contextlib.suppress(Exception):
-                torch.cuda.empty_cache()
+        with contextlib.suppress(Exception):
+            self._release_cached()

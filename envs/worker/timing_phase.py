@@ -4,8 +4,8 @@ timing checks.
 
 A mixin of `envs.worker.evaluation.Evaluation`, like its correctness phase (envs/worker/correctness.py),
 whose helpers it calls (`_inputs`, `_reference`, `_guarded_call`, `_run_candidate`, `_compare`, `_gpu`,
-`_sync`). How runs are timed is envs/timing.py; how the speedup and its interval come from the samples,
-envs/speedup.py.
+`_sync`, `_release_cached`). How runs are timed is envs/timing.py; how the speedup and its interval come from
+the samples, envs/speedup.py.
 """
 
 from __future__ import annotations
@@ -187,6 +187,7 @@ class TimingPhase:
         """Time the candidate (GPU) or call it repeatedly (CPU), then re-check what those calls returned:
         a kernel that counts calls, detects the timing phase or caches outputs by pointer fails here."""
         self._enter_phase("timing")
+        self._release_cached()  # the correctness phase's trials, before waiting for the exclusive hold
         inputs = self._inputs(self.request.timing_seed + 1)  # inputs the correctness phase never showed
         placed = {"inputs": inputs}  # the copy the timed runs use (envs.settings `placements`)
         timing = self.request.timing
@@ -216,7 +217,8 @@ class TimingPhase:
                 stats, kept = self._time(call, keep=(probe, -1), anchor=anchor, replace_inputs=replace_inputs)
                 runs = stats["runs"]  # fewer than asked where sequential timing stopped early
                 placed["inputs"], placed["anchor"] = inputs, None
-                placed.pop("pool", None)  # the last block's copies: returned at the next empty_cache
+                placed.pop("pool", None)
+                self._release_cached()  # the placement blocks' copies, before the re-checks
             else:
                 kept = {}
                 for i in range(runs):
