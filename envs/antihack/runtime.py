@@ -333,12 +333,34 @@ def free_cuda_blocks() -> list[torch.Tensor]:
 
 
 def tile_bytes(view: torch.Tensor, pattern: torch.Tensor) -> None:
-    """Fill the uint8 tensor `view` with `pattern`'s bytes repeated from its start (the last copy cut short)."""
+    """Fill the uint8 tensor `view` with `pattern`'s bytes repeated from its start (the last copy cut short).
+    A pattern on another device than `view` is written there by `double_in_place`."""
     pattern = pattern.detach().contiguous().view(-1).view(torch.uint8)
+    if pattern.device != view.device:
+        double_in_place(view, pattern)
+        return
     p = pattern.numel()
     whole = view.numel() // p
     view[: whole * p].view(whole, p).copy_(pattern.expand(whole, p))
     view[whole * p :].copy_(pattern[: view.numel() - whole * p])
+
+
+def double_in_place(view: torch.Tensor, pattern: torch.Tensor) -> None:
+    """`tile_bytes` from a uint8 `pattern` held elsewhere (the CPU): its bytes are copied to the start of `view`
+    once, then what is filled is copied after itself until `view` is full. Nothing is allocated on the view's
+    device: a pattern tensor made there would take a block out of the free memory being filled, and hand
+    that block, unfilled past the pattern's bytes, to the next small allocation."""
+    n = view.numel()
+    filled = min(pattern.numel(), n)
+    view[:filled].copy_(pattern[:filled])
+    while filled < n:  # `filled` stays a multiple of the pattern's length until the last, cut-short copy
+        step = min(filled, n - filled)
+        view[filled : filled + step].copy_(view[:step])
+        filled += step
+
+
+# The most of one free block's filled start that the other blocks are tiled from (a whole number of patterns).
+_STAGED_BYTES = 1 << 20
 
 
 def _seed_free_memory(patterns: list[torch.Tensor], device: torch.device) -> None:
@@ -346,9 +368,16 @@ def _seed_free_memory(patterns: list[torch.Tensor], device: torch.device) -> Non
     are tiled over every free block of the caching allocator. The CPU allocator cannot be enumerated: a
     block of each pattern's size is filled and freed, and is usually (not always) handed back."""
     if device.type == "cuda":
-        if patterns:
-            for view in free_cuda_blocks():
-                tile_bytes(view, patterns[0])
+        views = free_cuda_blocks()
+        if patterns and views:
+            source = patterns[0].detach().contiguous().view(-1).view(torch.uint8)
+            if not source.is_cuda:  # staged in the largest free block, then tiled from there
+                largest = max(views, key=torch.Tensor.numel)
+                double_in_place(largest, source)
+                source = largest[: min(largest.numel(), max(1, _STAGED_BYTES // source.numel()) * source.numel())]
+            for view in views:
+                if view.data_ptr() != source.data_ptr():
+                    tile_bytes(view, source)
             torch.cuda.synchronize()
         return
     for pattern in patterns:
@@ -362,7 +391,7 @@ def poison_free_memory(template: list[Any], device: torch.device) -> None:
     output it never writes holds the poison, not a result the reference left behind."""
     if device.type == "cuda":  # every free block, whatever size the candidate asks for
         int_dtype, bits = _POISON_BITS[_first_float_dtype(template)]
-        _seed_free_memory([torch.tensor([bits], dtype=int_dtype, device=device)], device)
+        _seed_free_memory([torch.tensor([bits], dtype=int_dtype)], device)  # on the CPU: see double_in_place
         return
     tensors = [t for t in template if isinstance(t, torch.Tensor) and t.numel() and not t.is_complex()]
     _seed_free_memory([_poisoned_like(t) for t in tensors], device)

@@ -160,6 +160,34 @@ def test_tile_bytes_repeats_a_pattern_from_the_start_of_a_block():
     assert torch.equal(block[84:], expected.view(torch.uint8)[:19])  # 103 = 3 * 28 + 19: the cut-short copy
 
 
+def test_a_pattern_from_elsewhere_is_doubled_in_place_to_the_same_bytes():
+    """The CUDA poison's pattern stays on the CPU and is doubled inside the block it fills, so the fill
+    allocates no device block of its own (one left unfilled after it; tests/gpu/test_memory_poison.py)."""
+    int_dtype, bits = guard._POISON_BITS[torch.float32]
+    pattern = torch.tensor([bits], dtype=int_dtype).view(torch.uint8)
+    other = torch.arange(7, dtype=torch.uint8)  # a pattern length no block size is a multiple of
+    for p in (pattern, other):
+        for n in (1, 3, 4, 7, 8, 9, 64, 1000, 4099):
+            tiled, doubled = torch.zeros(n, dtype=torch.uint8), torch.zeros(n, dtype=torch.uint8)
+            guard.tile_bytes(tiled, p)
+            guard.double_in_place(doubled, p)
+            assert torch.equal(doubled, tiled), (p, n)
+            assert torch.equal(doubled, p.repeat(n // p.numel() + 1)[:n])
+
+
+def test_the_cuda_poison_fills_every_free_block_from_a_pattern_staged_in_the_largest(monkeypatch):
+    """The CUDA branch's staging, on CPU buffers standing in for the allocator's free blocks (enumerating
+    those needs a GPU: tests/gpu/test_memory_poison.py)."""
+    blocks = [torch.zeros(n, dtype=torch.uint8) for n in (512, 3 << 20, 1536, 2 << 20, 7)]
+    monkeypatch.setattr(guard, "free_cuda_blocks", lambda: blocks)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    guard.poison_free_memory([torch.empty(3, dtype=torch.float16)], torch.device("cuda"))
+    int_dtype, bits = guard._POISON_BITS[torch.float16]
+    pattern = torch.tensor([bits], dtype=int_dtype).view(torch.uint8)
+    for block in blocks:
+        assert torch.equal(block, pattern.repeat(block.numel() // 2 + 1)[: block.numel()]), block.numel()
+
+
 def test_cpu_poison_pattern_per_dtype():
     for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
         with pytest.raises(RuntimeHack):
