@@ -68,15 +68,14 @@ def test_reference_solution_is_timed_against_both_baselines(evaluator):
     assert v.torch_share is not None and v.torch_share < 0.01  # only allocation in PyTorch
     assert reward_for_verdict(v) == pytest.approx(kernel_reward(True, v.speedup))
     # The most GPU memory the worker reserved in each phase: relu's full-size input (3 GiB) and output are in
-    # the correctness and timing phases' peaks. A trial holds the inputs, the candidate's clone of them, the
-    # reference's output, the candidate's and the first trial's (2 inputs + 3 outputs: 15 GiB); keeping the
-    # first trial's inputs and reference output for the probe, and cloning the inputs once more for the
-    # input-mutation check, made it 24 GiB.
+    # the correctness and timing phases' peaks. An H100 read 36 GiB in both before the correctness phase
+    # stopped holding the first trial's inputs and reference output through the other trials and cloning the
+    # inputs again for the input-mutation check, 27 and 30 GiB after (docs/gpu-notes.md, session 28).
     memory = v.phase_memory_gib
     print("phase memory GiB:", memory)
     assert {"load", "compile", "correctness", "timing"} <= set(memory), memory
     assert memory["correctness"] >= 6.0 and memory["timing"] >= 6.0, memory
-    assert memory["correctness"] <= 18.0, memory
+    assert memory["correctness"] <= 31.0 and memory["timing"] <= 33.0, memory
     # Full size: eager PyTorch takes >= 1 ms (KernelBench v0.1's rule on H100-class GPUs).
     assert t.eager.median_ms >= 1.0
     again = evaluator.evaluate(problem, solution)
