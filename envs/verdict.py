@@ -148,7 +148,8 @@ class Verdict:
     cached: bool = False
     phase_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     # GPU: the most GiB the worker's allocator reserved during each phase (the worker's own tensors and the
-    # candidate's); empty on CPU and in verdicts cached before it existed
+    # candidate's), and as "<phase>.allocated" the most its tensors held; empty on CPU and in verdicts cached
+    # before it existed
     phase_memory_gib: dict[str, float] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     mismatch: dict[str, Any] | None = None  # where and by how much outputs differed

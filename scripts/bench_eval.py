@@ -76,8 +76,9 @@ def phase_summary(verdicts) -> dict[str, dict[str, float]]:
 
 
 def phase_memory(verdicts) -> dict[str, dict[str, float]]:
-    """Per phase, the GPU memory a worker reserved at most in it (GiB, median and max over the verdicts that
-    report it; none on CPU): which phase makes a worker as large as it is."""
+    """Per phase, the GPU memory a worker reserved at most in it, and (`<phase>.allocated`) the most its tensors
+    held (GiB, median and max over the verdicts that report it; none on CPU): which phase makes a worker as
+    large as it is, and how much of that is the allocator's cache rather than live tensors."""
     gib: dict[str, list[float]] = {}
     for v in verdicts:
         for name, value in v.phase_memory_gib.items():
@@ -385,7 +386,7 @@ def print_summary(name: str, result: dict) -> None:
         print(f"  {phase:<12} {s['mean_s']:8.3f} {s['median_s']:9.3f} {s['max_s']:8.3f}")
     if result["phase_memory"]:
         print(
-            "  GPU memory reserved per phase, GiB (median / max): "
+            "  GPU memory reserved per phase (`.allocated`: held by tensors), GiB (median / max): "
             + ", ".join(
                 f"{phase} {m['median_gib']:.1f} / {m['max_gib']:.1f}" for phase, m in result["phase_memory"].items()
             )

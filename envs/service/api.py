@@ -84,7 +84,7 @@ class VerdictResponse(BaseModel):
     device: str
     baseline: str | None = None
     phase_seconds: dict[str, float] = {}
-    phase_memory_gib: dict[str, float] = {}  # GPU: the most memory the worker reserved in each phase
+    phase_memory_gib: dict[str, float] = {}  # GPU: the most memory the worker reserved (<phase>.allocated: held)
     notes: list[str] = []
     mismatch: dict[str, Any] | None = None
     own_kernel_share: float | None = None

@@ -336,19 +336,21 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         (`_note_memory`). The first phase starts the count over: what the worker reserved before this
         evaluation is not this evaluation's."""
         if self._phase is None:
-            self.memory.reserved_peak()
+            self.memory.phase_peaks()
         self._note_memory()
         self._phase = name
         self.link.phase(name)
 
     def _note_memory(self) -> None:
-        """GiB the worker's allocator reserved at most during the current phase (`facts["memory_gib"]`): what
-        a worker holds on its GPU, phase by phase. CUDA only."""
-        peak = self.memory.reserved_peak() if self._phase is not None else None
-        if peak is None:
+        """GiB the worker's allocator reserved at most during the current phase (`facts["memory_gib"][phase]`):
+        what a worker holds on its GPU, phase by phase; and beside it (`"<phase>.allocated"`) the most its
+        tensors held, the rest being the cache's fragmentation. CUDA only."""
+        peaks = self.memory.phase_peaks() if self._phase is not None else None
+        if peaks is None:
             return
         memory = self.facts.setdefault("memory_gib", {})
-        memory[self._phase] = max(memory.get(self._phase, 0.0), round(peak / 2**30, 3))
+        for key, peak in zip((self._phase, f"{self._phase}.allocated"), peaks):
+            memory[key] = max(memory.get(key, 0.0), round(peak / 2**30, 3))
 
     def _step(self, name: str, began: float) -> None:
         """Seconds of one step inside a phase ("phase.step", from `began` on the perf_counter clock), reported

@@ -119,8 +119,8 @@ class CandidateMemory:
     """What the candidate's own code held on the GPU during one evaluation, measured around its calls: per call,
     the allocator's peak above the memory in use when the call began (outputs and temporaries, not the
     harness's tensors). Also what one reference call held, for the budget's floor, and the most the worker's
-    allocator reserved in each phase (`reserved_peak`): the allocator's peak statistics are read here only, since
-    reading a call's peak means resetting them."""
+    allocator reserved and allocated in each phase (`phase_peaks`): the allocator's peak statistics are read here
+    only, since reading a call's peak means resetting them."""
 
     def __init__(self, device: Any):
         self.cuda = getattr(device, "type", device) == "cuda"
@@ -129,22 +129,33 @@ class CandidateMemory:
         self.raised_in_candidate = False  # the last exception left a candidate call
         self.peak = 0
         self.reference_peak = 0
-        self._reserved_peak = 0  # the allocator's reserved peak before the last reset, since reserved_peak()
+        # the allocator's reserved and allocated peaks before the last reset, since phase_peaks()
+        self._phase_peaks = (0, 0)
 
-    def reserved_peak(self) -> int | None:
-        """Bytes: the most the allocator reserved since the last call; then it starts over, from what is reserved
-        now. None on CPU, or where the statistics cannot be read (a broken CUDA context)."""
+    def _fold_peaks(self) -> tuple[int, int]:
+        import torch
+
+        reserved, allocated = self._phase_peaks
+        return (
+            max(reserved, int(torch.cuda.max_memory_reserved(self.device))),
+            max(allocated, int(torch.cuda.max_memory_allocated(self.device))),
+        )
+
+    def phase_peaks(self) -> tuple[int, int] | None:
+        """Bytes: the most the allocator reserved, and the most its tensors held (allocated), since the last
+        call; then both start over from what is reserved and allocated now. Reserved above allocated is the
+        cache's fragmentation. None on CPU, or where the statistics cannot be read (a broken CUDA context)."""
         if not self.cuda:
             return None
         import torch
 
         try:
-            peak = max(self._reserved_peak, int(torch.cuda.max_memory_reserved(self.device)))
+            peaks = self._fold_peaks()
             torch.cuda.reset_peak_memory_stats(self.device)
         except Exception:  # the allocator's statistics unreadable: not measured
             return None
-        self._reserved_peak = 0
-        return peak
+        self._phase_peaks = (0, 0)
+        return peaks
 
     def _start(self) -> int | None:
         if not self.cuda:
@@ -152,7 +163,7 @@ class CandidateMemory:
         import torch
 
         try:
-            self._reserved_peak = max(self._reserved_peak, int(torch.cuda.max_memory_reserved(self.device)))
+            self._phase_peaks = self._fold_peaks()
             torch.cuda.reset_peak_memory_stats(self.device)
             return int(torch.cuda.memory_allocated(self.device))
         except Exception:  # the allocator's statistics unreadable: this call is not measured

@@ -76,6 +76,9 @@ def test_reference_solution_is_timed_against_both_baselines(evaluator):
     assert {"load", "compile", "correctness", "timing"} <= set(memory), memory
     assert memory["correctness"] >= 6.0 and memory["timing"] >= 6.0, memory
     assert memory["correctness"] <= 31.0 and memory["timing"] <= 33.0, memory
+    # what the tensors held at most, beside what the allocator reserved: never more
+    assert 6.0 <= memory["correctness.allocated"] <= memory["correctness"], memory
+    assert 6.0 <= memory["timing.allocated"] <= memory["timing"], memory
     # Full size: eager PyTorch takes >= 1 ms (KernelBench v0.1's rule on H100-class GPUs).
     assert t.eager.median_ms >= 1.0
     again = evaluator.evaluate(problem, solution)

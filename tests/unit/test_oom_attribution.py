@@ -210,33 +210,37 @@ def test_only_a_failed_run_with_the_environments_oom_is_retried():
 
 class _Allocator:
     """CUDA's caching-allocator statistics as torch.cuda reports them (no GPU here; the real ones are read in
-    tests/gpu/test_cuda_evaluation.py): reserved memory, and its peak since the last reset."""
+    tests/gpu/test_cuda_evaluation.py): reserved and allocated memory, and their peaks since the last reset."""
 
     def __init__(self):
-        self.reserved = self.peak = 0
+        self.reserved = self.peak = self.allocated = self.allocated_peak = 0
 
-    def reserve(self, n: int) -> None:
-        self.reserved = n
+    def reserve(self, n: int, allocated: int = 0) -> None:
+        self.reserved, self.allocated = n, allocated
         self.peak = max(self.peak, n)
+        self.allocated_peak = max(self.allocated_peak, allocated)
 
     def reset(self, device=None) -> None:
-        self.peak = self.reserved
+        self.peak, self.allocated_peak = self.reserved, self.allocated
 
 
-def test_a_phases_reserved_peak_survives_the_resets_of_candidate_calls(monkeypatch):
+def test_a_phases_peaks_survive_the_resets_of_candidate_calls(monkeypatch):
     allocator = _Allocator()
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda device=None: allocator.peak)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: allocator.allocated_peak)
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", allocator.reset)
-    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: allocator.reserved)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: allocator.allocated)
     memory = CandidateMemory(torch.device("cuda"))
-    assert memory.reserved_peak() == 0
-    allocator.reserve(30 * GiB)  # the harness's fp64 truth, say
-    allocator.reserve(12 * GiB)  # ... given back with empty_cache
+    assert memory.phase_peaks() == (0, 0)
+    allocator.reserve(30 * GiB, 20 * GiB)  # the harness's fp64 truth, say
+    allocator.reserve(12 * GiB, 2 * GiB)  # ... given back with empty_cache
     memory.end(memory.begin(), raised=False)  # a candidate call resets the statistics for its own peak
-    allocator.reserve(14 * GiB)
-    assert memory.reserved_peak() == 30 * GiB  # the phase's peak, from before the candidate's reset
-    assert memory.reserved_peak() == 14 * GiB  # the next phase starts from what is reserved now
-    assert CandidateMemory(torch.device("cpu")).reserved_peak() is None  # nothing to read off CUDA
+    allocator.reserve(14 * GiB, 9 * GiB)
+    allocator.reserve(14 * GiB, 3 * GiB)
+    # the phase's peaks, from before the candidate's reset
+    assert memory.phase_peaks() == (30 * GiB, 20 * GiB)
+    assert memory.phase_peaks() == (14 * GiB, 3 * GiB)  # the next phase starts from what is held now
+    assert CandidateMemory(torch.device("cpu")).phase_peaks() is None  # nothing to read off CUDA
 
 
 def test_unreadable_allocator_statistics_are_no_measurement(monkeypatch):
@@ -244,4 +248,4 @@ def test_unreadable_allocator_statistics_are_no_measurement(monkeypatch):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", broken)
-    assert CandidateMemory(torch.device("cuda")).reserved_peak() is None
+    assert CandidateMemory(torch.device("cuda")).phase_peaks() is None
