@@ -93,8 +93,14 @@ class Evaluator:
         return futures
 
     def metrics(self) -> dict[str, Any]:
-        """Nothing: this evaluator keeps no queue, actors or history to report (the Ray pool does)."""
-        return {}
+        """Its workers' counters, under the Ray pool's names: OOM retries and failures, the GPU concurrency's
+        cuts, and worker replacements (it keeps no queue or actors to report)."""
+        return {
+            "pool/oom_retries": self.pool.oom_retries,
+            "pool/oom_failures": self.pool.oom_failures,
+            "pool/gpu_concurrency_cuts": self.pool.concurrency_cuts,
+            "pool/worker_replacements": self.pool.replacements,
+        }
 
     def profile(self, problem: Problem, answer: str, calls: int = 10) -> dict:
         """Per-kernel device time of an answer that passes the CPU stage (the `profile` tool). Returns

@@ -150,7 +150,7 @@ def load_candidates(path: Path, problems, wanted=None) -> tuple[list[tuple], lis
     return items, labels
 
 
-def summarize(verdicts, wall: float, devices: int = 1) -> dict:
+def summarize(verdicts, wall: float, devices: int = 1, workers: int | None = None) -> dict:
     gpu_s = statistics.fmean(sum(v.phase_seconds.get(p, 0.0) for p in GPU_PHASES) for v in verdicts)
     # Wall time one device spends per evaluation (the pool's steady-state cost of an evaluation),
     # against the time the evaluation's correctness and timing phases need on that device.
@@ -174,6 +174,8 @@ def summarize(verdicts, wall: float, devices: int = 1) -> dict:
         "phases_by_status": phases_by_status(verdicts),
         # evaluations whose anchor runs still paid for driver allocations (0 once the warm-up is right)
         "anchor_allocating": sum(any(ALLOCATING_NOTE in n for n in v.notes) for v in verdicts),
+        # share of the workers' time spent evaluating: below 1 while answers waited (the queue's steps say why)
+        "workers_busy": sum(map(worker_busy_seconds, verdicts)) / (wall * devices * workers) if workers else None,
     }
 
 
@@ -183,10 +185,28 @@ def placement_blocks_used(verdicts) -> list[int]:
     return [v.speedup_interval.blocks for v in verdicts if v.speedup_interval is not None]
 
 
-def run_pass(evaluator, items, desc: str, devices: int = 1) -> dict:
+# The evaluator's cumulative counters a pass reports the increase of: what cost the pass evaluations it had to
+# run again, workers it had to start again, or concurrency it lost.
+POOL_COUNTERS = ("pool/oom_retries", "pool/oom_failures", "pool/gpu_concurrency_cuts", "pool/worker_replacements")
+
+
+def run_pass(evaluator, items, desc: str, devices: int = 1, workers: int | None = None) -> dict:
+    before = evaluator.metrics()
     start = time.monotonic()
     verdicts = evaluator.evaluate_many(items, progress=True, desc=desc)
-    return summarize(verdicts, time.monotonic() - start, devices)
+    result = summarize(verdicts, time.monotonic() - start, devices, workers)
+    after = evaluator.metrics()
+    result["pool_counters"] = {
+        k.removeprefix("pool/"): after[k] - before.get(k, 0) for k in POOL_COUNTERS if k in after
+    }
+    return result
+
+
+def worker_busy_seconds(v) -> float:
+    """Seconds a worker spent on this evaluation: its wall less the driver's checks, the waits before a worker
+    ran it and the backoffs between attempts (a failed attempt's time stays in: it held a worker)."""
+    p = v.phase_seconds
+    return max(0.0, p.get("total", 0.0) - sum(p.get(k, 0.0) for k in ("static", "queue", "oom_backoff")))
 
 
 def fresh_process_pass(settings: EvalSettings, items, baselines: SqliteCache) -> dict:
@@ -376,6 +396,13 @@ def print_summary(name: str, result: dict) -> None:
             f"  exclusive timing {100 * result['exclusive_share']:.1f}% of each device's wall time"
             + (f"; {blocks:.1f} placement blocks per timed kernel" if blocks is not None else "")
         )
+    counters, busy = result.get("pool_counters"), result.get("workers_busy")
+    if counters or busy is not None:
+        print(
+            "  "
+            + ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in (counters or {}).items())
+            + (f"; workers busy {100 * busy:.0f}% of the pass" if busy is not None else "")
+        )
     if result["wall_over_gpu"] is not None:
         print(
             f"  wall per evaluation and device {result['wall_per_eval_s']:.2f} s vs correctness+timing "
@@ -439,7 +466,7 @@ def single(args, settings, problems, items, cache, labels: list[dict]) -> dict:
         # the loaded problems and those a manifest brought as files (tests/repeatability/problems/)
         wanted = list({p.id: p for p in [*problems, *(p for p, _ in items)]}.values())
         prepared = prepare_baselines(evaluator, wanted) if args.prepare_baselines else None
-        cold = run_pass(evaluator, tagged(items, "cold"), "cold pass", devices)
+        cold = run_pass(evaluator, tagged(items, "cold"), "cold pass", devices, settings.workers)
         if not args.candidates:  # a table of one row per problem: the references' view
             print(verdict_table(problems, cold["verdicts"], reward_for_verdict))
         if args.markdown and not args.candidates:
@@ -447,7 +474,7 @@ def single(args, settings, problems, items, cache, labels: list[dict]) -> dict:
         print(f"\nstartup {startup:.1f} s; device {device_kind}; backend {args.backend}")
         print_summary("cold", cold)
         warm_items = warm_copies(items, args.repeats)
-        warm = run_pass(evaluator, warm_items, "warm pass", devices) if warm_items else None
+        warm = run_pass(evaluator, warm_items, "warm pass", devices, settings.workers) if warm_items else None
         if warm:
             print_summary("warm", warm)
             keys = [label["key"] for label in warm_labels(labels, args.repeats)]

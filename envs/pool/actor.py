@@ -109,6 +109,7 @@ class DeviceEvaluator:
                 "oom_retries": self.pool.oom_retries,
                 "oom_failures": self.pool.oom_failures,
                 "gpu_concurrency_cuts": self.pool.concurrency_cuts,
+                "worker_replacements": self.pool.replacements,
             }
 
     def worker_pids(self, wrappers: bool = False) -> list[int]:

@@ -146,6 +146,7 @@ class ActorSupervisor:
             "oom_failures": sum(int(a.stats.get("oom_failures", 0)) for a in actors),
             # ... and how often they answered by running fewer evaluations on a GPU at once
             "gpu_concurrency_cuts": sum(int(a.stats.get("gpu_concurrency_cuts", 0)) for a in actors),
+            "worker_replacements": sum(int(a.stats.get("worker_replacements", 0)) for a in actors),
         }
 
     # --- failure and replacement ------------------------------------------------------------------

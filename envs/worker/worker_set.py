@@ -39,6 +39,17 @@ from envs.worker.sandbox import resolve_sandbox
 log = logging.getLogger(__name__)
 
 
+# Why a request waited before its worker ran it: every worker busy (`queue.slot`), its worker still starting
+# after the last one was replaced (`queue.worker_start`), or the GPU admitting fewer evaluations at once after
+# running out of memory (`queue.admission`, envs/worker/gpu_concurrency.py). Summed over a request's attempts.
+QUEUE_STEPS = ("queue.slot", "queue.worker_start", "queue.admission")
+
+
+def queued(waits: dict[str, float]) -> dict[str, float]:
+    """A request's waits as phase seconds: `queue`, their sum, and each cause beside it as a step."""
+    return {"queue": sum(waits.values()), **waits}
+
+
 class EvaluatorError(RuntimeError):
     """The environment itself failed (e.g. no worker could start); not the candidate's fault."""
 
@@ -91,6 +102,7 @@ class WorkerSet:
         self._closed = False
         self.oom_retries = 0  # requests run again after the environment's out-of-memory error
         self.oom_failures = 0  # requests that got no further than it in any attempt (internal_error)
+        self.replacements = 0  # workers replaced (after a hack, a crash, a broken CUDA context, an OOM retry)
 
     @property
     def concurrency_cuts(self) -> int:
@@ -149,6 +161,7 @@ class WorkerSet:
         if self._closed:
             worker.kill()
             return
+        self.replacements += 1
         if isinstance(worker, ForkedWorker):
             worker.end_child()
             slot.future = self._spawner.submit(self._refork, slot.gpu, worker)
@@ -283,20 +296,22 @@ class WorkerSet:
 
     def _run_through_oom(
         self, request: WorkerRequest, fresh_worker: bool = False
-    ) -> tuple[WorkerResult, dict[str, float], float, list[str]]:
+    ) -> tuple[WorkerResult, dict[str, float], dict[str, float], list[str]]:
         """`_run`, again while the request fails on an out-of-memory error that is the environment's (the GPU full
         of other processes, envs/worker/oom.py): after a backoff, in a fresh worker (the failed one is recycled:
         its whole CUDA context is released), at most `oom_retries` times. Returns `_run`'s answer and a note per
         retry; the last result of a request that never got through says so (`WorkerResult.environment_oom`)."""
         notes: list[str] = []
         backoff = 0.0
+        waited: dict[str, float] = {}
         for attempt in range(self.settings.oom_retries + 1):
             if attempt:
                 delay = self.settings.oom_backoff_s * 2 ** (attempt - 1)
                 time.sleep(delay)
                 backoff += delay
                 request = dataclasses.replace(request, nonce=uuid.uuid4().hex)
-            result, phases, waited = self._run(request, fresh_worker=fresh_worker or attempt > 0)
+            result, phases, waits = self._run(request, fresh_worker=fresh_worker or attempt > 0)
+            waited = {k: waited.get(k, 0.0) + v for k, v in waits.items()}  # every attempt's waits
             if backoff:
                 phases = {**phases, "oom_backoff": backoff}
             if not result.environment_oom:
@@ -325,19 +340,20 @@ class WorkerSet:
 
     def _run(
         self, request: WorkerRequest, fresh_worker: bool = False, recycle: bool = False
-    ) -> tuple[WorkerResult, dict[str, float], float]:
-        """One request on an idle worker: (result, wall seconds per phase, seconds waited for the worker).
-        The worker is recycled afterwards when it must be. Raises WorkerFailure, or MalformedMessage for a
-        result without the agreed shape (its worker is recycled)."""
-        waited = time.monotonic()
+    ) -> tuple[WorkerResult, dict[str, float], dict[str, float]]:
+        """One request on an idle worker: (result, wall seconds per phase, seconds waited before it ran, by
+        cause: `QUEUE_STEPS`). The worker is recycled afterwards when it must be. Raises WorkerFailure, or
+        MalformedMessage for a result without the agreed shape (its worker is recycled)."""
+        began = time.monotonic()
         slot = self._idle.get()
+        got_slot = time.monotonic()
         worker = result = None
         try:
             worker = self._worker(slot)
             if fresh_worker and worker.evaluations:
                 self._recycle(slot, worker)
                 worker = self._worker(slot)
-            waited = time.monotonic() - waited
+            ready = time.monotonic()
             concurrency = self._concurrency[slot.gpu]
             with concurrency.admit() as (admitted_under, held_back):
                 message, phases = worker.evaluate(
@@ -350,7 +366,8 @@ class WorkerSet:
                 concurrency.out_of_memory(admitted_under)
             else:
                 concurrency.got_through()
-            return result, phases, waited + held_back
+            waits = dict(zip(QUEUE_STEPS, (got_slot - began, ready - got_slot, held_back)))
+            return result, phases, waits
         finally:
             if worker is not None and (recycle or self._should_recycle(worker, result)):
                 self._recycle(slot, worker)
@@ -393,11 +410,11 @@ class WorkerSet:
         except MalformedMessage as e:  # the environment's fault (or a forgery): no verdict on the candidate
             return Verdict(Status.INTERNAL_ERROR, problem.id, self.device_name, error=str(e)), None
         if result.environment_oom:
-            return self._oom_verdict(problem, result, {"queue": waited, **phases}, oom_notes), None
+            return self._oom_verdict(problem, result, {**queued(waited), **phases}, oom_notes), None
         measured = result.baselines
         if not measure or not (measured and measured.get("eager")):
             measured = None  # store complete measurements only
-        verdict = self._verdict(problem, result, {"queue": waited, **phases}, measured or baselines or {})
+        verdict = self._verdict(problem, result, {**queued(waited), **phases}, measured or baselines or {})
         if oom_notes:
             verdict = dataclasses.replace(verdict, notes=[*verdict.notes, *oom_notes])
         return verdict, measured
@@ -437,7 +454,7 @@ class WorkerSet:
             raise EvaluatorError(f"{problem.id}: {what} failed: {'; '.join(oom_notes)}")
         if result.status is not Status.CORRECT:
             raise EvaluatorError(f"{problem.id}: the reference model does not run: {result.error}")
-        return result, {"queue": waited, **phases, **result.steps}
+        return result, {**queued(waited), **phases, **result.steps}
 
     def profile(self, problem: Problem, solution: CanonicalSolution, calls: int = 10) -> dict:
         """Profile a candidate on a worker (envs/worker/profiling.py): {"profile": facts} or {"error": why}.

@@ -9,6 +9,7 @@ import pytest
 
 from envs import EvalSettings, Evaluator, PhaseTimeouts, Status
 from envs.source import prepare_solution
+from envs.worker.worker_set import QUEUE_STEPS
 from tests.conftest import builtin
 
 pytestmark = pytest.mark.integration
@@ -82,8 +83,14 @@ def test_a_transient_oom_within_the_budget_is_retried_to_the_real_verdict(evalua
     assert verdict.status is Status.CORRECT, verdict.error
     assert attempts(log) == 2
     assert any("other processes" in n for n in verdict.notes)
-    assert verdict.phase_seconds["oom_backoff"] >= 0.05
+    phases = verdict.phase_seconds
+    assert phases["oom_backoff"] >= 0.05
+    # the waits of both attempts, by cause; the retry's fresh worker had to start first
+    assert phases["queue"] == pytest.approx(sum(phases[k] for k in QUEUE_STEPS))
+    assert phases["queue.worker_start"] > 0
     assert evaluator.pool.oom_retries >= 1
+    assert evaluator.metrics()["pool/oom_retries"] == evaluator.pool.oom_retries
+    assert evaluator.metrics()["pool/worker_replacements"] >= 1
 
 
 def test_cudas_own_out_of_memory_error_is_retried_too(evaluator, tmp_path):

@@ -106,3 +106,19 @@ def test_bench_eval_reports_each_phases_memory():
         "timing": {"median_gib": 20.0, "max_gib": 30.0},
     }
     assert phase_memory([_verdict(timing=1.0)]) == {}  # a CPU run's verdicts: nothing to report
+
+
+def test_bench_eval_counts_what_the_workers_were_busy_with():
+    """A worker is busy from the moment it takes a request to its result: the driver's checks, the waits before
+    (`queue` and its causes) and the backoffs between attempts are not its time; a failed attempt's is."""
+    from scripts.bench_eval import summarize, worker_busy_seconds
+
+    ran = _verdict(total=5.0, static=0.1, queue=1.5, **{"queue.admission": 1.5}, correctness=2.0, timing=1.4)
+    retried = _verdict(total=9.0, static=0.1, queue=0.9, oom_backoff=2.0, correctness=1.0)
+    refused = Verdict(Status.HACK, "p", "NVIDIA H200", phase_seconds={"static": 0.2, "total": 0.2})
+    assert worker_busy_seconds(ran) == pytest.approx(3.4)
+    assert worker_busy_seconds(retried) == pytest.approx(6.0)  # its failed attempt held a worker too
+    assert worker_busy_seconds(refused) == 0.0  # stopped by the driver's static checks
+    summary = summarize([ran, retried, refused], wall=4.7, devices=1, workers=2)
+    assert summary["workers_busy"] == pytest.approx(9.4 / 9.4)
+    assert summarize([ran], wall=4.7)["workers_busy"] is None  # a pass that does not say how many workers

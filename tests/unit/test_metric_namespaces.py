@@ -245,6 +245,6 @@ def test_pool_summary_is_the_few_keys_and_the_verdict_shares():
     assert summary["pool/verdict_frac/correct"] == pytest.approx(2 / 3)
     assert "pool/gpu_busy_fraction/actor_1" not in summary and "pool/latency/total_p99_s" not in summary
     assert pool_metrics(full, "full") == full
-    assert pool_metrics({}, "summary") == {}  # an evaluator that keeps no metrics (envs.evaluator)
+    assert pool_metrics({}, "summary") == {}  # an empty snapshot
     with pytest.raises(ValueError, match="summary or full"):
         pool_metrics(full, "some")
