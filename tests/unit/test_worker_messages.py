@@ -162,7 +162,7 @@ def test_a_malformed_result_becomes_an_internal_error_verdict_and_the_worker_is_
     worker_set.settings, worker_set.device, worker_set._device_kind = EvalSettings(device="cpu"), "cpu", "cpu|t|t"
 
     def run(request, fresh_worker=False, recycle=False):
-        return WorkerResult.from_message({"status": "correct", "kernel": "fast"}), {}, 0.0
+        return WorkerResult.from_message({"status": "correct", "kernel": "fast"}), {}, {}
 
     monkeypatch.setattr(worker_set, "_run", run)
     verdict, measured = worker_set.execute(resolve_problem("L0_02_relu"), CanonicalSolution("code", "sha"), None)
@@ -198,7 +198,7 @@ def test_measured_baselines_carry_the_anchor_reference_and_drift_is_judged_again
             "anchor_samples": [0.020] * 50,
             "baselines": measured_now if request.baselines else None,
         }
-        return WorkerResult.from_message(result), {}, 0.0
+        return WorkerResult.from_message(result), {}, {}
 
     monkeypatch.setattr(worker_set, "_run", run)
     problem, solution = resolve_problem("L0_02_relu"), CanonicalSolution("code", "sha")
