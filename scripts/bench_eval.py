@@ -204,9 +204,11 @@ def run_pass(evaluator, items, desc: str, devices: int = 1, workers: int | None 
 
 def worker_busy_seconds(v) -> float:
     """Seconds a worker spent on this evaluation: its wall less the driver's checks, the waits before a worker
-    ran it and the backoffs between attempts (a failed attempt's time stays in: it held a worker)."""
+    ran it (the Ray pool's own queue, `pool_queue`, included) and the backoffs between attempts (a failed
+    attempt's time stays in: it held a worker)."""
     p = v.phase_seconds
-    return max(0.0, p.get("total", 0.0) - sum(p.get(k, 0.0) for k in ("static", "queue", "oom_backoff")))
+    waits = ("static", "pool_queue", "queue", "oom_backoff")
+    return max(0.0, p.get("total", 0.0) - sum(p.get(k, 0.0) for k in waits))
 
 
 def fresh_process_pass(settings: EvalSettings, items, baselines: SqliteCache) -> dict:

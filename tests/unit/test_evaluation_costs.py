@@ -119,6 +119,8 @@ def test_bench_eval_counts_what_the_workers_were_busy_with():
     assert worker_busy_seconds(ran) == pytest.approx(3.4)
     assert worker_busy_seconds(retried) == pytest.approx(6.0)  # its failed attempt held a worker too
     assert worker_busy_seconds(refused) == 0.0  # stopped by the driver's static checks
+    queued_in_ray = _verdict(total=7.0, static=0.1, pool_queue=2.0, queue=1.5, correctness=2.0, timing=1.4)
+    assert worker_busy_seconds(queued_in_ray) == pytest.approx(3.4)  # the Ray pool's queue is a wait too
     summary = summarize([ran, retried, refused], wall=4.7, devices=1, workers=2)
     assert summary["workers_busy"] == pytest.approx(9.4 / 9.4)
     assert summarize([ran], wall=4.7)["workers_busy"] is None  # a pass that does not say how many workers
