@@ -333,12 +333,9 @@ def free_cuda_blocks() -> list[torch.Tensor]:
 
 
 def tile_bytes(view: torch.Tensor, pattern: torch.Tensor) -> None:
-    """Fill the uint8 tensor `view` with `pattern`'s bytes repeated from its start (the last copy cut short).
-    A pattern on another device than `view` is written there by `double_in_place`."""
+    """Fill the uint8 tensor `view` with `pattern`'s bytes (on the same device) repeated from its start (the last
+    copy cut short)."""
     pattern = pattern.detach().contiguous().view(-1).view(torch.uint8)
-    if pattern.device != view.device:
-        double_in_place(view, pattern)
-        return
     p = pattern.numel()
     whole = view.numel() // p
     view[: whole * p].view(whole, p).copy_(pattern.expand(whole, p))
