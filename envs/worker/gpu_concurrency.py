@@ -1,19 +1,35 @@
-"""How many evaluations run on one GPU at once: all of its workers while its memory allows, fewer after it ran out.
+"""How many evaluations run on one GPU at once: as many as its memory holds, fewer after it ran out anyway.
 
-An evaluation that fails on the environment's out-of-memory error (the GPU full of other processes,
-envs/worker/oom.py) is retried; retried beside the same neighbours it mostly fails again, since what filled the
-GPU is still there. So each such error halves the number of evaluations the GPU admits at once (never below one),
-and the number grows back by one after `recover_after` evaluations in a row that got through: additive increase,
-multiplicative decrease, as a TCP congestion window. Evaluations that failed together count as one cut, so four
-workers failing at once halve the limit once, not four times.
+Two limits, both checked before a worker starts an evaluation (`admit`), in arrival order:
+
+- Memory. Each problem's evaluations reserve about the same device memory (its inputs, reference outputs, the
+  float64 truth, the timing's placement copies: 8-30 GiB a problem at full size on an H100), so the GPU admits an
+  evaluation only while the GiB its admitted evaluations are expected to reserve fit the device (`capacity_gib`:
+  its total less a CUDA context per worker). What a problem needs is the most its last `NEED_WINDOW` evaluations
+  reserved (`observe`, from the worker's per-phase report); a problem not seen yet is given an even share of the
+  device. Without it, four workers on four large problems ran the GPU out of memory, and every such error cost a
+  retry and a halved concurrency for all problems, small ones included (docs/gpu-notes.md, session 29).
+- Count. An evaluation that fails on the environment's out-of-memory error anyway (other processes on the GPU:
+  the colocated learner and engine, which the ledger does not see; envs/worker/oom.py) is retried; retried beside
+  the same neighbours it mostly fails again, since what filled the GPU is still there. So each such error halves
+  the number of evaluations the GPU admits at once (never below one), and the number grows back by one after
+  `recover_after` evaluations in a row that got through: additive increase, multiplicative decrease, as a TCP
+  congestion window. Evaluations that failed together count as one cut, so four workers failing at once halve
+  the limit once, not four times.
+
+One evaluation is always admitted on an idle GPU, whatever it is expected to need.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 import time
 from typing import Iterator
+
+CONTEXT_GIB = 0.75  # what one worker's CUDA context holds outside the allocator's reserved memory
+NEED_WINDOW = 16  # a problem's need is the most any of its last NEED_WINDOW evaluations reserved
 
 
 class GpuConcurrency:
@@ -26,25 +42,67 @@ class GpuConcurrency:
         self.recover_after = recover_after
         self.limit = ceiling
         self.cuts = 0  # times the limit was halved
+        self.capacity_gib: float | None = None  # unknown until a worker reports its device (`know_device`)
+        self._needs: dict[str, collections.deque[float]] = {}
         self._running = 0
+        self._held_gib = 0.0  # what the admitted evaluations are expected to reserve
+        self._arrivals: collections.deque[object] = collections.deque()  # waiting evaluations, oldest first
         self._streak = 0  # evaluations in a row that got through since the last cut or raise
         self._changed = threading.Condition()
 
-    @contextlib.contextmanager
-    def admit(self) -> Iterator[tuple[int, float]]:
-        """Wait until the GPU admits one more evaluation; yields (the limit it was admitted under, seconds
-        waited). Report how it ended with `out_of_memory` or `got_through` before leaving."""
-        started = time.monotonic()
+    def know_device(self, total_gib: float | None) -> None:
+        """The GPU's total memory, as a worker reports it; the first report sets the capacity."""
+        if total_gib is None or self.capacity_gib is not None:
+            return
         with self._changed:
-            while self._running >= self.limit:
-                self._changed.wait()
+            self.capacity_gib = max(0.0, float(total_gib) - self.ceiling * CONTEXT_GIB)
+            self._changed.notify_all()
+
+    def need(self, key: str | None) -> float:
+        """GiB an evaluation of `key` (a problem) is expected to reserve at most: 0 while the device's memory is
+        unknown, an even share of it for a problem not seen yet."""
+        if self.capacity_gib is None:
+            return 0.0
+        seen = self._needs.get(key) if key is not None else None
+        return max(seen) if seen else self.capacity_gib / self.ceiling
+
+    def observe(self, key: str | None, reserved_gib: float | None) -> None:
+        """The most GiB an evaluation of `key` reserved (its worker's peak over its phases)."""
+        if key is None or reserved_gib is None:
+            return
+        with self._changed:
+            self._needs.setdefault(key, collections.deque(maxlen=NEED_WINDOW)).append(float(reserved_gib))
+
+    def _fits(self, need: float) -> bool:
+        if self._running >= self.limit:
+            return False
+        return self._running == 0 or self.capacity_gib is None or self._held_gib + need <= self.capacity_gib
+
+    @contextlib.contextmanager
+    def admit(self, key: str | None = None) -> Iterator[tuple[int, float]]:
+        """Wait until the GPU admits one more evaluation of `key` (a problem id; None: its memory is not
+        counted), after every evaluation that arrived before it; yields (the count limit it was admitted under,
+        seconds waited). Report how it ended with `out_of_memory` or `got_through` before leaving."""
+        started = time.monotonic()
+        arrival = object()
+        with self._changed:
+            need = self.need(key) if key is not None else 0.0
+            self._arrivals.append(arrival)
+            try:
+                while self._arrivals[0] is not arrival or not self._fits(need):
+                    self._changed.wait()
+            finally:
+                self._arrivals.remove(arrival)
+                self._changed.notify_all()  # the next in line may fit as well
             self._running += 1
+            self._held_gib += need
             admitted_under = self.limit
         try:
             yield admitted_under, time.monotonic() - started
         finally:
             with self._changed:
                 self._running -= 1
+                self._held_gib = max(0.0, self._held_gib - need)
                 self._changed.notify_all()
 
     def out_of_memory(self, admitted_under: int) -> None:

@@ -43,7 +43,9 @@ from envs.worker.protocol import read_frame, write_frame
 def device_info(device: str) -> dict:
     info = {"torch": torch.__version__, "triton": triton.__version__, "device_name": "cpu"}
     if device == "cuda":
-        info["device_name"] = torch.cuda.get_device_name(torch.cuda.current_device())
+        device_id = torch.cuda.current_device()
+        info["device_name"] = torch.cuda.get_device_name(device_id)
+        info["memory_gib"] = torch.cuda.get_device_properties(device_id).total_memory / 2**30
     return info
 
 

@@ -213,6 +213,12 @@ class WorkerResult:
     oom: dict[str, Any] | None = None  # the run ended in an out-of-memory error: whose (envs/worker/oom.py)
 
     @property
+    def reserved_peak_gib(self) -> float | None:
+        """The most GiB the worker's allocator reserved in any phase (CUDA), or None."""
+        reserved = [gib for phase, gib in self.memory_gib.items() if not phase.endswith(".allocated")]
+        return max(reserved) if reserved else None
+
+    @property
     def environment_oom(self) -> bool:
         """The run failed on an out-of-memory error that is the environment's (the device full of others)."""
         return self.status in (Status.RUNTIME_ERROR, Status.COMPILE_ERROR) and (self.oom or {}).get("owner") == (

@@ -40,8 +40,9 @@ log = logging.getLogger(__name__)
 
 
 # Why a request waited before its worker ran it: every worker busy (`queue.slot`), its worker still starting
-# after the last one was replaced (`queue.worker_start`), or the GPU admitting fewer evaluations at once after
-# running out of memory (`queue.admission`, envs/worker/gpu_concurrency.py). Summed over a request's attempts.
+# after the last one was replaced (`queue.worker_start`), or the GPU's memory spoken for by the evaluations it
+# runs, or fewer admitted after running out of it (`queue.admission`, envs/worker/gpu_concurrency.py). Summed
+# over a request's attempts.
 QUEUE_STEPS = ("queue.slot", "queue.worker_start", "queue.admission")
 
 
@@ -83,7 +84,7 @@ class WorkerSet:
         self._cpu_budget = CpuBudget(settings.cpu_cores, settings.timeouts.as_dict())
         # On a GPU, timing also keeps out the other processes working on it (a colocated engine and learner).
         self._locks = {gpu: DeviceLock(GpuGate(gpu) if gpu is not None else None) for gpu in gpu_ids}
-        # fewer of a GPU's workers at once after it ran out of memory because of other processes
+        # as many of a GPU's workers at once as its memory holds, fewer after it ran out because of other processes
         self._concurrency = {gpu: GpuConcurrency(settings.workers) for gpu in gpu_ids}
         self.reaper_pid = reaper.ensure_started() if reap else None  # before any worker exists
         self._fork = settings.forks_workers(self.device)
@@ -355,13 +356,17 @@ class WorkerSet:
                 worker = self._worker(slot)
             ready = time.monotonic()
             concurrency = self._concurrency[slot.gpu]
-            with concurrency.admit() as (admitted_under, held_back):
+            concurrency.know_device(worker.info.get("memory_gib"))
+            problem_id = request.problem["id"]
+            with concurrency.admit(problem_id) as (admitted_under, held_back):
                 message, phases = worker.evaluate(
                     request.to_message(),
                     self.settings.timeouts.as_dict(),
                     self.settings.deadlines.for_device(self.device),
                 )
-            result = self._check_strays(worker, WorkerResult.from_message(message), request.solution is not None)
+                result = WorkerResult.from_message(message)
+                concurrency.observe(problem_id, result.reserved_peak_gib)
+            result = self._check_strays(worker, result, request.solution is not None)
             if result.environment_oom:
                 concurrency.out_of_memory(admitted_under)
             else:

@@ -111,3 +111,107 @@ def test_an_exception_inside_still_releases_the_place():
 def test_nonsense_settings_are_refused(ceiling, recover_after):
     with pytest.raises(ValueError, match=">= 1"):
         GpuConcurrency(ceiling, recover_after)
+
+
+def _enter_in_thread(gpu: GpuConcurrency, key: str, inside: list, leave: threading.Event) -> threading.Thread:
+    def run():
+        with gpu.admit(key):
+            inside.append(key)
+            leave.wait(5)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _wait_for(condition, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_memory_holds_back_an_evaluation_that_would_not_fit_beside_the_running_ones():
+    gpu = GpuConcurrency(ceiling=4)
+    gpu.know_device(80 + 4 * 0.75)  # 80 GiB for evaluations
+    for key, gib in (("relu", 30.0), ("sigmoid", 27.0), ("softmax", 10.0)):
+        gpu.observe(key, gib)
+    inside, leave = [], threading.Event()
+    threads = [_enter_in_thread(gpu, key, inside, leave) for key in ("relu", "sigmoid")]
+    assert _wait_for(lambda: len(inside) == 2)
+    late = _enter_in_thread(gpu, "relu", inside, leave)  # 30 + 27 + 30 > 80: waits
+    time.sleep(0.2)
+    assert sorted(inside) == ["relu", "sigmoid"]
+    leave.set()
+    for t in [*threads, late]:
+        t.join(5)
+    assert inside[2:] == ["relu"]
+
+
+def test_small_evaluations_fill_what_large_ones_leave_and_waiters_go_in_arrival_order():
+    gpu = GpuConcurrency(ceiling=4)
+    gpu.know_device(80 + 4 * 0.75)
+    for key, gib in (("relu", 30.0), ("softmax", 10.0)):
+        gpu.observe(key, gib)
+    inside, leave_big, leave_small = [], threading.Event(), threading.Event()
+    big = [_enter_in_thread(gpu, "relu", inside, leave_big) for _ in range(2)]
+    small = _enter_in_thread(gpu, "softmax", inside, leave_small)  # 70 of 80: fits beside two relus
+    assert _wait_for(lambda: len(inside) == 3)
+    third = _enter_in_thread(gpu, "relu", inside, leave_big)  # 100 > 80: waits
+    time.sleep(0.1)
+    behind = _enter_in_thread(gpu, "softmax", inside, leave_small)  # would fit (80), but arrived later: waits
+    time.sleep(0.2)
+    assert len(inside) == 3
+    leave_small.set()  # the first softmax leaves: 60 held, the third relu (90) still does not fit ...
+    small.join(5)
+    time.sleep(0.2)
+    assert len(inside) == 3  # ... and the softmax behind it waits its turn
+    leave_big.set()
+    for t in [*big, third, behind]:
+        t.join(5)
+    assert inside[3:] == ["relu", "softmax"]
+
+
+def test_an_idle_gpu_admits_one_evaluation_whatever_it_needs_and_unknown_problems_get_an_even_share():
+    gpu = GpuConcurrency(ceiling=4)
+    assert gpu.need("relu") == 0.0  # no worker has reported the device: memory is not counted
+    gpu.know_device(43.0)
+    gpu.know_device(143.0)  # the first report counts
+    assert gpu.capacity_gib == pytest.approx(40.0)
+    assert gpu.need("never_seen") == pytest.approx(10.0)
+    gpu.observe("huge", 120.0)
+    with gpu.admit("huge") as (_, waited):
+        assert waited < 0.05
+
+
+def test_a_problems_need_is_the_most_its_recent_evaluations_reserved():
+    from envs.worker.gpu_concurrency import NEED_WINDOW
+
+    gpu = GpuConcurrency(ceiling=2)
+    gpu.know_device(100.0)
+    gpu.observe("relu", 30.0)
+    gpu.observe("relu", 9.0)  # a compile error that reserved only the inputs
+    gpu.observe("relu", None)  # a CPU result: nothing reported
+    assert gpu.need("relu") == 30.0
+    for _ in range(NEED_WINDOW):
+        gpu.observe("relu", 12.0)
+    assert gpu.need("relu") == 12.0  # the 30 GiB evaluation has left the window
+
+
+def test_the_count_limit_still_applies_beside_the_memory():
+    gpu = GpuConcurrency(ceiling=2)
+    gpu.know_device(1000.0)
+    gpu.observe("small", 1.0)
+    gpu.out_of_memory(admitted_under=2)  # limit 1
+    inside, leave = [], threading.Event()
+    first = _enter_in_thread(gpu, "small", inside, leave)
+    assert _wait_for(lambda: len(inside) == 1)
+    second = _enter_in_thread(gpu, "small", inside, leave)
+    time.sleep(0.2)
+    assert len(inside) == 1
+    leave.set()
+    first.join(5)
+    second.join(5)
+    assert len(inside) == 2

@@ -119,6 +119,13 @@ def test_a_result_keeps_what_the_verdict_needs():
     assert result.torch_share == 0.1 and result.floor_ms is None and result.suspicious == "fast"
 
 
+def test_a_results_reserved_peak_is_the_largest_phase_not_the_tensors_share():
+    memory = {"load": 9.0, "correctness": 27.1, "correctness.allocated": 28.0, "timing": 20.0}
+    message = {"type": "result", "status": "incorrect", "healthy": True, "memory_gib": memory}
+    assert WorkerResult.from_message(message).reserved_peak_gib == 27.1
+    assert WorkerResult.from_message({**message, "memory_gib": {}}).reserved_peak_gib is None
+
+
 def test_an_unknown_status_or_a_malformed_hack_report_is_a_crash():
     assert WorkerResult.from_message({"status": "great"}).status is Status.CRASH
     assert WorkerResult.from_message({"status": "hack", "hack": {"category": "x"}}).status is Status.CRASH
