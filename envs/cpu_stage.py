@@ -19,6 +19,7 @@ from envs.guard import StageFailure, guarded
 from envs.problems import Problem
 from envs.settings import EvalSettings
 from envs.source import CanonicalSolution, SourceError, prepare_solution
+from envs.speedup import BASELINE_METHOD
 from envs.verdict import HackFinding, Status, Verdict
 from envs.worker.worker_set import resolve_device
 
@@ -90,7 +91,10 @@ class CpuStage:
 
     def _problem_key(self, problem: Problem) -> dict:
         sizes = problem.small_sizes if self.size == "small" else {}
-        return dict(problem=problem.sha256, sizes=sizes, device=self.device_kind)
+        key = dict(problem=problem.sha256, sizes=sizes, device=self.device_kind)
+        if self.device == "cuda":  # baselines and speedups measured another way are never mixed with these
+            key["baselines"] = BASELINE_METHOD
+        return key
 
     def _baseline_key(self, base: dict) -> str:
         return cache_key(**base, runs=self.settings.timed_runs, warmup_ms=self.settings.warmup_ms)

@@ -2,7 +2,8 @@
 
 The baseline is the anchor when there is one (eager PyTorch timed again in the kernel's own window, its
 runs interleaved with the kernel's, so drift lands on both alike): median(anchor) / median(kernel), with
-the cached inductor/eager ratio carrying the TorchInductor speedup over. Without one, the cached first
+the cached ratio of TorchInductor to the anchor reference (timed together, in the same placement blocks)
+carrying the TorchInductor speedup over. Without one, the cached first
 measurement's median divides the kernel's. An anchor beyond `MAX_DRIFT` of what it read when the baselines
 were cached is not trusted alone (the candidate shares its process): the smaller speedup is used, with a
 note. What it read then is the anchor reference, cached with the baselines (eager timed in the candidate's
@@ -28,6 +29,9 @@ MAX_DRIFT = 1.5
 # The baselines' key of the anchor reference: TimingStats (as a dict) of eager's anchor runs, timed with the
 # baselines in the candidate's placement blocks; what `drift` is judged against where it is cached.
 ANCHOR_REFERENCE = "anchor_reference"
+# How the cached baselines are measured, part of the baseline and verdict cache keys on a GPU: TorchInductor
+# timed beside the anchor reference, in its placement blocks (the worker's timing phase).
+BASELINE_METHOD = "inductor-in-reference-blocks"
 CONFIDENCE = 0.95
 RESAMPLES = 1000
 
@@ -187,13 +191,25 @@ def estimate_speedup(
     # What an anchor read when the baselines were cached; eager's median where they predate the reference.
     then = anchor_reference if anchor_reference is not None and anchor_reference.median_ms > 0 else eager
     drift = _median(anchor) / then.median_ms
-    scale = chosen.median_ms / eager.median_ms  # 1 for eager; the cached inductor/eager ratio otherwise
+    scale = _baseline_scale(chosen, name, eager, anchor_reference)
     anchored = scale * _median(anchor) / _median(kernel)
     if not 1 / MAX_DRIFT <= drift <= MAX_DRIFT and cached < anchored:
         against = "its cached reference" if then is anchor_reference else "its cached time"
         notes.append(f"the re-anchored baseline is {drift:.2f}x {against}: the smaller, cached speedup is used")
         return SpeedupEstimate(cached, interval([chosen.median_ms], 1.0, False, drift), name, tuple(notes))
     return SpeedupEstimate(anchored, interval(anchor_runs, scale, True, drift), name, tuple(notes))
+
+
+def _baseline_scale(chosen: TimingStats, name: str, eager: TimingStats, anchor_reference: TimingStats | None) -> float:
+    """What turns the anchor's eager time into `chosen`'s: 1 for eager itself. TorchInductor's time is divided
+    by the anchor reference where both were cached (the worker times Inductor as the reference's timed callable,
+    in the same placement blocks: both read as a candidate's runs and its anchor's are); by eager's back-to-back
+    median otherwise (baselines measured without re-anchoring)."""
+    if name == "eager":
+        return 1.0
+    if anchor_reference is not None and anchor_reference.median_ms > 0:
+        return chosen.median_ms / anchor_reference.median_ms
+    return chosen.median_ms / eager.median_ms
 
 
 def rebase_speedup(verdict: Verdict, baseline: TimingStats) -> tuple[float | None, SpeedupInterval | None]:
