@@ -212,17 +212,26 @@ def _baseline_scale(chosen: TimingStats, name: str, eager: TimingStats, anchor_r
     return chosen.median_ms / eager.median_ms
 
 
-def rebase_speedup(verdict: Verdict, baseline: TimingStats) -> tuple[float | None, SpeedupInterval | None]:
-    """`verdict`'s speedup and interval against another cached baseline. The ratio of the two cached
-    baselines carries over, with or without an anchor (an anchored speedup is a cached ratio times the
-    anchored eager speedup)."""
+def rebase_speedup(verdict: Verdict, baseline: str) -> tuple[float | None, SpeedupInterval | None]:
+    """`verdict`'s speedup and interval against another cached baseline (`eager` or `inductor`). The ratio of the
+    two cached baselines carries over, with or without an anchor (an anchored speedup is a cached ratio times
+    the anchored eager speedup); where the anchor reference was cached, it stands for eager in that ratio, since
+    TorchInductor was timed beside it, not beside eager's back-to-back runs (`_baseline_scale`)."""
     t = verdict.timings
-    current = getattr(t, verdict.baseline, None) if t is not None and verdict.baseline else None
     if t is None or t.kernel is None or t.kernel.median_ms <= 0:
         return verdict.speedup, verdict.speedup_interval
+    target = getattr(t, baseline)
+    if target is None:
+        return verdict.speedup, verdict.speedup_interval
+    current = getattr(t, verdict.baseline, None) if verdict.baseline else None
     if verdict.speedup is None or current is None or current.median_ms <= 0:
-        return baseline.median_ms / t.kernel.median_ms, None
-    factor = baseline.median_ms / current.median_ms
+        return target.median_ms / t.kernel.median_ms, None
+    reference = t.anchor_reference if t.anchor_reference is not None and t.anchor_reference.median_ms > 0 else None
+
+    def comparable(name: str, stats: TimingStats) -> TimingStats:
+        return reference if name == "eager" and reference is not None else stats
+
+    factor = comparable(baseline, target).median_ms / comparable(verdict.baseline, current).median_ms
     interval = verdict.speedup_interval
     if interval is not None:
         interval = dataclasses.replace(interval, low=interval.low * factor, high=interval.high * factor)

@@ -150,9 +150,8 @@ def apply_overrides(verdict: Verdict, overrides: EvalOverrides | None, default_b
         and t.kernel is not None
         and t.kernel.median_ms > 0
     ):
-        reference = getattr(t, overrides.baseline)
-        if reference is not None:
-            speedup, interval = rebase_speedup(verdict, reference)
+        if getattr(t, overrides.baseline) is not None:
+            speedup, interval = rebase_speedup(verdict, overrides.baseline)
             verdict = dataclasses.replace(
                 verdict, speedup=speedup, speedup_interval=interval, baseline=overrides.baseline
             )

@@ -3,6 +3,7 @@ synthetic clocks standing in for CUDA events: the logic is the same on the GPU."
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -187,8 +188,17 @@ def test_verdict_with_interval_and_shares_round_trips_and_rebases():
     older = v.to_dict()  # a verdict cached before the anchor reference existed
     del older["timings"]["anchor_reference"]
     assert Verdict.from_dict(older).timings.anchor_reference is None
-    speedup, rebased = rebase_speedup(v, v.timings.eager)
-    assert speedup == pytest.approx(2.0) and rebased.low == pytest.approx(1.5 / 0.8) and rebased.anchored
+    # against eager: TorchInductor (0.8) was timed beside the anchor reference (1.0), which stands for eager
+    speedup, rebased = rebase_speedup(v, "eager")
+    assert speedup == pytest.approx(1.6 / 0.8) and rebased.low == pytest.approx(1.5 / 0.8) and rebased.anchored
+    # without a reference (re-anchoring off): eager's own median, here 1.25 ms
+    plain = dataclasses.replace(
+        v, timings=dataclasses.replace(v.timings, eager=_cached(1.25), anchor_reference=None, anchor=None)
+    )
+    assert rebase_speedup(plain, "eager")[0] == pytest.approx(1.6 * 1.25 / 0.8)
+    # and back: an eager speedup rebased to TorchInductor divides by the same reference
+    eager_verdict = dataclasses.replace(v, speedup=2.0, baseline="eager")
+    assert rebase_speedup(eager_verdict, "inductor")[0] == pytest.approx(2.0 * 0.8 / 1.0)
 
 
 def bench_eval():
