@@ -3,12 +3,12 @@
 Two limits, both checked before a worker starts an evaluation (`admit`), in arrival order:
 
 - Memory. Each problem's evaluations reserve about the same device memory (its inputs, reference outputs, the
-  float64 truth, the timing's placement copies: 8-30 GiB a problem at full size on an H100), so the GPU admits an
-  evaluation only while the GiB its admitted evaluations are expected to reserve fit the device (`capacity_gib`:
-  its total less a CUDA context per worker). What a problem needs is the most its last `NEED_WINDOW` evaluations
-  reserved (`observe`, from the worker's per-phase report); a problem not seen yet is given an even share of the
-  device. Without it, four workers on four large problems ran the GPU out of memory, and every such error cost a
-  retry and a halved concurrency for all problems, small ones included (docs/gpu-notes.md, session 29).
+  float64 truth, the timing's placement copies), so the GPU admits an evaluation only while the GiB its admitted
+  evaluations are expected to reserve fit the device (`capacity_gib`: its total less a CUDA context per worker).
+  What a problem needs is the most its last `NEED_WINDOW` evaluations reserved (`observe`, from the worker's
+  per-phase report); a problem not seen yet is given an even share of the device. Without it, large problems
+  that met on one GPU ran it out of memory, and each such error cost a retry and a halved count for every
+  problem, small ones included (docs/gpu-notes.md, sessions 28-29).
 - Count. An evaluation that fails on the environment's out-of-memory error anyway (other processes on the GPU:
   the colocated learner and engine, which the ledger does not see; envs/worker/oom.py) is retried; retried beside
   the same neighbours it mostly fails again, since what filled the GPU is still there. So each such error halves

@@ -176,10 +176,10 @@ class TimingPhase:
         same placement blocks and with the same stopping rule. One anchor run per block after the block's
         warm-up reads above eager's 100 runs back to back, up to 3x for launch-bound problems: envs/speedup.py
         judges an anchor's drift against this, not against those. The timed callable beside it is `compiled`
-        (TorchInductor's graph), which is then timed as a candidate is, and divided by this reference in
-        envs/speedup.py: one back-to-back block of 100 runs read eager and Inductor 10-18% apart from run to
-        run where their inputs' placement changed (docs/gpu-notes.md, session 29). Without it, eager is the
-        timed callable too. Returns (the reference's stats, the timed callable's stats or None)."""
+        (TorchInductor's graph), which is then timed as a candidate is and divided by this reference in
+        envs/speedup.py, rather than by eager's single back-to-back block, whose placement moves it from run to
+        run (docs/gpu-notes.md, session 29). Without it, eager is the timed callable too. Returns (the
+        reference's stats, the timed callable's stats or None)."""
         placed: dict[str, Any] = {"inputs": inputs}
         replace_inputs = self._placements(placed, inputs)
         timed_fn = compiled if compiled is not None else self.model
