@@ -188,10 +188,11 @@ def estimate_speedup(
     if not anchor_runs or eager is None or eager.median_ms <= 0:
         return SpeedupEstimate(cached, interval([chosen.median_ms], 1.0, False, None), name, tuple(notes))
     anchor = [t for xs in anchor_runs.values() for t in xs]
-    # What an anchor read when the baselines were cached; eager's median where they predate the reference.
-    then = anchor_reference if anchor_reference is not None and anchor_reference.median_ms > 0 else eager
+    # What an anchor read when the baselines were cached (eager's median where there is no reference), which is
+    # also what TorchInductor's cached time is divided by: 1 against eager.
+    then = _eager_as_cached(eager, anchor_reference)
     drift = _median(anchor) / then.median_ms
-    scale = _baseline_scale(chosen, name, eager, anchor_reference)
+    scale = 1.0 if name == "eager" else chosen.median_ms / then.median_ms
     anchored = scale * _median(anchor) / _median(kernel)
     if not 1 / MAX_DRIFT <= drift <= MAX_DRIFT and cached < anchored:
         against = "its cached reference" if then is anchor_reference else "its cached time"
@@ -200,23 +201,18 @@ def estimate_speedup(
     return SpeedupEstimate(anchored, interval(anchor_runs, scale, True, drift), name, tuple(notes))
 
 
-def _baseline_scale(chosen: TimingStats, name: str, eager: TimingStats, anchor_reference: TimingStats | None) -> float:
-    """What turns the anchor's eager time into `chosen`'s: 1 for eager itself. TorchInductor's time is divided
-    by the anchor reference where both were cached (the worker times Inductor as the reference's timed callable,
-    in the same placement blocks: both read as a candidate's runs and its anchor's are); by eager's back-to-back
-    median otherwise (baselines measured without re-anchoring)."""
-    if name == "eager":
-        return 1.0
-    if anchor_reference is not None and anchor_reference.median_ms > 0:
-        return chosen.median_ms / anchor_reference.median_ms
-    return chosen.median_ms / eager.median_ms
+def _eager_as_cached(eager: TimingStats, anchor_reference: TimingStats | None) -> TimingStats:
+    """What TorchInductor's cached time compares with: the anchor reference where one was cached (the worker
+    times Inductor as its timed callable, in the same placement blocks), eager's back-to-back median otherwise
+    (baselines measured without re-anchoring)."""
+    return anchor_reference if anchor_reference is not None and anchor_reference.median_ms > 0 else eager
 
 
 def rebase_speedup(verdict: Verdict, baseline: str) -> tuple[float | None, SpeedupInterval | None]:
     """`verdict`'s speedup and interval against another cached baseline (`eager` or `inductor`). The ratio of the
     two cached baselines carries over, with or without an anchor (an anchored speedup is a cached ratio times
     the anchored eager speedup); where the anchor reference was cached, it stands for eager in that ratio, since
-    TorchInductor was timed beside it, not beside eager's back-to-back runs (`_baseline_scale`)."""
+    TorchInductor was timed beside it, not beside eager's back-to-back runs (`_eager_as_cached`)."""
     t = verdict.timings
     if t is None or t.kernel is None or t.kernel.median_ms <= 0:
         return verdict.speedup, verdict.speedup_interval
@@ -226,10 +222,9 @@ def rebase_speedup(verdict: Verdict, baseline: str) -> tuple[float | None, Speed
     current = getattr(t, verdict.baseline, None) if verdict.baseline else None
     if verdict.speedup is None or current is None or current.median_ms <= 0:
         return target.median_ms / t.kernel.median_ms, None
-    reference = t.anchor_reference if t.anchor_reference is not None and t.anchor_reference.median_ms > 0 else None
 
     def comparable(name: str, stats: TimingStats) -> TimingStats:
-        return reference if name == "eager" and reference is not None else stats
+        return _eager_as_cached(stats, t.anchor_reference) if name == "eager" else stats
 
     factor = comparable(baseline, target).median_ms / comparable(verdict.baseline, current).median_ms
     interval = verdict.speedup_interval

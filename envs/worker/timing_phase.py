@@ -135,24 +135,33 @@ class TimingPhase:
                 results["eager"] = self._time(lambda: self.model(*inputs), step="baseline.eager")[0]
             compiled = self._compiled_reference(inputs) if "inductor" in wanted else None
             try:
-                if referenced:
-                    try:
-                        results[ANCHOR_REFERENCE], results["inductor"] = self._time_anchor_reference(inputs, compiled)
-                    except Exception as e:
-                        if compiled is None or is_oom(e):
-                            raise  # the reference's own failure, or the environment's OOM (retried)
-                        self.notes.append(f"TorchInductor baseline failed: {type(e).__name__}: {e}"[:500])
-                        compiled = None
-                        results[ANCHOR_REFERENCE], results["inductor"] = self._time_anchor_reference(inputs)
-                elif compiled is not None:
-                    results["inductor"] = self._time(lambda: compiled(*inputs), step="baseline.inductor")[0]
-                if "inductor" in wanted:
-                    results.setdefault("inductor", None)
-                else:
-                    results.pop("inductor", None)
+                reference, inductor = self._time_inductor(inputs, compiled, referenced)
             finally:
                 torch._dynamo.reset()
+        if referenced:
+            results[ANCHOR_REFERENCE] = reference
+        if "inductor" in wanted:
+            results["inductor"] = inductor
         return results
+
+    def _time_inductor(
+        self, inputs: list[Any], compiled: Callable[..., Any] | None, referenced: bool
+    ) -> tuple[dict | None, dict | None]:
+        """(the anchor reference or None, TorchInductor's stats or None): Inductor timed beside the reference
+        where there is one (`_time_anchor_reference`), in a block of its own otherwise. Where Inductor's runs
+        fail, a note and None, and the reference is timed with eager alone; the environment's OOM and the
+        reference's own failure are raised (the first is retried)."""
+        try:
+            if referenced:
+                return self._time_anchor_reference(inputs, compiled)
+            if compiled is None:
+                return None, None
+            return None, self._time(lambda: compiled(*inputs), step="baseline.inductor")[0]
+        except Exception as e:
+            if compiled is None or is_oom(e):
+                raise
+            self._note_inductor_failure(e)
+            return self._time_anchor_reference(inputs) if referenced else (None, None)
 
     def _compiled_reference(self, inputs: list[Any]) -> Callable[..., Any] | None:
         """The reference compiled by TorchInductor and run once (the compile, and Inductor's autotuning in that
@@ -166,8 +175,11 @@ class TimingPhase:
             self._step("baseline.inductor_compile", began)
             return compiled
         except Exception as e:
-            self.notes.append(f"TorchInductor baseline failed: {type(e).__name__}: {e}"[:500])
+            self._note_inductor_failure(e)
             return None
+
+    def _note_inductor_failure(self, e: Exception) -> None:
+        self.notes.append(f"TorchInductor baseline failed: {type(e).__name__}: {e}"[:500])
 
     def _time_anchor_reference(
         self, inputs: list[Any], compiled: Callable[..., Any] | None = None
