@@ -22,6 +22,7 @@ import dataclasses
 import math
 from typing import Any, Iterable, Mapping
 
+from envs.speedup import rebase_speedup
 from envs.verdict import Status, Verdict
 
 __all__ = [
@@ -95,16 +96,22 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def speedup_vs(verdict: Verdict, baseline: str) -> float | None:
-    """t_baseline / t_kernel from the verdict's median timings (None when either was not measured)."""
+    """The verdict's speedup against `baseline` (None when it was not measured): its own speedup where that is
+    the baseline it was judged against, else rebased through the cached baselines the way the environment does
+    it (envs.speedup.rebase_speedup), so a benchmark reports the speedup the reward saw, re-anchoring included,
+    not a ratio of medians measured in different timing regimes. Verdicts without a speedup (correct but not
+    timed against anything) fall back to the ratio of the timings' medians."""
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {BASELINES}, not {baseline!r}")
+    if verdict.speedup is not None and verdict.baseline == baseline:
+        return verdict.speedup
     t = verdict.timings
     base = getattr(t, baseline, None) if t is not None else None
-    if t is not None and t.kernel is not None and base is not None and t.kernel.median_ms > 0:
-        return base.median_ms / t.kernel.median_ms
-    if verdict.baseline == baseline and verdict.speedup is not None:
-        return verdict.speedup
-    return None
+    if base is None or t.kernel is None or t.kernel.median_ms <= 0:
+        return None
+    if verdict.speedup is not None and verdict.baseline:
+        return rebase_speedup(verdict, baseline)[0]
+    return base.median_ms / t.kernel.median_ms
 
 
 def geomean(values: Iterable[float]) -> float | None:

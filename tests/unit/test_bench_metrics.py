@@ -77,6 +77,18 @@ def test_geomean_and_speedups_from_timings():
         speedup_vs(v, "cudnn")
 
 
+def test_speedups_are_the_verdicts_own_rebased_like_the_environment():
+    # re-anchored against inductor (1.4, not the medians' 1.5); eager through the anchor reference Inductor was
+    # timed beside (6.0, not eager's back-to-back 5.0): 1.4 * 6 / 3
+    timings = Timings(kernel=_ms(2.0), eager=_ms(5.0), inductor=_ms(3.0), anchor_reference=_ms(6.0))
+    v = Verdict(Status("correct"), "p", "NVIDIA H200", timings=timings, speedup=1.4, baseline="inductor")
+    assert speedup_vs(v, "inductor") == pytest.approx(1.4)
+    assert speedup_vs(v, "eager") == pytest.approx(2.8)
+    eager_only = Timings(kernel=_ms(2.0), eager=_ms(5.0))
+    v = Verdict(Status("correct"), "p", "NVIDIA H200", timings=eager_only, speedup=2.4, baseline="eager")
+    assert speedup_vs(v, "eager") == pytest.approx(2.4) and speedup_vs(v, "inductor") is None
+
+
 def four_problems() -> list[ProblemResult]:
     return [
         one("A", verdict(kernel=1.0, inductor=2.0, eager=3.0), prompt_tokens=100, completion_tokens=50, cost_usd=0.01),
