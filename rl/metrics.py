@@ -203,7 +203,7 @@ def evaluation_costs(samples: Iterable[ScoredSample], split: str) -> dict[str, f
     top-level phase of `Verdict.phase_seconds` summed; `{split}/eval_s/exclusive`, the seconds they held a GPU
     exclusively (its timed windows, which one GPU runs one at a time: the least a GPU-bound wait for rewards can
     be); `{split}/eval_gib/<phase>`, the most GPU memory a worker reserved during that phase (and
-    `<phase>.allocated`, the most its tensors held)."""
+    `<phase>.allocated`, the most its tensors held; `<phase>.<step>` the same for a step inside it)."""
     distinct: dict[tuple, Verdict] = {}
     for s in samples:
         v = s.verdict

@@ -341,21 +341,24 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         self._phase = name
         self.link.phase(name)
 
-    def _note_memory(self) -> None:
+    def _note_memory(self, step: str | None = None) -> None:
         """GiB the worker's allocator reserved at most during the current phase (`facts["memory_gib"][phase]`):
         what a worker holds on its GPU, phase by phase; and beside it (`"<phase>.allocated"`) the most its
-        tensors held, the rest being the cache's fragmentation. CUDA only."""
+        tensors held, the rest being the cache's fragmentation. With `step`, the same since the last note is
+        also kept under the step's name: which step of a phase sets its peak. CUDA only."""
         peaks = self.memory.phase_peaks() if self._phase is not None else None
         if peaks is None:
             return
         memory = self.facts.setdefault("memory_gib", {})
-        for key, peak in zip((self._phase, f"{self._phase}.allocated"), peaks):
-            memory[key] = max(memory.get(key, 0.0), round(peak / 2**30, 3))
+        for name in (self._phase, step) if step else (self._phase,):
+            for key, peak in zip((name, f"{name}.allocated"), peaks):
+                memory[key] = max(memory.get(key, 0.0), round(peak / 2**30, 3))
 
     def _step(self, name: str, began: float) -> None:
         """Seconds of one step inside a phase ("phase.step", from `began` on the perf_counter clock), reported
-        beside the phases: where a phase's time goes (scripts/bench_eval.py)."""
+        beside the phases: where a phase's time goes (scripts/bench_eval.py); on CUDA also its memory peak."""
         self._add_step(name, time.perf_counter() - began)
+        self._note_memory(name)
 
     def _add_step(self, name: str, seconds: float) -> None:
         steps = self.facts.setdefault("steps", {})

@@ -151,12 +151,13 @@ def _samples(result: dict, name: str) -> tuple[list[float], list[Any] | None]:
     return [float(values[i]) for i in good], None if blocks is None else [blocks[i] for i in good]
 
 
-def _named_numbers(reported: Any) -> dict[str, float]:
-    """Non-negative numbers by name (at most 16, names cut at 40 characters): the seconds of the steps inside
-    phases ("phase.step"), the most GiB reserved in each phase. A report, so what is malformed is left out."""
+def _named_numbers(reported: Any, most: int = 16) -> dict[str, float]:
+    """Non-negative numbers by name (at most `most`, names cut at 40 characters): the seconds of the steps inside
+    phases ("phase.step"), the most GiB reserved in each phase and step. A report, so what is malformed is left
+    out."""
     if not isinstance(reported, dict):
         return {}
-    numbers = {str(k)[:40]: _finite_number(v) for k, v in list(reported.items())[:16]}
+    numbers = {str(k)[:40]: _finite_number(v) for k, v in list(reported.items())[:most]}
     return {k: v for k, v in numbers.items() if v is not None and math.isfinite(v) and v >= 0}
 
 
@@ -209,7 +210,8 @@ class WorkerResult:
     degenerate: str | None = None  # check_problem: why the problem is degenerate
     profile: Any = None  # profile mode: the profiler's facts
     steps: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds of steps inside phases, "phase.step"
-    memory_gib: dict[str, float] = dataclasses.field(default_factory=dict)  # CUDA: the most GiB reserved in each phase
+    # CUDA: the most GiB reserved in each phase and step ("<name>.allocated": held by tensors)
+    memory_gib: dict[str, float] = dataclasses.field(default_factory=dict)
     oom: dict[str, Any] | None = None  # the run ended in an out-of-memory error: whose (envs/worker/oom.py)
 
     @property
@@ -269,6 +271,6 @@ class WorkerResult:
             degenerate=message.get("degenerate"),
             profile=message.get("profile"),
             steps=_named_numbers(message.get("steps")),
-            memory_gib=_named_numbers(message.get("memory_gib")),
+            memory_gib=_named_numbers(message.get("memory_gib"), most=64),  # phases and steps, each twice
             oom=_oom(message.get("oom")),
         )

@@ -81,6 +81,9 @@ def test_reference_solution_is_timed_against_both_baselines(evaluator):
     # what the tensors held at most, beside what the allocator reserved: never more
     assert 6.0 <= memory["correctness.allocated"] <= memory["correctness"], memory
     assert 6.0 <= memory["timing.allocated"] <= memory["timing"], memory
+    # and each step's peak beside its phase's, which is the largest of them
+    for step in ("correctness.first_trial", "correctness.trials", "timing.timed_runs", "timing.rechecks"):
+        assert 0 < memory[step] <= memory[step.split(".")[0]], (step, memory)
     # Full size: eager PyTorch takes >= 1 ms (KernelBench v0.1's rule on H100-class GPUs).
     assert t.eager.median_ms >= 1.0
     again = evaluator.evaluate(problem, solution)

@@ -87,7 +87,7 @@ def test_the_workers_memory_report_is_read_as_a_report():
     assert WorkerResult.from_message({**base, "memory_gib": [1, 2]}).memory_gib == {}
     assert WorkerResult.from_message(base).memory_gib == {}
     flood = {f"phase{i}": float(i) for i in range(100)}
-    assert len(WorkerResult.from_message({**base, "memory_gib": flood}).memory_gib) == 16
+    assert len(WorkerResult.from_message({**base, "memory_gib": flood}).memory_gib) == 64
 
 
 def test_a_verdict_cached_before_the_memory_field_still_loads():
