@@ -239,6 +239,7 @@ def time_in_placements(
     for b, block in enumerate(blocks):
         offset = len(samples[KERNEL])
         if b:
+            last = None  # another block runs, so its last run is the one kept: one full output less held
             replace_inputs()
         wanted = {k - offset for k in keep if offset <= k < offset + block.runs}
         timed = time_interleaved(

@@ -383,6 +383,16 @@ def _seed_free_memory(patterns: list[torch.Tensor], device: torch.device) -> Non
         del block
 
 
+def poison_template(outputs: list[Any], device: torch.device) -> list[Any]:
+    """What poison_free_memory needs to keep of `outputs` for a later call: on CUDA their dtypes only, as
+    zero-element tensors (it tiles one pattern over every free block), so a trial run before its reference
+    does not hold the previous trial's full-size output; on the CPU the outputs (a block of each one's size is
+    filled)."""
+    if device.type == "cuda":
+        return [t.new_empty(0) for t in outputs if isinstance(t, torch.Tensor)]
+    return outputs
+
+
 def poison_free_memory(template: list[Any], device: torch.device) -> None:
     """Fill memory the candidate may be handed next with the poison pattern (of the outputs' dtype), so an
     output it never writes holds the poison, not a result the reference left behind."""

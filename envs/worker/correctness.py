@@ -81,7 +81,6 @@ class CorrectnessPhase:
         # for the GPU then waits for one trial of each worker in correctness, not for all of their trials.
         lent = self.link.lent_seconds
         with torch.no_grad():
-            first = None  # the first trial's output, for the probe's message
             for trial, (seed, family) in enumerate(zip(seeds, plan)):
                 began = time.perf_counter()
                 with self._gpu("shared"):
@@ -89,13 +88,13 @@ class CorrectnessPhase:
                 # the first call also compiles the candidate's Triton kernels, with the hold lent back
                 self._step("correctness.first_trial" if trial == 0 else "correctness.trials", began)
                 if trial == 0 and self.fidelity.get("probe"):
-                    first = got
+                    # right after the first trial, whose output it needs for its message: the other trials
+                    # then run without that full-size output held
+                    began = time.perf_counter()
+                    with self._gpu("shared"):
+                        self._sensitivity_probe(seeds[0], got)
+                    self._step("correctness.probe", began)
                 del got
-            if first is not None:
-                began = time.perf_counter()
-                with self._gpu("shared"):
-                    self._sensitivity_probe(seeds[0], first)
-                self._step("correctness.probe", began)
         if self.link.lent_seconds > lent:
             self._add_step("correctness.compile", self.link.lent_seconds - lent)
 
@@ -112,8 +111,8 @@ class CorrectnessPhase:
             expected = self._reference(inputs)
             if family is not None and not families.is_finite(expected):
                 return self._skip_family(trial, trials, seed, family)
-            self.template = expected
-            got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template, pristine=inputs)
+            self.template = guard.poison_template(as_output_list(expected), self.device)
+            got = self._guarded_call(_clone(inputs), "ModelNew.forward", expected, pristine=inputs)
         else:
             got = self._guarded_call(_clone(inputs), "ModelNew.forward", self.template, pristine=inputs)
             expected = self._reference(inputs)
@@ -145,9 +144,9 @@ class CorrectnessPhase:
         candidate's output must then match the reference's again, so it must have moved with it (its change
         within twice the tolerance of the reference's): a kernel that skips input elements (subsampling,
         skipped tiles, fixed indices) misses the moved ones' share.
-        The first trial's inputs and reference output are made again from its seed rather than kept through
-        the other trials (only its output `got` is, for the message), and dropped before the candidate's call:
-        an input set and an output at full size less on the GPU."""
+        It runs right after the first trial, whose output `got` it keeps for the message; that trial's inputs
+        and reference output are made again from its seed, and dropped before the candidate's call: an input
+        set and an output at full size less on the GPU."""
         inputs = self._inputs(seed)
         expected = self._reference(inputs)
         tolerance = self.request.problem.get("tolerance")
