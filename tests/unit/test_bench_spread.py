@@ -1,0 +1,62 @@
+"""scripts/bench_spread.py: repeatability across bench_eval runs (issue 32) from their --out reports."""
+
+import json
+
+import pytest
+
+from envs import Status
+from envs.verdict import TimingStats, Timings, Verdict
+
+
+@pytest.fixture(scope="module")
+def bench_spread():
+    from scripts import bench_spread
+
+    return bench_spread
+
+
+def _report(path, answers, eager_ms=2.0, anchor_reference_ms=2.4):
+    """A bench_eval --out report whose cold pass judged `answers`: (problem id, status, speedup)."""
+    problems = []
+    for pid, status, speedup in answers:
+        timings = Timings(
+            kernel=TimingStats.from_samples([1.0]),
+            eager=TimingStats.from_samples([eager_ms]),
+            anchor_reference=TimingStats.from_samples([anchor_reference_ms]),
+        )
+        problems.append(Verdict(Status(status), pid, "NVIDIA H100", speedup=speedup, timings=timings).to_dict())
+    path.write_text(json.dumps({"backend": "local", "cold": {}, "problems": problems}))
+    return path
+
+
+def test_spread_per_answer_and_problem_with_each_runs_baselines(tmp_path, bench_spread, capsys):
+    one = _report(tmp_path / "1.json", [("a", "correct", 2.0), ("a", "correct", 1.0), ("b", "incorrect", None)])
+    two = _report(tmp_path / "2.json", [("a", "correct", 2.2), ("a", "correct", 1.01), ("b", "incorrect", None)], 2.2)
+    three = _report(tmp_path / "3.json", [("a", "correct", 2.1), ("a", "correct", 1.02), ("b", "hack", None)])
+    result = bench_spread.spread([bench_spread.load_report(p) for p in (one, two, three)])
+    assert result["runs"] == 3 and result["answers"] == 3
+    assert [d["statuses"] for d in result["status_disagreements"]] == [["incorrect", "incorrect", "hack"]]
+    assert [a["spread"] for a in result["per_answer"]] == pytest.approx([0.1, 0.02])
+    assert result["overall"]["median"] == pytest.approx(0.06) and result["overall"]["max"] == pytest.approx(0.1)
+    assert result["by_problem"]["a"]["answers"] == 2
+    assert [run["a"]["eager"] for run in result["baselines"]] == [2.0, 2.2, 2.0]
+    assert result["baselines"][0]["a"]["anchor_reference"] == 2.4 and result["baselines"][0]["a"]["inductor"] is None
+    bench_spread.print_spread(result)
+    assert "median 6.0%" in capsys.readouterr().out
+
+
+def test_reports_of_other_answers_or_other_files_are_refused_clearly(tmp_path, bench_spread, capsys):
+    one = _report(tmp_path / "1.json", [("a", "correct", 2.0)])
+    other = _report(tmp_path / "2.json", [("b", "correct", 2.0)])
+    with pytest.raises(bench_spread.ReportError, match="different answers"):
+        bench_spread.spread([bench_spread.load_report(p) for p in (one, other)])
+    with pytest.raises(bench_spread.ReportError, match="at least two"):
+        bench_spread.spread([bench_spread.load_report(one)])
+    (tmp_path / "x.json").write_text('{"workers": 6}')
+    with pytest.raises(bench_spread.ReportError, match="not a scripts/bench_eval.py --out report"):
+        bench_spread.load_report(tmp_path / "x.json")
+    (tmp_path / "bad.json").write_text("{")
+    assert bench_spread.main([str(one), str(tmp_path / "bad.json")]) == 2
+    assert "cannot read a JSON report" in capsys.readouterr().err
+    assert bench_spread.main([str(one), str(one), "--json", str(tmp_path / "s.json")]) == 0
+    assert json.loads((tmp_path / "s.json").read_text())["overall"]["max"] == 0.0
