@@ -702,6 +702,7 @@ def main() -> None:
             **strip(result),
             "candidates": str(args.candidates) if args.candidates else "references",
             "problems": [v.to_dict() for v in result["cold"]["verdicts"]],
+            "labels": labels,  # per candidate, in the order of `problems`: its key and class (scripts/bench_spread.py)
         }
         if isinstance(result.get("warm"), dict) and result["warm"].get("verdicts"):
             report["warm_repeats"] = [

@@ -6,8 +6,9 @@ its problem.
 
 Reads the `--out` reports of the runs (same `--candidates` and `--limit`, so the answers are in the same order)
 and prints, per answer correct in every run, the spread of its cold speedup (max over min, minus 1): median,
-p90, p95 and max, overall and per problem; the answers whose status differs between runs; and each run's
-baselines per problem (eager, TorchInductor and the anchor reference, median ms), where a spread comes from.
+p90, p95 and max, overall, per kernel class (where the candidates' manifest has a `class` field) and per
+problem; the answers whose status differs between runs; and each run's baselines per problem (eager,
+TorchInductor and the anchor reference, median ms), where a spread comes from.
 
     python scripts/bench_spread.py before-1.json before-2.json before-3.json [--json spread.json]
 """
@@ -30,7 +31,8 @@ class ReportError(ValueError):
 
 
 def load_report(path: Path) -> list[dict]:
-    """The cold pass's verdicts of one bench_eval `--out` report, in candidate order."""
+    """The cold pass's verdicts of one bench_eval `--out` report, in candidate order, each with its candidate's
+    `class` where the report's candidates had one (a manifest's `class` field)."""
     try:
         report = json.loads(path.read_text())
     except (OSError, ValueError) as e:
@@ -38,6 +40,12 @@ def load_report(path: Path) -> list[dict]:
     verdicts = report.get("problems") if isinstance(report, dict) else None
     if not isinstance(verdicts, list) or not all(isinstance(v, dict) and "problem_id" in v for v in verdicts):
         raise ReportError(f"{path}: not a scripts/bench_eval.py --out report (no per-answer 'problems' list)")
+    labels = report.get("labels")
+    if isinstance(labels, list) and len(labels) == len(verdicts):
+        verdicts = [
+            {**v, "class": label.get("class") if isinstance(label, dict) else None}
+            for v, label in zip(verdicts, labels)
+        ]
     return verdicts
 
 
@@ -72,7 +80,7 @@ def spread(runs: list[list[dict]]) -> dict:
         [v["problem_id"] for v in r] != [v["problem_id"] for v in runs[0]] for r in runs
     ):
         raise ReportError("the reports hold different answers: run bench_eval with the same --candidates and --limit")
-    per_answer, by_problem, disagree = [], {}, []
+    per_answer, by_problem, by_class, disagree = [], {}, {}, []
     for i, first in enumerate(runs[0]):
         statuses = [r[i].get("status") for r in runs]
         if len(set(statuses)) > 1:
@@ -84,12 +92,15 @@ def spread(runs: list[list[dict]]) -> dict:
         s = max(speedups) / min(speedups) - 1
         per_answer.append({"answer": i, "problem_id": first["problem_id"], "speedups": speedups, "spread": s})
         by_problem.setdefault(first["problem_id"], []).append(s)
+        if first.get("class"):
+            by_class.setdefault(first["class"], []).append(s)
     return {
         "runs": len(runs),
         "answers": len(runs[0]),
         "status_disagreements": disagree,
         "overall": _summary([a["spread"] for a in per_answer]) if per_answer else None,
         "by_problem": {p: _summary(xs) for p, xs in sorted(by_problem.items())},
+        "by_class": {c: _summary(xs) for c, xs in sorted(by_class.items())},  # manifests with a `class` field
         "per_answer": per_answer,
         "baselines": [_baselines(r) for r in runs],
     }
@@ -112,8 +123,11 @@ def print_spread(result: dict) -> None:
         f"cold speedup spread across runs (max/min - 1) over {overall['answers']} correct answers: median "
         f"{_pct(overall['median'])}, p90 {_pct(overall['p90'])}, p95 {_pct(overall['p95'])}, max {_pct(overall['max'])}"
     )
-    for pid, s in result["by_problem"].items():
-        print(f"  {pid:32s} {s['answers']:3d} answers  median {_pct(s['median']):>6s}  max {_pct(s['max']):>6s}")
+    for name, s in [*result["by_class"].items(), *result["by_problem"].items()]:
+        print(
+            f"  {name:32s} {s['answers']:3d} answers  median {_pct(s['median']):>6s}  p95 {_pct(s['p95']):>6s}  "
+            f"max {_pct(s['max']):>6s}"
+        )
     print("baselines per run, median ms (eager / inductor / anchor reference):")
     for pid in sorted({p for run in result["baselines"] for p in run}):
         cells = []

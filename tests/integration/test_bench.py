@@ -61,6 +61,8 @@ def test_fresh_process_comparison_reports_speed_and_agreement(tmp_path):
     assert fresh["evals"] == 1 and fresh["agreement"] == "1/1" and fresh["speedup"] > 1
     assert report["warm"]["evals"] == 2 and report["warm"]["wall_over_gpu"] is not None
     assert "warm vs fresh process" in stdout
+    # each answer's label beside its cold verdict, in the same order (scripts/bench_spread.py reads the classes)
+    assert [label["key"] for label in report["labels"]] == [p["problem_id"] for p in report["problems"]]
 
 
 def test_scale_needs_the_ray_backend(tmp_path):

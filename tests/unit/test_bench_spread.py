@@ -15,8 +15,9 @@ def bench_spread():
     return bench_spread
 
 
-def _report(path, answers, eager_ms=2.0, anchor_reference_ms=2.4):
-    """A bench_eval --out report whose cold pass judged `answers`: (problem id, status, speedup)."""
+def _report(path, answers, eager_ms=2.0, anchor_reference_ms=2.4, classes=None):
+    """A bench_eval --out report whose cold pass judged `answers`: (problem id, status, speedup); `classes`: the
+    candidates' kernel classes, as a manifest's `class` field gives them."""
     problems = []
     for pid, status, speedup in answers:
         timings = Timings(
@@ -25,7 +26,8 @@ def _report(path, answers, eager_ms=2.0, anchor_reference_ms=2.4):
             anchor_reference=TimingStats.from_samples([anchor_reference_ms]),
         )
         problems.append(Verdict(Status(status), pid, "NVIDIA H100", speedup=speedup, timings=timings).to_dict())
-    path.write_text(json.dumps({"backend": "local", "cold": {}, "problems": problems}))
+    labels = [{"key": f"{i}:{pid}", "class": c} for i, ((pid, _, _), c) in enumerate(zip(answers, classes or []))]
+    path.write_text(json.dumps({"backend": "local", "cold": {}, "problems": problems, "labels": labels or None}))
     return path
 
 
@@ -60,3 +62,20 @@ def test_reports_of_other_answers_or_other_files_are_refused_clearly(tmp_path, b
     assert "cannot read a JSON report" in capsys.readouterr().err
     assert bench_spread.main([str(one), str(one), "--json", str(tmp_path / "s.json")]) == 0
     assert json.loads((tmp_path / "s.json").read_text())["overall"]["max"] == 0.0
+
+
+def test_spread_per_kernel_class_where_the_manifest_names_them(tmp_path, bench_spread, capsys):
+    classes = ["atomic", "scan", "atomic"]
+    runs = [
+        _report(
+            tmp_path / f"{k}.json",
+            [("a", "correct", 1.0 + k / 10), ("b", "correct", 2.0), ("c", "correct", 1.0)],
+            classes=classes,
+        )
+        for k in range(3)
+    ]
+    result = bench_spread.spread([bench_spread.load_report(p) for p in runs])
+    assert result["by_class"]["atomic"]["answers"] == 2 and result["by_class"]["atomic"]["max"] == pytest.approx(0.2)
+    assert result["by_class"]["scan"]["max"] == 0.0
+    bench_spread.print_spread(result)
+    assert "atomic" in capsys.readouterr().out
