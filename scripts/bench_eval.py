@@ -77,8 +77,9 @@ def phase_summary(verdicts) -> dict[str, dict[str, float]]:
 
 def phase_memory(verdicts) -> dict[str, dict[str, float]]:
     """Per phase, the GPU memory a worker reserved at most in it, and (`<phase>.allocated`) the most its tensors
-    held (GiB, median and max over the verdicts that report it; none on CPU): which phase makes a worker as
-    large as it is, and how much of that is the allocator's cache rather than live tensors."""
+    held (GiB, median and max over the verdicts that report it; none on CPU): which phase, and which step of it
+    (`<phase>.<step>`), makes a worker as large as it is. Allocated reaches reserved wherever the candidate
+    was called, since the poison fills every free cached block by allocating it."""
     gib: dict[str, list[float]] = {}
     for v in verdicts:
         for name, value in v.phase_memory_gib.items():

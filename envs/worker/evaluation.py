@@ -344,7 +344,8 @@ class Evaluation(CorrectnessPhase, TimingPhase):
     def _note_memory(self, step: str | None = None) -> None:
         """GiB the worker's allocator reserved at most during the current phase (`facts["memory_gib"][phase]`):
         what a worker holds on its GPU, phase by phase; and beside it (`"<phase>.allocated"`) the most its
-        tensors held, the rest being the cache's fragmentation. With `step`, the same since the last note is
+        tensors held, where a guarded call counts the poison's fill of every free cached block (allocated then
+        reaches reserved: not a measure of live tensors there). With `step`, the same since the last note is
         also kept under the step's name: which step of a phase sets its peak. CUDA only."""
         peaks = self.memory.phase_peaks() if self._phase is not None else None
         if peaks is None:

@@ -144,7 +144,8 @@ class CandidateMemory:
     def phase_peaks(self) -> tuple[int, int] | None:
         """Bytes: the most the allocator reserved, and the most its tensors held (allocated), since the last
         call; then both start over from what is reserved and allocated now. Reserved above allocated is the
-        cache's fragmentation. None on CPU, or where the statistics cannot be read (a broken CUDA context)."""
+        cache's fragmentation, except across a guarded call, whose poison allocates every free block to fill it.
+        None on CPU, or where the statistics cannot be read (a broken CUDA context)."""
         if not self.cuda:
             return None
         import torch
