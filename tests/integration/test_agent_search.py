@@ -79,8 +79,13 @@ def test_search_grows_picks_the_measured_best_resumes_and_repeats(tmp_path, cach
         for r in first["L0_04_sigmoid"].records
         if r.proposal.operator == "tune"
     }
-    # BLOCK halved while the grid still assumes 2048 per program: half the output is never written
-    assert sigmoid_tuned == {"BLOCK 2048->4096 (line 21)": "correct", "BLOCK 2048->1024 (line 21)": "hack"}
+    # BLOCK halved while the grid still assumes 2048 per program: half the output is never written. It fails
+    # either way: as a partial_output hack where the output got the freed block the evaluator poisoned, as
+    # incorrect where the CPU allocator handed it other memory (envs/antihack/runtime.py `_seed_free_memory`:
+    # usually, not always; about one run in five here, before and after session 30's changes).
+    assert sigmoid_tuned.keys() == {"BLOCK 2048->4096 (line 21)", "BLOCK 2048->1024 (line 21)"}
+    assert sigmoid_tuned["BLOCK 2048->4096 (line 21)"] == "correct"
+    assert sigmoid_tuned["BLOCK 2048->1024 (line 21)"] in ("hack", "incorrect")
 
     resumed = search(tmp_path / "pop.sqlite", cache, evaluations=6)
     for pid, o in resumed.items():
