@@ -1,14 +1,15 @@
-#!/usr/bin/env python
 """Repeatability across runs: the same answers evaluated by separate `scripts/bench_eval.py` runs, each of which
 measured its own baselines (issue 32). bench_eval's `--repeats` compares warm passes of one run, which share
 their baselines; this compares runs, where a baseline that landed on a slow placement moves every speedup of
 its problem.
 
 Reads the `--out` reports of the runs (same `--candidates` and `--limit`, so the answers are in the same order)
-and prints, per answer correct in every run, the spread of its cold speedup (max over min, minus 1): median,
-p90, p95 and max, overall, per kernel class (where the candidates' manifest has a `class` field) and per
-problem; the answers whose status differs between runs; and each run's baselines per problem (eager,
-TorchInductor and the anchor reference, median ms), where a spread comes from.
+and treats each run's cold verdict of an answer as one repeat of it, measured as bench_eval measures its warm
+repeats (`speedup_repeatability`: per answer (max - min) / median of its speedups, then the median, p95 and max
+over answers, per kernel class where the candidates' manifest has a `class` field, and how often the first run's
+interval holds the later runs' speedups); beside it the same per problem, the answers whose status differs
+between runs, and each run's baselines per problem (eager, TorchInductor and the anchor reference, median ms),
+where a spread comes from.
 
     python scripts/bench_spread.py before-1.json before-2.json before-3.json [--json spread.json]
 """
@@ -17,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
-from envs.pool.metrics import percentile
+from envs.verdict import Verdict
+from scripts.bench_eval import print_by_class, speedup_repeatability, spread_by_class
 
 BASELINES = ("eager", "inductor", "anchor_reference")
 
@@ -30,103 +31,87 @@ class ReportError(ValueError):
     """A file that is not a bench_eval report, or reports of different answers."""
 
 
-def load_report(path: Path) -> list[dict]:
-    """The cold pass's verdicts of one bench_eval `--out` report, in candidate order, each with its candidate's
-    `class` where the report's candidates had one (a manifest's `class` field)."""
+def load_report(path: Path) -> tuple[list[Verdict], list[dict]]:
+    """The cold pass's verdicts of one bench_eval `--out` report, in candidate order, and each candidate's label
+    (`key`, and `class` where the candidates' manifest has one; the answer's index and problem otherwise)."""
     try:
         report = json.loads(path.read_text())
+        records = report.get("problems") if isinstance(report, dict) else None
+        verdicts = [Verdict.from_dict(r) for r in records] if isinstance(records, list) else None
     except (OSError, ValueError) as e:
         raise ReportError(f"{path}: cannot read a JSON report ({e})") from None
-    verdicts = report.get("problems") if isinstance(report, dict) else None
-    if not isinstance(verdicts, list) or not all(isinstance(v, dict) and "problem_id" in v for v in verdicts):
+    except (TypeError, KeyError, AttributeError) as e:
+        raise ReportError(f"{path}: not a scripts/bench_eval.py --out report ({type(e).__name__}: {e})") from None
+    if verdicts is None:
         raise ReportError(f"{path}: not a scripts/bench_eval.py --out report (no per-answer 'problems' list)")
     labels = report.get("labels")
-    if isinstance(labels, list) and len(labels) == len(verdicts):
-        verdicts = [
-            {**v, "class": label.get("class") if isinstance(label, dict) else None}
-            for v, label in zip(verdicts, labels)
-        ]
-    return verdicts
+    if not (isinstance(labels, list) and len(labels) == len(verdicts) and all(isinstance(x, dict) for x in labels)):
+        labels = [{"key": f"{i}:{v.problem_id}", "class": None} for i, v in enumerate(verdicts)]
+    return verdicts, labels
 
 
-def _summary(spreads: list[float]) -> dict:
-    ordered = sorted(spreads)
-    return {
-        "answers": len(ordered),
-        "median": statistics.median(ordered),
-        "p90": percentile(ordered, 0.9),
-        "p95": percentile(ordered, 0.95),
-        "max": ordered[-1],
-    }
-
-
-def _baselines(verdicts: list[dict]) -> dict[str, dict[str, float | None]]:
+def _baselines(verdicts: list[Verdict]) -> dict[str, dict[str, float | None]]:
     """Per problem, the baselines' medians its first timed verdict carries (every verdict of a problem in one run
     carries the same cached baselines)."""
     out: dict[str, dict[str, float | None]] = {}
     for v in verdicts:
-        timings = v.get("timings") or {}
-        if v["problem_id"] in out or not (timings.get("eager") or {}).get("median_ms"):
+        if v.problem_id in out or v.timings is None or v.timings.eager is None:
             continue
-        out[v["problem_id"]] = {b: (timings.get(b) or {}).get("median_ms") for b in BASELINES}
+        out[v.problem_id] = {b: getattr(getattr(v.timings, b), "median_ms", None) for b in BASELINES}
     return out
 
 
-def spread(runs: list[list[dict]]) -> dict:
-    """Cross-run spread of the cold speedups of the answers correct in every run (see the module docstring)."""
+def spread(runs: list[tuple[list[Verdict], list[dict]]]) -> dict:
+    """Cross-run repeatability of the answers' cold speedups (see the module docstring)."""
     if len(runs) < 2:
         raise ReportError("needs the reports of at least two runs")
-    if len({len(r) for r in runs}) > 1 or any(
-        [v["problem_id"] for v in r] != [v["problem_id"] for v in runs[0]] for r in runs
-    ):
+    first, labels = runs[0]
+    if any([v.problem_id for v in verdicts] != [v.problem_id for v in first] for verdicts, _ in runs):
         raise ReportError("the reports hold different answers: run bench_eval with the same --candidates and --limit")
-    per_answer, by_problem, by_class, disagree = [], {}, {}, []
-    for i, first in enumerate(runs[0]):
-        statuses = [r[i].get("status") for r in runs]
-        if len(set(statuses)) > 1:
-            disagree.append({"answer": i, "problem_id": first["problem_id"], "statuses": statuses})
-            continue
-        speedups = [r[i].get("speedup") for r in runs]
-        if statuses[0] != "correct" or not all(isinstance(s, (int, float)) and s > 0 for s in speedups):
-            continue
-        s = max(speedups) / min(speedups) - 1
-        per_answer.append({"answer": i, "problem_id": first["problem_id"], "speedups": speedups, "spread": s})
-        by_problem.setdefault(first["problem_id"], []).append(s)
-        if first.get("class"):
-            by_class.setdefault(first["class"], []).append(s)
+    keys = [label["key"] for label in labels]
+    classes = {label["key"]: label.get("class") for label in labels}
+    repeats = speedup_repeatability(
+        [v for verdicts, _ in runs for v in verdicts], keys * len(runs), classes if any(classes.values()) else None
+    )
+    problems = {key: v.problem_id for key, v in zip(keys, first)}
+    disagree = [
+        {"answer": key, "statuses": [verdicts[i].status.value for verdicts, _ in runs]}
+        for i, key in enumerate(keys)
+        if len({verdicts[i].status for verdicts, _ in runs}) > 1
+    ]
     return {
         "runs": len(runs),
-        "answers": len(runs[0]),
+        "answers": len(first),
         "status_disagreements": disagree,
-        "overall": _summary([a["spread"] for a in per_answer]) if per_answer else None,
-        "by_problem": {p: _summary(xs) for p, xs in sorted(by_problem.items())},
-        "by_class": {c: _summary(xs) for c, xs in sorted(by_class.items())},  # manifests with a `class` field
-        "per_answer": per_answer,
-        "baselines": [_baselines(r) for r in runs],
+        "repeatability": repeats,
+        "by_problem": spread_by_class(repeats.get("per_kernel", {}), problems),
+        "baselines": [_baselines(verdicts) for verdicts, _ in runs],
     }
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
 
 
 def print_spread(result: dict) -> None:
     differ = result["status_disagreements"]
     print(f"{result['answers']} answers in {result['runs']} runs; statuses differ for {len(differ)}")
     for d in differ:
-        print(f"  answer {d['answer']} ({d['problem_id']}): {d['statuses']}")
-    overall = result["overall"]
-    if overall is None:
-        print("no answer is correct with a speedup in every run: nothing to compare")
+        print(f"  answer {d['answer']}: {d['statuses']}")
+    rep = result["repeatability"]
+    if not rep:
+        print("no answer has a speedup in two runs: nothing to compare")
         return
     print(
-        f"cold speedup spread across runs (max/min - 1) over {overall['answers']} correct answers: median "
-        f"{_pct(overall['median'])}, p90 {_pct(overall['p90'])}, p95 {_pct(overall['p95'])}, max {_pct(overall['max'])}"
+        f"cold speedup spread across runs ((max - min) / median) over {rep['kernels']} answers: median "
+        f"{rep['median_spread']:.4f}, p95 {rep['p95_spread']:.4f}, max {rep['max_spread']:.4f}"
     )
-    for name, s in [*result["by_class"].items(), *result["by_problem"].items()]:
+    if "by_class" in rep:
+        print("by kernel class:")
+        print_by_class(rep["by_class"])
+    print("by problem:")
+    print_by_class(result["by_problem"])
+    cov = rep["interval_coverage"]
+    if cov["later_repeats"]:
         print(
-            f"  {name:32s} {s['answers']:3d} answers  median {_pct(s['median']):>6s}  p95 {_pct(s['p95']):>6s}  "
-            f"max {_pct(s['max']):>6s}"
+            f"the first run's 95% interval holds {cov['covered']} of {cov['later_repeats']} later runs' speedups "
+            f"({cov['coverage']:.0%})"
         )
     print("baselines per run, median ms (eager / inductor / anchor reference):")
     for pid in sorted({p for run in result["baselines"] for p in run}):
