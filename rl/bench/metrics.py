@@ -100,7 +100,7 @@ def speedup_vs(verdict: Verdict, baseline: str) -> float | None:
     the baseline it was judged against, else rebased through the cached baselines the way the environment does
     it (envs.speedup.rebase_speedup), so a benchmark reports the speedup the reward saw, re-anchoring included,
     not a ratio of medians measured in different timing regimes. Verdicts without a speedup (correct but not
-    timed against anything) fall back to the ratio of the timings' medians."""
+    timed against anything) get the ratio of the timings' medians, rebase_speedup's own fallback."""
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {BASELINES}, not {baseline!r}")
     if verdict.speedup is not None and verdict.baseline == baseline:
@@ -109,9 +109,7 @@ def speedup_vs(verdict: Verdict, baseline: str) -> float | None:
     base = getattr(t, baseline, None) if t is not None else None
     if base is None or t.kernel is None or t.kernel.median_ms <= 0:
         return None
-    if verdict.speedup is not None and verdict.baseline:
-        return rebase_speedup(verdict, baseline)[0]
-    return base.median_ms / t.kernel.median_ms
+    return rebase_speedup(verdict, baseline)[0]  # without a speedup to rebase: the medians' ratio
 
 
 def geomean(values: Iterable[float]) -> float | None:
