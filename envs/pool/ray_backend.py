@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
+import time
 from typing import Any, Callable
 
 import psutil
@@ -34,6 +35,18 @@ def actors_on_free_gpus(free_gpus: float, leave_gpus: float, gpus_per_actor: flo
             "or set pool.num_actors"
         )
     return n
+
+
+def settled_free_gpus(window_s: float = 1.0, every_s: float = 0.05) -> float:
+    """The cluster's free GPUs, read as the least over `window_s`: Ray's view of what is free trails the raylets
+    (an actor that has just answered can still read as free for tens of milliseconds), and a pool sized on such a
+    read waits for a GPU that never comes. The least errs towards a smaller pool, never a stuck one."""
+    deadline = time.monotonic() + window_s
+    free = float(ray.available_resources().get("GPU", 0.0))
+    while time.monotonic() < deadline:
+        time.sleep(every_s)
+        free = min(free, float(ray.available_resources().get("GPU", 0.0)))
+    return free
 
 
 class RayBackend(Backend):
@@ -70,7 +83,7 @@ class RayBackend(Backend):
         if self.device != "cuda":
             return 2
         # Free, not total: an engine started before the pool (benchmark, agent) or another job already holds some.
-        free = float(ray.available_resources().get("GPU", 0.0))
+        free = settled_free_gpus()
         n = actors_on_free_gpus(free, self.config.leave_gpus, self.config.gpus_per_actor)
         log.info(
             "evaluation pool: %d actors x %g GPU (the cluster has %d GPUs, %g free, %g left to others)",
