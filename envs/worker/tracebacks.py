@@ -34,10 +34,24 @@ def describe_exception(exc: BaseException, solution_path: str | None) -> str:
 
 
 def is_compile_error(exc: BaseException) -> bool:
+    """Whether Triton failed to build the candidate's kernel: its front end's `CompilationError`, or an error
+    raised inside Triton's compiler (triton/compiler/, a backend's compiler.py: an MLIR pass failing on a kernel
+    the front end accepted, "PassManager::run failed"; a binary needing more shared memory than the GPU has).
+    Launch errors (the backend's driver.py) and the kernel's own faults stay runtime errors."""
+    import triton
     from triton.compiler.errors import CompilationError
 
+    root = os.path.dirname(os.path.abspath(triton.__file__))
     while exc is not None:
         if isinstance(exc, CompilationError):
             return True
+        frames = traceback.extract_tb(exc.__traceback__)
+        if frames and _in_triton_compiler(os.path.abspath(frames[-1].filename), root):
+            return True
         exc = exc.__cause__
     return False
+
+
+def _in_triton_compiler(path: str, root: str) -> bool:
+    relative = os.path.relpath(path, root).split(os.sep)
+    return relative[0] == "compiler" or (relative[0] == "backends" and relative[-1] == "compiler.py")

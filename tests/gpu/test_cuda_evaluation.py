@@ -1,5 +1,7 @@
 """CUDA paths of the evaluator: timing, baselines, CUDA errors and worker replacement. Run on a GPU."""
 
+from pathlib import Path
+
 import psutil
 import pytest
 
@@ -142,6 +144,18 @@ def test_illegal_memory_access_is_a_runtime_error_and_the_worker_is_replaced(eva
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     ok = evaluator.evaluate(problem, solution + "\n# fresh source so the cache misses\nX = 1\n")
     assert ok.status is Status.CORRECT, ok.error
+
+
+def test_a_kernel_tritons_gpu_compiler_rejects_is_a_compile_error(evaluator):
+    """tests/repeatability's multi-row scan passes the interpreter, and Triton 3.6's CUDA backend fails an MLIR
+    pass on it ("PassManager::run failed" in make_ttgir): Triton failing to build the kernel, not the kernel
+    failing when it runs. A Triton that builds it makes it correct."""
+    problem, _ = builtin("L2_05_cumsum")
+    source = (Path(__file__).parents[1] / "repeatability" / "kernels" / "scan_cumsum_multirow_carry.py").read_text()
+    v = evaluator.evaluate(problem, source)
+    assert v.status in (Status.CORRECT, Status.COMPILE_ERROR), v.error
+    if v.status is Status.COMPILE_ERROR:
+        assert "compiler.py" in v.error, v.error
 
 
 def test_hang_on_gpu_times_out_and_next_evaluation_works(evaluator):
