@@ -67,6 +67,11 @@ def group_runs(samples: list[float], blocks: list[int] | None = None) -> Blocks:
     return grouped
 
 
+def block_medians(blocks: Blocks) -> list[float]:
+    """Each block's median run (ms, to 10 ns), in block order."""
+    return [round(_median(blocks[b]), 5) for b in sorted(blocks)]
+
+
 def _as_blocks(samples: list[float] | Blocks) -> Blocks:
     return (
         {b: list(xs) for b, xs in samples.items() if xs}
@@ -182,7 +187,17 @@ def estimate_speedup(
 
     def interval(numerator: list[float] | Blocks, scale: float, anchored: bool, drift: float | None) -> SpeedupInterval:
         low, high = bootstrap_ratio(numerator, runs, scale)
-        return SpeedupInterval(low, high, CONFIDENCE, anchored, drift, RESAMPLES, blocks=len(runs))
+        return SpeedupInterval(
+            low,
+            high,
+            CONFIDENCE,
+            anchored,
+            drift,
+            RESAMPLES,
+            blocks=len(runs),
+            kernel_block_ms=block_medians(runs),
+            anchor_block_ms=block_medians(numerator) if isinstance(numerator, dict) else None,
+        )
 
     anchor_runs = group_runs(anchor or [], anchor_blocks)
     if not anchor_runs or eager is None or eager.median_ms <= 0:

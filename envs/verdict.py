@@ -100,6 +100,11 @@ class SpeedupInterval:
     # Placement blocks resampled as units before the runs inside them (two-level bootstrap); 1: the runs
     # resampled as one sample, as in every verdict cached before blocks were reported.
     blocks: int = 1
+    # Each placement block's median of the kernel's runs and of the anchor's, in block order (None in verdicts
+    # cached before them, and for the anchor without one): how one evaluation's runs lie block by block, the
+    # data to compare point estimators on (scripts/bench_spread.py --estimators).
+    kernel_block_ms: list[float] | None = None
+    anchor_block_ms: list[float] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -372,6 +372,9 @@ def repeat_record(v, label: dict | None = None) -> dict:
         "anchor_reference_ms": med(t and t.anchor_reference),
         "anchored": None if v.speedup_interval is None else v.speedup_interval.anchored,
         "drift": None if v.speedup_interval is None else v.speedup_interval.drift,
+        # each placement block's median: whether a spread is blocks landing in two modes (bench_spread --estimators)
+        "kernel_block_ms": None if v.speedup_interval is None else v.speedup_interval.kernel_block_ms,
+        "anchor_block_ms": None if v.speedup_interval is None else v.speedup_interval.anchor_block_ms,
         "notes": v.notes[-3:],
     }
 

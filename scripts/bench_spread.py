@@ -11,13 +11,20 @@ interval holds the later runs' speedups); beside it the same per problem, the an
 between runs, and each run's baselines per problem (eager, TorchInductor and the anchor reference, median ms),
 where a spread comes from.
 
-    python scripts/bench_spread.py before-1.json before-2.json before-3.json [--json spread.json]
+`--estimators` also asks whether another point estimate of the same runs would repeat better: from the
+verdicts' per-block medians (`speedup_interval.kernel_block_ms` / `anchor_block_ms`) it recomputes each speedup
+with the anchored ratio's medians of pooled runs (as reported) replaced by the mean of the block medians, or by
+the median of the blocks' own anchor/kernel ratios, the cached scale kept, and reports each one's spread as above.
+
+    python scripts/bench_spread.py before-1.json before-2.json before-3.json [--estimators] [--json spread.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -58,6 +65,54 @@ def _baselines(verdicts: list[Verdict]) -> dict[str, dict[str, float | None]]:
         if v.problem_id in out or v.timings is None or v.timings.eager is None:
             continue
         out[v.problem_id] = {b: getattr(getattr(v.timings, b), "median_ms", None) for b in BASELINES}
+    return out
+
+
+def _block_mean(v: Verdict) -> float | None:
+    """The speedup with the mean of the block medians on each side in place of the pooled runs' medians."""
+    iv, t = v.speedup_interval, v.timings
+    if not v.speedup or iv is None or not iv.kernel_block_ms or t is None or t.kernel is None:
+        return None
+    kernel = v.speedup * t.kernel.median_ms / statistics.mean(iv.kernel_block_ms)
+    if not iv.anchored:  # a cached baseline over the kernel: only the kernel's side changes
+        return kernel
+    if not iv.anchor_block_ms or t.anchor is None:
+        return None
+    return kernel * statistics.mean(iv.anchor_block_ms) / t.anchor.median_ms
+
+
+def _block_ratio(v: Verdict) -> float | None:
+    """The speedup with the median over blocks of each block's anchor/kernel ratio in place of the ratio of the
+    pooled medians (anchored verdicts whose sides have the same blocks only)."""
+    iv, t = v.speedup_interval, v.timings
+    if not v.speedup or iv is None or not iv.anchored or t is None or t.kernel is None or t.anchor is None:
+        return None
+    kernel, anchor = iv.kernel_block_ms or [], iv.anchor_block_ms or []
+    if not kernel or len(kernel) != len(anchor):
+        return None
+    scale = v.speedup * t.kernel.median_ms / t.anchor.median_ms
+    return scale * statistics.median(a / k for a, k in zip(anchor, kernel))
+
+
+ESTIMATORS = {"block_mean": _block_mean, "block_ratio_median": _block_ratio}
+
+
+def estimator_spreads(runs: list[tuple[list[Verdict], list[dict]]]) -> dict:
+    """Per estimator (`ESTIMATORS`, and "reported"), the cross-run spread of the answers every estimator can
+    recompute in every run, overall and by class."""
+    first, labels = runs[0]
+    keys = [label["key"] for label in labels]
+    classes = {label["key"]: label.get("class") for label in labels}
+    usable = [
+        i
+        for i in range(len(keys))
+        if all(f(verdicts[i]) is not None for verdicts, _ in runs for f in ESTIMATORS.values())
+    ]
+    out = {"answers": len(usable)}
+    for name, f in {"reported": lambda v: v.speedup, **ESTIMATORS}.items():
+        verdicts = [dataclasses.replace(run[i], speedup=f(run[i])) for run, _ in runs for i in usable]
+        rep = speedup_repeatability(verdicts, [keys[i] for i in usable] * len(runs), classes)
+        out[name] = {k: rep[k] for k in ("median_spread", "p95_spread", "max_spread", "by_class") if k in rep}
     return out
 
 
@@ -113,6 +168,15 @@ def print_spread(result: dict) -> None:
             f"the first run's 95% interval holds {cov['covered']} of {cov['later_repeats']} later runs' speedups "
             f"({cov['coverage']:.0%})"
         )
+    if "estimators" in result:
+        est = result["estimators"]
+        print(f"point estimates of the same runs, {est['answers']} answers with per-block medians in every run:")
+        print(f"  {'estimator':<20} {'median':>8} {'p95':>8} {'max':>8}")
+        for name, row in est.items():
+            if isinstance(row, dict) and "median_spread" in row:
+                print(f"  {name:<20} {row['median_spread']:>8.4f} {row['p95_spread']:>8.4f} {row['max_spread']:>8.4f}")
+                for cls, c in row.get("by_class", {}).items():
+                    print(f"    {cls:<18} {c['median_spread']:>8.4f} {c['p95_spread']:>8.4f} {c['max_spread']:>8.4f}")
     print("baselines per run, median ms (eager / inductor / anchor reference):")
     for pid in sorted({p for run in result["baselines"] for p in run}):
         cells = []
@@ -126,9 +190,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("reports", type=Path, nargs="+", help="bench_eval --out reports of the runs")
     ap.add_argument("--json", type=Path, help="also write the result here")
+    ap.add_argument(
+        "--estimators", action="store_true", help="also the spread of other point estimates of the same runs"
+    )
     args = ap.parse_args(argv)
     try:
-        result = spread([load_report(p) for p in args.reports])
+        runs = [load_report(p) for p in args.reports]
+        result = spread(runs)
+        if args.estimators:
+            result["estimators"] = estimator_spreads(runs)
     except ReportError as e:
         print(f"bench_spread: {e}", file=sys.stderr)
         return 2

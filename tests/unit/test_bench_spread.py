@@ -83,3 +83,49 @@ def test_spread_per_kernel_class_where_the_manifest_names_them(tmp_path, bench_s
     assert by_class["scan"]["max_spread"] == 0.0
     bench_spread.print_spread(result)
     assert "atomic" in capsys.readouterr().out
+
+
+def _blocked(kernel_blocks, anchor_blocks, scale=1.0):
+    """An anchored verdict as the worker's timing gives it: per-block medians, the pooled medians (each block
+    one run here) and the speedup they make."""
+    from envs.speedup import _median
+    from envs.verdict import SpeedupInterval
+
+    kernel, anchor = _median(kernel_blocks), _median(anchor_blocks)
+    speedup = scale * anchor / kernel
+    interval = SpeedupInterval(
+        speedup * 0.98, speedup * 1.02, 0.95, True, 1.0, 1000, len(kernel_blocks), kernel_blocks, anchor_blocks
+    )
+    timings = Timings(
+        kernel=TimingStats.from_samples(kernel_blocks),
+        anchor=TimingStats.from_samples(anchor_blocks),
+        eager=TimingStats.from_samples([2.0]),
+    )
+    return Verdict(
+        Status.CORRECT, "p", "NVIDIA H100", speedup=speedup, timings=timings, speedup_interval=interval
+    ).to_dict()
+
+
+def test_estimators_compare_point_estimates_of_runs_whose_blocks_land_in_two_modes(tmp_path, bench_spread, capsys):
+    # Placement blocks land fast (2.28 ms) or slow (2.64 ms), the anchor's alike (2.14 / 2.50): with about half
+    # the blocks in each mode the pooled median jumps between the modes from run to run, the blocks' mean
+    # moves by the share of blocks that changed mode.
+    fast, slow = 2.28, 2.64
+    runs = [(7, 6), (5, 7), (6, 5)]  # slow blocks of 12 for the kernel and for the anchor, per run
+    paths = []
+    for r, (k_slow, a_slow) in enumerate(runs):
+        kernel = [slow] * k_slow + [fast] * (12 - k_slow)
+        anchor = [2.50] * a_slow + [2.14] * (12 - a_slow)
+        unblocked = Verdict(Status.CORRECT, "q", "NVIDIA H100", speedup=1.0 + r / 100).to_dict()
+        problems = [_blocked(kernel, anchor), unblocked]
+        labels = [{"key": "0:p", "class": "elementwise"}, {"key": "1:q", "class": "tiny"}]
+        path = tmp_path / f"{r}.json"
+        path.write_text(json.dumps({"problems": problems, "labels": labels}))
+        paths.append(path)
+    assert bench_spread.main([str(p) for p in paths] + ["--estimators", "--json", str(tmp_path / "s.json")]) == 0
+    est = json.loads((tmp_path / "s.json").read_text())["estimators"]
+    assert est["answers"] == 1  # the answer without per-block medians is left out
+    assert est["reported"]["median_spread"] > 0.2  # both medians jump, in opposite directions
+    assert est["block_mean"]["median_spread"] < 0.08
+    assert set(est["block_mean"]["by_class"]) == {"elementwise", "overall"}
+    assert "point estimates of the same runs, 1 answers" in capsys.readouterr().out

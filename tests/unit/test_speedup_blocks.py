@@ -95,13 +95,28 @@ def test_estimate_reports_how_many_blocks_its_interval_resampled():
     assert cached.interval.low < 1.0 / 0.53 * 1.01 and cached.interval.high > 1.0 / 0.47 * 0.99
 
 
+def test_the_interval_carries_each_blocks_median_of_the_kernel_and_the_anchor():
+    kernel = [0.50, 0.52, 0.51, 0.60, 0.58, 0.40]
+    anchor = [1.0, 1.2, 0.9]
+    anchored = estimate_speedup(kernel, _cached(1.0), _cached(0.8), "eager", anchor, [2, 2, 2, 0, 0, 1], [0, 1, 2])
+    # block order; a block of two runs gives its nearest-rank median (the lower one), as the verdict's medians
+    assert anchored.interval.kernel_block_ms == [0.58, 0.4, 0.51]
+    assert anchored.interval.anchor_block_ms == [1.0, 1.2, 0.9]
+    cached = estimate_speedup(kernel, _cached(1.0), None, "eager", kernel_blocks=[2, 2, 2, 0, 0, 1])
+    assert cached.interval.kernel_block_ms == [0.58, 0.4, 0.51] and cached.interval.anchor_block_ms is None
+    v = Verdict(Status.CORRECT, "p", "NVIDIA H200", speedup=anchored.speedup, speedup_interval=anchored.interval)
+    assert Verdict.from_dict(v.to_dict()) == v
+
+
 def test_verdicts_cached_before_blocks_were_reported_still_load():
     interval = SpeedupInterval(1.5, 1.7, 0.95, True, 1.1, 1000, blocks=3)
     v = Verdict(Status.CORRECT, "p", "NVIDIA H200", speedup=1.6, baseline="inductor", speedup_interval=interval)
     assert Verdict.from_dict(v.to_dict()) == v
     old = v.to_dict()
-    del old["speedup_interval"]["blocks"]  # as written before this field existed
-    assert Verdict.from_dict(old).speedup_interval.blocks == 1
+    for field in ("blocks", "kernel_block_ms", "anchor_block_ms"):  # as written before these fields existed
+        del old["speedup_interval"][field]
+    loaded = Verdict.from_dict(old).speedup_interval
+    assert loaded.blocks == 1 and loaded.kernel_block_ms is None and loaded.anchor_block_ms is None
 
 
 def test_pool_reads_block_ids_only_when_there_is_one_per_sample():
