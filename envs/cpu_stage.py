@@ -97,7 +97,9 @@ class CpuStage:
         return key
 
     def _baseline_key(self, base: dict) -> str:
-        return cache_key(**base, runs=self.settings.timed_runs, warmup_ms=self.settings.warmup_ms)
+        # longer blocks time the anchor reference another way (envs.timing.scaled_block); off, the key is as before
+        longer = {"min_block_ms": self.settings.min_block_ms} if self.settings.min_block_ms else {}
+        return cache_key(**base, runs=self.settings.timed_runs, warmup_ms=self.settings.warmup_ms, **longer)
 
     def baseline_job(self, problem: Problem) -> Candidate | None:
         """A job that measures `problem`'s baselines ahead of its candidates, or None when they are known or

@@ -137,6 +137,10 @@ class EvalSettings:
     # the kernels whose speedup is still uncertain; docs/evaluation.md has what it saved and what it cost.
     timing_precision: float = 0.01
     min_placements: int = 12
+    # Placement blocks after the first run each callable until its runs add up to about this many ms (at most
+    # 32 runs): a launch-bound kernel's block median then rests on more than one or two noisy runs. 0: the
+    # runs as `timed_runs` and `anchor_runs` split them (envs.timing.scaled_block).
+    min_block_ms: float = 0.0
     # PyTorch compute the candidate may run outside its kernels, as a share of the reference's cost
     # (FLOPs and bytes of the ATen ops at the problem's size, envs/antihack/cost.py); above it: baseline_kernel.
     max_torch_share: float = 0.25
@@ -183,6 +187,8 @@ class EvalSettings:
             raise ValueError(f"timing_precision must be in [0, 1), not {self.timing_precision!r}")
         if self.min_placements < 1:
             raise ValueError("min_placements must be >= 1")
+        if not 0 <= self.min_block_ms <= 1000:
+            raise ValueError(f"min_block_ms must be in [0, 1000], not {self.min_block_ms!r}")
         if self.reanchor and self.anchor_runs < 1:
             raise ValueError("anchor_runs must be >= 1 when reanchor is on")
         if not 0 <= self.max_torch_share:
@@ -241,6 +247,7 @@ class EvalSettings:
                 if self.timing_precision
                 else {}
             ),
+            **({"min_block_ms": self.min_block_ms} if self.min_block_ms else {}),
             "families": list(self.input_families),
             "probe": self.sensitivity_probe,
             "truth": self.fp64_truth,

@@ -19,6 +19,7 @@ once the samples so far fix what they are for (sequential timing, envs/worker/ti
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Any, Callable, Protocol
 
@@ -29,6 +30,8 @@ ANCHOR = "anchor"  # ... and for the baseline timed beside it
 # Warm-up rounds added while a round still takes memory from the driver: a steady allocation pattern settles
 # in one or two; a callable that keeps taking more (a growing cache) is timed as it is after these.
 GROWTH_ROUNDS = 4
+# The most runs of one callable in one placement block when `min_block_ms` raises them (scaled_block)
+MAX_BLOCK_RUNS = 32
 # How a verdict's note says that timed runs still took memory from the driver (scripts/bench_eval.py counts them)
 ALLOCATING_NOTE = "took device memory from the driver inside their timed window"
 
@@ -210,6 +213,23 @@ class PlacedRuns(TimedRuns):
     blocks: dict[str, list[int]] = dataclasses.field(default_factory=dict)
 
 
+def scaled_block(block: Block, first: dict[str, list[float]], min_block_ms: float) -> Block:
+    """`block` with each callable's runs raised until they add up to about `min_block_ms` at the median time
+    its runs took in the first block (`first`), at most `MAX_BLOCK_RUNS`: a launch-bound kernel of 0.05 ms
+    gets 20 runs a block at 1 ms rather than two, so a block's median is not one noisy run. A callable
+    without runs in `block` keeps none."""
+    if min_block_ms <= 0:
+        return block
+
+    def runs(planned: int, samples: list[float]) -> int:
+        ms = sorted(samples)[len(samples) // 2] if samples else 0.0
+        if not planned or ms <= 0:
+            return planned
+        return max(planned, min(MAX_BLOCK_RUNS, math.ceil(min_block_ms / ms)))
+
+    return Block(runs(block.runs, first.get(KERNEL, [])), runs(block.anchor_runs, first.get(ANCHOR, [])))
+
+
 def time_in_placements(
     fns: dict[str, Callable[[], Any]],
     blocks: list[Block],
@@ -218,12 +238,15 @@ def time_in_placements(
     warmup_ms: float = 25.0,
     keep: tuple[int, ...] = (),
     enough: Callable[[int, dict[str, list[float]], dict[str, list[int]]], bool] | None = None,
+    min_block_ms: float = 0.0,
 ) -> PlacedRuns:
     """Time the candidate (`fns[KERNEL]`) and, where a block has anchor runs, `fns[ANCHOR]` interleaved
     with it, block after block; `replace_inputs` moves the inputs to fresh addresses before every block
     after the first. Only the first block warms up fully (later ones as `block_warmup` says). `keep` counts
     the candidate's runs over all blocks, as in time_interleaved; -1 in it keeps the last run made.
-    `enough(blocks_done, samples, blocks)`, asked after each block, ends the runs early when it says so."""
+    `enough(blocks_done, samples, blocks)`, asked after each block, ends the runs early when it says so.
+    With `min_block_ms`, blocks after the first run each callable more often where its runs are short
+    (`scaled_block`)."""
     if len(blocks) > 1 and replace_inputs is None:
         raise ValueError("more than one placement block needs replace_inputs")
     # Without `clock` each block makes its own CudaClock (its flush buffer allocated after the block's
@@ -235,12 +258,14 @@ def time_in_placements(
     seconds = dict.fromkeys(fns, 0.0)
     allocating = dict.fromkeys(fns, 0)
     rounds: int | None = None  # the warm-up rounds that settled the second block's pool (block_warmup)
+    first: dict[str, list[float]] = {}
     last: Any = None  # the output of the last run made, for keep's -1
     for b, block in enumerate(blocks):
         offset = len(samples[KERNEL])
         if b:
             last = None  # another block runs, so its last run is the one kept: one full output less held
             replace_inputs()
+            block = scaled_block(block, first, min_block_ms)
         wanted = {k - offset for k in keep if offset <= k < offset + block.runs}
         timed = time_interleaved(
             {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
@@ -249,6 +274,8 @@ def time_in_placements(
             **block_warmup(b, warmup_ms, rounds),
             keep=tuple(sorted(wanted | ({block.runs - 1} if -1 in keep else set()))),
         )
+        if b == 0:
+            first = timed.samples  # the first block's runs: how long each callable's runs take (scaled_block)
         if b == 1:
             rounds = timed.settled_after
         for name, xs in timed.samples.items():

@@ -624,6 +624,12 @@ def main() -> None:
         "share (default: the settings' default; 0 times every block)",
     )
     ap.add_argument(
+        "--min-block-ms",
+        type=float,
+        help="placement blocks after the first run each callable to about this many ms, at most 32 runs "
+        "(default: the settings' default, 0: off); for launch-bound kernels, compare with --repeats 3",
+    )
+    ap.add_argument(
         "--fork-workers",
         choices=["auto", "on", "off"],
         help="replace workers by forking a pre-imported zygote (default: the settings' default, auto: on)",
@@ -685,6 +691,8 @@ def main() -> None:
         fidelity["fork_workers"] = args.fork_workers
     if args.timing_precision is not None:
         fidelity["timing_precision"] = args.timing_precision
+    if args.min_block_ms is not None:
+        fidelity["min_block_ms"] = args.min_block_ms
     settings = EvalSettings(device=args.device, workers=args.workers, size=args.size, sandbox=args.sandbox, **fidelity)
     with tempfile.TemporaryDirectory() as tmp:
         cache = BaselineOnlyCache(Path(tmp) / "baselines.sqlite")

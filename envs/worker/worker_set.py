@@ -225,6 +225,7 @@ class WorkerSet:
                 "placements": min(self.settings.placements, self.settings.timed_runs),
                 "precision": self.settings.timing_precision,
                 "min_placements": self.settings.min_placements,
+                "min_block_ms": self.settings.min_block_ms,
             }
             if self.device == "cuda"
             else None,

@@ -210,6 +210,26 @@ def test_sequential_timing_stops_between_its_first_check_and_the_last_block_and_
     assert v.phase_seconds.get("correctness.compile", 0) > 0, v.phase_seconds
 
 
+def test_min_block_ms_times_a_launch_bound_kernel_more_often_in_each_block():
+    """tests/repeatability's tiny vector add runs for well under 0.1 ms: with 1 ms blocks every block after the
+    first holds ten or more runs of it and of its anchor, where the default split gives two and one."""
+    from envs.problems import load_problem_file
+
+    here = Path(__file__).parents[1] / "repeatability"
+    problem = load_problem_file(here / "problems" / "tiny_vector_add.py")
+    solution = (here / "kernels" / "tiny_vector_add.py").read_text()
+    settings = EvalSettings(device="cuda", min_block_ms=1.0, timeouts=PhaseTimeouts(correctness=20, timing=120))
+    with Evaluator(settings) as ev:
+        v = ev.evaluate(problem, solution)
+    assert v.status is Status.CORRECT, v.error
+    interval = v.speedup_interval
+    assert interval.anchored and interval.blocks >= 12
+    assert v.timings.kernel.runs >= 3 + 10 * (interval.blocks - 1), v.timings.kernel
+    assert v.timings.anchor.runs >= 2 + 10 * (interval.blocks - 1), v.timings.anchor
+    assert v.timings.anchor_reference.runs > 50  # the baselines' reference is timed the same way
+    assert len(interval.kernel_block_ms) == interval.blocks == len(interval.anchor_block_ms)
+
+
 def test_a_placement_block_gets_new_device_memory_not_a_shared_cached_segment():
     import torch
 
