@@ -37,7 +37,8 @@ def is_compile_error(exc: BaseException) -> bool:
     """Whether Triton failed to build the candidate's kernel: its front end's `CompilationError`, or an error
     raised inside Triton's compiler (triton/compiler/, a backend's compiler.py: an MLIR pass failing on a kernel
     the front end accepted, "PassManager::run failed"; a binary needing more shared memory than the GPU has).
-    Launch errors (the backend's driver.py) and the kernel's own faults stay runtime errors."""
+    Launch errors (the backend's driver.py) and the kernel's own faults stay runtime errors, also where an earlier
+    launch's asynchronous CUDA error surfaces while Triton loads a binary."""
     import triton
     from triton.compiler.errors import CompilationError
 
@@ -46,7 +47,7 @@ def is_compile_error(exc: BaseException) -> bool:
         if isinstance(exc, CompilationError):
             return True
         frames = traceback.extract_tb(exc.__traceback__)
-        if frames and _in_triton_compiler(os.path.abspath(frames[-1].filename), root):
+        if frames and _in_triton_compiler(os.path.abspath(frames[-1].filename), root) and not _cuda_error(exc):
             return True
         exc = exc.__cause__
     return False
@@ -55,3 +56,8 @@ def is_compile_error(exc: BaseException) -> bool:
 def _in_triton_compiler(path: str, root: str) -> bool:
     relative = os.path.relpath(path, root).split(os.sep)
     return relative[0] == "compiler" or (relative[0] == "backends" and relative[-1] == "compiler.py")
+
+
+def _cuda_error(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "cuda error" in text or "out of memory" in text or "illegal" in text

@@ -37,6 +37,12 @@ def test_errors_raised_inside_tritons_compiler_are_compile_errors(where, compile
     assert is_compile_error(e) is compile_error
 
 
+def test_a_cuda_fault_surfacing_while_triton_loads_a_binary_stays_a_runtime_error():
+    loading = os.path.join(TRITON_ROOT, "compiler", "compiler.py")
+    for message in ("CUDA error: an illegal memory access was encountered", "CUDA out of memory"):
+        assert not is_compile_error(_raised_in(loading, RuntimeError(message)))
+
+
 def test_a_compiler_failure_wrapped_by_the_candidate_still_counts():
     inner = _raised_in(os.path.join(TRITON_ROOT, "backends", "amd", "compiler.py"), RuntimeError("pass failed"))
     try:
