@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 import time
 from typing import Any, Callable, Protocol
 
@@ -222,7 +223,7 @@ def scaled_block(block: Block, first: dict[str, list[float]], min_block_ms: floa
         return block
 
     def runs(planned: int, samples: list[float]) -> int:
-        ms = sorted(samples)[len(samples) // 2] if samples else 0.0
+        ms = statistics.median_high(samples) if samples else 0.0
         if not planned or ms <= 0:
             return planned
         return max(planned, min(MAX_BLOCK_RUNS, math.ceil(min_block_ms / ms)))

@@ -97,20 +97,25 @@ def _block_ratio(v: Verdict) -> float | None:
 ESTIMATORS = {"block_mean": _block_mean, "block_ratio_median": _block_ratio}
 
 
+def _keys_and_classes(labels: list[dict]) -> tuple[list[str], dict[str, str | None]]:
+    """Each answer's key, in report order, and each key's kernel class (None where the manifest names none)."""
+    return [label["key"] for label in labels], {label["key"]: label.get("class") for label in labels}
+
+
 def estimator_spreads(runs: list[tuple[list[Verdict], list[dict]]]) -> dict:
     """Per estimator (`ESTIMATORS`, and "reported"), the cross-run spread of the answers every estimator can
     recompute in every run, overall and by class."""
-    first, labels = runs[0]
-    keys = [label["key"] for label in labels]
-    classes = {label["key"]: label.get("class") for label in labels}
+    keys, classes = _keys_and_classes(runs[0][1])
+    estimated = {
+        name: [[f(v) for v in verdicts] for verdicts, _ in runs]
+        for name, f in {"reported": lambda v: v.speedup, **ESTIMATORS}.items()
+    }
     usable = [
-        i
-        for i in range(len(keys))
-        if all(f(verdicts[i]) is not None for verdicts, _ in runs for f in ESTIMATORS.values())
+        i for i in range(len(keys)) if all(run[i] is not None for per_run in estimated.values() for run in per_run)
     ]
     out = {"answers": len(usable)}
-    for name, f in {"reported": lambda v: v.speedup, **ESTIMATORS}.items():
-        verdicts = [dataclasses.replace(run[i], speedup=f(run[i])) for run, _ in runs for i in usable]
+    for name, speedups in estimated.items():
+        verdicts = [dataclasses.replace(run[i], speedup=s[i]) for (run, _), s in zip(runs, speedups) for i in usable]
         rep = speedup_repeatability(verdicts, [keys[i] for i in usable] * len(runs), classes)
         out[name] = {k: rep[k] for k in ("median_spread", "p95_spread", "max_spread", "by_class") if k in rep}
     return out
@@ -123,8 +128,7 @@ def spread(runs: list[tuple[list[Verdict], list[dict]]]) -> dict:
     first, labels = runs[0]
     if any([v.problem_id for v in verdicts] != [v.problem_id for v in first] for verdicts, _ in runs):
         raise ReportError("the reports hold different answers: run bench_eval with the same --candidates and --limit")
-    keys = [label["key"] for label in labels]
-    classes = {label["key"]: label.get("class") for label in labels}
+    keys, classes = _keys_and_classes(labels)
     repeats = speedup_repeatability(
         [v for verdicts, _ in runs for v in verdicts], keys * len(runs), classes if any(classes.values()) else None
     )
