@@ -1,6 +1,6 @@
 """How many evaluations run on one GPU at once: as many as its memory holds, fewer after it ran out anyway.
 
-Two limits, both checked before a worker starts an evaluation (`admit`), in arrival order:
+Two limits, both checked before a worker starts an evaluation (`admit`):
 
 - Memory. Each problem's evaluations reserve about the same device memory (its inputs, reference outputs, the
   float64 truth, the timing's placement copies), so the GPU admits an evaluation only while the GiB its admitted
@@ -18,6 +18,12 @@ Two limits, both checked before a worker starts an evaluation (`admit`), in arri
   the limit once, not four times.
 
 One evaluation is always admitted on an idle GPU, whatever it is expected to need.
+
+Order: waiting evaluations go in arrival order, except that one which fits may overtake earlier ones which do
+not (a 10 GiB softmax beside two 27 GiB sigmoids, while a third sigmoid waits for one of them), each waiting
+evaluation at most `MAX_OVERTAKEN` times: a large problem still gets in after a bounded number of small ones. In
+strict order a failing candidate of a small problem waited behind a large one as long as a correct one, and on
+the H100 the evaluations waited for admission about half of their workers' time (docs/gpu-notes.md, session 33).
 """
 
 from __future__ import annotations
@@ -30,6 +36,16 @@ from typing import Iterator
 
 CONTEXT_GIB = 0.75  # what one worker's CUDA context holds outside the allocator's reserved memory
 NEED_WINDOW = 16  # a problem's need is the most any of its last NEED_WINDOW evaluations reserved
+MAX_OVERTAKEN = 4  # later arrivals that may go ahead of a waiting evaluation which does not fit yet
+
+
+class _Arrival:
+    """A waiting evaluation: what it is expected to reserve, and how many later ones went ahead of it."""
+
+    __slots__ = ("need", "overtaken")
+
+    def __init__(self, need: float):
+        self.need, self.overtaken = need, 0
 
 
 class GpuConcurrency:
@@ -46,7 +62,7 @@ class GpuConcurrency:
         self._needs: dict[str, collections.deque[float]] = {}
         self._running = 0
         self._held_gib = 0.0  # what the admitted evaluations are expected to reserve
-        self._arrivals: collections.deque[object] = collections.deque()  # waiting evaluations, oldest first
+        self._arrivals: list[_Arrival] = []  # waiting evaluations, oldest first
         self._streak = 0  # evaluations in a row that got through since the last cut or raise
         self._changed = threading.Condition()
 
@@ -78,23 +94,34 @@ class GpuConcurrency:
             return False
         return self._running == 0 or self.capacity_gib is None or self._held_gib + need <= self.capacity_gib
 
+    def _may_enter(self, arrival: _Arrival) -> bool:
+        """`arrival` fits now, and every evaluation that arrived before it either does not fit and may still be
+        overtaken, or is gone."""
+        if not self._fits(arrival.need):
+            return False
+        ahead = self._arrivals[: self._arrivals.index(arrival)]
+        return all(not self._fits(a.need) and a.overtaken < MAX_OVERTAKEN for a in ahead)
+
     @contextlib.contextmanager
     def admit(self, key: str | None = None) -> Iterator[tuple[int, float]]:
         """Wait until the GPU admits one more evaluation of `key` (a problem id; None: its memory is not
-        counted), after every evaluation that arrived before it; yields (the count limit it was admitted under,
-        seconds waited). Report how it ended with `out_of_memory` or `got_through` before leaving."""
+        counted), in arrival order but for bounded overtaking (the module's docstring); yields (the count limit
+        it was admitted under, seconds waited). Report how it ended with `out_of_memory` or `got_through` before
+        leaving."""
         started = time.monotonic()
-        arrival = object()
         with self._changed:
-            need = self.need(key) if key is not None else 0.0
+            arrival = _Arrival(self.need(key) if key is not None else 0.0)
             self._arrivals.append(arrival)
             try:
-                while self._arrivals[0] is not arrival or not self._fits(need):
+                while not self._may_enter(arrival):
                     self._changed.wait()
+                for earlier in self._arrivals[: self._arrivals.index(arrival)]:
+                    earlier.overtaken += 1
             finally:
                 self._arrivals.remove(arrival)
                 self._changed.notify_all()  # the next in line may fit as well
             self._running += 1
+            need = arrival.need
             self._held_gib += need
             admitted_under = self.limit
         try:

@@ -150,7 +150,7 @@ def test_memory_holds_back_an_evaluation_that_would_not_fit_beside_the_running_o
     assert inside[2:] == ["relu"]
 
 
-def test_small_evaluations_fill_what_large_ones_leave_and_waiters_go_in_arrival_order():
+def test_small_evaluations_fill_what_large_ones_leave_and_overtake_a_large_one_that_does_not_fit():
     gpu = GpuConcurrency(ceiling=4)
     gpu.know_device(80 + 4 * 0.75)
     for key, gib in (("relu", 30.0), ("softmax", 10.0)):
@@ -161,17 +161,37 @@ def test_small_evaluations_fill_what_large_ones_leave_and_waiters_go_in_arrival_
     assert _wait_for(lambda: len(inside) == 3)
     third = _enter_in_thread(gpu, "relu", inside, leave_big)  # 100 > 80: waits
     time.sleep(0.1)
-    behind = _enter_in_thread(gpu, "softmax", inside, leave_small)  # would fit (80), but arrived later: waits
-    time.sleep(0.2)
-    assert len(inside) == 3
-    leave_small.set()  # the first softmax leaves: 60 held, the third relu (90) still does not fit ...
-    small.join(5)
-    time.sleep(0.2)
-    assert len(inside) == 3  # ... and the softmax behind it waits its turn
+    behind = _enter_in_thread(gpu, "softmax", inside, leave_small)  # 80 of 80: fits, so it goes ahead
+    assert _wait_for(lambda: len(inside) == 4)
+    assert inside[3] == "softmax"
+    leave_small.set()
     leave_big.set()
-    for t in [*big, third, behind]:
+    for t in [*big, small, third, behind]:
         t.join(5)
-    assert inside[3:] == ["relu", "softmax"]
+    assert inside[4:] == ["relu"]
+
+
+def test_an_evaluation_that_does_not_fit_is_overtaken_a_bounded_number_of_times():
+    from envs.worker.gpu_concurrency import MAX_OVERTAKEN
+
+    gpu = GpuConcurrency(ceiling=8)
+    gpu.know_device(80 + 8 * 0.75)
+    for key, gib in (("relu", 50.0), ("softmax", 5.0)):
+        gpu.observe(key, gib)
+    inside, leave_relu, leave_small = [], threading.Event(), threading.Event()
+    first = _enter_in_thread(gpu, "relu", inside, leave_relu)
+    assert _wait_for(lambda: len(inside) == 1)
+    waiting = _enter_in_thread(gpu, "relu", inside, leave_relu)  # 100 > 80: waits for the first
+    time.sleep(0.1)
+    smalls = [_enter_in_thread(gpu, "softmax", inside, leave_small) for _ in range(MAX_OVERTAKEN + 1)]
+    assert _wait_for(lambda: len(inside) == 1 + MAX_OVERTAKEN)
+    time.sleep(0.2)
+    assert inside.count("softmax") == MAX_OVERTAKEN  # 75 of 80 would fit, yet the last waits behind the relu
+    leave_relu.set()  # both relus get in before the last softmax: the waiting one first, in order
+    leave_small.set()
+    for t in [first, waiting, *smalls]:
+        t.join(5)
+    assert inside[1 + MAX_OVERTAKEN :] == ["relu", "softmax"]
 
 
 def test_an_idle_gpu_admits_one_evaluation_whatever_it_needs_and_unknown_problems_get_an_even_share():
