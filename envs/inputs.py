@@ -6,14 +6,15 @@ large_magnitude) derives a new input set from a fresh `get_inputs()` draw with t
 tensors and floating tensors of whole numbers (labels, masks) are left as they are. A family that makes the
 reference output NaN or Inf is skipped.
 
-The probe (`perturb`) moves `PROBE_ELEMENTS` random elements of every floating input away from zero until the
+The probe (`perturbed`) moves `PROBE_ELEMENTS` random elements of every floating input away from zero until the
 reference's output moves by `PROBE_RESPONSE` times its tolerance; the candidate must follow it there.
 What each family does: docs/evaluation.md."""
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -146,26 +147,45 @@ def derive(inputs: list[Any], family: str, g: torch.Generator) -> list[Any]:
     return [_like(x, transform(x.detach().contiguous().clone(), g)) if is_varied(x) else x for x in inputs]
 
 
-def perturb(inputs: list[Any], times: float, g: torch.Generator) -> tuple[list[Any], list[str]]:
-    """A copy of `inputs` with PROBE_ELEMENTS random elements of every varied tensor moved `times` times
-    that tensor's magnitude away from zero; and where (for messages). Values that would leave the dtype's
-    range are clamped to it."""
-    out, where = [], []
-    for i, x in enumerate(inputs):
+@contextlib.contextmanager
+def perturbed(inputs: list[Any], times: float, g: torch.Generator) -> Iterator[tuple[list[Any], list[str]]]:
+    """`inputs` with PROBE_ELEMENTS random elements of every varied tensor moved `times` times that tensor's
+    magnitude away from zero (values that would leave the dtype's range are clamped to it), and where (for
+    messages); the moved elements are put back on leaving. The tensors are changed in place, not copied: at
+    full size a copy of every input beside the originals was the largest part of the probe's memory. A tensor
+    whose storage an earlier input shares is perturbed in a copy instead, so each argument moves as it did."""
+    # Every input's magnitude and copy are taken before any of them moves, as if each were perturbed alone.
+    plan, seen = [], set()
+    for x in inputs:
         if not is_varied(x):
-            out.append(x)
+            plan.append(None)
             continue
-        _, _, magnitude = _scale_of(x)
-        y = x.detach().contiguous().clone()
-        flat = y.view(-1)
-        idx = torch.randint(0, flat.numel(), (min(PROBE_ELEMENTS, flat.numel()),), generator=g, device=y.device)
-        picked = flat[idx].double()
-        limit = torch.finfo(y.dtype).max / 4
-        moved = (picked + torch.where(picked < 0, -1.0, 1.0).double() * (times * magnitude)).clamp(-limit, limit)
-        flat[idx] = moved.to(y.dtype)
-        out.append(_like(x, y))
-        where.append(f"input {i} at {unravel_index(int(idx[0]), y.shape)}")
-    return out, where
+        storage = x.untyped_storage().data_ptr()
+        target = x.detach() if storage not in seen else x.detach().contiguous().clone()
+        seen.add(storage)
+        plan.append((_scale_of(x)[2], target))
+    args, where, undo = [], [], []
+    try:
+        for i, (x, planned) in enumerate(zip(inputs, plan)):
+            if planned is None:
+                args.append(x)
+                continue
+            magnitude, target = planned
+            idx = torch.randint(0, x.numel(), (min(PROBE_ELEMENTS, x.numel()),), generator=g, device=x.device)
+            view = target.view(-1) if target.is_contiguous() else target
+            at = (idx,) if target.is_contiguous() else torch.unravel_index(idx, x.shape)
+            old = view[at]
+            picked = old.double()
+            limit = torch.finfo(x.dtype).max / 4
+            moved = (picked + torch.where(picked < 0, -1.0, 1.0).double() * (times * magnitude)).clamp(-limit, limit)
+            view[at] = moved.to(x.dtype)
+            undo.append((view, at, old))
+            args.append(x if target.data_ptr() == x.data_ptr() else _like(x, target))
+            where.append(f"input {i} at {unravel_index(int(idx[0]), x.shape)}")
+        yield args, where
+    finally:
+        for view, at, old in reversed(undo):
+            view[at] = old
 
 
 def atol_scales(outputs: Any, base_rms: list[float]) -> list[float]:

@@ -84,24 +84,21 @@ class CorrectnessPhase:
             for trial, (seed, family) in enumerate(zip(seeds, plan)):
                 began = time.perf_counter()
                 with self._gpu("shared"):
-                    got = self._trial(trial, len(seeds), seed, family)
+                    self._trial(trial, len(seeds), seed, family)
                 # the first call also compiles the candidate's Triton kernels, with the hold lent back
                 self._step("correctness.first_trial" if trial == 0 else "correctness.trials", began)
                 if trial == 0 and self.fidelity.get("probe"):
-                    # right after the first trial, whose output it needs for its message: the other trials
-                    # then run without that full-size output held
+                    # on the first trial's inputs, which the candidate has just been seen to get right
                     began = time.perf_counter()
                     with self._gpu("shared"):
-                        self._sensitivity_probe(seeds[0], got)
+                        self._sensitivity_probe(seeds[0])
                     self._step("correctness.probe", began)
-                del got
         if self.link.lent_seconds > lent:
             self._add_step("correctness.compile", self.link.lent_seconds - lent)
 
-    def _trial(self, trial: int, trials: int, seed: int, family: str | None) -> Any:
-        """One trial on get_inputs() or on a family derived from it; returns the candidate's output. The
-        candidate gets a clone of the inputs; the inputs themselves are what its input-mutation check compares
-        against."""
+    def _trial(self, trial: int, trials: int, seed: int, family: str | None) -> None:
+        """One trial on get_inputs() or on a family derived from it. The candidate gets a clone of the inputs;
+        the inputs themselves are what its input-mutation check compares against."""
         inputs = self._inputs(seed)
         if family is not None:
             inputs = families.derive(inputs, family, families.generator(seed, self.device))
@@ -110,7 +107,8 @@ class CorrectnessPhase:
         if trial % 2 == 0:
             expected = self._reference(inputs)
             if family is not None and not families.is_finite(expected):
-                return self._skip_family(trial, trials, seed, family)
+                self._skip_family(trial, trials, seed, family)
+                return
             self.template = guard.poison_template(as_output_list(expected), self.device)
             got = self._guarded_call(_clone(inputs), "ModelNew.forward", expected, pristine=inputs)
         else:
@@ -118,7 +116,8 @@ class CorrectnessPhase:
             expected = self._reference(inputs)
             if family is not None and not families.is_finite(expected):
                 del got
-                return self._skip_family(trial, trials, seed, family)
+                self._skip_family(trial, trials, seed, family)
+                return
         if trial == 0:
             self.base_rms = [output_rms(t) for t in as_output_list(expected)]
         scales = families.atol_scales(expected, self.base_rms) if family is not None else None
@@ -128,57 +127,60 @@ class CorrectnessPhase:
             guard.check_not_identity(as_output_list(got), inputs)
             self._probe_stale_memory(inputs, expected)
             raise
-        return got
 
-    def _skip_family(self, trial: int, trials: int, seed: int, family: str) -> Any:
+    def _skip_family(self, trial: int, trials: int, seed: int, family: str) -> None:
         self.notes.append(
             f"input family {family} skipped: the reference output holds NaN or Inf on it "
             "(that trial ran on get_inputs())"
         )
         self.accuracy.families.remove(family)
-        return self._trial(trial, trials, seed, None)
+        self._trial(trial, trials, seed, None)
 
-    def _sensitivity_probe(self, seed: int, got: Any) -> None:
+    def _sensitivity_probe(self, seed: int) -> None:
         """Move a few random input elements of the first trial's inputs (the problem's own: a family may
         saturate them) until the reference's output moves by PROBE_RESPONSE times its tolerance; the
         candidate's output must then match the reference's again, so it must have moved with it (its change
         within twice the tolerance of the reference's): a kernel that skips input elements (subsampling,
         skipped tiles, fixed indices) misses the moved ones' share.
-        It runs right after the first trial, whose output `got` it keeps for the message; that trial's inputs
-        and reference output are made again from its seed, and dropped before the candidate's call: an input
-        set and an output at full size less on the GPU."""
+        The inputs are made again from the trial's seed and moved in place (envs.inputs.perturbed), and the
+        reference's output before the move is dropped before the candidate's call: at full size the probe
+        holds one input set and two outputs besides the candidate's own copy and output."""
         inputs = self._inputs(seed)
         expected = self._reference(inputs)
         tolerance = self.request.problem.get("tolerance")
         g = families.generator(seed ^ _PROBE_SALT, self.device)
         for times in families.PROBE_SIZES:
-            perturbed, where = families.perturb(inputs, times, g)
-            if not where:
-                self.accuracy.probe = "skipped: no floating-point input to perturb"
-                return
-            moved = self._reference(perturbed)
-            if not families.is_finite(moved):
-                self.accuracy.probe = f"skipped: the reference output holds NaN or Inf at {times:g}x"
-                return
-            scales = families.atol_scales(moved, self.base_rms)
-            if families.response_ratio(expected, moved, tolerance, scales) >= families.PROBE_RESPONSE:
-                break
-            perturbed = moved = None  # freed before the next size's copies
-        else:
-            self.accuracy.probe = "skipped: the reference output barely moves when a few input elements do"
-            return
-        del inputs, expected  # made again for the message if the candidate fails
-        after = self._guarded_call(_clone(perturbed), "ModelNew.forward (sensitivity probe)", moved, pristine=perturbed)
+            with families.perturbed(inputs, times, g) as (moved_inputs, where):
+                if not where:
+                    self.accuracy.probe = "skipped: no floating-point input to perturb"
+                    return
+                moved = self._reference(moved_inputs)
+                if not families.is_finite(moved):
+                    self.accuracy.probe = f"skipped: the reference output holds NaN or Inf at {times:g}x"
+                    return
+                scales = families.atol_scales(moved, self.base_rms)
+                if families.response_ratio(expected, moved, tolerance, scales) >= families.PROBE_RESPONSE:
+                    expected = None  # made again for the message if the candidate fails
+                    self._probe_candidate(moved_inputs, moved, scales, times, where, seed)
+                    return
+                moved = None  # freed before the next size's reference output
+        self.accuracy.probe = "skipped: the reference output barely moves when a few input elements do"
+
+    def _probe_candidate(
+        self, inputs: list[Any], moved: Any, scales: list[float], times: float, where: list[str], seed: int
+    ) -> None:
+        """The candidate on the probe's moved `inputs`, judged against the reference's output `moved` there."""
+        after = self._guarded_call(_clone(inputs), "ModelNew.forward (sensitivity probe)", moved, pristine=inputs)
         label = (
             f"sensitivity probe ({families.PROBE_ELEMENTS} element(s) of each floating input moved by "
             f"{times:g} times its magnitude, e.g. {where[0]})"
         )
         try:
-            self._compare(moved, after, label, perturbed, atol_scales=scales)
+            self._compare(moved, after, label, inputs, atol_scales=scales)
         except Outcome as o:
             self.accuracy.probe = f"failed ({times:g}x)"
-            expected = self._reference(self._inputs(seed))
-            o.error += _probe_change(o.extra.get("mismatch"), expected, moved, got, after)
+            before = self._reference(self._inputs(seed))
+            o.error += _probe_change(o.extra.get("mismatch"), before, moved, after)
             raise
         self.accuracy.probe = f"passed ({times:g}x)"
 
@@ -199,15 +201,18 @@ class CorrectnessPhase:
             )
 
 
-def _probe_change(mismatch: dict | None, before_ref: Any, after_ref: Any, before: Any, after: Any) -> str:
-    """Where the probe failed: how the reference's and the candidate's outputs changed at that element."""
+def _probe_change(mismatch: dict | None, before: Any, after_ref: Any, after: Any) -> str:
+    """Where the probe failed: how the reference's and the candidate's outputs changed at that element. The
+    candidate's output before the move is taken as the reference's there, which its first trial matched on
+    these inputs (within tolerance, a hundredth of the move the probe asks for)."""
     if not mismatch or "worst_index" not in mismatch:
         return ""
     i = mismatch.get("output_index", 0)
     index = tuple(mismatch["worst_index"])
     try:
-        d_ref = float(as_output_list(after_ref)[i][index]) - float(as_output_list(before_ref)[i][index])
-        d_out = float(as_output_list(after)[i][index]) - float(as_output_list(before)[i][index])
+        start = float(as_output_list(before)[i][index])
+        d_ref = float(as_output_list(after_ref)[i][index]) - start
+        d_out = float(as_output_list(after)[i][index]) - start
     except (IndexError, TypeError, RuntimeError):
         return ""
     return (

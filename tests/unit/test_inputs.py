@@ -101,15 +101,39 @@ def test_settings_check_and_key_the_fidelity_options():
     assert keys == {True}
 
 
-def test_perturb_moves_a_few_elements_of_each_varied_tensor():
+def test_perturbed_moves_a_few_elements_of_each_varied_tensor_in_place_and_puts_them_back():
     x, idx, mask = torch.randn(64, 64), torch.arange(5), torch.ones(64)
-    out, where = fam.perturb([x, idx, mask], 16.0, fam.generator(4, torch.device("cpu")))
-    changed = out[0] != x
-    assert 1 <= int(changed.sum()) <= fam.PROBE_ELEMENTS and out[1] is idx and out[2] is mask
-    assert float((out[0] - x)[changed].abs().min()) == pytest.approx(16 * float(x.std()), rel=1e-3)
-    assert len(where) == 1 and where[0].startswith("input 0 at [")
-    huge, _ = fam.perturb([x], 1e40, fam.generator(4, torch.device("cpu")))
-    assert torch.isfinite(huge[0]).all()  # clamped to the dtype's range
+    original = x.clone()
+    with fam.perturbed([x, idx, mask], 16.0, fam.generator(4, torch.device("cpu"))) as (args, where):
+        assert args[0] is x and args[1] is idx and args[2] is mask  # no copies
+        changed = x != original
+        assert 1 <= int(changed.sum()) <= fam.PROBE_ELEMENTS
+        assert float((x - original)[changed].abs().min()) == pytest.approx(16 * float(original.std()), rel=1e-3)
+        assert len(where) == 1 and where[0].startswith("input 0 at [")
+    assert torch.equal(x, original)
+    with fam.perturbed([x], 1e40, fam.generator(4, torch.device("cpu"))) as (huge, _):
+        assert torch.isfinite(huge[0]).all()  # clamped to the dtype's range
+    with pytest.raises(RuntimeError), fam.perturbed([x], 16.0, fam.generator(4, torch.device("cpu"))):
+        raise RuntimeError("the candidate failed")
+    assert torch.equal(x, original)  # put back however the block ends
+
+
+def test_perturbed_moves_the_same_elements_whatever_the_layout_and_copies_an_input_that_shares_storage():
+    base = torch.randn(32, 48)
+    strided = base.t()  # not contiguous: moved in place through its own strides
+    with fam.perturbed([base.t().contiguous()], 256.0, fam.generator(9, torch.device("cpu"))) as (dense, _):
+        expected = dense[0].clone()
+    with fam.perturbed([strided], 256.0, fam.generator(9, torch.device("cpu"))) as (moved, where):
+        assert moved[0] is strided and torch.equal(strided, expected)
+    assert torch.equal(strided, base.t()) and not torch.equal(expected, base.t())
+    # the same tensor twice: each argument moves as if alone, the second in a copy taken before the first moved
+    original = base.clone()
+    with fam.perturbed([base, base], 256.0, fam.generator(9, torch.device("cpu"))) as (twice, where):
+        assert twice[0] is base and twice[1] is not base and len(where) == 2
+        first, second = twice[0] != original, twice[1] != original
+        assert 1 <= int(first.sum()) <= fam.PROBE_ELEMENTS and 1 <= int(second.sum()) <= fam.PROBE_ELEMENTS
+        assert not torch.equal(first, second)
+    assert torch.equal(base, original)
 
 
 def test_response_ratio_and_atol_scales():
