@@ -286,6 +286,7 @@ def time_in_placements(
             allocating[name] += timed.allocating[name]
         kept.update({offset + k: out for k, out in timed.kept.items() if k in wanted})
         last = timed.kept.get(block.runs - 1)
+        timed = None  # else its outputs, the last run's among them, stay alive through the next block
         if enough is not None and b + 1 < len(blocks) and enough(b + 1, samples, ids):
             break
     if -1 in keep:

@@ -457,3 +457,43 @@ def test_min_block_ms_gives_short_runs_more_of_them_in_the_blocks_after_the_firs
     tiny.measure = lambda fn: (0.001, fn())
     timed = time_in_placements(fns, placement_blocks(8, 4, 4), tiny.moved, clock=tiny, warmup_ms=0, min_block_ms=1.0)
     assert timed.blocks[KERNEL].count(3) == MAX_BLOCK_RUNS and timed.blocks[ANCHOR].count(3) == MAX_BLOCK_RUNS
+
+
+def test_a_blocks_outputs_are_freed_before_the_next_block_but_for_the_kept_probe_run():
+    import gc
+    import weakref
+
+    from envs.timing import ANCHOR, KERNEL, placement_blocks, time_in_placements
+
+    class Output:  # a full-size output stands in: only whether it is still alive matters
+        pass
+
+    made: list[weakref.ref] = []
+
+    def kernel():
+        out = Output()
+        made.append(weakref.ref(out))
+        return out
+
+    class Clock(QuietClock):
+        def measure(self, fn):
+            return 1.0, fn()
+
+    alive_at_moves = []
+
+    def replace_inputs():
+        gc.collect()
+        alive_at_moves.append(sum(r() is not None for r in made))
+
+    timed = time_in_placements(
+        {KERNEL: kernel, ANCHOR: Output},
+        placement_blocks(30, 15, 3),
+        replace_inputs,
+        clock=Clock(),
+        warmup_ms=0,
+        keep=(4, -1),
+    )
+    # when the inputs move, the candidate's outputs still alive are the kept probe run's alone (run 4 is in block
+    # 0): the previous block's last run, kept in case it was the last of all, is dropped with that block
+    assert alive_at_moves == [1, 1]
+    assert set(timed.kept) == {4, 29}
