@@ -227,8 +227,10 @@ class TimingPhase:
     def exercise_candidate(self) -> dict | None:
         """Time the candidate (GPU) or call it repeatedly (CPU), then re-check what those calls returned:
         a kernel that counts calls, detects the timing phase or caches outputs by pointer fails here."""
+        # the correctness phase's trials back to the driver before waiting for the exclusive hold, and before
+        # the phase starts: its memory peaks then count from what stays reserved, not from the trials' cache
+        self._release_cached()
         self._enter_phase("timing")
-        self._release_cached()  # the correctness phase's trials, before waiting for the exclusive hold
         inputs = self._inputs(self.request.timing_seed + 1)  # inputs the correctness phase never showed
         placed = {"inputs": inputs}  # the copy the timed runs use (envs.settings `placements`)
         timing = self.request.timing
@@ -260,6 +262,7 @@ class TimingPhase:
                 placed["inputs"], placed["anchor"] = inputs, None
                 placed.pop("pool", None)
                 self._release_cached()  # the placement blocks' copies, before the re-checks
+                self._note_memory()  # the re-checks' peak then counts from what stays reserved
             else:
                 kept = {}
                 for i in range(runs):
