@@ -174,9 +174,9 @@ def test_small_evaluations_fill_what_large_ones_leave_and_overtake_a_large_one_t
 def test_an_evaluation_that_does_not_fit_is_overtaken_a_bounded_number_of_times():
     from envs.worker.gpu_concurrency import MAX_OVERTAKEN
 
-    gpu = GpuConcurrency(ceiling=8)
-    gpu.know_device(80 + 8 * 0.75)
-    for key, gib in (("relu", 50.0), ("softmax", 5.0)):
+    gpu = GpuConcurrency(ceiling=MAX_OVERTAKEN + 4)
+    gpu.know_device(80 + (MAX_OVERTAKEN + 4) * 0.75)
+    for key, gib in (("relu", 50.0), ("softmax", 20.0 / MAX_OVERTAKEN)):
         gpu.observe(key, gib)
     inside, leave_relu, leave_small = [], threading.Event(), threading.Event()
     first = _enter_in_thread(gpu, "relu", inside, leave_relu)
@@ -186,7 +186,7 @@ def test_an_evaluation_that_does_not_fit_is_overtaken_a_bounded_number_of_times(
     smalls = [_enter_in_thread(gpu, "softmax", inside, leave_small) for _ in range(MAX_OVERTAKEN + 1)]
     assert _wait_for(lambda: len(inside) == 1 + MAX_OVERTAKEN)
     time.sleep(0.2)
-    assert inside.count("softmax") == MAX_OVERTAKEN  # 75 of 80 would fit, yet the last waits behind the relu
+    assert inside.count("softmax") == MAX_OVERTAKEN  # 71.25 of 80 would fit, yet the last waits behind the relu
     leave_relu.set()  # both relus get in before the last softmax: the waiting one first, in order
     leave_small.set()
     for t in [first, waiting, *smalls]:
