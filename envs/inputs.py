@@ -151,9 +151,9 @@ def derive(inputs: list[Any], family: str, g: torch.Generator) -> list[Any]:
 def perturbed(inputs: list[Any], times: float, g: torch.Generator) -> Iterator[tuple[list[Any], list[str]]]:
     """`inputs` with PROBE_ELEMENTS random elements of every varied tensor moved `times` times that tensor's
     magnitude away from zero (values that would leave the dtype's range are clamped to it), and where (for
-    messages); the moved elements are put back on leaving. The tensors are changed in place, not copied: at
-    full size a copy of every input beside the originals was the largest part of the probe's memory. A tensor
-    whose storage an earlier input shares is perturbed in a copy instead, so each argument moves as it did."""
+    messages); the moved elements are put back on leaving. The tensors are changed in place, not copied: the
+    probe then holds no second input set on the GPU. A tensor whose storage an earlier input shares is perturbed
+    in a copy instead, so each argument moves as if it were perturbed alone."""
     # Every input's magnitude and copy are taken before any of them moves, as if each were perturbed alone.
     plan, seen = [], set()
     for x in inputs:
@@ -172,8 +172,10 @@ def perturbed(inputs: list[Any], times: float, g: torch.Generator) -> Iterator[t
                 continue
             magnitude, target = planned
             idx = torch.randint(0, x.numel(), (min(PROBE_ELEMENTS, x.numel()),), generator=g, device=x.device)
-            view = target.view(-1) if target.is_contiguous() else target
-            at = (idx,) if target.is_contiguous() else torch.unravel_index(idx, x.shape)
+            if target.is_contiguous():
+                view, at = target.view(-1), (idx,)
+            else:  # moved through its own strides, at the same elements as its contiguous copy would be
+                view, at = target, torch.unravel_index(idx, x.shape)
             old = view[at]
             picked = old.double()
             limit = torch.finfo(x.dtype).max / 4

@@ -22,10 +22,9 @@ One evaluation is always admitted on an idle GPU, whatever it is expected to nee
 Order: waiting evaluations go in arrival order, except that one which fits may overtake earlier ones which do
 not (a 10 GiB softmax beside two 27 GiB sigmoids, while a third sigmoid waits for one of them), each waiting
 evaluation at most `MAX_OVERTAKEN` times: a large problem still gets in after a bounded number of small ones. In
-strict order a failing candidate of a small problem waited behind a large one as long as a correct one, and on
-the H100 the evaluations waited for admission about half of their workers' time (docs/gpu-notes.md, session 33).
-Replayed on that run's records, overtaking shortened the pass by 14% with a bound of 16 or more, 11% with 8 and
-not at all with 4 (every large problem at the head used its 4 up at once and then held the queue).
+strict order a failing candidate of a small problem waited behind a large one as long as a correct one. A small
+bound gains nothing: each large problem at the head uses it up at once and then holds the queue again (the
+replay that chose 16: docs/gpu-notes.md, session 33).
 """
 
 from __future__ import annotations
