@@ -16,6 +16,9 @@ import torch
 from envs.antihack.cost import OpCost, TorchShare, op_cost, torch_share
 
 
+PIECE_ELEMENTS = 1 << 25  # elements a check compares at once (`pieces`): 32 MB of boolean mask
+
+
 class RuntimeHack(Exception):
     def __init__(self, category: str, reason: str):
         super().__init__(reason)
@@ -416,8 +419,8 @@ def check_unwritten(outputs: list[Any]) -> None:
         if not isinstance(out, torch.Tensor) or out.dtype not in _POISON_BITS or not out.numel():
             continue
         int_dtype, bits = _POISON_BITS[out.dtype]
-        raw = out.detach().contiguous().view(int_dtype)
-        unwritten = int((raw == torch.tensor(bits, dtype=int_dtype).to(raw.device)).sum())
+        raw = out.detach().resolve_neg().resolve_conj().view(int_dtype)  # a view whatever the strides
+        unwritten = sum(int((piece == bits).sum()) for (piece,) in pieces(raw))
         if not unwritten:
             continue
         # The CPU allocator keeps its own bookkeeping in the first bytes of a freed block, so "never written"
@@ -462,12 +465,39 @@ def check_outputs(outputs: list[Any], inputs: list[Any], model: torch.nn.Module)
             raise RuntimeHack("output_caching", f"output {i} shares storage with a parameter or buffer of ModelNew")
 
 
+def pieces(*tensors: torch.Tensor, elements: int | None = None) -> Iterable[tuple[torch.Tensor, ...]]:
+    """Matching views of equally shaped `tensors`, each piece at most about `elements` elements (one slice of
+    the longest dimension where a slice alone is larger): a check then builds its boolean temporaries piece
+    by piece. One full-size mask per operand beside a full-size output kept whole cached segments reserved
+    (docs/gpu-notes.md, session 34)."""
+    elements = elements or PIECE_ELEMENTS
+    first = tensors[0]
+    if first.dim() == 0 or first.numel() <= elements:
+        yield tensors
+        return
+    if all(t.is_contiguous() for t in tensors):
+        flats = [t.view(-1) for t in tensors]
+        for start in range(0, first.numel(), elements):
+            yield tuple(f[start : start + elements] for f in flats)
+        return
+    dim = max(range(first.dim()), key=lambda d: first.shape[d])
+    length = first.shape[dim]
+    step = max(1, elements // (first.numel() // length))
+    for start in range(0, length, step):
+        yield tuple(t.narrow(dim, start, min(step, length - start)) for t in tensors)
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal elementwise, NaN matching NaN (`torch.equal` counts NaN as different from itself)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if a.is_floating_point():
-        return bool(((a == b) | (a.isnan() & b.isnan())).all())
-    return torch.equal(a, b)
+    for x, y in pieces(a, b):
+        same = x == y
+        if a.is_floating_point() or a.is_complex():
+            same |= x.isnan() & y.isnan()
+        if not bool(same.all()):
+            return False
+    return True
 
 
 def check_inputs_unchanged(pristine: list[Any], used: list[Any]) -> None:

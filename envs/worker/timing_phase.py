@@ -287,6 +287,7 @@ class TimingPhase:
                 for i, out in sorted(kept.items()):
                     self._compare(expected, out, f"output of timed run {i + 1} of {runs}", inputs, "phase_detection")
                 kept = expected = None  # judged: full-size outputs the refill and the last call need not share
+                self._release_cached()  # their blocks (the kept ones in placement pools no one else can use)
                 # Same tensors, new values: a result cached by pointer, shape or call count is now stale.
                 for x in inputs:
                     if isinstance(x, torch.Tensor) and x.is_floating_point():

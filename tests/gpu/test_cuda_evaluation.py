@@ -71,15 +71,15 @@ def test_reference_solution_is_timed_against_both_baselines(evaluator):
     assert 0 < v.phase_seconds["anchor"] < v.phase_seconds["timing"]
     assert v.torch_share is not None and v.torch_share < 0.01  # only allocation in PyTorch
     assert reward_for_verdict(v) == pytest.approx(kernel_reward(True, v.speedup))
-    # The most GPU memory the worker reserved in each phase: relu's full-size input (3 GiB) and output are in
-    # the correctness and timing phases' peaks. An H100 read 36 GiB in both before the correctness phase
-    # stopped holding the first trial's inputs and reference output through the other trials and cloning the
-    # inputs again for the input-mutation check, 27 and 30 GiB after (docs/gpu-notes.md, session 28).
+    # The most GPU memory the worker reserved in each phase, in units of relu's full-size input (3 GiB): the
+    # correctness phase holds at most 5 at once, the timed runs 6 (inputs, two placed copies, two kept outputs,
+    # the current one). What the allocator caches beyond that (masks splitting cached blocks, placement pools
+    # kept past their use) shows up here first (docs/gpu-notes.md, session 34).
     memory = v.phase_memory_gib
     print("phase memory GiB:", memory)
     assert {"load", "compile", "correctness", "timing"} <= set(memory), memory
     assert memory["correctness"] >= 6.0 and memory["timing"] >= 6.0, memory
-    assert memory["correctness"] <= 31.0 and memory["timing"] <= 33.0, memory
+    assert memory["correctness"] <= 17.0 and memory["timing"] <= 20.0, memory
     # what the tensors held at most, beside what the allocator reserved: never more
     assert 6.0 <= memory["correctness.allocated"] <= memory["correctness"], memory
     assert 6.0 <= memory["timing.allocated"] <= memory["timing"], memory
@@ -90,6 +90,21 @@ def test_reference_solution_is_timed_against_both_baselines(evaluator):
     assert t.eager.median_ms >= 1.0
     again = evaluator.evaluate(problem, solution)
     assert again.cached and again.status is Status.CORRECT and again.speedup == v.speedup
+
+
+def test_a_wrong_answer_judged_by_the_float64_truth_reserves_what_it_holds(evaluator):
+    """relu at full size (3 GiB inputs), every output 1e-3 too large: the plain comparison fails, so the first
+    trial computes the float64 truth beside its inputs, the reference's output and the candidate's: 7 units of
+    3 GiB at once (the truth's input and output are twice the size). The cache goes back to the driver before
+    the truth, whose blocks the cached ones could not hold; a problem's admission need is the most any of its
+    recent evaluations reserved, wrong ones included (docs/gpu-notes.md, session 34)."""
+    problem, solution = builtin("L0_02_relu")
+    wrong = solution.replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.0) + 1e-3")
+    v = evaluator.evaluate(problem, wrong)
+    assert v.status is Status.INCORRECT and "float64 truth" in v.error, v.error
+    memory = v.phase_memory_gib
+    print("phase memory GiB:", memory)
+    assert 21.0 <= memory["correctness"] <= 23.0, memory
 
 
 def test_the_baselines_carry_the_anchor_reference_that_drift_is_judged_against(tmp_path):

@@ -194,3 +194,40 @@ def test_cpu_poison_pattern_per_dtype():
             guard.check_unwritten([guard._poisoned_like(torch.empty(64, dtype=dtype))])
     assert guard._poisoned_like(torch.empty(3, dtype=torch.int32)).eq(torch.iinfo(torch.int32).min).all()
     assert guard._poisoned_like(torch.empty(3, dtype=torch.bool)).all()
+
+
+def test_pieces_cover_every_element_once_in_matching_views():
+    for t in (
+        torch.arange(1000.0),
+        torch.arange(1000.0).view(10, 100).t(),  # transposed: sliced along its longest dimension
+        torch.arange(1200.0).view(3, 400)[:, ::2],  # strided
+        torch.tensor(5.0),
+        torch.empty(0),
+    ):
+        other = t.clone()
+        seen = []
+        for x, y in guard.pieces(t, other, elements=64):
+            assert x.shape == y.shape and x.numel() <= max(64, t.numel() // max((1, *t.shape)))
+            seen += x.reshape(-1).tolist()
+            assert torch.equal(x, y)
+        assert sorted(seen) == sorted(t.reshape(-1).tolist())
+
+
+def test_checks_in_pieces_find_a_difference_in_any_piece(monkeypatch):
+    monkeypatch.setattr(guard, "PIECE_ELEMENTS", 16)
+    x = torch.randn(40, 30).t()  # non-contiguous: pieces along a dimension
+    pristine = x.clone()
+    x[0, 0] = float("nan")
+    pristine[0, 0] = float("nan")  # NaN where it was NaN: unchanged
+    guard.check_inputs_unchanged([pristine], [x])
+    x[29, 39] += 1  # the last piece
+    with pytest.raises(RuntimeHack, match="modified input 0"):
+        guard.check_inputs_unchanged([pristine], [x])
+    out = torch.randn(100)
+    out[90:] = poisoned((10,))  # unwritten in the last piece only
+    with pytest.raises(RuntimeHack, match="10 of 100") as e:
+        guard.check_unwritten([out])
+    assert e.value.category == "partial_output"
+    with pytest.raises(RuntimeHack) as e:
+        guard.check_unwritten([poisoned((40, 30)).t()])  # never written, non-contiguous
+    assert e.value.category == "stale_memory"
