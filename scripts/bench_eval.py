@@ -16,6 +16,7 @@ candidate (tests/repeatability/manifest.jsonl).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gzip
 import json
@@ -31,6 +32,7 @@ from envs.pool.metrics import percentile
 from envs.report import markdown_table, verdict_table
 from envs.timing import ALLOCATING_NOTE
 from rewards import reward_for_verdict
+from rl.gpu_monitor import GpuMonitor
 
 GPU_PHASES = ("correctness", "timing")
 
@@ -191,11 +193,19 @@ def placement_blocks_used(verdicts) -> list[int]:
 POOL_COUNTERS = ("pool/oom_retries", "pool/oom_failures", "pool/gpu_concurrency_cuts", "pool/worker_replacements")
 
 
-def run_pass(evaluator, items, desc: str, devices: int = 1, workers: int | None = None) -> dict:
+def run_pass(
+    evaluator, items, desc: str, devices: int = 1, workers: int | None = None, monitor: GpuMonitor | None = None
+) -> dict:
+    """One pass over `items`; with `monitor`, nvidia-smi's utilisation and memory of the device(s) during it
+    (`result["gpu"]`): whether the GPU itself, not the evaluator's scheduling, is what the pass waits for."""
     before = evaluator.metrics()
+    if monitor is not None:
+        monitor.take()  # what it sampled before the pass
     start = time.monotonic()
     verdicts = evaluator.evaluate_many(items, progress=True, desc=desc)
     result = summarize(verdicts, time.monotonic() - start, devices, workers)
+    if monitor is not None and (gpu := monitor.take()):
+        result["gpu"] = gpu
     after = evaluator.metrics()
     result["pool_counters"] = {
         k.removeprefix("pool/"): after[k] - before.get(k, 0) for k in POOL_COUNTERS if k in after
@@ -409,6 +419,13 @@ def print_summary(name: str, result: dict) -> None:
             + ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in (counters or {}).items())
             + (f"; workers busy {100 * busy:.0f}% of the pass" if busy is not None else "")
         )
+    gpu = result.get("gpu")
+    if gpu:
+        print(
+            f"  GPU busy (nvidia-smi utilization, {gpu['gpu/samples']:.0f} samples): mean "
+            f"{gpu['gpu/util_mean']:.0f}%, max {gpu['gpu/util_max']:.0f}%; memory used at most "
+            f"{gpu['gpu/mem_used_gib_max']:.1f} of {gpu['gpu/mem_total_gib']:.1f} GiB"
+        )
     if result["wall_over_gpu"] is not None:
         print(
             f"  wall per evaluation and device {result['wall_per_eval_s']:.2f} s vs correctness+timing "
@@ -465,14 +482,15 @@ def print_by_class(by_class: dict[str, dict]) -> None:
 def single(args, settings, problems, items, cache, labels: list[dict]) -> dict:
     """One evaluator: cold pass, warm passes, optionally the fresh-process harness on the same candidates."""
     t0 = time.monotonic()
-    with make_evaluator(args, settings, cache) as evaluator:
+    monitor = GpuMonitor(interval_ms=200)  # inactive where nvidia-smi is missing: no `gpu` in the results
+    with make_evaluator(args, settings, cache) as evaluator, contextlib.closing(monitor):
         device_kind = evaluator.device_kind  # waits for the first worker: startup is reported apart
         startup = time.monotonic() - t0
         devices = len(evaluator.actor_infos()) if hasattr(evaluator, "actor_infos") else 1
         # the loaded problems and those a manifest brought as files (tests/repeatability/problems/)
         wanted = list({p.id: p for p in [*problems, *(p for p, _ in items)]}.values())
         prepared = prepare_baselines(evaluator, wanted) if args.prepare_baselines else None
-        cold = run_pass(evaluator, tagged(items, "cold"), "cold pass", devices, settings.workers)
+        cold = run_pass(evaluator, tagged(items, "cold"), "cold pass", devices, settings.workers, monitor)
         if not args.candidates:  # a table of one row per problem: the references' view
             print(verdict_table(problems, cold["verdicts"], reward_for_verdict))
         if args.markdown and not args.candidates:
@@ -480,7 +498,7 @@ def single(args, settings, problems, items, cache, labels: list[dict]) -> dict:
         print(f"\nstartup {startup:.1f} s; device {device_kind}; backend {args.backend}")
         print_summary("cold", cold)
         warm_items = warm_copies(items, args.repeats)
-        warm = run_pass(evaluator, warm_items, "warm pass", devices, settings.workers) if warm_items else None
+        warm = run_pass(evaluator, warm_items, "warm pass", devices, settings.workers, monitor) if warm_items else None
         if warm:
             print_summary("warm", warm)
             keys = [label["key"] for label in warm_labels(labels, args.repeats)]
@@ -543,22 +561,24 @@ def scaling(args, settings, problems, items, cache, labels: list[dict]) -> dict:
     ray.init(include_dashboard=False)  # one Ray instance for every pool size
     runs: dict[int, dict] = {}
     cold = None
+    monitor = GpuMonitor(interval_ms=200)  # inactive where nvidia-smi is missing: no `gpu` in the results
     try:
         for n in args.scale:
             with make_evaluator(args, settings, cache, actors=n) as pool:
                 device_kind = pool.device_kind
                 if cold is None:
-                    cold = run_pass(pool, tagged(items, "cold"), f"cold pass, {n} actor(s)", n)
+                    cold = run_pass(pool, tagged(items, "cold"), f"cold pass, {n} actor(s)", n, monitor=monitor)
                     print(verdict_table(problems, cold["verdicts"], reward_for_verdict))
                     print_summary("cold", cold)
                 # Unmeasured: starts every worker and loads every kernel once on this pool's devices.
                 pool.evaluate_many(tagged(items, f"prime {n}"), progress=True, desc=f"prime, {n} actor(s)")
-                run = run_pass(pool, warm_copies(items, args.repeats), f"warm, {n} actor(s)", n)
+                run = run_pass(pool, warm_copies(items, args.repeats), f"warm, {n} actor(s)", n, monitor=monitor)
                 run["metrics"] = pool.metrics()
             run["device"] = device_kind
             runs[n] = run
             print_summary(f"{n} actor(s)", run)
     finally:
+        monitor.close()
         ray.shutdown()
     keys = [label["key"] for label in warm_labels(labels, args.repeats)]
     first = min(runs)  # efficiency and agreement are against the smallest pool

@@ -14,9 +14,11 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.integration
 
 
-def bench(tmp_path, *args):
+def bench(tmp_path, *args, path: str | None = None):
     out = tmp_path / "bench.json"
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    if path is not None:
+        env["PATH"] = f"{path}{os.pathsep}{env['PATH']}"
     proc = subprocess.run(
         [
             sys.executable,
@@ -55,8 +57,24 @@ def test_scale_runs_each_pool_size_on_the_same_candidates(tmp_path):
     assert "efficiency" in stdout and [p["status"] for p in report["problems"]] == ["correct", "correct"]
 
 
+def fake_nvidia_smi(folder) -> str:
+    """A stand-in `nvidia-smi` that streams as `--loop-ms` does (this machine has no GPU): 37% busy, 2 GiB used."""
+    folder.mkdir()
+    exe = folder / "nvidia-smi"
+    exe.write_text(
+        f"#!{sys.executable}\nimport time\nwhile True:\n    print('0, 37, 2048, 81559', flush=True); time.sleep(0.02)\n"
+    )
+    exe.chmod(0o755)
+    return str(folder)
+
+
 def test_fresh_process_comparison_reports_speed_and_agreement(tmp_path):
-    report, stdout = bench(tmp_path, "--repeats", "1", "--vs-fresh-process", "--fresh-every", "2")
+    smi = fake_nvidia_smi(tmp_path / "bin")
+    report, stdout = bench(tmp_path, "--repeats", "1", "--vs-fresh-process", "--fresh-every", "2", path=smi)
+    # each pass carries what nvidia-smi sampled during it (here the stand-in's constant 37%)
+    for name in ("cold", "warm"):
+        assert report[name]["gpu"]["gpu/util_mean"] == pytest.approx(37.0) and report[name]["gpu"]["gpu/samples"] >= 1
+    assert "GPU busy (nvidia-smi utilization" in stdout and "mean 37%" in stdout
     fresh = report["fresh_process"]
     assert fresh["evals"] == 1 and fresh["agreement"] == "1/1" and fresh["speedup"] > 1
     assert report["warm"]["evals"] == 2 and report["warm"]["wall_over_gpu"] is not None
