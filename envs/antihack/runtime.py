@@ -407,6 +407,16 @@ def poison_free_memory(template: list[Any], device: torch.device) -> None:
     _seed_free_memory([_poisoned_like(t) for t in tensors], device)
 
 
+def cache_blocks_like(outputs: list[Any], device: torch.device) -> None:
+    """Leave a free cached block of each output's size (CUDA), for `poison_free_memory` to fill: after the
+    cache went back to the driver it holds nothing, and an output the candidate then never writes would come
+    from fresh memory holding whatever was there last (an earlier result), not the poison."""
+    if device.type != "cuda":
+        return
+    blocks = [torch.empty_like(t) for t in outputs if isinstance(t, torch.Tensor) and t.numel()]
+    del blocks
+
+
 def bait_free_memory(expected: list[Any], device: torch.device) -> None:
     """Fill memory the candidate may be handed next with copies of the expected outputs: a solution that
     returns memory it never computed becomes "right" now, which proves where its answer came from."""
@@ -491,9 +501,11 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal elementwise, NaN matching NaN (`torch.equal` counts NaN as different from itself)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
+    if a.is_complex():  # NaN matches NaN component by component, not nan+1j against 2+nanj
+        a, b = torch.view_as_real(a.resolve_conj()), torch.view_as_real(b.resolve_conj())
     for x, y in pieces(a, b):
         same = x == y
-        if a.is_floating_point() or a.is_complex():
+        if a.is_floating_point():
             same |= x.isnan() & y.isnan()
         if not bool(same.all()):
             return False

@@ -231,3 +231,14 @@ def test_checks_in_pieces_find_a_difference_in_any_piece(monkeypatch):
     with pytest.raises(RuntimeHack) as e:
         guard.check_unwritten([poisoned((40, 30)).t()])  # never written, non-contiguous
     assert e.value.category == "stale_memory"
+
+
+def test_complex_inputs_match_nan_for_nan_component_by_component():
+    x = torch.randn(6, 6, dtype=torch.complex64)
+    x[1, 2] = complex(float("nan"), 1.0)
+    guard.check_inputs_unchanged([x.clone()], [x])  # the same NaN where it was: unchanged
+    moved = x.clone()
+    moved[1, 2] = complex(2.0, float("nan"))  # NaN in the other component: a change
+    with pytest.raises(RuntimeHack, match="modified input 0"):
+        guard.check_inputs_unchanged([x], [moved])
+    guard.check_inputs_unchanged([x.conj()], [x.conj().clone()])  # a conjugate view compares by value
