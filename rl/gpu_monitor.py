@@ -39,18 +39,26 @@ def parse_line(line: str) -> GpuSample | None:
 
 def summarize(samples: list[GpuSample]) -> dict[str, float]:
     """Mean and max utilisation over every GPU and tick, peak memory in GiB (one GPU's largest), and how many
-    GPUs nvidia-smi reported (this node's: the divisor of perf/throughput)."""
+    GPUs nvidia-smi reported (this node's: the divisor of perf/throughput). With more than one GPU, each one's
+    mean as well (`gpu/util_mean/<index>`): nvidia-smi sees the whole node, CUDA_VISIBLE_DEVICES or not, so
+    GPUs a job does not use would otherwise dilute the mean."""
     if not samples:
         return {}
     utils = [s.util_pct for s in samples]
-    return {
+    by_gpu: dict[int, list[float]] = {}
+    for s in samples:
+        by_gpu.setdefault(s.index, []).append(s.util_pct)
+    out = {
         "gpu/util_mean": sum(utils) / len(utils),
         "gpu/util_max": max(utils),
         "gpu/mem_used_gib_max": max(s.mem_used_mib for s in samples) / 1024,
         "gpu/mem_total_gib": max(s.mem_total_mib for s in samples) / 1024,
         "gpu/samples": float(len(samples)),
-        "gpu/count": float(len({s.index for s in samples})),
+        "gpu/count": float(len(by_gpu)),
     }
+    if len(by_gpu) > 1:
+        out.update({f"gpu/util_mean/{i}": sum(u) / len(u) for i, u in sorted(by_gpu.items())})
+    return out
 
 
 class GpuMonitor:

@@ -421,9 +421,12 @@ def print_summary(name: str, result: dict) -> None:
         )
     gpu = result.get("gpu")
     if gpu:
+        each = [f"{k.rsplit('/', 1)[1]}: {v:.0f}%" for k, v in gpu.items() if k.startswith("gpu/util_mean/")]
         print(
-            f"  GPU busy (nvidia-smi utilization, {gpu['gpu/samples']:.0f} samples): mean "
-            f"{gpu['gpu/util_mean']:.0f}%, max {gpu['gpu/util_max']:.0f}%; memory used at most "
+            f"  GPU busy (nvidia-smi utilization, {gpu['gpu/samples'] / gpu['gpu/count']:.0f} samples): mean "
+            f"{gpu['gpu/util_mean']:.0f}%"
+            + (f" (by GPU {', '.join(each)})" if each else "")
+            + f", max {gpu['gpu/util_max']:.0f}%; memory used at most "
             f"{gpu['gpu/mem_used_gib_max']:.1f} of {gpu['gpu/mem_total_gib']:.1f} GiB"
         )
     if result["wall_over_gpu"] is not None:
@@ -482,8 +485,8 @@ def print_by_class(by_class: dict[str, dict]) -> None:
 def single(args, settings, problems, items, cache, labels: list[dict]) -> dict:
     """One evaluator: cold pass, warm passes, optionally the fresh-process harness on the same candidates."""
     t0 = time.monotonic()
-    monitor = GpuMonitor(interval_ms=200)  # inactive where nvidia-smi is missing: no `gpu` in the results
-    with make_evaluator(args, settings, cache) as evaluator, contextlib.closing(monitor):
+    # nvidia-smi sampled during each pass; inactive where it is missing (no `gpu` in the results)
+    with contextlib.closing(GpuMonitor(interval_ms=200)) as monitor, make_evaluator(args, settings, cache) as evaluator:
         device_kind = evaluator.device_kind  # waits for the first worker: startup is reported apart
         startup = time.monotonic() - t0
         devices = len(evaluator.actor_infos()) if hasattr(evaluator, "actor_infos") else 1

@@ -24,6 +24,11 @@ def test_summarize_takes_mean_utilisation_and_peak_memory():
     assert out["gpu/util_max"] == 80.0
     assert out["gpu/mem_used_gib_max"] == pytest.approx(3.0)
     assert out["gpu/count"] == 2.0  # GPUs 0 and 1, however many ticks each
+    # each GPU's own mean beside the node's, where there are several: an idle GPU the job does not use shows
+    two = summarize([GpuSample(0, 90, 1, 2), GpuSample(0, 100, 1, 2), GpuSample(1, 0, 1, 2), GpuSample(1, 0, 1, 2)])
+    assert two["gpu/util_mean"] == pytest.approx(47.5)
+    assert two["gpu/util_mean/0"] == pytest.approx(95.0) and two["gpu/util_mean/1"] == 0.0
+    assert not any(k.startswith("gpu/util_mean/") for k in summarize([GpuSample(0, 90, 1, 2)]))
     assert summarize([]) == {}
 
 
