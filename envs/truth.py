@@ -242,6 +242,9 @@ class Float64Reference:
     def __call__(self, inputs: list[Any]) -> tuple[Any | None, str | None]:
         if self.unavailable is not None:
             return None, self.unavailable
+        # its float64 inputs and outputs are twice the size of the cached blocks (split by the comparisons
+        # besides), which could not hold them: handed back first, they do not stay reserved beside them
+        _release_cuda_cache()
         try:
             if self._model is None:
                 self._model = self._build()
@@ -272,9 +275,14 @@ class Float64Reference:
         self.unavailable = f"no float64 truth: {why}"
         self._model = None
         gc.collect()
-        if torch.cuda.is_available():
-            with contextlib.suppress(Exception):
-                torch.cuda.empty_cache()
+        _release_cuda_cache()
+
+
+def _release_cuda_cache() -> None:
+    """The allocator's cached free memory back to the driver (a no-op without an initialised CUDA context)."""
+    if torch.cuda.is_available():
+        with contextlib.suppress(Exception):
+            torch.cuda.empty_cache()
 
 
 @contextlib.contextmanager

@@ -14,9 +14,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from envs.antihack.cost import OpCost, TorchShare, op_cost, torch_share
-
-
-PIECE_ELEMENTS = 1 << 25  # elements a check compares at once (`pieces`): 32 MB of boolean mask
+from envs.compare import CHUNK_ELEMENTS
 
 
 class RuntimeHack(Exception):
@@ -480,7 +478,7 @@ def pieces(*tensors: torch.Tensor, elements: int | None = None) -> Iterable[tupl
     the longest dimension where a slice alone is larger): a check then builds its boolean temporaries piece
     by piece. One full-size mask per operand beside a full-size output kept whole cached segments reserved
     (docs/gpu-notes.md, session 34)."""
-    elements = elements or PIECE_ELEMENTS
+    elements = elements or CHUNK_ELEMENTS  # the comparisons' chunk: 32 MB of boolean mask
     first = tensors[0]
     if first.dim() == 0 or first.numel() <= elements:
         yield tensors

@@ -43,13 +43,6 @@ class CorrectnessPhase:
         model.load_state_dict(self.model.state_dict())
         return model.double()
 
-    def _float64_truth(self, inputs: list[Any]) -> tuple[Any | None, str | None]:
-        """The float64 truth on `inputs`, once the cache is handed back: its inputs and outputs take new
-        blocks of twice the size, which the cached ones (split by the comparisons) could not hold anyway."""
-        if self.truth.unavailable is None:
-            self._release_cached()
-        return self.truth(inputs)
-
     def _compare(
         self,
         expected: Any,
@@ -66,7 +59,7 @@ class CorrectnessPhase:
                 expected,
                 got,
                 self.request.problem.get("tolerance"),
-                lambda: self._float64_truth(inputs),
+                lambda: self.truth(inputs),
                 self.fidelity.get("truth", "off"),
                 atol_scales,
             )

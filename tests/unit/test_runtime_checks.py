@@ -214,7 +214,7 @@ def test_pieces_cover_every_element_once_in_matching_views():
 
 
 def test_checks_in_pieces_find_a_difference_in_any_piece(monkeypatch):
-    monkeypatch.setattr(guard, "PIECE_ELEMENTS", 16)
+    monkeypatch.setattr(guard, "CHUNK_ELEMENTS", 16)
     x = torch.randn(40, 30).t()  # non-contiguous: pieces along a dimension
     pristine = x.clone()
     x[0, 0] = float("nan")
