@@ -67,3 +67,90 @@ def test_integer_outputs_are_exact():
     ref = torch.arange(10)
     assert compare_outputs(ref, ref.clone()) is None
     assert compare_outputs(ref, ref + 1) is not None
+
+
+def _near_bound_outputs(ref: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """Outputs whose float32 neighbours straddle each element's bound, on both sides of the reference."""
+    bound = atol + rtol * ref.double().abs()
+    sign = torch.where(torch.arange(ref.numel()) % 2 == 0, 1.0, -1.0).double().reshape(ref.shape)
+    out = (ref.double() + sign * bound).to(ref.dtype)
+    step = torch.randint(-2, 3, ref.shape, generator=torch.Generator().manual_seed(1))
+    for k in (-2, -1, 1, 2):
+        toward = torch.full_like(out, float("inf") if k > 0 else float("-inf"))
+        moved = torch.nextafter(out, toward) if k in (-1, 1) else torch.nextafter(torch.nextafter(out, toward), toward)
+        out = torch.where(step == k, moved, out)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_float32_pass_keeps_every_verdict_and_report_of_the_float64_path(monkeypatch, dtype):
+    from envs import compare
+
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 1000)  # several chunks: a late one decides
+    g = torch.Generator().manual_seed(0)
+    for trial in range(60):
+        atol, rtol = [(1e-4, 1e-4), (1e-2, 1e-2), (1e-6, 0.0), (1e-3, 0.5)][trial % 4]
+        ref = (torch.randn(4000, generator=g) * 10.0 ** (trial % 5 - 2)).to(dtype)
+        out = ref + (torch.randn(4000, generator=g) * atol * 0.3).to(dtype)
+        if trial % 3 == 1:  # a few elements at their bound, rounding either way
+            idx = torch.randint(0, 4000, (5,), generator=g)
+            out[idx] = _near_bound_outputs(ref[idx], atol, rtol)
+        if trial % 3 == 2:  # one clear miss in the last chunk
+            out[3999] = ref[3999] + 100 * (atol + rtol * abs(float(ref[3999])))
+        r_flat, o_flat = ref.reshape(-1), out.reshape(-1)
+        got = compare.compare_tensor(ref, out, atol, rtol)
+        want = compare._compare_float64(ref, r_flat, o_flat, atol, rtol)
+        assert got.mismatch == want.mismatch
+        assert got.max_abs == want.max_abs  # exact, not approximately
+        assert got.rms == pytest.approx(want.rms, rel=1e-6, abs=1e-30)  # float32 differences, squared in float64
+
+
+def test_an_element_that_float32_rounding_would_let_in_is_judged_in_float64():
+    # Outputs just beyond atol + rtol*|ref| in exact arithmetic that float32's own rounding of the
+    # difference and the bound would call inside: the margin sends them to the float64 path.
+    atol, rtol = 1e-4, 1e-4
+    ref = torch.rand(1_000_000, generator=torch.Generator().manual_seed(0)) * 0.1
+    out = _near_bound_outputs(ref, atol, rtol)
+    exact_outside = (out.double() - ref.double()).abs() > atol + rtol * ref.double().abs()
+    float32_inside = (out - ref).abs() <= ref.abs() * rtol + atol
+    fooled = exact_outside & float32_inside
+    assert int(fooled.sum()) > 10  # the case exists: without the margin the pass would accept these
+    m = compare_outputs(ref[fooled], out[fooled])
+    assert m is not None and m["mismatched"] == int(fooled.sum())
+
+
+def test_large_values_and_tolerances_outside_the_float32_range_keep_their_verdicts():
+    ref = torch.tensor([3.0e38, -3.0e38, 1.0])
+    assert compare_outputs(ref, ref.clone()) is None
+    out = ref.clone()
+    out[1] = 3.0e38  # the difference overflows float32
+    assert compare_outputs(ref, out)["mismatched"] == 1
+    assert compare_outputs(ref, out, {"atol": 1e39, "rtol": 2.0}) is None  # float64 alone decides
+    exact = {"atol": 0.0, "rtol": 0.0}
+    assert compare_outputs(torch.ones(3), torch.ones(3), exact) is None
+    assert compare_outputs(torch.ones(3), torch.nextafter(torch.ones(3), torch.zeros(3)), exact)["mismatched"] == 3
+
+
+def test_outputs_clearly_inside_their_bounds_are_settled_without_float64(monkeypatch):
+    from envs import compare
+
+    def float64_path(*args):
+        raise AssertionError("the float64 path ran")
+
+    monkeypatch.setattr(compare, "_compare_float64", float64_path)
+    ref = torch.randn(5000)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        r = ref.to(dtype)
+        result = compare.compare_tensor(r, r + torch.full_like(r, 1e-5), *compare.tolerance_for(dtype))
+        assert result.mismatch is None and result.max_abs > 0
+
+
+def test_the_largest_difference_is_reported_exactly_where_float32_rounds_it():
+    from envs import compare
+
+    g = torch.Generator().manual_seed(3)
+    ref = torch.rand(1000, generator=g) * 1e-3
+    out = -torch.rand(1000, generator=g) * 1e-3  # opposite signs: float32 rounds most differences
+    exact = (out.double() - ref.double()).abs().max()
+    assert float((out - ref).abs().max()) != float(exact)
+    assert compare.compare_tensor(ref, out, 1e-2, 0.0).max_abs == float(exact)
