@@ -26,6 +26,7 @@ from envs.compare import (
     as_output_list,
     compare_each,
     first_mismatch,
+    output_rms,
     tolerance_for,
     unravel_index,
 )
@@ -186,6 +187,10 @@ def judge_outputs(
     )
     if mode == "off" or truth is None or structural or (mismatch is None and mode != "always"):
         return Judgement(mismatch is None, "reference", mismatch, stats)
+    if mode != "always":
+        hopeless = _beyond_the_truth(ref, plain, tolerance, atol_scales, multiple)
+        if hopeless is not None:
+            return Judgement(False, "reference", hopeless[0], stats, note=hopeless[1])
     truth_out, why = truth()
     if truth_out is not None and len(as_output_list(truth_out)) != len(as_output_list(ref)):
         truth_out, why = None, "no float64 truth: the float64 reference returns a different number of outputs"
@@ -221,6 +226,36 @@ def judge_outputs(
                 reference_error,
             )
     return Judgement(True, "fp64_truth", None, stats, versus_truth, reference_error)
+
+
+def _beyond_the_truth(
+    ref: Any,
+    plain: list[TensorComparison],
+    tolerance: dict[str, float] | None,
+    atol_scales: list[float] | None,
+    multiple: float,
+) -> tuple[dict[str, Any], str] | None:
+    """The plain mismatch of an output so far from the reference that rule 2 cannot accept it whatever the
+    truth is, and why; None when the truth could decide. Rule 2 accepts only when rms(ref - t) <= tol :=
+    rms(atol + rtol*|t|) and rms(out - t) <= K*rms(ref - t) + atol, so rms(out - ref) <= (K + 1)*tol + atol,
+    and tol <= atol + rtol*rms(t) <= atol + rtol*(rms(ref) + tol) (Minkowski) bounds tol by
+    (atol + rtol*rms(ref)) / (1 - rtol). Most wrong answers are off by far more: no float64 run for them."""
+    for i, (r, c) in enumerate(zip(as_output_list(ref), plain)):
+        if c.mismatch is None or c.rms is None or not isinstance(r, torch.Tensor) or not r.is_floating_point():
+            continue
+        atol, rtol = tolerance_for(r.dtype, tolerance)
+        atol *= atol_scales[i] if atol_scales else 1.0
+        if rtol >= 1.0:
+            continue
+        tol = (atol + rtol * output_rms(r)) / (1.0 - rtol)
+        limit = ((multiple + 1.0) * tol + atol) * (1.0 + 1e-6)  # room for float64 rounding of the rms
+        if c.rms > limit:
+            where = f"output {i}'s" if len(plain) > 1 else "the output's"
+            return c.mismatch, (
+                f"float64 truth not run: {where} rms difference from the reference ({c.rms:.3g}) is beyond "
+                f"the {limit:.3g} the truth rule could accept"
+            )
+    return None
 
 
 def _stats(c: TensorComparison) -> ErrorStats | None:

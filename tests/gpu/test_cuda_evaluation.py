@@ -107,6 +107,16 @@ def test_a_wrong_answer_judged_by_the_float64_truth_reserves_what_it_holds(evalu
     assert 21.0 <= memory["correctness"] <= 23.0, memory
 
 
+def test_a_wrong_answer_no_truth_could_accept_is_judged_without_it(evaluator):
+    """relu 0.5 too large everywhere: rms 0.5 against the ~3e-3 the truth rule could ever accept, so no float64
+    run (envs/truth.py `_beyond_the_truth`): the correctness phase holds what a correct answer's does."""
+    problem, solution = builtin("L0_02_relu")
+    v = evaluator.evaluate(problem, solution.replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.0) + 0.5"))
+    assert v.status is Status.INCORRECT and "float64 truth" not in v.error, v.error
+    print("phase memory GiB:", v.phase_memory_gib)
+    assert v.phase_memory_gib["correctness"] <= 17.0, v.phase_memory_gib
+
+
 def test_the_baselines_carry_the_anchor_reference_that_drift_is_judged_against(tmp_path):
     """issue 32: with the baselines, eager is timed as a candidate's anchor is (its placement blocks), beside
     TorchInductor as the timed callable; the anchor's statistics are cached with them and `drift` is judged

@@ -96,7 +96,7 @@ BAD = {
     "import_error": (solution("", prelude="import not_a_module_xyz"), Status.COMPILE_ERROR, "not_a_module_xyz"),
     "raises": (solution("raise ValueError('boom in forward')"), Status.RUNTIME_ERROR, "boom in forward"),
     "sys_exit": (solution("sys.exit(0)"), Status.RUNTIME_ERROR, "SystemExit"),
-    "wrong_values": (solution("", shift="1.0"), Status.INCORRECT, "differ from the float64 truth beyond"),
+    "wrong_values": (solution("", shift="1.0"), Status.INCORRECT, "element(s) differ beyond atol"),
     "wrong_shape": (solution("x = x[:, :-1].contiguous()"), Status.INCORRECT, "shape mismatch"),
     "nan": (solution("", shift="float('nan')"), Status.INCORRECT, "NaN"),
     "infinite_loop": (solution("while True: pass"), Status.TIMEOUT, "correctness phase"),

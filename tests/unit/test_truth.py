@@ -189,8 +189,53 @@ def test_accuracy_log_reports_the_deciding_rule_and_round_trips_through_the_verd
     assert acc.families == ["outliers"] and acc.truth_multiple == TRUTH_MULTIPLE
     v = Verdict(Status.CORRECT, "p", "cpu", accuracy=acc)
     assert Verdict.from_dict(v.to_dict()) == v
-    log.add(judge_outputs(ref, torch.zeros_like(ref), None, truth_of(truth)), own_inputs=False)
+    shortcut = blocked_fp32_cumsum(x, 1024, accumulator=torch.float16)
+    log.add(judge_outputs(ref, shortcut, None, truth_of(truth)), own_inputs=False)
     failed = log.accuracy()
-    assert failed.rule == "fp64_truth" and failed.candidate_vs_truth.max_abs > 10
+    assert (
+        failed.rule == "fp64_truth" and failed.candidate_vs_truth.rms > TRUTH_MULTIPLE * failed.reference_vs_truth.rms
+    )
     with pytest.raises(ValueError):
         Accuracy.from_dict({"rule": "x", "candidate_vs_truth": {"max_abs": "a lot", "rms": 1}})
+
+
+def test_an_output_too_far_for_any_truth_is_failed_without_running_it(scan):
+    _, ref, truth = scan
+    calls = []
+
+    def counted():
+        calls.append(1)
+        return truth, None
+
+    j = judge_outputs(ref, torch.zeros_like(ref), None, counted)
+    assert not j.passed and j.rule == "reference" and not calls
+    assert "differ beyond" in j.mismatch["reason"] and j.note.startswith("float64 truth not run")
+    assert not judge_outputs(ref, torch.zeros_like(ref), None, counted, mode="always").passed and calls
+
+
+@pytest.mark.parametrize("rtol", [0.0, 1e-4, 0.3])
+def test_no_truth_accepts_what_the_shortcut_calls_too_far(rtol):
+    """The bound is a theorem about every truth: try the truths most favourable to the candidate, on the line
+    from the reference to it, whose own distance from the reference is as large as rule 2 lets it be."""
+    from envs.truth import _beyond_the_truth
+    from envs.compare import compare_each
+
+    atol, k = 1e-4, TRUTH_MULTIPLE
+    torch.manual_seed(3)
+    ref = torch.randn(4096).double()
+    sign = torch.where(torch.rand(4096) < 0.5, -1.0, 1.0).double()
+    tolerance = {"atol": atol, "rtol": rtol}
+    for scale in (0.5, 0.9, 1.01, 1.1, 3.0):
+        tol = (atol + rtol * float(ref.square().mean().sqrt())) / (1 - rtol)
+        out = ref + sign * scale * ((k + 1) * tol + atol)
+        plain = compare_each(ref, out, tolerance)
+        too_far = _beyond_the_truth(ref, plain, tolerance, None, k) is not None
+        accepted = [
+            check_against_truth(ref, out, ref + beta * (out - ref), atol, rtol, k).passed
+            for beta in torch.linspace(0.0, 0.2, 801).tolist()
+        ]
+        assert too_far == (scale > 1.0)
+        if too_far:
+            assert not any(accepted)
+        elif rtol < 0.1 and scale == 0.9:
+            assert any(accepted)  # close to the bound, some truth does accept: the bound is not loose
