@@ -20,6 +20,8 @@ DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float16: (1e-2, 1e-2),
     torch.bfloat16: (2e-2, 2e-2),
     torch.float64: (1e-7, 1e-7),
+    torch.complex64: (1e-4, 1e-4),  # per real and imaginary part, as float32's
+    torch.complex128: (1e-7, 1e-7),
 }
 CHUNK_ELEMENTS = 1 << 25  # elements per float64 chunk (256 MB)
 
@@ -102,6 +104,8 @@ def compare_tensor(ref: Any, out: Any, atol: float, rtol: float) -> TensorCompar
     structural = _describe_structure(ref, out)
     if structural is not None or not isinstance(ref, torch.Tensor):
         return TensorComparison(structural)
+    if ref.is_complex():  # real and imaginary parts as a trailing pair (.double() would drop the imaginary)
+        ref, out = torch.view_as_real(ref.detach().resolve_conj()), torch.view_as_real(out.detach().resolve_conj())
     r_flat, o_flat = ref.detach().reshape(-1), out.detach().reshape(-1)
     if ref.dtype in _FLOAT32_EXACT and _FLOAT32_ATOL[0] <= atol <= _FLOAT32_ATOL[1] and 0.0 <= rtol <= 1.0:
         inside = _clearly_inside(r_flat, o_flat, atol, rtol)

@@ -154,3 +154,24 @@ def test_the_largest_difference_is_reported_exactly_where_float32_rounds_it():
     exact = (out.double() - ref.double()).abs().max()
     assert float((out - ref).abs().max()) != float(exact)
     assert compare.compare_tensor(ref, out, 1e-2, 0.0).max_abs == float(exact)
+
+
+def test_the_float32_pass_leaves_every_edge_to_the_float64_path():
+    with pytest.raises(ReferenceNotFinite):  # an infinite reference with a finite output
+        compare_outputs(torch.tensor([float("inf"), 1.0]), torch.tensor([1.0, 1.0]))
+    # float64 outputs 0.01% beyond their bound that float32 rounding would put inside
+    r = torch.rand(100_000, dtype=torch.float64, generator=torch.Generator().manual_seed(5)) + 0.5
+    o = r + (1e-4 + 1e-4 * r) * 1.0001
+    shrunk = 1e-4 * (1 - 2.0**-20)  # inside even the float32 pass's shrunk bound once rounded to float32
+    fooled = (o.float() - r.float()).abs() <= r.float() * shrunk + shrunk
+    assert int(fooled.sum()) > 0 and compare_outputs(r[fooled], o[fooled], {"atol": 1e-4, "rtol": 1e-4}) is not None
+    # no atol: subnormal references, whose float32 bound rounds to multiples of the smallest subnormal
+    r = torch.tensor([16 * 2.0**-149])
+    assert compare_outputs(r, r + torch.tensor([2 * 2.0**-149]), {"atol": 0.0, "rtol": 0.1}) is not None
+
+
+def test_complex_outputs_compare_their_real_and_imaginary_parts():
+    r = torch.randn(64, dtype=torch.complex64)
+    assert compare_outputs(r, r + 5j)["mismatched"] == 64  # float64 casts dropped the imaginary part
+    assert compare_outputs(r, r + (1e-6 + 1e-6j)) is None  # within float32's tolerance per part
+    assert compare_outputs(r, r.conj().conj()) is None  # a conjugate view, resolved

@@ -225,7 +225,7 @@ def test_no_truth_accepts_what_the_shortcut_calls_too_far(rtol):
     ref = torch.randn(4096).double()
     sign = torch.where(torch.rand(4096) < 0.5, -1.0, 1.0).double()
     tolerance = {"atol": atol, "rtol": rtol}
-    for scale in (0.5, 0.9, 1.01, 1.1, 3.0):
+    for scale in (0.5, 0.9, 0.97, 1.01, 1.1, 3.0):  # 0.97: K instead of K + 1, or no atol, would call it far
         tol = (atol + rtol * float(ref.square().mean().sqrt())) / (1 - rtol)
         out = ref + sign * scale * ((k + 1) * tol + atol)
         plain = compare_each(ref, out, tolerance)
@@ -239,3 +239,38 @@ def test_no_truth_accepts_what_the_shortcut_calls_too_far(rtol):
             assert not any(accepted)
         elif rtol < 0.1 and scale == 0.9:
             assert any(accepted)  # close to the bound, some truth does accept: the bound is not loose
+
+
+def test_the_shortcut_honours_rtol_one_the_atol_scales_and_each_output():
+    from envs.compare import compare_each
+    from envs.truth import _beyond_the_truth
+
+    torch.manual_seed(4)
+    ref = torch.randn(4096)
+    far = ref + 1.0
+    assert not judge_outputs(ref, far, {"atol": 1e-4, "rtol": 1.0}, truth_of(ref.double())).passed  # no 1/(1 - 1)
+    near = ref + 0.05  # beyond any truth at atol 1e-4, within reach at 100x it (a family's scaled atol)
+    assert _beyond_the_truth(ref, compare_each(ref, near), None, None, TRUTH_MULTIPLE) is not None
+    assert _beyond_the_truth(ref, compare_each(ref, near, None, [100.0]), None, [100.0], TRUTH_MULTIPLE) is None
+    calls = []
+    j = judge_outputs((ref, ref), (ref.clone(), far), None, lambda: calls.append(1) or ((ref, ref), None))
+    assert not j.passed and not calls and j.mismatch["output_index"] == 1 and "output 1's" in j.note
+
+
+def test_a_truth_whose_squares_overflow_float64_judges_nothing():
+    """A reference that saturates at float32's largest value beside a float64 truth near 1e308: inf > inf is
+    False and 16 x inf admits anything, so without the guard rule 2 accepted zeros."""
+    x = torch.linspace(0.0, 1000.0, 1000)
+    ref, truth = torch.nan_to_num(torch.exp(x)), torch.nan_to_num(torch.exp(x.double()))
+    check = check_against_truth(ref, torch.zeros_like(ref), truth, 1e-4, 1e-4)
+    assert not check.passed and "overflow" in check.note
+    for mode in ("on_mismatch", "always"):
+        assert not judge_outputs(ref, torch.zeros_like(ref), None, truth_of(truth), mode=mode).passed
+
+
+def test_squares_that_underflow_leave_the_verdict_to_the_truth_as_before():
+    ref, out = torch.zeros(1, dtype=torch.float64), torch.full((1,), 2.8e-162, dtype=torch.float64)
+    exact = {"atol": 0.0, "rtol": 0.0}
+    truth = truth_of(torch.full((1,), 1.4e-162, dtype=torch.float64))
+    on_mismatch = judge_outputs(ref, out, exact, truth).passed
+    assert on_mismatch == judge_outputs(ref, out, exact, truth, mode="always").passed
