@@ -192,8 +192,10 @@ def perturbed(inputs: list[Any], times: float, g: torch.Generator) -> Iterator[t
 
 def atol_scales(outputs: Any, base_rms: list[float]) -> list[float]:
     """How far above the first (plain) trial's magnitude each output is: atol is a rounding allowance at
-    the problem's own scale, so it grows with outputs that a family or the probe scaled up (never shrinks)."""
-    return [max(1.0, output_rms(t) / b) if b > 0 else 1.0 for t, b in zip(as_output_list(outputs), base_rms)]
+    the problem's own scale, so it grows with outputs that a family or the probe scaled up (never shrinks).
+    An rms beyond float64's range (float64 outputs near 1e154) gives 1: an infinite atol would admit anything."""
+    scales = [output_rms(t) / b if b > 0 else 1.0 for t, b in zip(as_output_list(outputs), base_rms)]
+    return [max(1.0, s) if math.isfinite(s) else 1.0 for s in scales]
 
 
 def response_ratio(before: Any, after: Any, tolerance: dict[str, float] | None, scales: list[float]) -> float:

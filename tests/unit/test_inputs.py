@@ -144,4 +144,5 @@ def test_response_ratio_and_atol_scales():
     assert fam.response_ratio(before, after, None, [10.0]) < 10
     assert fam.atol_scales([torch.full((4,), 8.0), torch.ones(2)], [2.0, 4.0]) == [4.0, 1.0]
     assert fam.atol_scales(torch.zeros(3), [0.0]) == [1.0]
+    assert fam.atol_scales(torch.full((4,), 1e200, dtype=torch.float64), [1.0]) == [1.0]  # squares overflow
     assert fam.is_finite((torch.ones(2), torch.arange(3))) and not fam.is_finite(torch.tensor([math.inf]))
