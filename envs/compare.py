@@ -105,7 +105,7 @@ def compare_tensor(ref: Any, out: Any, atol: float, rtol: float) -> TensorCompar
     if structural is not None or not isinstance(ref, torch.Tensor):
         return TensorComparison(structural)
     if ref.is_complex():  # real and imaginary parts as a trailing pair (.double() would drop the imaginary)
-        ref, out = torch.view_as_real(ref.detach().resolve_conj()), torch.view_as_real(out.detach().resolve_conj())
+        ref, out = torch.view_as_real(ref.resolve_conj()), torch.view_as_real(out.resolve_conj())
     r_flat, o_flat = ref.detach().reshape(-1), out.detach().reshape(-1)
     if ref.dtype in _FLOAT32_EXACT and _FLOAT32_ATOL[0] <= atol <= _FLOAT32_ATOL[1] and 0.0 <= rtol <= 1.0:
         inside = _clearly_inside(r_flat, o_flat, atol, rtol)

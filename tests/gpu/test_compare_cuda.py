@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from envs import compare
-from tests.unit.test_compare import _near_bound_outputs
+from tests.unit.test_compare import _near_bound_outputs, assert_same_as_float64
 
 pytestmark = pytest.mark.gpu
 
@@ -22,13 +22,7 @@ def test_cuda_float32_pass_keeps_the_float64_verdicts(monkeypatch, dtype):
         if trial % 2:
             idx = torch.randint(0, 1 << 18, (50,), generator=g)
             out[idx] = _near_bound_outputs(ref[idx], atol, rtol)
-        ref, out = ref.cuda(), out.cuda()
-        got = compare.compare_tensor(ref, out, atol, rtol)
-        want = compare._compare_float64(ref, ref.reshape(-1), out.reshape(-1), atol, rtol)
-        assert got.mismatch == want.mismatch
-        assert got.max_abs == want.max_abs
-        assert got.rms == pytest.approx(want.rms, rel=1e-6, abs=1e-30)
-        settled += compare._clearly_inside(ref.reshape(-1), out.reshape(-1), atol, rtol) is not None
+        settled += assert_same_as_float64(ref.cuda(), out.cuda(), atol, rtol)
     assert settled >= 10  # the clean trials took the float32 pass
 
 

@@ -82,6 +82,19 @@ def _near_bound_outputs(ref: torch.Tensor, atol: float, rtol: float) -> torch.Te
     return out
 
 
+def assert_same_as_float64(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float) -> bool:
+    """compare_tensor's result is the float64 path's: verdict, report and maximum exactly, rms to float32's
+    rounding of the differences. True where the float32 pass settled it."""
+    from envs import compare
+
+    got = compare.compare_tensor(ref, out, atol, rtol)
+    want = compare._compare_float64(ref, ref.reshape(-1), out.reshape(-1), atol, rtol)
+    assert got.mismatch == want.mismatch
+    assert got.max_abs == want.max_abs  # exact, not approximately
+    assert got.rms == pytest.approx(want.rms, rel=1e-6, abs=1e-30)  # float32 differences, squared in float64
+    return compare._clearly_inside(ref.reshape(-1), out.reshape(-1), atol, rtol) is not None
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_the_float32_pass_keeps_every_verdict_and_report_of_the_float64_path(monkeypatch, dtype):
     from envs import compare
@@ -97,12 +110,7 @@ def test_the_float32_pass_keeps_every_verdict_and_report_of_the_float64_path(mon
             out[idx] = _near_bound_outputs(ref[idx], atol, rtol)
         if trial % 3 == 2:  # one clear miss in the last chunk
             out[3999] = ref[3999] + 100 * (atol + rtol * abs(float(ref[3999])))
-        r_flat, o_flat = ref.reshape(-1), out.reshape(-1)
-        got = compare.compare_tensor(ref, out, atol, rtol)
-        want = compare._compare_float64(ref, r_flat, o_flat, atol, rtol)
-        assert got.mismatch == want.mismatch
-        assert got.max_abs == want.max_abs  # exact, not approximately
-        assert got.rms == pytest.approx(want.rms, rel=1e-6, abs=1e-30)  # float32 differences, squared in float64
+        assert_same_as_float64(ref, out, atol, rtol)
 
 
 def test_an_element_that_float32_rounding_would_let_in_is_judged_in_float64():

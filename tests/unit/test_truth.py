@@ -41,6 +41,17 @@ def truth_of(t):
     return lambda: (t, None)
 
 
+def counted_truth(t):
+    """A truth source that records each time it is asked: (the record, the source)."""
+    calls = []
+
+    def source():
+        calls.append(1)
+        return t, None
+
+    return calls, source
+
+
 def test_another_summation_order_fails_the_plain_check_and_passes_by_the_truth(scan):
     x, ref, truth = scan
     blocked = blocked_fp32_cumsum(x, 1024)
@@ -101,12 +112,7 @@ def test_the_truth_accepts_what_is_about_as_accurate_as_the_reference(scan):
 
 def test_modes_decide_when_the_truth_is_computed(scan):
     x, ref, truth = scan
-    calls = []
-
-    def counted():
-        calls.append(1)
-        return truth, None
-
+    calls, counted = counted_truth(truth)
     same = ref.clone()
     assert judge_outputs(ref, same, None, counted).passed and not calls  # on_mismatch: plain passed
     j = judge_outputs(ref, same, None, counted, mode="always")
@@ -201,12 +207,7 @@ def test_accuracy_log_reports_the_deciding_rule_and_round_trips_through_the_verd
 
 def test_an_output_too_far_for_any_truth_is_failed_without_running_it(scan):
     _, ref, truth = scan
-    calls = []
-
-    def counted():
-        calls.append(1)
-        return truth, None
-
+    calls, counted = counted_truth(truth)
     j = judge_outputs(ref, torch.zeros_like(ref), None, counted)
     assert not j.passed and j.rule == "reference" and not calls
     assert "differ beyond" in j.mismatch["reason"] and j.note.startswith("float64 truth not run")
