@@ -51,6 +51,61 @@ def queued(waits: dict[str, float]) -> dict[str, float]:
     return {"queue": sum(waits.values()), **waits}
 
 
+def _seeds(settings: EvalSettings) -> dict[str, Any]:
+    n = settings.trial_count()
+    if settings.seed is None:
+        draw = [secrets.randbits(62) for _ in range(n + 2)]
+    else:
+        draw = [settings.seed + i for i in range(n + 2)]
+    return {"init_seed": draw[0], "timing_seed": draw[1], "seeds": draw[2:]}
+
+
+def baseline_names(settings: EvalSettings) -> list[str]:
+    """What a request that measures the baselines asks for: eager, TorchInductor and, where candidates are
+    re-anchored, the anchor reference their drift is judged against (envs/speedup.py)."""
+    return ["eager", "inductor", *([ANCHOR_REFERENCE] if settings.reanchor else [])]
+
+
+def worker_request(
+    settings: EvalSettings, device: str, problem: Problem, solution: CanonicalSolution, measure_baselines: bool
+) -> WorkerRequest:
+    """The request a worker on `device` ("cpu" or "cuda") gets to evaluate `solution` with `settings`."""
+    small = settings.resolved_size(device) == "small"
+    return WorkerRequest(
+        nonce=uuid.uuid4().hex,
+        device=device,
+        problem={
+            "id": problem.id,
+            "source": problem.source,
+            "tolerance": problem.tolerance,
+            "sizes": problem.small_sizes if small else {},
+        },
+        solution=solution.source,
+        timing={
+            "runs": settings.timed_runs,
+            "warmup_ms": settings.warmup_ms,
+            "anchor_runs": min(settings.anchor_runs, settings.timed_runs) if settings.reanchor else 0,
+            "placements": min(settings.placements, settings.timed_runs),
+            "precision": settings.timing_precision,
+            "min_placements": settings.min_placements,
+            "min_block_ms": settings.min_block_ms,
+        }
+        if device == "cuda"
+        else None,
+        max_torch_share=settings.max_torch_share,
+        baselines=baseline_names(settings) if measure_baselines else [],
+        cpu_rechecks=settings.cpu_rechecks,
+        floor_fraction=settings.floor_fraction,
+        correctness={
+            "families": list(settings.input_families),
+            "probe": settings.sensitivity_probe,
+            "truth": settings.fp64_truth,
+        },
+        memory_budget=settings.memory_budget(device),
+        **_seeds(settings),
+    )
+
+
 class EvaluatorError(RuntimeError):
     """The environment itself failed (e.g. no worker could start); not the candidate's fault."""
 
@@ -196,56 +251,8 @@ class WorkerSet:
         return self.device_kind.split("|")[0]
 
     # --- one evaluation ---------------------------------------------------------------------------
-    def _seeds(self) -> dict[str, Any]:
-        n = self.settings.trial_count()
-        if self.settings.seed is None:
-            draw = [secrets.randbits(62) for _ in range(n + 2)]
-        else:
-            draw = [self.settings.seed + i for i in range(n + 2)]
-        return {"init_seed": draw[0], "timing_seed": draw[1], "seeds": draw[2:]}
-
     def _request(self, problem: Problem, solution: CanonicalSolution, measure_baselines: bool) -> WorkerRequest:
-        small = self.settings.resolved_size(self.device) == "small"
-        return WorkerRequest(
-            nonce=uuid.uuid4().hex,
-            device=self.device,
-            problem={
-                "id": problem.id,
-                "source": problem.source,
-                "tolerance": problem.tolerance,
-                "sizes": problem.small_sizes if small else {},
-            },
-            solution=solution.source,
-            timing={
-                "runs": self.settings.timed_runs,
-                "warmup_ms": self.settings.warmup_ms,
-                "anchor_runs": min(self.settings.anchor_runs, self.settings.timed_runs)
-                if self.settings.reanchor
-                else 0,
-                "placements": min(self.settings.placements, self.settings.timed_runs),
-                "precision": self.settings.timing_precision,
-                "min_placements": self.settings.min_placements,
-                "min_block_ms": self.settings.min_block_ms,
-            }
-            if self.device == "cuda"
-            else None,
-            max_torch_share=self.settings.max_torch_share,
-            baselines=self._baseline_names() if measure_baselines else [],
-            cpu_rechecks=self.settings.cpu_rechecks,
-            floor_fraction=self.settings.floor_fraction,
-            correctness={
-                "families": list(self.settings.input_families),
-                "probe": self.settings.sensitivity_probe,
-                "truth": self.settings.fp64_truth,
-            },
-            memory_budget=self.settings.memory_budget(self.device),
-            **self._seeds(),
-        )
-
-    def _baseline_names(self) -> list[str]:
-        """What a request that measures the baselines asks for: eager, TorchInductor and, where candidates are
-        re-anchored, the anchor reference their drift is judged against (envs/speedup.py)."""
-        return ["eager", "inductor", *([ANCHOR_REFERENCE] if self.settings.reanchor else [])]
+        return worker_request(self.settings, self.device, problem, solution, measure_baselines)
 
     def execute(
         self, problem: Problem, solution: CanonicalSolution | None, baselines: dict | None

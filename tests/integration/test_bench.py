@@ -130,3 +130,24 @@ def test_bench_learner_reports_the_plain_anchor_beside_our_step():
     plain, ours = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert plain["algorithm"] == "plain" and ours["algorithm"] == "grpo"
     assert plain["params"] == ours["params"] and plain["tokens_per_s"] > 0 and ours["tokens_per_s"] > 0
+
+
+def test_bench_eval_ops_counts_the_ops_of_each_step_of_a_reference_evaluation(tmp_path):
+    out = tmp_path / "ops.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_eval_ops.py"), "--problem", "L0_02_relu", "--device", "cpu"]
+        + ["--top", "3", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "L0_02_relu on cpu: correct" in proc.stdout
+    report = json.loads(out.read_text())["report"]
+    assert {"load", "compile", "correctness", "timing"} <= set(report["phases"])
+    parts = report["parts"]
+    trials = {op["name"]: op["calls"] for op in parts["correctness.trials"]["ops"]}
+    # relu's inputs are drawn once per trial after the first: the reference's relu runs in each of them
+    assert trials["aten::normal_"] >= 2 and trials["aten::relu"] >= 2
+    assert parts["correctness.trials"]["device_s"] > 0 and parts["correctness.trials"]["wall_s"] > 0
