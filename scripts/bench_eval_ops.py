@@ -116,12 +116,16 @@ def profiled_evaluation(problem_id: str, device: str, size: str | None, override
             link.close()
             evaluation.cleanup()
 
-    evaluate()  # compiles the kernel, warms the caches: the profiled evaluation is a warm worker's
-    marks.clear()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with profile(activities=activities) as prof:
-        result = evaluate()
-    os.close(res_w)
+    cwd = os.getcwd()  # an evaluation changes directory (into its own, then to its root)
+    try:
+        evaluate()  # compiles the kernel, warms the caches: the profiled evaluation is a warm worker's
+        marks.clear()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+        with profile(activities=activities) as prof:
+            result = evaluate()
+    finally:
+        os.chdir(cwd)
+        os.close(res_w)
 
     events = prof.events()
     first = next((e for e in events if e.name.startswith("phase:")), None)

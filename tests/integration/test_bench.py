@@ -136,10 +136,10 @@ def test_bench_eval_ops_counts_the_ops_of_each_step_of_a_reference_evaluation(tm
     out = tmp_path / "ops.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "bench_eval_ops.py"), "--problem", "L0_02_relu", "--device", "cpu"]
-        + ["--top", "3", "--out", str(out)],
+        + ["--top", "3", "--out", "ops.json"],  # relative to where it was started, though evaluations change directory
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=tmp_path,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
