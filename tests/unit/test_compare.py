@@ -113,18 +113,21 @@ def test_the_float32_pass_keeps_every_verdict_and_report_of_the_float64_path(mon
         assert_same_as_float64(ref, out, atol, rtol)
 
 
-def test_an_element_that_float32_rounding_would_let_in_is_judged_in_float64():
+@pytest.mark.parametrize("atol, rtol, scale", [(1e-4, 1e-4, 0.1), (1e-6, 1e-3, 100.0)])  # atol's, rtol's share
+def test_an_element_that_float32_rounding_would_let_in_is_judged_in_float64(atol, rtol, scale):
     # Outputs just beyond atol + rtol*|ref| in exact arithmetic that float32's own rounding of the
     # difference and the bound would call inside: the margin sends them to the float64 path.
-    atol, rtol = 1e-4, 1e-4
-    ref = torch.rand(1_000_000, generator=torch.Generator().manual_seed(0)) * 0.1
+    tolerance = {"atol": atol, "rtol": rtol}
+    ref = torch.rand(1_000_000, generator=torch.Generator().manual_seed(0)) * scale
     out = _near_bound_outputs(ref, atol, rtol)
     exact_outside = (out.double() - ref.double()).abs() > atol + rtol * ref.double().abs()
-    float32_inside = (out - ref).abs() <= ref.abs() * rtol + atol
+    float32_inside = torch.sub((out - ref).abs(), ref.abs(), alpha=rtol) <= atol  # the pass's test, no margin
     fooled = exact_outside & float32_inside
     assert int(fooled.sum()) > 10  # the case exists: without the margin the pass would accept these
-    m = compare_outputs(ref[fooled], out[fooled])
+    m = compare_outputs(ref[fooled], out[fooled], tolerance)
     assert m is not None and m["mismatched"] == int(fooled.sum())
+    for r, o in zip(ref[fooled][:200], out[fooled][:200]):  # each alone: no other element sends it to float64
+        assert compare_outputs(r.reshape(1), o.reshape(1), tolerance) is not None
 
 
 def test_large_values_and_tolerances_outside_the_float32_range_keep_their_verdicts():
