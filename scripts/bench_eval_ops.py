@@ -47,15 +47,32 @@ def _arbiter(res_fd: int, req_fd: int, read_frame, write_frame) -> threading.Thr
     return thread
 
 
-def profiled_evaluation(problem_id: str, device: str, size: str | None, overrides: dict[str, Any]) -> dict[str, Any]:
-    """Evaluate `problem_id`'s reference solution once (after one unprofiled evaluation that compiles it and warms
-    the allocator) under torch.profiler; returns the verdict's status, the phases' and steps' intervals (seconds
-    from the first phase) and every profiled device event (CUDA) or op (CPU) as (start, seconds, name)."""
+def builtin_reference(problem_id: str):
+    """The built-in problem and its reference solution's source; ValueError for anything else (the solution
+    runs unsandboxed here, so only the repository's own)."""
+    from envs import ProblemError, resolve_problem
+    from envs.problems import BUILTIN_DIR
+
+    if not problem_id.isidentifier() or not (BUILTIN_DIR / "problems" / f"{problem_id}.py").is_file():
+        raise ValueError(f"{problem_id!r} is not a built-in problem id (envs/builtin/problems)")
+    try:
+        problem = resolve_problem(problem_id)
+    except ProblemError as e:
+        raise ValueError(str(e)) from None
+    if not problem.reference_solution:
+        raise ValueError(f"{problem_id} has no reference solution to evaluate")
+    return problem, Path(problem.reference_solution).read_text()
+
+
+def profiled_evaluation(problem: Any, source: str, device: str, settings: Any) -> dict[str, Any]:
+    """Evaluate `source` (a built-in reference solution) on `problem` once after one unprofiled evaluation that
+    compiles it and warms the allocator, under torch.profiler; returns the verdict's status, the phases' and
+    steps' intervals (seconds from the first phase) and every profiled device event (CUDA) or op (CPU) as
+    (start, seconds, name)."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from envs import EvalSettings, resolve_problem
     from envs.source import prepare_solution
     from envs.worker import harness, harness_state
     from envs.worker.evaluation import Evaluation
@@ -63,11 +80,7 @@ def profiled_evaluation(problem_id: str, device: str, size: str | None, override
     from envs.worker.protocol import read_frame, write_frame
     from envs.worker.worker_set import worker_request
 
-    problem = resolve_problem(problem_id)
-    if not problem.reference_solution:
-        raise SystemExit(f"bench_eval_ops: {problem_id} has no reference solution to evaluate")
-    settings = EvalSettings.from_mapping({"device": device, "size": size, "workers": 1, **overrides})
-    solution = prepare_solution(Path(problem.reference_solution).read_text())
+    solution = prepare_solution(source)
     if device == "cuda":
         torch.cuda.init()
     harness.prepare(device)
@@ -225,7 +238,14 @@ def main(argv: list[str] | None = None) -> int:
             overrides[key] = value
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is imported: kernels run on the CPU
-    run = profiled_evaluation(args.problem, args.device, args.size, overrides)
+    from envs import EvalSettings
+
+    try:
+        problem, source = builtin_reference(args.problem)
+        settings = EvalSettings.from_mapping({"device": args.device, "size": args.size, "workers": 1, **overrides})
+    except (ValueError, TypeError) as e:
+        ap.error(str(e))
+    run = profiled_evaluation(problem, source, args.device, settings)
     report = attribute(run["intervals"], run["events"])
     print(f"{args.problem} on {args.device}: {run['status']}" + (f" ({run['error']})" if run["error"] else ""))
     print_report(report, args.device, args.top)

@@ -151,3 +151,15 @@ def test_bench_eval_ops_counts_the_ops_of_each_step_of_a_reference_evaluation(tm
     # relu's inputs are drawn once per trial after the first: the reference's relu runs in each of them
     assert trials["aten::normal_"] >= 2 and trials["aten::relu"] >= 2
     assert parts["correctness.trials"]["device_s"] > 0 and parts["correctness.trials"]["wall_s"] > 0
+
+
+@pytest.mark.parametrize("args", [["--problem", "../../tests/x"], ["--problem", "L0_02_relu", "--set", "bogus=1"]])
+def test_bench_eval_ops_refuses_anything_but_a_built_in_reference_and_known_settings(args):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_eval_ops.py"), "--device", "cpu", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "error:" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
