@@ -26,12 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-# Steps (Evaluation._step) and phases report on the perf_counter clock; the profiler's events start at its trace's
-# start. Both are the monotonic clock on Linux, so one offset, read at the first phase, maps one onto the other.
 
-
-def _arbiter(res_fd: int, req_fd: int, read_frame, write_frame) -> threading.Thread:
-    """The parent's end of the link: grants every GPU hold at once and drains everything else."""
+def _grant_every_hold(res_fd: int, req_fd: int) -> None:
+    """Be the parent's end of the link in a thread: grant every GPU hold at once and drain everything else."""
+    from envs.worker.protocol import read_frame, write_frame
 
     def serve() -> None:
         while True:
@@ -42,9 +40,7 @@ def _arbiter(res_fd: int, req_fd: int, read_frame, write_frame) -> threading.Thr
             if message.get("type") == "lock":
                 write_frame(req_fd, {"type": "granted"})
 
-    thread = threading.Thread(target=serve, daemon=True, name="grant-every-hold")
-    thread.start()
-    return thread
+    threading.Thread(target=serve, daemon=True, name="grant-every-hold").start()
 
 
 def builtin_reference(problem_id: str):
@@ -77,7 +73,6 @@ def profiled_evaluation(problem: Any, source: str, device: str, settings: Any) -
     from envs.worker import harness, harness_state
     from envs.worker.evaluation import Evaluation
     from envs.worker.parent_link import ParentLink
-    from envs.worker.protocol import read_frame, write_frame
     from envs.worker.worker_set import worker_request
 
     solution = prepare_solution(source)
@@ -115,7 +110,7 @@ def profiled_evaluation(problem: Any, source: str, device: str, settings: Any) -
 
     req_r, req_w = os.pipe()
     res_r, res_w = os.pipe()
-    _arbiter(res_r, req_w, read_frame, write_frame)
+    _grant_every_hold(res_r, req_w)
     link = harness_state.LINK = MarkedLink(req_r, res_w)
     root = os.path.realpath(os.environ.get("TMPDIR", "/tmp"))
 
@@ -145,7 +140,8 @@ def profiled_evaluation(problem: Any, source: str, device: str, settings: Any) -
     if first is None or not marks:
         raise SystemExit("bench_eval_ops: the evaluation announced no phase")
     origin = min(start for _, start, _ in marks)
-    # profiler microseconds of the first phase's start = perf_counter of the same moment
+    # Steps and phases are marked on the perf_counter clock, the profiler's events from its trace's start; both run
+    # on the monotonic clock, so one offset, read at the first phase's start, maps one onto the other.
     offset_s = first.time_range.start / 1e6 - next(s for name, s, _ in marks if name == first.name[6:])
     intervals = [(name, start - origin, end - origin) for name, start, end in marks]
     spans: list[tuple[float, float, str]] = []

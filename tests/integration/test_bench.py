@@ -132,16 +132,20 @@ def test_bench_learner_reports_the_plain_anchor_beside_our_step():
     assert plain["params"] == ours["params"] and plain["tokens_per_s"] > 0 and ours["tokens_per_s"] > 0
 
 
-def test_bench_eval_ops_counts_the_ops_of_each_step_of_a_reference_evaluation(tmp_path):
-    out = tmp_path / "ops.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_eval_ops.py"), "--problem", "L0_02_relu", "--device", "cpu"]
-        + ["--top", "3", "--out", "ops.json"],  # relative to where it was started, though evaluations change directory
+def bench_eval_ops(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_eval_ops.py"), "--device", "cpu", *args],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=cwd,
         timeout=300,
     )
+
+
+def test_bench_eval_ops_counts_the_ops_of_each_step_of_a_reference_evaluation(tmp_path):
+    out = tmp_path / "ops.json"
+    # --out relative to where it was started, though evaluations change directory
+    proc = bench_eval_ops("--problem", "L0_02_relu", "--top", "3", "--out", "ops.json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "L0_02_relu on cpu: correct" in proc.stdout
     report = json.loads(out.read_text())["report"]
@@ -155,11 +159,5 @@ def test_bench_eval_ops_counts_the_ops_of_each_step_of_a_reference_evaluation(tm
 
 @pytest.mark.parametrize("args", [["--problem", "../../tests/x"], ["--problem", "L0_02_relu", "--set", "bogus=1"]])
 def test_bench_eval_ops_refuses_anything_but_a_built_in_reference_and_known_settings(args):
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_eval_ops.py"), "--device", "cpu", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    proc = bench_eval_ops(*args)
     assert proc.returncode == 2 and "error:" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]

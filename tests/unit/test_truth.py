@@ -253,8 +253,8 @@ def test_the_shortcut_honours_rtol_one_the_atol_scales_and_each_output():
     near = ref + 0.05  # beyond any truth at atol 1e-4, within reach at 100x it (a family's scaled atol)
     assert _beyond_the_truth(ref, compare_each(ref, near), None, None, TRUTH_MULTIPLE) is not None
     assert _beyond_the_truth(ref, compare_each(ref, near, None, [100.0]), None, [100.0], TRUTH_MULTIPLE) is None
-    calls = []
-    j = judge_outputs((ref, ref), (ref.clone(), far), None, lambda: calls.append(1) or ((ref, ref), None))
+    calls, counted = counted_truth((ref, ref))
+    j = judge_outputs((ref, ref), (ref.clone(), far), None, counted)
     assert not j.passed and not calls and j.mismatch["output_index"] == 1 and "output 1's" in j.note
 
 
