@@ -91,15 +91,10 @@ def build_learner(config: RunConfig, model_dir: Path) -> Any:
 def policy_model(config: RunConfig, prompts: Any) -> Path:
     """The local model the run starts from: the policy's model, warm-started first when configured
     (rl.warmstart: SFT on verified synthetic pairs, rendered with the run's own prompts; cached)."""
-    from rl.models import resolve_model
+    from rl.warmstart.stage import start_model
 
-    base = resolve_model(config.policy.model)
-    warm = config.policy.warm_start_config
-    if not warm.enabled:
-        return base
-    from rl.warmstart.stage import warm_started_model
-
-    return warm_started_model(warm, base, prompts, config.eval, learner=config.policy.learner)
+    policy = config.policy
+    return start_model(policy.model, policy.warm_start_config, prompts, config.eval, learner=policy.learner)
 
 
 def engine_factory(config: RunConfig, model: str | Path | None = None) -> Callable[[], Any]:

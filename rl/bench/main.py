@@ -139,7 +139,36 @@ def trajectory_settings(cfg: dict[str, Any]) -> Any:
         raise BenchmarkError(f"rollout: {e}") from None
 
 
-def _engine(cfg: dict[str, Any], problems: list[Problem], recorded: FilesEngine | None) -> tuple[Any, str]:
+def _served_model(cfg: dict[str, Any], prompts: Any, settings: EvalSettings) -> tuple[Any, str]:
+    """The model a local engine serves and a note for the report. `warm_start: auto` applies the policy's warm
+    start to a base model named by preset or hub id, so that `policy=smollm2_135m` is measured as a training run
+    with the same prompts starts it (the same cached warm start), and not to a model directory (a run's
+    final_policy, a merged warm start), which is measured as it is; `on` and `off` decide for every model."""
+    from rl.warmstart.stage import WarmStartConfig, start_model
+
+    policy, mode = cfg["policy"], cfg.get("warm_start", "auto")
+    if mode not in ("auto", "on", "off"):
+        raise BenchmarkError(f"warm_start must be auto, on or off, not {mode!r}")
+    warm = WarmStartConfig.from_mapping(policy.get("warm_start"))
+    directory = Path(str(policy["model"])).expanduser().is_dir()
+    if mode == "off" or not warm.enabled or (mode == "auto" and directory):
+        if warm.enabled:
+            log.info("benchmarking %s without the policy's warm start (warm_start=%s)", policy["model"], mode)
+        return policy["model"], ""
+    if (policy.get("engine") or {}).get("kind") == "openai":
+        raise BenchmarkError("policy.warm_start needs a local model (engine vllm or hf), not an API endpoint")
+    model = start_model(policy["model"], warm, prompts, settings, learner=policy.get("learner"))
+    log.info("benchmarking the warm-started %s (%s)", policy["model"], model)
+    return str(model), f", warm-started: {model.name}"
+
+
+def _engine(
+    cfg: dict[str, Any],
+    problems: list[Problem],
+    recorded: FilesEngine | None,
+    prompts: Any,
+    settings: EvalSettings,
+) -> tuple[Any, str]:
     policy = cfg["policy"]
     if policy.get("kind") in _RECORDED and cfg["attempts"] > 1:
         raise BenchmarkError(
@@ -156,6 +185,7 @@ def _engine(cfg: dict[str, Any], problems: list[Problem], recorded: FilesEngine 
     from rl.rollout import make_engine
 
     engine_cfg = dict(policy["engine"])
+    model, warm_note = _served_model(cfg, prompts, settings)  # before Ray holds memory: the warm start may train
     if engine_cfg.get("kind") in ("vllm", "hf"):
         import ray
 
@@ -163,7 +193,7 @@ def _engine(cfg: dict[str, Any], problems: list[Problem], recorded: FilesEngine 
             ray.init(**(cfg.get("ray_init") or {}))
     engine = make_engine(
         engine_cfg,
-        policy["model"],
+        model,
         sync="merged",
         chat_template=policy.get("chat_template"),
         seed=cfg["sampling"].get("seed"),
@@ -171,7 +201,7 @@ def _engine(cfg: dict[str, Any], problems: list[Problem], recorded: FilesEngine 
     start = getattr(engine, "start", None)
     if start is not None and not asyncio.iscoroutinefunction(start):
         start()  # the openai engine's preflight: key, model served
-    return engine, f"{policy.get('name', policy['model'])} ({engine_cfg.get('kind')})"
+    return engine, f"{policy.get('name', policy['model'])} ({engine_cfg.get('kind')}{warm_note})"
 
 
 def _prompts(cfg: dict[str, Any], problems: list[Problem]) -> Any:
@@ -251,8 +281,10 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
         problems = [sized.get(p.sha256, p) for p in problems if p.id not in failed]
     if not problems:
         raise BenchmarkError(f"no problem left to benchmark: {skipped}")
+    from_model = cfg["policy"].get("kind") not in _RECORDED if engine is None else not isinstance(engine, FilesEngine)
+    prompts = _prompts(cfg, problems) if from_model else None  # recorded answers need none
     if engine is None:
-        engine, policy_name = _engine(cfg, problems, recorded)
+        engine, policy_name = _engine(cfg, problems, recorded, prompts, settings)
     else:
         policy_name = f"{cfg['policy'].get('name', 'injected')} ({type(engine).__name__})"
     trajectories = None
@@ -276,7 +308,6 @@ def run_from_config(cfg: dict[str, Any], out_dir: Path, engine: Any = None) -> d
                 stop=tuple(s.get("stop") or ()),
             ),
         )
-        prompts = None if isinstance(engine, FilesEngine) else _prompts(cfg, problems)
         first = (lambda p: []) if prompts is None else (lambda p: prompts.build(p).messages)
         evaluator = _evaluator(cfg, settings, cache, judge)
         try:

@@ -31,6 +31,7 @@ __all__ = [
     "WarmStartConfig",
     "candidate_examples",
     "fingerprint",
+    "start_model",
     "train_adapter",
     "verified_examples",
     "warm_started_model",
@@ -217,3 +218,16 @@ def warm_started_model(
         (out / RECORD).write_text(json.dumps({**record, "source": "built here", "fingerprint": recipe}, indent=2))
 
     return cached_model(name, build)
+
+
+def start_model(
+    model: str, config: WarmStartConfig, prompts: Any, eval_settings: Any, learner: Mapping[str, Any] | None = None
+) -> Path:
+    """The local model a policy starts from, the same for a training run and a benchmark: `model` resolved
+    (rl.models: SmolLM2's GGUF converted and cached), then warm-started when `config.enabled`."""
+    from rl.models import resolve_model
+
+    base = resolve_model(model)
+    if not config.enabled:
+        return base
+    return warm_started_model(config, base, prompts, eval_settings, learner=learner)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,9 +31,12 @@ def kernelbench_root() -> Path | None:
     return None
 
 
-def bench(tmp_path: Path, *overrides: str, timeout: int = 900, device: str = "cpu") -> subprocess.CompletedProcess:
+def bench(
+    tmp_path: Path, *overrides: str, timeout: int = 900, device: str = "cpu", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
+        **(env or {}),
         "WANDB_MODE": "offline",
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
         "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
@@ -280,10 +284,50 @@ def test_refinement_rounds_through_a_real_model(tmp_path):
     assert report["tokens"]["completion"] > 0 and report["pass_at_k"]["2"] == 0.0
 
 
+def test_a_warm_started_policy_is_benchmarked_as_training_starts_it(tmp_path):
+    """A base model whose policy enables the warm start is measured after it, as a training run with the same
+    prompts would start (built here in a model cache of the test's own, verified pairs and SFT included); the
+    report names the warm-started model and a second benchmark reuses it. A model directory (a run's
+    final_policy, the merged warm start itself) is measured as it is."""
+    from rl.models import smollm2_tokenizer
+
+    cache = tmp_path / "models"
+    shutil.copytree(smollm2_tokenizer(), cache / "smollm2-tokenizer")
+
+    def policy_of(run: str, *model: str) -> str:
+        out = tmp_path / f"{run}.json"
+        result = bench(
+            tmp_path,
+            "policy=tiny_random",
+            "+policy.warm_start={enabled: true, epochs: 1, batch_size: 8}",
+            "prompt=compact",
+            *model,
+            "ids=[L0_02_relu]",
+            "sampling.max_tokens=8",
+            f"output={out}",
+            "wandb.mode=disabled",
+            env={"KERNELRL_MODEL_CACHE": str(cache)},
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        report = json.loads(out.read_text())
+        assert report["attempts"] == 1
+        return report["run"]["policy"]
+
+    first, again = policy_of("first"), policy_of("again")
+    built = [d for d in cache.iterdir() if d.is_dir() and "-warmstart-" in d.name]
+    assert len(built) == 1 and (built[0] / "config.json").is_file()
+    assert first == again == f"tiny-random (hf, warm-started: {built[0].name})"
+    assert policy_of("directory", f"policy.model={built[0]}") == "tiny-random (hf)"
+    assert [d for d in cache.iterdir() if d.is_dir() and "-warmstart-" in d.name] == built
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
         (["policy=files"], "policy.dir"),
+        (["policy=gpt5", "+policy.warm_start.enabled=true"], "needs a local model"),
+        (["policy=tiny_random", "+policy.warm_start.enabled=true", "warm_start=yes"], "warm_start must be"),
+        (["policy=tiny_random", "+policy.warm_start.epoch=1"], "warm_start"),
         (["policy=files", f"policy.dir={SOLUTIONS}", "ids=[no_such_problem]"], "unknown problem ids"),
         (["policy=files", f"policy.dir={SOLUTIONS}", "attempts=3"], "first attempts only"),
         (["policy=files", "policy.dir=/nonexistent/answers"], "no such directory"),
