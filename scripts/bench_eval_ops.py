@@ -60,6 +60,14 @@ def builtin_reference(problem_id: str):
     return problem, Path(problem.reference_solution).read_text()
 
 
+def _call_without_profiler(fn: Any, kernel_names: set[str]) -> None:
+    """envs.antihack.runtime.own_kernel_share's work without its profiler: one call, synchronized."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+
+
 def profiled_evaluation(problem: Any, source: str, device: str, settings: Any) -> dict[str, Any]:
     """Evaluate `source` (a built-in reference solution) on `problem` once after one unprofiled evaluation that
     compiles it and warms the allocator, under torch.profiler; returns the verdict's status, the phases' and
@@ -69,6 +77,7 @@ def profiled_evaluation(problem: Any, source: str, device: str, settings: Any) -
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    from envs.antihack import runtime as guard
     from envs.source import prepare_solution
     from envs.worker import harness, harness_state
     from envs.worker.evaluation import Evaluation
@@ -129,8 +138,15 @@ def profiled_evaluation(problem: Any, source: str, device: str, settings: Any) -
         evaluate()  # compiles the kernel, warms the caches: the profiled evaluation is a warm worker's
         marks.clear()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-        with profile(activities=activities) as prof:
-            result = evaluate()
+        # The timing phase's kernel share runs a profiler of its own, and stopping a nested torch.profiler stops
+        # the outer one ("Can't disable Kineto profiler", H200, session 37): here the step makes its one call
+        # of the candidate, profiled by this script's profiler, and reports no share.
+        share, guard.own_kernel_share = guard.own_kernel_share, _call_without_profiler
+        try:
+            with profile(activities=activities) as prof:
+                result = evaluate()
+        finally:
+            guard.own_kernel_share = share
     finally:
         os.chdir(cwd)
         os.close(res_w)
