@@ -144,6 +144,7 @@ def _served_model(cfg: dict[str, Any], prompts: Any, settings: EvalSettings) -> 
     start to a base model named by preset or hub id, so that `policy=smollm2_135m` is measured as a training run
     with the same prompts starts it (the same cached warm start), and not to a model directory (a run's
     final_policy, a merged warm start), which is measured as it is; `on` and `off` decide for every model."""
+    from rl.config import PolicySpec
     from rl.warmstart.stage import WarmStartConfig, start_model
 
     policy, mode = cfg["policy"], cfg.get("warm_start", "auto")
@@ -155,9 +156,8 @@ def _served_model(cfg: dict[str, Any], prompts: Any, settings: EvalSettings) -> 
         if warm.enabled:
             log.info("benchmarking %s without the policy's warm start (warm_start=%s)", policy["model"], mode)
         return policy["model"], ""
-    if (policy.get("engine") or {}).get("kind") == "openai":
-        raise BenchmarkError("policy.warm_start needs a local model (engine vllm or hf), not an API endpoint")
-    model = start_model(policy["model"], warm, prompts, settings, learner=policy.get("learner"))
+    spec = PolicySpec.from_mapping(policy)  # the training run's checks: a warm start needs a local, trainable policy
+    model = start_model(spec.model, warm, prompts, settings, learner=spec.learner)
     log.info("benchmarking the warm-started %s (%s)", policy["model"], model)
     return str(model), f", warm-started: {model.name}"
 

@@ -325,7 +325,7 @@ def test_a_warm_started_policy_is_benchmarked_as_training_starts_it(tmp_path):
     "overrides, message",
     [
         (["policy=files"], "policy.dir"),
-        (["policy=gpt5", "+policy.warm_start.enabled=true"], "needs a local model"),
+        (["policy=gpt5", "+policy.warm_start.enabled=true"], "needs a trainable local policy"),
         (["policy=tiny_random", "+policy.warm_start.enabled=true", "warm_start=yes"], "warm_start must be"),
         (["policy=tiny_random", "+policy.warm_start.epoch=1"], "warm_start"),
         (["policy=files", f"policy.dir={SOLUTIONS}", "ids=[no_such_problem]"], "unknown problem ids"),
