@@ -16,7 +16,9 @@ or absmax. The ReLU-named ops (max(x, 0)^2, max(-x, 0), max(x + y, 0)) are none 
 (max(x, 0) + a * min(x, 0)) for any slope a, and no op is a training problem's own computation (the
 three-input ops teach the shape of x * y + z without computing it; the parameterised ones teach how a module's
 scalar reaches the kernel, which scale_shift, clamp and leaky_relu need, without computing any of them).
-`CONTAMINATION_NOTE` says so in the warm start's record.
+tests/unit/test_warmstart.py measures the held-out half: no one-input op equals c0 + c1 * held_out(a * x)
+(+ c2 * x) for any input scale a or held-out parameter near its default. `CONTAMINATION_NOTE` says so in the
+warm start's record.
 """
 
 from __future__ import annotations

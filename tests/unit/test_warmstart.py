@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,91 @@ def test_the_fingerprint_ignores_the_converters_version(tmp_path):
     assert fingerprint(tmp_path, ex, WarmStartConfig()) == first
     (tmp_path / "config.json").write_text('{"hidden_size": 577, "transformers_version": "5.17.0"}')
     assert fingerprint(tmp_path, ex, WarmStartConfig()) != first
+
+
+def _modules(source: str, inits: list[list[float]] | None = None) -> list:
+    """A problem's `Model` (our own synthetic or built-in source, trusted), built with each of `inits` (default: its
+    own get_init_inputs)."""
+    namespace: dict = {}
+    exec(compile(source, "<problem>", "exec"), namespace)
+    default = namespace["get_init_inputs"]()
+    return [namespace["Model"](*init) for init in (inits or [default])]
+
+
+def _unexplained(target, columns) -> float:
+    """The share of `target`'s variance that a least-squares fit on `columns` leaves."""
+    import torch
+
+    basis = torch.stack(columns, 1)
+    fit = torch.linalg.lstsq(basis, target.unsqueeze(1)).solution
+    residual = (basis @ fit).squeeze(1) - target
+    return float(residual.pow(2).sum() / (target - target.mean()).pow(2).sum().clamp_min(1e-30))
+
+
+def _least_unexplained(f, lo: float = 0.1, hi: float = 10.0) -> float:
+    """min over input scales a in +-[lo, hi] of f(a): a log grid, then golden-section search around the best."""
+    import math
+
+    best = math.inf
+    for sign in (1.0, -1.0):
+        grid = [math.exp(math.log(lo) + k * (math.log(hi) - math.log(lo)) / 40) for k in range(41)]
+        values = [f(sign * a) for a in grid]
+        k = min(range(41), key=values.__getitem__)
+        left, right = math.log(grid[max(k - 1, 0)]), math.log(grid[min(k + 1, 40)])
+        ratio = (math.sqrt(5) - 1) / 2
+        for _ in range(40):
+            m1, m2 = right - ratio * (right - left), left + ratio * (right - left)
+            if f(sign * math.exp(m1)) < f(sign * math.exp(m2)):
+                right = m2
+            else:
+                left = m1
+        best = min(best, values[k], f(sign * math.exp((left + right) / 2)))
+    return best
+
+
+def test_no_synthetic_problem_is_a_constant_variant_of_a_held_out_problem():
+    """Decontamination against the default validation set, measured: no one-input synthetic op is
+    c0 + c1 * held_out(a * x) (+ c2 * x) for any input scale a in +-[0.1, 10] and the held-out module's parameter
+    scaled around its default. The x term finds e.g. x * tanh(x) = swish(2x) - x and log(cosh(x)) = softplus(-2x) +
+    x - log 2; it is left out for a positively homogeneous op (leaky_relu), where the op and x span every kink at 0
+    (|x|, relu(-x)). An identity holds up to float32 rounding (a variance share near 1e-14); near-misses such as
+    relu(-x) against leaky_relu(-x) at slope 0.01 leave 1e-4."""
+    import torch
+    from omegaconf import OmegaConf
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    validation = set(OmegaConf.load(conf / "data" / "local_cpu.yaml").validation_ids)
+    assert validation == set(OmegaConf.load(conf / "experiment" / "gpu_learning.yaml").data.validation_ids)
+    held_out = [p for p in load_builtin() if p.id in validation]
+    assert len(held_out) == len(validation) == 6
+    torch.manual_seed(0)
+    x = torch.randn(8, 600) * 2.0
+    flat_x = x.double().flatten()
+    variants = []  # (problem id, parameter, module, positively homogeneous)
+    for problem in held_out:
+        (default,) = _modules(problem.source)
+        params = [v for v in vars(default).values() if isinstance(v, float)]
+        factors = (0.05, 0.5, 1.0, 1.5, 2.5) if params else (1.0,)
+        homogeneous = torch.allclose(default(2.0 * x), 2.0 * default(x))
+        inits = [[f * v for v in params] for f in factors]
+        for factor, module in zip(factors, _modules(problem.source, inits)):
+            variants.append((problem.id, factor, module, homogeneous))
+    for pair in synthetic_solved(0):
+        if "def forward(self, x: torch.Tensor)" not in pair.source:
+            continue  # two or three inputs: no held-out problem takes them
+        (ours,) = _modules(pair.source)
+        ours = ours(x).double().flatten()
+        elementwise = ours.numel() == flat_x.numel()
+        if elementwise and _unexplained(ours, [torch.ones_like(ours), flat_x]) < 1e-8:
+            continue  # an affine map of x (negate, affine): every fit with an x term explains it
+        for problem_id, factor, module, homogeneous in variants:
+            if module(x).numel() != ours.numel():
+                continue
+
+            extra = [flat_x] if elementwise and not homogeneous else []
+
+            def unexplained(a: float, module=module, ours=ours, extra=extra) -> float:
+                theirs = module(a * x).double().flatten()
+                return _unexplained(ours, [torch.ones_like(theirs), theirs, *extra])
+
+            assert _least_unexplained(unexplained) > 1e-8, (pair.problem_id, problem_id, factor)
