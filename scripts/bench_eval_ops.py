@@ -139,7 +139,7 @@ def profiled_evaluation(problem: Any, source: str, device: str, settings: Any) -
         marks.clear()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
         # The timing phase's kernel share runs a profiler of its own, and stopping a nested torch.profiler stops
-        # the outer one ("Can't disable Kineto profiler", H200, session 37): here the step makes its one call
+        # the outer one ("Can't disable Kineto profiler" on a GPU): here the step makes its one call
         # of the candidate, profiled by this script's profiler, and reports no share.
         share, guard.own_kernel_share = guard.own_kernel_share, _call_without_profiler
         try:

@@ -104,13 +104,11 @@ def test_the_fingerprint_ignores_the_converters_version(tmp_path):
     assert fingerprint(tmp_path, ex, WarmStartConfig()) != first
 
 
-def _modules(source: str, inits: list[list[float]] | None = None) -> list:
-    """A problem's `Model` (our own synthetic or built-in source, trusted), built with each of `inits` (default: its
-    own get_init_inputs)."""
+def _module_class(source: str) -> tuple[type, list]:
+    """A problem's `Model` class and its `get_init_inputs()` (our own synthetic or built-in source, trusted)."""
     namespace: dict = {}
     exec(compile(source, "<problem>", "exec"), namespace)
-    default = namespace["get_init_inputs"]()
-    return [namespace["Model"](*init) for init in (inits or [default])]
+    return namespace["Model"], namespace["get_init_inputs"]()
 
 
 def _unexplained(target, columns) -> float:
@@ -162,25 +160,25 @@ def test_no_synthetic_problem_is_a_constant_variant_of_a_held_out_problem():
     torch.manual_seed(0)
     x = torch.randn(8, 600) * 2.0
     flat_x = x.double().flatten()
-    variants = []  # (problem id, parameter, module, positively homogeneous)
+    variants = []  # (problem id, parameter factor, module, its output's size, positively homogeneous)
     for problem in held_out:
-        (default,) = _modules(problem.source)
-        params = [v for v in vars(default).values() if isinstance(v, float)]
-        factors = (0.05, 0.5, 1.0, 1.5, 2.5) if params else (1.0,)
-        homogeneous = torch.allclose(default(2.0 * x), 2.0 * default(x))
-        inits = [[f * v for v in params] for f in factors]
-        for factor, module in zip(factors, _modules(problem.source, inits)):
-            variants.append((problem.id, factor, module, homogeneous))
+        model, init = _module_class(problem.source)
+        default = model(*init)(x)
+        homogeneous = torch.allclose(model(*init)(2.0 * x), 2.0 * default)
+        scalable = any(isinstance(v, float) for v in init)
+        for factor in (0.05, 0.5, 1.0, 1.5, 2.5) if scalable else (1.0,):
+            module = model(*[factor * v if isinstance(v, float) else v for v in init])
+            variants.append((problem.id, factor, module, default.numel(), homogeneous))
     for pair in synthetic_solved(0):
         if "def forward(self, x: torch.Tensor)" not in pair.source:
             continue  # two or three inputs: no held-out problem takes them
-        (ours,) = _modules(pair.source)
-        ours = ours(x).double().flatten()
+        model, init = _module_class(pair.source)
+        ours = model(*init)(x).double().flatten()
         elementwise = ours.numel() == flat_x.numel()
         if elementwise and _unexplained(ours, [torch.ones_like(ours), flat_x]) < 1e-8:
             continue  # an affine map of x (negate, affine): every fit with an x term explains it
-        for problem_id, factor, module, homogeneous in variants:
-            if module(x).numel() != ours.numel():
+        for problem_id, factor, module, size, homogeneous in variants:
+            if size != ours.numel():
                 continue
 
             extra = [flat_x] if elementwise and not homogeneous else []
