@@ -125,6 +125,11 @@ class EvalSettings:
     # with the kernel's, and derive the speedup from that (envs/speedup.py) instead of the cached baseline.
     reanchor: bool = True
     anchor_runs: int = 50
+    # The drift test (envs.speedup.drift_detected): the anchor divides the speedup only where its runs show the GPU
+    # reading differently from when the anchor reference was cached (95% interval of their ratio leaves out 1);
+    # elsewhere the cached reference does, and sequential timing judges the kernel's runs alone, so the anchor's
+    # own placement noise neither moves the speedup nor keeps the blocks running.
+    drift_test: bool = True
     # The candidate's timed runs (and the anchor's) split over this many copies of the inputs in new device
     # memory (envs.worker.outcome.move_to_fresh_placement): where a tensor lands moves a kernel's time by a
     # few percent, so one placement per evaluation makes the speedup depend on an allocation accident. The
@@ -240,6 +245,7 @@ class EvalSettings:
             "trials": self.correctness_trials,
             "runs": self.timed_runs,
             "anchor_runs": self.anchor_runs if self.reanchor else 0,
+            **({"drift_test": True} if self.reanchor and self.drift_test else {}),
             "max_torch_share": self.max_torch_share,
             **({"placements": self.placements} if self.placements != 1 else {}),
             **(

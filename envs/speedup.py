@@ -3,13 +3,17 @@
 The baseline is the anchor when there is one (eager PyTorch timed again in the kernel's own window, its
 runs interleaved with the kernel's, so drift lands on both alike): median(anchor) / median(kernel), with
 the cached ratio of TorchInductor to the anchor reference (timed together, in the same placement blocks)
-carrying the TorchInductor speedup over. Without one, the cached first
-measurement's median divides the kernel's. An anchor beyond `MAX_DRIFT` of what it read when the baselines
-were cached is not trusted alone (the candidate shares its process): the smaller speedup is used, with a
-note. What it read then is the anchor reference, cached with the baselines (eager timed in the candidate's
-placement blocks, as the timed callable and as the anchor); baselines cached before it existed have only
-eager's median of 100 runs back to back, which a launch-bound problem's anchor reads 1.5-3x above with no
-drift at all (docs/evaluation.md).
+carrying the TorchInductor speedup over. Without one, the cached first measurement's median divides the
+kernel's. What the anchor read when the baselines were cached is the anchor reference (eager timed in the
+candidate's placement blocks, as the timed callable and as the anchor); baselines cached before it existed
+have only eager's median of 100 runs back to back, which a launch-bound problem's anchor reads 1.5-3x above
+with no drift at all (docs/evaluation.md).
+
+The drift test (`drift_detected`) keeps the anchor out of the ratio where its runs cannot tell the GPU from
+the one the reference was timed on: the reference then stands in for the anchor, whose own placement noise
+would only widen the speedup's spread and keep sequential timing running. An anchor beyond `MAX_DRIFT` of
+what it read then is not trusted alone (the candidate shares its process): the smaller speedup is used,
+with a note.
 
 The interval is a two-level percentile bootstrap: runs of one placement block share its placement and its
 moment, so each resample draws blocks with replacement, then runs within each drawn block; a drawn block
@@ -33,6 +37,10 @@ ANCHOR_REFERENCE = "anchor_reference"
 # timed beside the anchor reference, in its placement blocks (the worker's timing phase).
 BASELINE_METHOD = "inductor-in-reference-blocks"
 CONFIDENCE = 0.95
+# The drift test's interval: wider than the speedup's, since an anchor it wrongly calls drifted puts its own
+# placement noise back into the speedup (a 95% interval of 12 blocks' median called 15% of undrifted anchors
+# drifted in simulation, a 99% one 3%; it still tells a 5% drift in 90% of evaluations)
+DRIFT_CONFIDENCE = 0.99
 RESAMPLES = 1000
 
 
@@ -138,6 +146,19 @@ def bootstrap_ratio(
     return float(low), float(high)
 
 
+def drift_detected(anchor: list[float] | Blocks, reference_ms: float) -> bool:
+    """Whether the anchor's runs (a list, or runs by block) say the GPU reads differently now than when the
+    anchor reference (`reference_ms`, cached with the baselines) was timed: the percentile bootstrap interval
+    (`DRIFT_CONFIDENCE`) of median(anchor) / reference leaves out 1. Where it holds 1, the anchor's median is
+    as far from the reference as its own placement noise carries it, and dividing by it would add that noise
+    instead of taking out a drift."""
+    runs = _as_blocks(anchor)
+    if not runs or not reference_ms > 0:
+        return True  # nothing to judge by: the anchor decides, as without the test
+    low, high = bootstrap_ratio(runs, [reference_ms], confidence=DRIFT_CONFIDENCE)
+    return not low <= 1.0 <= high
+
+
 def relative_half_width(
     kernel: list[float],
     kernel_blocks: list[int],
@@ -168,11 +189,13 @@ def estimate_speedup(
     kernel_blocks: list[int] | None = None,
     anchor_blocks: list[int] | None = None,
     anchor_reference: TimingStats | None = None,
+    drift_test: bool = True,
 ) -> SpeedupEstimate | None:
     """The speedup against `baseline` (inductor or eager; eager when TorchInductor failed), or None when
     there is nothing to divide by. `kernel_blocks` / `anchor_blocks` name the placement block of each run
     (`group_runs`); the interval resamples those blocks. `anchor_reference` (cached with the baselines; None
-    in baselines cached before it) is what the anchor read then: its drift is judged against it."""
+    in baselines cached before it) is what the anchor read then: its drift is judged against it, and with
+    `drift_test` an anchor without a detectable drift (`drift_detected`) gives way to it."""
     notes: list[str] = []
     chosen = inductor if baseline == "inductor" else eager
     name = baseline
@@ -185,8 +208,11 @@ def estimate_speedup(
         return None
     cached = chosen.median_ms / _median(kernel)
 
-    def interval(numerator: list[float] | Blocks, scale: float, anchored: bool, drift: float | None) -> SpeedupInterval:
+    def interval(
+        numerator: list[float] | Blocks, scale: float, anchored: bool, drift: float | None, anchor: Blocks | None = None
+    ) -> SpeedupInterval:
         low, high = bootstrap_ratio(numerator, runs, scale)
+        anchor = numerator if isinstance(numerator, dict) else anchor
         return SpeedupInterval(
             low,
             high,
@@ -196,7 +222,7 @@ def estimate_speedup(
             RESAMPLES,
             blocks=len(runs),
             kernel_block_ms=block_medians(runs),
-            anchor_block_ms=block_medians(numerator) if isinstance(numerator, dict) else None,
+            anchor_block_ms=block_medians(anchor) if anchor else None,
         )
 
     anchor_runs = group_runs(anchor or [], anchor_blocks)
@@ -209,6 +235,9 @@ def estimate_speedup(
     drift = _median(anchor) / then.median_ms
     scale = 1.0 if name == "eager" else chosen.median_ms / then.median_ms
     anchored = scale * _median(anchor) / _median(kernel)
+    if drift_test and then is anchor_reference and not drift_detected(anchor_runs, then.median_ms):
+        steady = scale * then.median_ms / _median(kernel)
+        return SpeedupEstimate(steady, interval([then.median_ms], scale, False, drift, anchor_runs), name, tuple(notes))
     if not 1 / MAX_DRIFT <= drift <= MAX_DRIFT and cached < anchored:
         against = "its cached reference" if then is anchor_reference else "its cached time"
         notes.append(f"the re-anchored baseline is {drift:.2f}x {against}: the smaller, cached speedup is used")

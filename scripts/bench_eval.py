@@ -635,6 +635,12 @@ def main() -> None:
         "the settings' default, on); compare speedup repeatability with --repeats 3 or more",
     )
     ap.add_argument(
+        "--drift-test",
+        choices=["on", "off"],
+        help="let the anchor divide the speedup only where it shows drift from its cached reference "
+        "(default: the settings' default, on); compare repeatability and evaluations/min with --repeats 3",
+    )
+    ap.add_argument(
         "--placements",
         type=int,
         help="input placement blocks per timing (default: the settings' "
@@ -708,6 +714,8 @@ def main() -> None:
         fidelity["fp64_truth"] = args.fp64_truth
     if args.reanchor:
         fidelity["reanchor"] = args.reanchor == "on"
+    if args.drift_test:
+        fidelity["drift_test"] = args.drift_test == "on"
     if args.placements:
         fidelity["placements"] = args.placements
     if args.fork_workers:

@@ -20,7 +20,7 @@ import torch._dynamo  # noqa: F401  (time_baselines resets it; the harness impor
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
 from envs.compare import as_output_list
-from envs.speedup import ANCHOR_REFERENCE, relative_half_width
+from envs.speedup import ANCHOR_REFERENCE, drift_detected, group_runs, relative_half_width
 from envs.timing import (
     ALLOCATING_NOTE,
     ANCHOR,
@@ -40,6 +40,7 @@ from envs.worker.outcome import allocating_in_placement, move_to_fresh_placement
 
 class TimingPhase:
     request: WorkerRequest  # set by Evaluation
+    measured_reference_ms: float | None = None  # the anchor reference's median, where this request measured it
 
     def _time(
         self,
@@ -115,13 +116,27 @@ class TimingPhase:
 
     def _precise_enough(self, blocks: int, samples: dict[str, list[float]], ids: dict[str, list[int]]) -> bool:
         """Sequential timing (envs.settings `timing_precision`): after `min_placements` blocks, and every
-        `CHECK_EVERY` blocks from there, stop once the speedup's interval is within ± the precision."""
+        `CHECK_EVERY` blocks from there, stop once the speedup's interval is within ± the precision. Where the
+        drift test will keep the anchor out of the speedup (envs/speedup.py), the kernel's runs alone decide."""
         precision = self.request.timing.get("precision", 0.0)
         first = self.request.timing.get("min_placements", 0)
         if not precision or blocks < first or (blocks - first) % CHECK_EVERY:
             return False
-        width = relative_half_width(samples[KERNEL], ids[KERNEL], samples.get(ANCHOR), ids.get(ANCHOR))
+        anchor = samples.get(ANCHOR)
+        reference = self._anchor_reference_ms()
+        if anchor and reference and not drift_detected(group_runs(anchor, ids.get(ANCHOR)), reference):
+            anchor = None
+        width = relative_half_width(samples[KERNEL], ids[KERNEL], anchor, ids.get(ANCHOR) if anchor else None)
         return width <= precision
+
+    def _anchor_reference_ms(self) -> float | None:
+        """The cached anchor reference's median the drift test judges the anchor by: the driver's (in the
+        request), or the one this request measured with the baselines; None while the test is off or before
+        any reference exists (while the reference itself is timed)."""
+        timing = self.request.timing or {}
+        if not timing.get("drift_test"):
+            return None
+        return timing.get("anchor_reference_ms") or self.measured_reference_ms
 
     def time_baselines(self) -> dict[str, Any]:
         wanted = self.request.baselines
@@ -141,6 +156,7 @@ class TimingPhase:
                 torch._dynamo.reset()
         if referenced:
             results[ANCHOR_REFERENCE] = reference
+            self.measured_reference_ms = reference["median_ms"] if reference else None
         if "inductor" in wanted:
             results["inductor"] = inductor
         return results

@@ -67,9 +67,15 @@ def baseline_names(settings: EvalSettings) -> list[str]:
 
 
 def worker_request(
-    settings: EvalSettings, device: str, problem: Problem, solution: CanonicalSolution, measure_baselines: bool
+    settings: EvalSettings,
+    device: str,
+    problem: Problem,
+    solution: CanonicalSolution,
+    measure_baselines: bool,
+    anchor_reference_ms: float | None = None,
 ) -> WorkerRequest:
-    """The request a worker on `device` ("cpu" or "cuda") gets to evaluate `solution` with `settings`."""
+    """The request a worker on `device` ("cpu" or "cuda") gets to evaluate `solution` with `settings`;
+    `anchor_reference_ms`: the cached anchor reference's median, which the drift test judges the anchor by."""
     small = settings.resolved_size(device) == "small"
     return WorkerRequest(
         nonce=uuid.uuid4().hex,
@@ -89,6 +95,8 @@ def worker_request(
             "precision": settings.timing_precision,
             "min_placements": settings.min_placements,
             "min_block_ms": settings.min_block_ms,
+            "drift_test": settings.reanchor and settings.drift_test,
+            "anchor_reference_ms": anchor_reference_ms,
         }
         if device == "cuda"
         else None,
@@ -251,8 +259,13 @@ class WorkerSet:
         return self.device_kind.split("|")[0]
 
     # --- one evaluation ---------------------------------------------------------------------------
-    def _request(self, problem: Problem, solution: CanonicalSolution, measure_baselines: bool) -> WorkerRequest:
-        return worker_request(self.settings, self.device, problem, solution, measure_baselines)
+    def _request(
+        self, problem: Problem, solution: CanonicalSolution, measure_baselines: bool, baselines: dict | None = None
+    ) -> WorkerRequest:
+        reference = (baselines or {}).get(ANCHOR_REFERENCE) or {}
+        return worker_request(
+            self.settings, self.device, problem, solution, measure_baselines, reference.get("median_ms")
+        )
 
     def execute(
         self, problem: Problem, solution: CanonicalSolution | None, baselines: dict | None
@@ -410,7 +423,7 @@ class WorkerSet:
         measure = self.device == "cuda" and baselines is None
         try:
             result, phases, waited, oom_notes = self._run_through_oom(
-                self._request(problem, solution, measure), fresh_worker
+                self._request(problem, solution, measure, baselines), fresh_worker
             )
         except WorkerFailure as failure:
             return Verdict(
@@ -519,6 +532,7 @@ class WorkerSet:
                 kernel_blocks=result.kernel_blocks,
                 anchor_blocks=result.anchor_blocks,
                 anchor_reference=reference,
+                drift_test=self.settings.drift_test,
             )
             if estimate is not None:
                 speedup, baseline_name, interval = estimate.speedup, estimate.baseline, estimate.interval

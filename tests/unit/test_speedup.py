@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import statistics
 
 import pytest
 
@@ -254,3 +255,70 @@ def test_bench_counts_evaluations_whose_anchor_runs_still_allocated():
     noted = Verdict(Status.CORRECT, "a", "NVIDIA H200", speedup=1.0, notes=[f"3 of 50 anchor runs {ALLOCATING_NOTE}"])
     plain = Verdict(Status.CORRECT, "b", "NVIDIA H200", speedup=1.0, notes=["something else"])
     assert bench.summarize([noted, plain, plain], wall=1.0)["anchor_allocating"] == 1
+
+
+def _placed_runs(blocks: int, kernel_ms: float, anchor_ms: float, spread: float, seed: int):
+    """Runs of a kernel (two a block) and its anchor (one a block) whose times each placement block moves
+    independently by up to ±spread: the anchor's own placement noise, not a drift."""
+    rng = random.Random(seed)
+    kernel, kernel_ids, anchor, anchor_ids = [], [], [], []
+    for b in range(blocks):
+        kernel += [kernel_ms * (1 + rng.uniform(-0.005, 0.005)) for _ in range(2)]
+        kernel_ids += [b, b]
+        anchor.append(anchor_ms * (1 + rng.uniform(-spread, spread)))
+        anchor_ids.append(b)
+    return kernel, kernel_ids, anchor, anchor_ids
+
+
+def test_drift_is_detected_only_where_the_anchors_interval_leaves_out_its_reference():
+    from envs.speedup import drift_detected, group_runs
+
+    _, _, noisy, ids = _placed_runs(12, 0.5, 1.0, 0.06, seed=2)
+    assert not drift_detected(group_runs(noisy, ids), 1.0)  # ±6% a block around the reference: no drift
+    assert drift_detected(group_runs([x * 1.08 for x in noisy], ids), 1.0)  # the whole GPU 8% slower
+    assert drift_detected([1.01] * 10, 1.0)  # runs that agree with each other tell even 1% apart
+    assert drift_detected([1.0] * 10, 0.0) and drift_detected([], 1.0)  # nothing to judge by: the anchor decides
+
+
+def test_an_anchor_without_a_detectable_drift_gives_way_to_its_reference():
+    """The anchor's median over 12 blocks moves with its own placements (±6% a block here); dividing by it moved
+    the speedup as much, and kept sequential timing from stopping (session 39: softmax's eager anchor ran all 48
+    blocks where the kernel alone was within ±3% after 12). Where its interval holds the reference, the
+    reference divides instead: the speedup repeats as well as the kernel's median does."""
+    eager, inductor, reference = _cached(0.9), _cached(0.8), _cached(1.0)
+    steady, anchored = [], []
+    for seed in range(6):
+        kernel, kernel_ids, anchor, anchor_ids = _placed_runs(12, 0.5, 1.0, 0.06, seed)
+        args = (kernel, eager, inductor, "inductor", anchor, kernel_ids, anchor_ids, reference)
+        steady.append(estimate_speedup(*args))
+        anchored.append(estimate_speedup(*args, drift_test=False))
+    assert not any(e.interval.anchored for e in steady) and all(e.interval.anchored for e in anchored)
+    assert all(e.speedup == pytest.approx(0.8 / 0.5, rel=0.01) for e in steady)  # TorchInductor's cached time
+    assert all(e.interval.anchor_block_ms and len(e.interval.anchor_block_ms) == 12 for e in steady)
+    assert all(e.interval.drift == pytest.approx(a.interval.drift) for e, a in zip(steady, anchored))
+
+    def spread(estimates):
+        speedups = [e.speedup for e in estimates]
+        return (max(speedups) - min(speedups)) / statistics.median(speedups)
+
+    assert spread(steady) < spread(anchored) / 3
+    width = lambda e: (e.interval.high - e.interval.low) / e.speedup  # noqa: E731
+    assert max(width(e) for e in steady) < min(width(e) for e in anchored)
+    # Against eager the reference stands in for the anchor itself (eager's back-to-back block does not).
+    kernel, kernel_ids, anchor, anchor_ids = _placed_runs(12, 0.5, 1.0, 0.06, 0)
+    against_eager = estimate_speedup(kernel, eager, inductor, "eager", anchor, kernel_ids, anchor_ids, reference)
+    assert against_eager.speedup == pytest.approx(1.0 / 0.5, rel=0.01) and not against_eager.interval.anchored
+    # A drifted GPU (anchor and kernel 10% slower) is still taken out by the anchor.
+    slow = estimate_speedup(
+        [x * 1.1 for x in kernel],
+        eager,
+        inductor,
+        "inductor",
+        [x * 1.1 for x in anchor],
+        kernel_ids,
+        anchor_ids,
+        reference,
+    )
+    assert slow.interval.anchored and slow.interval.drift == pytest.approx(1.1, rel=0.03)
+    # Baselines cached before the reference existed: no test, the anchor decides as before.
+    assert estimate_speedup(kernel, eager, inductor, "inductor", anchor, kernel_ids, anchor_ids).interval.anchored

@@ -212,10 +212,11 @@ def test_measured_baselines_carry_the_anchor_reference_and_drift_is_judged_again
     )
     # TorchInductor timed beside the reference, in its blocks, reads as the reference does (0.020 ms)
     measured_now = {"eager": _stats(0.010), "inductor": _stats(0.020, 50), ANCHOR_REFERENCE: _stats(0.020, 50)}
-    asked = []
+    asked, references = [], []
 
     def run(request, fresh_worker=False, recycle=False):
         asked.append(request.baselines)
+        references.append(request.timing["anchor_reference_ms"] if request.timing["drift_test"] else "off")
         result = {
             "status": "correct",
             "kernel": _stats(0.008),
@@ -231,11 +232,14 @@ def test_measured_baselines_carry_the_anchor_reference_and_drift_is_judged_again
     verdict, measured = worker_set.execute(problem, solution, None)
     assert asked == [["eager", "inductor", ANCHOR_REFERENCE]] and measured == measured_now
     assert verdict.timings.anchor_reference == TimingStats(**measured_now[ANCHOR_REFERENCE])
-    assert verdict.speedup_interval.anchored and verdict.speedup_interval.drift == pytest.approx(1.0)
-    assert verdict.speedup == pytest.approx(2.5)
-    # the same baselines from the cache (JSON): the same verdict's speedup, nothing measured
+    # no drift from the reference: it stands in for the anchor (the drift test), the same speedup
+    assert not verdict.speedup_interval.anchored and verdict.speedup_interval.drift == pytest.approx(1.0)
+    assert verdict.speedup == pytest.approx(2.5) and references[-1] is None  # the worker timed the reference itself
+    # the same baselines from the cache (JSON): the same verdict's speedup, nothing measured; the worker is told
+    # the reference's median, which its stopping rule judges the anchor's drift by
     verdict, measured = worker_set.execute(problem, solution, dict(measured_now))
     assert asked[-1] == [] and measured is None and verdict.speedup == pytest.approx(2.5)
+    assert references[-1] == pytest.approx(0.020)
     # an entry cached before the reference existed: drift 2x eager's median, the cached speedup with a note
     old = {"eager": _stats(0.010), "inductor": _stats(0.010)}  # both back to back
     verdict, _ = worker_set.execute(problem, solution, old)
