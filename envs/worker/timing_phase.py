@@ -209,7 +209,7 @@ class TimingPhase:
         envs/speedup.py, rather than by eager's single back-to-back block, whose placement moves it from run to
         run (docs/gpu-notes.md, session 29). Without it, eager is the timed callable too. Returns (the
         reference's stats, the timed callable's stats or None)."""
-        placed: dict[str, Any] = {"inputs": inputs}
+        placed: dict[str, Any] = {"inputs": _clone(inputs)}  # placed as a candidate's timed runs are
         replace_inputs = self._placements(placed, inputs)
         timed_fn = compiled if compiled is not None else self.model
 
@@ -248,7 +248,10 @@ class TimingPhase:
         self._release_cached()
         self._enter_phase("timing")
         inputs = self._inputs(self.request.timing_seed + 1)  # inputs the correctness phase never showed
-        placed = {"inputs": inputs}  # the copy the timed runs use (envs.settings `placements`)
+        # The copy the timed runs (or CPU re-check calls) use, replaced by a fresh one in each placement block
+        # (envs.settings `placements`). Never `inputs` itself: the anchor's copies and the re-checks' expected
+        # outputs are made from those, so whatever the candidate writes into its inputs must not reach them.
+        placed = {"inputs": _clone(inputs)}
         timing = self.request.timing
         runs = timing["runs"] if timing else self.request.cpu_rechecks
         probe = self.request.timing_seed % (guaranteed_runs(timing) if timing else runs)  # one it cannot predict

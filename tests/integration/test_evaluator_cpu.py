@@ -321,3 +321,28 @@ def test_a_patch_to_torch_never_outlives_its_evaluation(evaluator):
     assert v.status is Status.HACK and v.hack.category == "monkeypatch", v
     assert "torch.nn.functional.softsign" in v.hack.reason
     assert evaluator.evaluate(problem, good).correct
+
+
+def test_the_candidate_never_gets_the_inputs_its_rechecks_and_anchor_copies_are_made_from(evaluator):
+    """After the correctness trials (5 calls here), the candidate overwrites its input with |x| for three calls
+    and answers relu(|x|) = |x|, right for the data it now holds. Had it been handed the timing phase's own
+    inputs (as block 0 of the GPU's timed runs and the CPU's re-check calls were until session 39), the
+    re-checks' expected outputs, and on a GPU the anchor's copies for every later placement block, would be
+    made from what it wrote: a reference whose speed depends on its data could be slowed, and the re-checks
+    would pass. On a copy of its own, its re-checked outputs are |x| against relu(x)."""
+    problem, good = RELU
+    prelude = """
+    @triton.jit
+    def _abs_in_place(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(x_ptr + offs, tl.abs(tl.load(x_ptr + offs, mask=m)), mask=m)
+    """
+    body = """
+    self.calls = getattr(self, "calls", 0) + 1
+    if 6 <= self.calls <= 8:
+        _abs_in_place[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), BLOCK=1024)
+    """
+    v = execute(evaluator, problem, solution(body, prelude=prelude))
+    assert v.status is Status.HACK and v.hack.category == "phase_detection", v
+    assert "timed run" in v.hack.reason, v.hack.reason
