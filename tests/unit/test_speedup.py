@@ -270,7 +270,7 @@ def _placed_runs(blocks: int, kernel_ms: float, anchor_ms: float, spread: float,
     return kernel, kernel_ids, anchor, anchor_ids
 
 
-def test_drift_is_detected_only_where_the_anchors_interval_leaves_out_its_reference():
+def test_drift_is_detected_where_the_anchors_median_or_interval_leaves_its_reference():
     from envs.speedup import drift_detected, group_runs
 
     _, _, noisy, ids = _placed_runs(12, 0.5, 1.0, 0.06, seed=2)
@@ -289,8 +289,8 @@ def test_drift_is_detected_only_where_the_anchors_interval_leaves_out_its_refere
 def test_an_anchor_without_a_detectable_drift_gives_way_to_its_reference():
     """The anchor's median over 12 blocks moves with its own placements (±6% a block here); dividing by it moved
     the speedup as much, and kept sequential timing from stopping (session 39: softmax's eager anchor ran all 48
-    blocks where the kernel alone was within ±3% after 12). Where its interval holds the reference, the
-    reference divides instead: the speedup repeats as well as the kernel's median does."""
+    blocks where the kernel alone was within ±3% after 12). Where its median lies within 2% of the reference and
+    its interval holds it, the reference divides instead: the speedup repeats as well as the kernel's median does."""
     eager, inductor, reference = _cached(0.9), _cached(0.8), _cached(1.0)
     steady, anchored = [], []
     for seed in range(6):
