@@ -1,11 +1,13 @@
 #!/usr/bin/env python
 """Does where a kernel's tensors lie in device memory move its time? Timing windows of one built-in reference
 solution, the tensors placed differently before each window by `--modes` (same, clone, realloc, outputs,
-evaluator, evaluator_kept_spacer), as the evaluator times (envs.timing.time_interleaved).
+evaluator, evaluator_kept_spacer, evaluator_full_warmup, evaluator_shared: the anchor reading the kernel's copy), as
+the evaluator times (envs.timing.time_interleaved).
 
 Per mode: the kernel's CV over the windows' medians, the range of the eager/kernel ratio, each window's first run
-against its median, and the runs that took memory from the driver (`--trace-memory`: every growth). A mode whose
-range is near `same`'s does not sample placements. What each mode does and what was measured: docs/gpu-notes.md.
+against its median, the runs that took memory from the driver (`--trace-memory`: every growth), and with
+`--clocks` the GPU's clocks, power and throttle reasons after each window (nvidia-smi). A mode whose range is near
+`same`'s does not sample placements. What each mode does and what was measured: docs/gpu-notes.md.
 
     python scripts/bench_placement.py L1_02_swish L0_07_elementwise_mul_add --out placement.jsonl   # ~30 s each
 
@@ -18,6 +20,7 @@ import functools
 import json
 import random
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -29,7 +32,16 @@ from envs.worker.outcome import allocating_in_placement, clone_args, load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
-MODES = ("same", "clone", "realloc", "outputs", "evaluator", "evaluator_kept_spacer")
+MODES = (
+    "same",
+    "clone",
+    "realloc",
+    "outputs",
+    "evaluator",
+    "evaluator_kept_spacer",
+    "evaluator_full_warmup",
+    "evaluator_shared",
+)
 MIB = 1 << 20
 
 
@@ -37,8 +49,28 @@ def _to_cuda(args: list[Any]) -> list[Any]:
     return [a.cuda() if isinstance(a, torch.Tensor) else a for a in args]
 
 
+CLOCK_FIELDS = ("clocks.sm", "clocks.mem", "power.draw", "temperature.gpu", "clocks_throttle_reasons.active")
+
+
+def gpu_clocks() -> dict[str, str] | None:
+    """The GPU's clocks (MHz), power (W), temperature and active throttle reasons now, or None without nvidia-smi."""
+    index = str(torch.cuda.current_device())
+    query = ["nvidia-smi", f"--query-gpu={','.join(CLOCK_FIELDS)}", "--format=csv,noheader,nounits", "-i", index]
+    try:
+        line = subprocess.run(query, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return dict(zip(CLOCK_FIELDS, (v.strip() for v in line.split(","))))
+
+
 def measure(
-    problem_id: str, modes: tuple[str, ...], windows: int, runs: int, seed: int, trace_memory: bool = False
+    problem_id: str,
+    modes: tuple[str, ...],
+    windows: int,
+    runs: int,
+    seed: int,
+    trace_memory: bool = False,
+    clocks: bool = False,
 ) -> list[dict]:
     problem = load_module(f"problem_{problem_id}", str(ROOT / "envs/builtin/problems" / f"{problem_id}.py"))
     solution = load_module(f"solution_{problem_id}", str(ROOT / "envs/builtin/solutions" / f"{problem_id}.py"))
@@ -50,14 +82,14 @@ def measure(
         rng = random.Random(seed)
         torch.manual_seed(seed)
         inputs = _to_cuda(problem.get_inputs())
-        placed = {"inputs": inputs, "anchor": clone_args(inputs)}
+        placed = {"inputs": inputs, "anchor": inputs if mode == "evaluator_shared" else clone_args(inputs)}
         with torch.no_grad():
             example = kernel(*inputs)
         plugs: list[torch.Tensor] = []
         medians, ratios, firsts, anchor_firsts, anchor_medians = [], [], [], [], []
         allocating = dict.fromkeys((KERNEL, ANCHOR), 0)
         rounds = None  # the warm-up rounds that settled the second window's pool (envs.timing.block_warmup)
-        traces = []
+        traces, states = [], []
         for w in range(windows):
             spacer = place(mode, placed, inputs, example, plugs, rng) if w else None
             fns: dict[str, Callable[[], Any]] = {
@@ -68,13 +100,15 @@ def measure(
             if trace_memory:
                 fns = {name: traced(name, fn, calls) for name, fn in fns.items()}
             schedule = interleaved_schedule(runs, runs // 2)
-            # The evaluator warms its windows up as the worker's placement blocks (the other modes: fully)
+            # The evaluator warms its windows up as the worker's placement blocks (the other modes, and
+            # evaluator_full_warmup, fully: what the evaluator's short warm-ups of later blocks change)
+            short = mode in ("evaluator", "evaluator_kept_spacer")
             with torch.no_grad():
-                timed = time_interleaved(
-                    fns, schedule, **block_warmup(w if mode.startswith("evaluator") else 0, 25.0, rounds)
-                )
+                timed = time_interleaved(fns, schedule, **block_warmup(w if short else 0, 25.0, rounds))
             if trace_memory:
                 traces.append({"window": w, "spacer_mib": spacer, **growth(calls, len(schedule))})
+            if clocks:
+                states.append(gpu_clocks())
             if w == 1:
                 rounds = timed.settled_after
             k, a = statistics.median(timed.samples[KERNEL]), statistics.median(timed.samples[ANCHOR])
@@ -105,6 +139,7 @@ def measure(
                 "anchor_medians_ms": [round(x, 4) for x in anchor_medians],
                 "kernel_medians_ms": [round(x, 4) for x in medians],
                 **({"memory_trace": traces} if trace_memory else {}),
+                **({"gpu_state": states} if clocks else {}),
             }
         )
         del placed, inputs, example, plugs, fns
@@ -185,6 +220,7 @@ def main() -> int:
         action="store_true",
         help="per window: the spacer's size and each call during which memory_reserved grew",
     )
+    ap.add_argument("--clocks", action="store_true", help="per window: the GPU's clocks, power and throttle reasons")
     args = ap.parse_args()
     if args.runs < 2 or args.windows < 1:
         # a window times runs // 2 anchor runs: with fewer than 2 it has none to compare the kernel against
@@ -192,7 +228,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         ap.error("placements are a GPU question: no CUDA device here")
     for pid in args.problems:
-        for row in measure(pid, tuple(args.modes), args.windows, args.runs, args.seed, args.trace_memory):
+        for row in measure(pid, tuple(args.modes), args.windows, args.runs, args.seed, args.trace_memory, args.clocks):
             line = json.dumps(row)
             print(line, flush=True)
             if args.out:
