@@ -188,6 +188,8 @@ _COMPARISONS = (
     "torch.Tensor.clone",
     "torch.Tensor.sum",
     "torch.Tensor.max",
+    "torch.Tensor.amax",
+    "torch.linalg.vector_norm",
     "envs.compare.compare_outputs",
     "envs.compare.compare_each",
     "envs.compare.compare_tensor",
