@@ -216,14 +216,11 @@ def unravel_index(flat: int, shape: torch.Size) -> list[int]:
 
 
 def output_rms(x: Any) -> float:
-    """Root mean square of a floating tensor in float64 (chunked); 0 for anything else."""
+    """Root mean square of a floating tensor, summed in float64 as it is read (no float64 copy); 0 for anything
+    else."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
         return 0.0
-    flat = x.detach().reshape(-1)
-    total = sum(
-        float(flat[s : s + CHUNK_ELEMENTS].double().square().sum()) for s in range(0, flat.numel(), CHUNK_ELEMENTS)
-    )
-    return (total / flat.numel()) ** 0.5
+    return float(torch.linalg.vector_norm(x.detach(), dtype=torch.float64)) / x.numel() ** 0.5
 
 
 def format_mismatch(m: dict[str, Any]) -> str:
