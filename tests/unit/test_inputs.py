@@ -136,6 +136,27 @@ def test_perturbed_moves_the_same_elements_whatever_the_layout_and_copies_an_inp
     assert torch.equal(base, original)
 
 
+def _response_ratio_over_all_elements(before, after, scale):
+    """The ratio weighed over every element in float64, as it was before only the moved elements were."""
+    x, y = before.double().reshape(-1), after.double().reshape(-1)
+    allowed = 1e-4 * scale + 1e-4 * torch.maximum(x.abs(), y.abs())
+    return float(((y - x).abs() / allowed.clamp_min(1e-300)).max())
+
+
+@pytest.mark.parametrize("moved", [0, 3, 4000, 1 << 16])
+def test_the_response_ratio_weighs_only_moved_elements_and_equals_the_full_float64_one(moved):
+    g = torch.Generator().manual_seed(moved)
+    before = torch.randn(1 << 16, generator=g)
+    before[:8] = torch.tensor([0.0, -0.0, 1e-30, -1e30, 3.0, -3.0, 1e-45, 7.0])
+    after = before.clone()
+    where = torch.randperm(before.numel(), generator=g)[:moved]
+    after[where] += torch.randn(moved, generator=g) * 1e-3
+    after[1] = 0.0  # -0.0 against 0.0 is no move
+    expected = _response_ratio_over_all_elements(before, after, 2.0)
+    assert fam.response_ratio(before, after, None, [2.0]) == expected
+    assert (expected == 0.0) == (moved == 0)
+
+
 def test_response_ratio_and_atol_scales():
     before = torch.zeros(10)
     after = before.clone()
