@@ -35,3 +35,15 @@ def test_cuda_elements_float32_would_let_in_are_rejected():
     )
     assert int(fooled.sum()) > 10
     assert compare.compare_outputs(ref[fooled], out[fooled])["mismatched"] == int(fooled.sum())
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_cuda_non_finite_outputs_fail_the_float32_pass_in_any_chunk(monkeypatch, bad):
+    """The float32 pass tests the largest excess (amax): CUDA's reduction must carry a NaN or an infinity in a
+    late chunk to the result, so the float64 path judges it."""
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 1 << 16)
+    ref = torch.randn(1 << 18, generator=torch.Generator().manual_seed(1)).cuda()
+    out = ref.clone()
+    out[(1 << 18) - 5] = bad
+    assert compare._clearly_inside(ref, out, 1e-2, 1e-2) is None
+    assert "NaN/Inf" in compare.compare_tensor(ref, out, 1e-2, 1e-2).mismatch["reason"]
