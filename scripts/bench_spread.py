@@ -16,13 +16,18 @@ verdicts' per-block medians (`speedup_interval.kernel_block_ms` / `anchor_block_
 with the anchored ratio's medians of pooled runs (as reported) replaced by the mean of the block medians, or by
 the median of the blocks' own anchor/kernel ratios, the cached scale kept, and reports each one's spread as above.
 
-    python scripts/bench_spread.py before-1.json before-2.json before-3.json [--estimators] [--json spread.json]
+`--slow-blocks` asks where in an evaluation a step change sets in: per run and placement block, the share of
+evaluations whose block median (kernel's, anchor's) is `SLOW_STEP` above the faster of their first two blocks.
+
+    python scripts/bench_spread.py before-1.json before-2.json.gz before-3.json [--estimators] [--slow-blocks]
+        [--json spread.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import json
 import statistics
 import sys
@@ -42,10 +47,10 @@ def load_report(path: Path) -> tuple[list[Verdict], list[dict]]:
     """The cold pass's verdicts of one bench_eval `--out` report, in candidate order, and each candidate's label
     (`key`, and `class` where the candidates' manifest has one; the answer's index and problem otherwise)."""
     try:
-        report = json.loads(path.read_text())
+        report = json.loads(gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text())
         records = report.get("problems") if isinstance(report, dict) else None
         verdicts = [Verdict.from_dict(r) for r in records] if isinstance(records, list) else None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError) as e:
         raise ReportError(f"{path}: cannot read a JSON report ({e})") from None
     except (TypeError, KeyError, AttributeError) as e:
         raise ReportError(f"{path}: not a scripts/bench_eval.py --out report ({type(e).__name__}: {e})") from None
@@ -95,6 +100,29 @@ def _block_ratio(v: Verdict) -> float | None:
 
 
 ESTIMATORS = {"block_mean": _block_mean, "block_ratio_median": _block_ratio}
+
+
+# A block whose median is this much above the faster of its evaluation's first two reads as slow (session 39's
+# step on the H100 was +19%; block-to-block noise of memory-bound kernels is a few percent)
+SLOW_STEP = 1.08
+
+
+def slow_block_shares(verdicts: list[Verdict], step: float = SLOW_STEP) -> dict[str, list[float]]:
+    """Per placement block index, the share of the verdicts with at least three blocks whose block median is
+    `step` times the faster of their first two or more, for the kernel's runs and the anchor's."""
+    counts: dict[str, list[list[int]]] = {"kernel": [], "anchor": []}
+    for v in verdicts:
+        iv = v.speedup_interval
+        for side, blocks in (("kernel", iv and iv.kernel_block_ms), ("anchor", iv and iv.anchor_block_ms)):
+            if not blocks or len(blocks) < 3:
+                continue
+            base = min(blocks[:2])
+            for i, ms in enumerate(blocks):
+                if len(counts[side]) <= i:
+                    counts[side].append([0, 0])
+                counts[side][i][0] += ms > step * base
+                counts[side][i][1] += 1
+    return {side: [round(slow / n, 3) for slow, n in c] for side, c in counts.items()}
 
 
 def _keys_and_classes(labels: list[dict]) -> tuple[list[str], dict[str, str | None]]:
@@ -181,6 +209,10 @@ def print_spread(result: dict) -> None:
                 print(f"  {name:<20} {row['median_spread']:>8.4f} {row['p95_spread']:>8.4f} {row['max_spread']:>8.4f}")
                 for cls, c in row.get("by_class", {}).items():
                     print(f"    {cls:<18} {c['median_spread']:>8.4f} {c['p95_spread']:>8.4f} {c['max_spread']:>8.4f}")
+    for i, shares in enumerate(result.get("slow_blocks", [])):
+        print(f"run {i + 1}: share of evaluations slow (> {SLOW_STEP}x the faster of blocks 0-1) by placement block")
+        for side, row in shares.items():
+            print(f"  {side:<7}" + " ".join(f"{b}:{x:.2f}" for b, x in enumerate(row)))
     print("baselines per run, median ms (eager / inductor / anchor reference):")
     for pid in sorted({p for run in result["baselines"] for p in run}):
         cells = []
@@ -197,12 +229,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--estimators", action="store_true", help="also the spread of other point estimates of the same runs"
     )
+    ap.add_argument(
+        "--slow-blocks", action="store_true", help="also, per run, the share of slow evaluations by placement block"
+    )
     args = ap.parse_args(argv)
     try:
         runs = [load_report(p) for p in args.reports]
         result = spread(runs)
         if args.estimators:
             result["estimators"] = estimator_spreads(runs)
+        if args.slow_blocks:
+            result["slow_blocks"] = [slow_block_shares(verdicts) for verdicts, _ in runs]
     except ReportError as e:
         print(f"bench_spread: {e}", file=sys.stderr)
         return 2

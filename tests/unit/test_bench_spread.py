@@ -1,5 +1,6 @@
 """scripts/bench_spread.py: repeatability across bench_eval runs (issue 32) from their --out reports."""
 
+import gzip
 import json
 
 import pytest
@@ -129,3 +130,27 @@ def test_estimators_compare_point_estimates_of_runs_whose_blocks_land_in_two_mod
     assert est["block_mean"]["median_spread"] < 0.08
     assert set(est["block_mean"]["by_class"]) == {"elementwise", "overall"}
     assert "point estimates of the same runs, 1 answers" in capsys.readouterr().out
+
+
+def test_slow_block_shares_say_where_a_step_sets_in_and_gzipped_reports_load(tmp_path, bench_spread):
+    from envs.verdict import SpeedupInterval
+
+    def verdict(kernel_blocks, anchor_blocks):
+        interval = SpeedupInterval(0.9, 1.1, 0.95, True, 1.0, 1000, len(kernel_blocks), kernel_blocks, anchor_blocks)
+        return Verdict(Status.CORRECT, "p", "NVIDIA H100", speedup=1.0, speedup_interval=interval)
+
+    verdicts = [
+        verdict([2.0, 2.1, 2.5, 2.5], [2.0, 2.0, 2.4, 2.0]),
+        verdict([2.0, 2.0, 2.0, 2.5], None),
+        verdict([2.0, 2.5], [2.0, 2.0]),  # two blocks tell no step
+    ]
+    shares = bench_spread.slow_block_shares(verdicts)
+    assert shares == {"kernel": [0.0, 0.0, 0.5, 1.0], "anchor": [0.0, 0.0, 1.0, 0.0]}
+
+    plain = _report(tmp_path / "1.json", [("a", "correct", 2.0)])
+    zipped = tmp_path / "1.json.gz"
+    zipped.write_bytes(gzip.compress(plain.read_bytes()))
+    assert bench_spread.load_report(zipped)[0][0].speedup == 2.0
+    (tmp_path / "bad.json.gz").write_bytes(b"not gzip")
+    with pytest.raises(bench_spread.ReportError, match="cannot read"):
+        bench_spread.load_report(tmp_path / "bad.json.gz")
