@@ -100,9 +100,9 @@ def measure(
             if trace_memory:
                 fns = {name: traced(name, fn, calls) for name, fn in fns.items()}
             schedule = interleaved_schedule(runs, runs // 2)
-            # The evaluator warms its windows up as the worker's placement blocks (the other modes, and
+            # The evaluator's modes warm their windows up as the worker's placement blocks (the other modes, and
             # evaluator_full_warmup, fully: what the evaluator's short warm-ups of later blocks change)
-            short = mode in ("evaluator", "evaluator_kept_spacer")
+            short = mode.startswith("evaluator") and mode != "evaluator_full_warmup"
             with torch.no_grad():
                 timed = time_interleaved(fns, schedule, **block_warmup(w if short else 0, 25.0, rounds))
             if trace_memory:
@@ -201,7 +201,11 @@ def place(
     elif mode.startswith("evaluator"):
         spacer_bytes = rng.randint(1, 32) << 21
         move_to_fresh_placement(
-            placed, originals, spacer_bytes=spacer_bytes, keep_spacer=mode == "evaluator_kept_spacer"
+            placed,
+            originals,
+            spacer_bytes=spacer_bytes,
+            keep_spacer=mode == "evaluator_kept_spacer",
+            shared_anchor=mode == "evaluator_shared",
         )
         return spacer_bytes // MIB
     return None

@@ -33,7 +33,11 @@ def clone_args(args: list[Any]) -> list[Any]:
 
 
 def move_to_fresh_placement(
-    placed: dict[str, Any], inputs: list[Any], spacer_bytes: int = 0, keep_spacer: bool = False
+    placed: dict[str, Any],
+    inputs: list[Any],
+    spacer_bytes: int = 0,
+    keep_spacer: bool = False,
+    shared_anchor: bool = False,
 ) -> None:
     """New copies of the original `inputs` for the candidate (`placed["inputs"]`) and the anchor
     (`placed["anchor"]`).
@@ -51,10 +55,18 @@ def move_to_fresh_placement(
     `keep_spacer` holds the spacer in `placed["spacer"]` until the next move instead of freeing it at once: a freed
     spacer leaves a hole of its random size in the pool that the block's small outputs may take, so the blocks
     would not start from the same free space (scripts/bench_placement.py's `evaluator_kept_spacer` mode asks
-    whether that is why attention anchors still allocate; docs/gpu-runbook.md)."""
+    whether that is why attention anchors still allocate; docs/gpu-runbook.md).
+    `shared_anchor` gives the anchor the candidate's copy instead of one of its own (one copy, so the pool holds
+    no freed second copy either; bench_placement's `evaluator_shared` mode asks whether the kernel and the anchor
+    reading the same memory makes their ratio repeat)."""
+
+    def copies() -> None:
+        placed["inputs"] = clone_args(inputs)
+        placed["anchor"] = placed["inputs"] if shared_anchor else clone_args(inputs)
+
     device = next((a.device for a in inputs if isinstance(a, torch.Tensor) and a.is_cuda), None)
     if device is None:
-        placed["inputs"], placed["anchor"] = clone_args(inputs), clone_args(inputs)
+        copies()
         return
     for key in ("inputs", "anchor", "spacer", "pool"):
         placed.pop(key, None)
@@ -62,7 +74,7 @@ def move_to_fresh_placement(
     pool = torch.cuda.MemPool()
     with torch.cuda.use_mem_pool(pool, device):
         spacer = torch.empty(spacer_bytes, dtype=torch.uint8, device=device) if spacer_bytes > 0 else None
-        placed["inputs"], placed["anchor"] = clone_args(inputs), clone_args(inputs)
+        copies()
         if keep_spacer and spacer is not None:
             placed["spacer"] = spacer
         del spacer

@@ -97,6 +97,9 @@ def test_a_fresh_placement_never_lands_on_the_copies_it_replaces():
         assert placed["inputs"][0].data_ptr() != before[0] and placed["anchor"][0].data_ptr() != before[1]
         assert torch.equal(placed["inputs"][0], inputs[0]) and torch.equal(placed["anchor"][0], inputs[0])
         assert placed["inputs"][1] == 3 and placed["inputs"][0] is not placed["anchor"][0]
+    move_to_fresh_placement(placed, inputs, shared_anchor=True)  # one copy, the anchor's too
+    assert placed["anchor"] is placed["inputs"] and placed["inputs"][0] is not inputs[0]
+    assert torch.equal(placed["inputs"][0], inputs[0])
 
 
 class CachingPool:
