@@ -216,11 +216,17 @@ def unravel_index(flat: int, shape: torch.Size) -> list[int]:
 
 
 def output_rms(x: Any) -> float:
-    """Root mean square of a floating tensor, summed in float64 as it is read (no float64 copy); 0 for anything
+    """Root mean square of a floating tensor, its squares summed in float64 as they are read (no float64 copy of
+    the tensor; chunked, so a backend that casts before it reduces copies one chunk at most); 0 for anything
     else."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
         return 0.0
-    return float(torch.linalg.vector_norm(x.detach(), dtype=torch.float64)) / x.numel() ** 0.5
+    flat = x.detach().reshape(-1)
+    total = sum(
+        float(torch.linalg.vector_norm(flat[s : s + CHUNK_ELEMENTS], dtype=torch.float64)) ** 2
+        for s in range(0, flat.numel(), CHUNK_ELEMENTS)
+    )
+    return (total / flat.numel()) ** 0.5
 
 
 def format_mismatch(m: dict[str, Any]) -> str:

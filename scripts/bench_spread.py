@@ -47,7 +47,8 @@ def load_report(path: Path) -> tuple[list[Verdict], list[dict]]:
     """The cold pass's verdicts of one bench_eval `--out` report, in candidate order, and each candidate's label
     (`key`, and `class` where the candidates' manifest has one; the answer's index and problem otherwise)."""
     try:
-        report = json.loads(gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text())
+        with gzip.open(path, "rt") if path.suffix == ".gz" else path.open() as f:
+            report = json.load(f)
         records = report.get("problems") if isinstance(report, dict) else None
         verdicts = [Verdict.from_dict(r) for r in records] if isinstance(records, list) else None
     except (OSError, ValueError, EOFError) as e:
