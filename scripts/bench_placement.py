@@ -1,7 +1,9 @@
 #!/usr/bin/env python
 """Does where a kernel's tensors lie in device memory move its time? Timing windows of one built-in reference
 solution, the tensors placed differently before each window by `--modes` (same, clone, realloc, outputs,
-evaluator, evaluator_kept_spacer, evaluator_full_warmup, evaluator_shared: the anchor reading the kernel's copy), as
+evaluator, evaluator_kept_spacer, evaluator_full_warmup, evaluator_shared: the anchor reading the kernel's copy,
+evaluator_held_pool: a block's copies never on the memory the last block's pool just gave back,
+evaluator_extra_round: later windows warm up one round more, as many as the second window made), as
 the evaluator times (envs.timing.time_interleaved).
 
 Per mode: the kernel's CV over the windows' medians, the range of the eager/kernel ratio, each window's first run
@@ -41,6 +43,8 @@ MODES = (
     "evaluator_kept_spacer",
     "evaluator_full_warmup",
     "evaluator_shared",
+    "evaluator_held_pool",
+    "evaluator_extra_round",
 )
 MIB = 1 << 20
 
@@ -103,8 +107,11 @@ def measure(
             # The evaluator's modes warm their windows up as the worker's placement blocks (the other modes, and
             # evaluator_full_warmup, fully: what the evaluator's short warm-ups of later blocks change)
             short = mode.startswith("evaluator") and mode != "evaluator_full_warmup"
+            # the second window made settled_after + 1 rounds (the last one confirming); the later ones make one
+            # fewer, unless evaluator_extra_round
+            later = rounds + 1 if mode == "evaluator_extra_round" and rounds is not None else rounds
             with torch.no_grad():
-                timed = time_interleaved(fns, schedule, **block_warmup(w if short else 0, 25.0, rounds))
+                timed = time_interleaved(fns, schedule, **block_warmup(w if short else 0, 25.0, later))
             if trace_memory:
                 traces.append({"window": w, "spacer_mib": spacer, **growth(calls, len(schedule))})
             if clocks:
@@ -206,6 +213,7 @@ def place(
             spacer_bytes=spacer_bytes,
             keep_spacer=mode == "evaluator_kept_spacer",
             shared_anchor=mode == "evaluator_shared",
+            hold_previous=mode == "evaluator_held_pool",
         )
         return spacer_bytes // MIB
     return None

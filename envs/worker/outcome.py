@@ -38,6 +38,7 @@ def move_to_fresh_placement(
     spacer_bytes: int = 0,
     keep_spacer: bool = False,
     shared_anchor: bool = False,
+    hold_previous: bool = False,
 ) -> None:
     """New copies of the original `inputs` for the candidate (`placed["inputs"]`) and the anchor
     (`placed["anchor"]`).
@@ -58,7 +59,9 @@ def move_to_fresh_placement(
     whether that is why attention anchors still allocate; docs/gpu-runbook.md).
     `shared_anchor` gives the anchor the candidate's copy instead of one of its own (one copy, so the pool holds
     no freed second copy either; bench_placement's `evaluator_shared` mode asks whether the kernel and the anchor
-    reading the same memory makes their ratio repeat)."""
+    reading the same memory makes their ratio repeat).
+    `hold_previous` keeps the previous block's pool until the new copies are placed, so they cannot land on the
+    memory it just gave back (bench_placement's `evaluator_held_pool` mode; peak: one more pair of copies)."""
 
     def copies() -> None:
         placed["inputs"] = clone_args(inputs)
@@ -68,6 +71,7 @@ def move_to_fresh_placement(
     if device is None:
         copies()
         return
+    previous = placed.pop("pool", None) if hold_previous else None
     for key in ("inputs", "anchor", "spacer", "pool"):
         placed.pop(key, None)
     torch.cuda.empty_cache()
@@ -79,6 +83,7 @@ def move_to_fresh_placement(
             placed["spacer"] = spacer
         del spacer
     placed["pool"] = pool
+    del previous  # its memory goes back to the driver at the next move's empty_cache
 
 
 def allocating_in_placement(placed: dict[str, Any]) -> contextlib.AbstractContextManager:

@@ -288,6 +288,22 @@ def test_a_placement_block_gets_new_device_memory_not_a_shared_cached_segment():
     del keep
 
 
+def test_a_held_previous_pool_keeps_the_new_copies_off_its_memory():
+    import torch
+
+    from envs.worker.outcome import clone_args, move_to_fresh_placement
+
+    inputs = [torch.randn(1 << 24, device="cuda")]  # 64 MiB
+    placed = {"inputs": inputs, "anchor": clone_args(inputs)}
+    move_to_fresh_placement(placed, inputs, spacer_bytes=2 << 20)
+    for _ in range(3):
+        before = {(c.data_ptr(), c.data_ptr() + c.nbytes) for c in (placed["inputs"][0], placed["anchor"][0])}
+        move_to_fresh_placement(placed, inputs, spacer_bytes=2 << 20, hold_previous=True)
+        for copy in (placed["inputs"][0], placed["anchor"][0]):
+            assert torch.equal(copy, inputs[0])
+            assert all(copy.data_ptr() + copy.nbytes <= lo or copy.data_ptr() >= hi for lo, hi in before)
+
+
 def test_placement_blocks_leave_no_timed_run_a_driver_allocation():
     """Eager max pooling frees int64 indices twice its output's size on return: after one warm-up round in a
     fresh pool the kernel's output sat in their block, and each block's one anchor run took a new block from
