@@ -11,6 +11,12 @@ to share the GPU with).
 
   python scripts/bench_eval_ops.py --problem L0_02_relu --device cuda            # full size
   python scripts/bench_eval_ops.py --problem L1_05_row_sum --device cpu --top 5   # small size, Triton interpreter
+  python scripts/bench_eval_ops.py --problem L0_04_sigmoid --wrong                # a wrong answer's evaluation
+
+`--wrong` judges the reference solution against the problem's model with its output scaled by 1.5: the answer
+then fails its first trial on almost every element, as most of a training step's answers do
+(docs/runs/*/train_samples.jsonl.gz). The scale goes on the trusted model, not on the solution: PyTorch compute
+in a solution's forward is refused as a hack before its outputs are compared.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import collections
+import dataclasses
 import json
 import os
 import sys
@@ -58,6 +65,18 @@ def builtin_reference(problem_id: str):
     if not problem.reference_solution:
         raise ValueError(f"{problem_id} has no reference solution to evaluate")
     return problem, Path(problem.reference_solution).read_text()
+
+
+# Appended to the problem's source by --wrong: the same model, an output 1.5 times as large.
+SCALED_MODEL = """
+
+class _Scaled(Model):
+    def forward(self, *args):
+        return super().forward(*args) * 1.5
+
+
+Model = _Scaled
+"""
 
 
 def _call_without_profiler(fn: Any, kernel_names: set[str]) -> None:
@@ -236,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
     ap.add_argument("--size", choices=["full", "small"], help="default: full on cuda, small on cpu")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="eval settings: timing_precision=0.03")
+    ap.add_argument("--wrong", action="store_true", help="a wrong answer: the model's output x1.5")
     ap.add_argument("--top", type=int, default=8, help="ops listed per part")
     ap.add_argument("--out", type=Path, help="write the report as JSON here")
     args = ap.parse_args(argv)
@@ -257,13 +277,17 @@ def main(argv: list[str] | None = None) -> int:
         settings = EvalSettings.from_mapping({"device": args.device, "size": args.size, "workers": 1, **overrides})
     except (ValueError, TypeError) as e:
         ap.error(str(e))
+    if args.wrong:
+        problem = dataclasses.replace(problem, source=problem.source + SCALED_MODEL)
     run = profiled_evaluation(problem, source, args.device, settings)
     report = attribute(run["intervals"], run["events"])
-    print(f"{args.problem} on {args.device}: {run['status']}" + (f" ({run['error']})" if run["error"] else ""))
+    what = f"{args.problem} (wrong by scale)" if args.wrong else args.problem
+    print(f"{what} on {args.device}: {run['status']}" + (f" ({run['error'][:300]})" if run["error"] else ""))
     print_report(report, args.device, args.top)
     if args.out:
-        args.out.write_text(json.dumps({"problem": args.problem, "device": args.device, **run, "report": report}))
-    return 0 if run["status"] == "correct" else 1
+        record = {"problem": args.problem, "wrong": args.wrong, "device": args.device, **run, "report": report}
+        args.out.write_text(json.dumps(record))
+    return 0 if run["status"] == ("incorrect" if args.wrong else "correct") else 1
 
 
 if __name__ == "__main__":

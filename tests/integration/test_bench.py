@@ -157,6 +157,15 @@ def test_bench_eval_ops_counts_the_ops_of_each_step_of_a_reference_evaluation(tm
     assert parts["correctness.trials"]["device_s"] > 0 and parts["correctness.trials"]["wall_s"] > 0
 
 
+def test_bench_eval_ops_wrong_profiles_an_answer_that_fails_its_first_trial(tmp_path):
+    proc = bench_eval_ops("--problem", "L0_02_relu", "--wrong", "--top", "3", "--out", "ops.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "L0_02_relu (wrong by scale) on cpu: incorrect (trial 1 of" in proc.stdout
+    record = json.loads((tmp_path / "ops.json").read_text())
+    assert record["wrong"] and record["status"] == "incorrect"
+    assert "timing" not in record["report"]["phases"]  # a wrong answer is never timed
+
+
 @pytest.mark.parametrize("args", [["--problem", "../../tests/x"], ["--problem", "L0_02_relu", "--set", "bogus=1"]])
 def test_bench_eval_ops_refuses_anything_but_a_built_in_reference_and_known_settings(args):
     proc = bench_eval_ops(*args)
