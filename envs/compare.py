@@ -62,18 +62,31 @@ def compare_outputs(ref: Any, out: Any, tolerance: dict[str, float] | None = Non
     return first_mismatch(compare_each(ref, out, tolerance))
 
 
+def outputs_match(ref: Any, out: Any, tolerance: dict[str, float] | None = None) -> bool:
+    """Whether `out` matches `ref` as compare_outputs judges, without describing a mismatch: the judging stops
+    at the first chunk of an output that holds one. For checks that need only the answer (the stale-memory
+    probe, the problem's degeneracy checks): a wrong full-size output costs one chunk, not a float64 pass over
+    all of it."""
+    return first_mismatch(compare_each(ref, out, tolerance, first_only=True)) is None
+
+
 def compare_each(
-    ref: Any, out: Any, tolerance: dict[str, float] | None = None, atol_scales: list[float] | None = None
+    ref: Any,
+    out: Any,
+    tolerance: dict[str, float] | None = None,
+    atol_scales: list[float] | None = None,
+    first_only: bool = False,
 ) -> list[TensorComparison]:
     """Every output against its reference (one entry when the outputs' structure already differs).
-    `atol_scales[i]` multiplies output i's atol (input families that scale the outputs up scale it)."""
+    `atol_scales[i]` multiplies output i's atol (input families that scale the outputs up scale it).
+    `first_only`: a mismatch describes only the first chunk that holds one (outputs_match)."""
     refs, outs = as_output_list(ref), as_output_list(out)
     if len(refs) != len(outs):
         return [TensorComparison({"reason": f"expected {len(refs)} output(s), got {len(outs)}"})]
     results = []
     for i, (r, o) in enumerate(zip(refs, outs)):
         atol, rtol = tolerance_for(r.dtype, tolerance) if isinstance(r, torch.Tensor) else (0.0, 0.0)
-        result = compare_tensor(r, o, atol * (atol_scales[i] if atol_scales else 1.0), rtol)
+        result = compare_tensor(r, o, atol * (atol_scales[i] if atol_scales else 1.0), rtol, first_only)
         if result.mismatch is not None and len(refs) > 1:
             result.mismatch = {"output_index": i, **result.mismatch}
         results.append(result)
@@ -98,9 +111,10 @@ def _describe_structure(ref: Any, out: Any) -> dict[str, Any] | None:
     return None
 
 
-def compare_tensor(ref: Any, out: Any, atol: float, rtol: float) -> TensorComparison:
+def compare_tensor(ref: Any, out: Any, atol: float, rtol: float, first_only: bool = False) -> TensorComparison:
     """|out - ref| <= atol + rtol * |ref| elementwise; shapes, dtypes and devices equal. An output that is
-    clearly inside its bounds is settled by a float32 pass; anything else is judged in float64 chunks."""
+    clearly inside its bounds is settled by a float32 pass; anything else is judged in float64 chunks, up to
+    the first chunk with a mismatch where `first_only` (that mismatch then describes that chunk alone)."""
     structural = _describe_structure(ref, out)
     if structural is not None or not isinstance(ref, torch.Tensor):
         return TensorComparison(structural)
@@ -112,7 +126,7 @@ def compare_tensor(ref: Any, out: Any, atol: float, rtol: float) -> TensorCompar
         if inside is not None:
             max_abs, square_sum = inside
             return TensorComparison(None, max_abs, (square_sum / max(1, r_flat.numel())) ** 0.5)
-    return _compare_float64(ref, r_flat, o_flat, atol, rtol)
+    return _compare_float64(ref, r_flat, o_flat, atol, rtol, first_only)
 
 
 # The float32 pass: dtypes that float32 holds exactly, and tolerances for which its bound stays a normal
@@ -155,11 +169,12 @@ def _clearly_inside(r_flat: torch.Tensor, o_flat: torch.Tensor, atol: float, rto
 
 
 def _compare_float64(
-    ref: torch.Tensor, r_flat: torch.Tensor, o_flat: torch.Tensor, atol: float, rtol: float
+    ref: torch.Tensor, r_flat: torch.Tensor, o_flat: torch.Tensor, atol: float, rtol: float, first_only: bool = False
 ) -> TensorComparison:
     worst = {"excess": -1.0}
     bad_count = 0
     max_abs = max_rel = square_sum = 0.0
+    judged = ""
     for start in range(0, r_flat.numel(), CHUNK_ELEMENTS):
         r = r_flat[start : start + CHUNK_ELEMENTS].double()
         o = o_flat[start : start + CHUNK_ELEMENTS].double()
@@ -188,12 +203,15 @@ def _compare_float64(
             j = int(excess.argmax())
             if float(excess[j]) > worst["excess"]:
                 worst = {"excess": float(excess[j]), "index": start + j, "value": float(o[j]), "expected": float(r[j])}
+            if first_only:
+                judged = f" (of elements up to {start + r.numel()}: judging stopped there)"
+                break
     rms = (square_sum / max(1, r_flat.numel())) ** 0.5
     if bad_count == 0:
         return TensorComparison(None, max_abs, rms)
     return TensorComparison(
         {
-            "reason": f"{bad_count} of {ref.numel()} element(s) differ beyond atol={atol:g}, rtol={rtol:g}",
+            "reason": f"{bad_count} of {ref.numel()} element(s) differ beyond atol={atol:g}, rtol={rtol:g}{judged}",
             "max_abs_diff": max_abs,
             "max_rel_diff": max_rel,
             "worst_index": unravel_index(worst["index"], ref.shape),

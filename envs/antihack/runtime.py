@@ -191,6 +191,7 @@ _COMPARISONS = (
     "torch.Tensor.amax",
     "torch.linalg.vector_norm",
     "envs.compare.compare_outputs",
+    "envs.compare.outputs_match",
     "envs.compare.compare_each",
     "envs.compare.compare_tensor",
     "envs.truth.judge_outputs",

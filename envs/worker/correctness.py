@@ -16,7 +16,7 @@ import torch
 from envs import inputs as families
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
-from envs.compare import ReferenceNotFinite, as_output_list, compare_outputs, format_mismatch, output_rms
+from envs.compare import ReferenceNotFinite, as_output_list, format_mismatch, output_rms, outputs_match
 from envs.truth import AccuracyLog, Float64Reference, judge_outputs
 from envs.worker.outcome import Outcome
 from envs.worker.messages import WorkerRequest
@@ -192,7 +192,7 @@ class CorrectnessPhase:
             got = self._run_candidate(lambda: self.candidate(*_clone(inputs)), "ModelNew.forward")
         except Outcome:
             return
-        if compare_outputs(expected, got, self.request.problem.get("tolerance")) is None:
+        if outputs_match(expected, got, self.request.problem.get("tolerance")):
             raise RuntimeHack(
                 "stale_memory",
                 "the output was wrong while freed memory held the evaluator's "

@@ -26,7 +26,7 @@ import torch
 from envs import inputs as families
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
-from envs.compare import as_output_list, compare_outputs
+from envs.compare import as_output_list, outputs_match
 from envs.worker import harness_state
 from envs.worker.correctness import CorrectnessPhase
 from envs.worker.harness_state import BASELINE_IDENTITIES, LAUNCHES
@@ -243,16 +243,13 @@ class Evaluation(CorrectnessPhase, TimingPhase):
                     continue
                 if not torch.isfinite(t).all():
                     return f"output {i} holds NaN or Inf"
-                if compare_outputs(t, torch.zeros_like(t), tolerance) is None:
+                if outputs_match(t, torch.zeros_like(t), tolerance):
                     return f"output {i} is within tolerance of zero, so an all-zero output would pass"
-                if (
-                    t.numel() > 1
-                    and compare_outputs(t, torch.full_like(t, float(t.double().mean())), tolerance) is None
-                ):
+                if t.numel() > 1 and outputs_match(t, torch.full_like(t, float(t.double().mean())), tolerance):
                     return f"output {i} is constant, so a constant output would pass"
-        if compare_outputs(again, outputs[0], tolerance) is not None:
+        if not outputs_match(again, outputs[0], tolerance):
             return "the output differs between two runs on the same inputs (nondeterministic reference)"
-        if all(compare_outputs(outputs[0], other, tolerance) is None for other in outputs[1:] + derived):
+        if all(outputs_match(outputs[0], other, tolerance) for other in outputs[1:] + derived):
             return "the output does not depend on the inputs: the same answer passes for every input set"
         return None
 

@@ -186,3 +186,33 @@ def test_complex_outputs_compare_their_real_and_imaginary_parts():
     assert compare_outputs(r, r + 5j)["mismatched"] == 64  # float64 casts dropped the imaginary part
     assert compare_outputs(r, r + (1e-6 + 1e-6j)) is None  # within float32's tolerance per part
     assert compare_outputs(r, r.conj().conj()) is None  # a conjugate view, resolved
+
+
+def test_outputs_match_gives_compare_outputs_answer(monkeypatch):
+    from envs import compare
+
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 1000)
+    g = torch.Generator().manual_seed(1)
+    ref = torch.randn(4000, generator=g)
+    cases = [ref.clone(), ref + 1e-6, ref * 1.5, torch.zeros_like(ref), ref.double(), ref[:10]]
+    late = ref.clone()
+    late[3999] += 1.0  # only the last chunk misses
+    near = ref.clone()
+    near[2500] = _near_bound_outputs(ref[2500:2501], 1e-4, 1e-4)[0]  # at float32's default bound
+    for out in [*cases, late, near]:
+        assert compare.outputs_match(ref, out) == (compare.compare_outputs(ref, out) is None)
+    assert compare.outputs_match((ref, 3), (ref.clone(), 3)) and not compare.outputs_match((ref, 3), (ref, 4))
+
+
+def test_outputs_match_stops_at_the_first_chunk_that_misses(monkeypatch):
+    from envs import compare
+
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 1000)
+    ref = torch.randn(4000)
+    ref[3500] = float("nan")  # a later chunk the full comparison would reach and refuse
+    out = ref * 1.5
+    with pytest.raises(ReferenceNotFinite):
+        compare_outputs(ref, out)
+    assert not compare.outputs_match(ref, out)
+    [first] = compare.compare_each(ref, out, first_only=True)
+    assert "judging stopped there" in first.mismatch["reason"] and first.mismatch["total"] == 4000

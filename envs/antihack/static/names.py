@@ -546,6 +546,7 @@ _TIMER_NAMES = {
 }
 _COMPARISON_NAMES = {
     "compare_outputs",
+    "outputs_match",
     "_compare_one",
     "compare_each",
     "compare_tensor",
