@@ -24,8 +24,9 @@ import random
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -75,14 +76,15 @@ def measure(
     seed: int,
     trace_memory: bool = False,
     clocks: bool = False,
-) -> list[dict]:
+) -> Iterator[dict]:
+    """One row per mode, each yielded as soon as its windows are done (a call cut short keeps what finished)."""
     problem = load_module(f"problem_{problem_id}", str(ROOT / "envs/builtin/problems" / f"{problem_id}.py"))
     solution = load_module(f"solution_{problem_id}", str(ROOT / "envs/builtin/solutions" / f"{problem_id}.py"))
     init = problem.get_init_inputs()
     torch.manual_seed(seed)
     reference, kernel = problem.Model(*init).cuda(), solution.ModelNew(*init).cuda()
-    rows = []
     for mode in modes:
+        began = time.perf_counter()
         rng = random.Random(seed)
         torch.manual_seed(seed)
         inputs = _to_cuda(problem.get_inputs())
@@ -126,32 +128,31 @@ def measure(
             anchor_firsts.append(timed.samples[ANCHOR][0] / a)
             for name, n in timed.allocating.items():
                 allocating[name] += n
-        rows.append(
-            {
-                "problem": problem_id,
-                "mode": mode,
-                "windows": windows,
-                "runs": runs,
-                "kernel_cv": round(statistics.pstdev(medians) / statistics.fmean(medians), 4),
-                "ratio_range": round((max(ratios) - min(ratios)) / statistics.median(ratios), 4),
-                # a window's first timed run against its median: ~1 once the warm-up left the allocator
-                # what the runs need; well above 1 means the first run paid for a driver allocation
-                "first_run_ratio": round(statistics.median(firsts), 4),
-                # the same for the anchor; with one anchor run per window (--runs 2) it is 1 by definition,
-                # so read the anchor medians and the allocating counts
-                "anchor_first_run_ratio": round(statistics.median(anchor_firsts), 4),
-                # timed runs that took memory from the driver (0 once the warm-up left the pools warm)
-                "allocating_runs": allocating,
-                "warmup_rounds": rounds,
-                "anchor_medians_ms": [round(x, 4) for x in anchor_medians],
-                "kernel_medians_ms": [round(x, 4) for x in medians],
-                **({"memory_trace": traces} if trace_memory else {}),
-                **({"gpu_state": states} if clocks else {}),
-            }
-        )
+        row = {
+            "problem": problem_id,
+            "mode": mode,
+            "windows": windows,
+            "runs": runs,
+            "kernel_cv": round(statistics.pstdev(medians) / statistics.fmean(medians), 4),
+            "ratio_range": round((max(ratios) - min(ratios)) / statistics.median(ratios), 4),
+            # a window's first timed run against its median: ~1 once the warm-up left the allocator
+            # what the runs need; well above 1 means the first run paid for a driver allocation
+            "first_run_ratio": round(statistics.median(firsts), 4),
+            # the same for the anchor; with one anchor run per window (--runs 2) it is 1 by definition,
+            # so read the anchor medians and the allocating counts
+            "anchor_first_run_ratio": round(statistics.median(anchor_firsts), 4),
+            # timed runs that took memory from the driver (0 once the warm-up left the pools warm)
+            "allocating_runs": allocating,
+            "warmup_rounds": rounds,
+            "anchor_medians_ms": [round(x, 4) for x in anchor_medians],
+            "kernel_medians_ms": [round(x, 4) for x in medians],
+            **({"memory_trace": traces} if trace_memory else {}),
+            **({"gpu_state": states} if clocks else {}),
+            "seconds": round(time.perf_counter() - began, 1),
+        }
         del placed, inputs, example, plugs, fns
         torch.cuda.empty_cache()
-    return rows
+        yield row
 
 
 def placed_call(module: torch.nn.Module, placed: dict, key: str) -> Any:
