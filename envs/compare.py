@@ -126,6 +126,9 @@ def compare_tensor(ref: Any, out: Any, atol: float, rtol: float, first_only: boo
         if inside is not None:
             max_abs, square_sum = inside
             return TensorComparison(None, max_abs, (square_sum / max(1, r_flat.numel())) ** 0.5)
+        described = None if first_only else _described_in_float32(ref.shape, r_flat, o_flat, atol, rtol)
+        if described is not None:
+            return described
     return _compare_float64(ref, r_flat, o_flat, atol, rtol, first_only)
 
 
@@ -166,6 +169,87 @@ def _clearly_inside(r_flat: torch.Tensor, o_flat: torch.Tensor, atol: float, rto
             max_abs = max(max_abs, float(exact))
             square_sum += float(torch.linalg.vector_norm(diff, dtype=torch.float64)) ** 2
     return max_abs, square_sum
+
+
+# The float32 description: an element whose float32 excess over the bound widened by 2^-20 is positive is outside
+# its bound in exact arithmetic (the same five roundings as the float32 pass); one inside the shrunk bound is
+# inside; the rest, and each maximum's candidates, are recomputed with the float64 path's own formulas.
+_FLOAT32_WIDE = 1.0 + 2.0**-20
+# Below this largest relative difference float32's relative rounding bounds fail (subnormal quotients).
+_FLOAT32_SMALLEST_REL = 2.0**-100
+# At most this many candidates for a chunk's largest relative difference are recomputed in float64.
+_REL_CANDIDATES = 1 << 12
+
+
+def _described_in_float32(
+    shape: torch.Size, r_flat: torch.Tensor, o_flat: torch.Tensor, atol: float, rtol: float
+) -> TensorComparison | None:
+    """The float64 path's verdict and report for a finite output against a finite reference, from float32
+    passes: the count of elements outside their bounds, the largest absolute difference and the worst element
+    (the largest excess, the first of equals) are those the float64 path finds; the largest relative
+    difference is too unless thousands of elements tie for it (then float32's, within 2^-21; it decides
+    nothing); the rms sums float32's differences in float64 (within 2^-23 of it). None where a value is not
+    finite or too small for float32's bounds: the float64 path then judges it all. A wrong answer's description
+    costs about 30 passes over its float32 size against about 68 in float64."""
+    rtol_in, atol_in = rtol * _FLOAT32_MARGIN, atol * _FLOAT32_MARGIN
+    rtol_out, atol_out = rtol * _FLOAT32_WIDE, atol * _FLOAT32_WIDE
+    bad_count = 0
+    max_abs = max_rel = square_sum = 0.0
+    worst: dict[str, Any] = {"excess": -1.0}
+    for start in range(0, r_flat.numel(), CHUNK_ELEMENTS):
+        r, o = r_flat[start : start + CHUNK_ELEMENTS].float(), o_flat[start : start + CHUNK_ELEMENTS].float()
+        diff = torch.sub(o, r).abs_()
+        a = r.abs()
+        largest_ref = float(a.amax())
+        excess = torch.sub(diff, a, alpha=rtol_in)  # |out - ref| - rtol*|ref|, as the float32 pass computes it
+        top = float(excess.amax())
+        if not (top == top and abs(top) != float("inf") and largest_ref != float("inf")):
+            return None  # NaN or Inf in the output or the reference: the float64 path says which
+        largest = diff.amax()
+        ties = (diff == largest).nonzero().squeeze(1)
+        max_abs = max(max_abs, float((o[ties].double() - r[ties].double()).abs().max()))
+        square_sum += float(torch.linalg.vector_norm(diff, dtype=torch.float64)) ** 2
+        if top > atol_in:  # some element may be outside its bound
+            maybe = excess > atol_in
+            sure = torch.sub(diff, a, alpha=rtol_out) > atol_out
+            n_sure, n_maybe = int(sure.sum()), int(maybe.sum())
+            bad_count += n_sure
+            if n_maybe > n_sure:  # near their bound: judged by the float64 formula
+                bad_count += int((_excess64(r, o, (maybe & ~sure).nonzero().squeeze(1), atol, rtol) > 0).sum())
+            del maybe, sure
+            # Each element's float32 excess is within 2^-19 (|out - ref| + rtol*|ref|) of its exact value, so the
+            # largest exact excess (and float64's, a hair from it) is among those within three such bounds.
+            margin = 3.0 * 2.0**-19 * (float(largest) * (1.0 + 2.0**-22) + rtol * largest_ref)
+            candidates = (excess >= top - margin).nonzero().squeeze(1)
+            values = _excess64(r, o, candidates, atol, rtol)
+            j = int(values.argmax())
+            if float(values[j]) > worst["excess"] and float(values[j]) > 0:
+                k = int(candidates[j])
+                worst = {"excess": float(values[j]), "index": start + k, "value": float(o[k]), "expected": float(r[k])}
+        del excess
+        rel = torch.div(diff, a.clamp_min_(1e-12), out=a)
+        top_rel = float(rel.amax())
+        if top_rel < _FLOAT32_SMALLEST_REL:
+            return None
+        # float32's quotient is within 2^-21 of float64's: the largest is among those within 2^-20 of the top,
+        # recomputed in float64 unless too many tie there (an output off by a constant factor): then float32's
+        near = (rel >= top_rel * (1.0 - 2.0**-20)).nonzero().squeeze(1)
+        if near.numel() <= _REL_CANDIDATES:
+            d64 = (o[near].double() - r[near].double()).abs()
+            max_rel = max(max_rel, float((d64 / r[near].double().abs().clamp_min(1e-12)).max()))
+        else:
+            max_rel = max(max_rel, top_rel)
+        del diff, a, rel
+    rms = (square_sum / max(1, r_flat.numel())) ** 0.5
+    if bad_count == 0:
+        return TensorComparison(None, max_abs, rms)
+    return _mismatch_report(shape, r_flat.numel(), bad_count, max_abs, max_rel, worst, atol, rtol, rms)
+
+
+def _excess64(r: torch.Tensor, o: torch.Tensor, idx: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """The float64 path's excess over the bound for the elements `idx` of a chunk."""
+    r64, o64 = r[idx].double(), o[idx].double()
+    return (o64 - r64).abs() - (atol + rtol * r64.abs())
 
 
 def _compare_float64(
@@ -209,16 +293,31 @@ def _compare_float64(
     rms = (square_sum / max(1, r_flat.numel())) ** 0.5
     if bad_count == 0:
         return TensorComparison(None, max_abs, rms)
+    return _mismatch_report(ref.shape, ref.numel(), bad_count, max_abs, max_rel, worst, atol, rtol, rms, judged)
+
+
+def _mismatch_report(
+    shape: torch.Size,
+    total: int,
+    bad_count: int,
+    max_abs: float,
+    max_rel: float,
+    worst: dict[str, Any],
+    atol: float,
+    rtol: float,
+    rms: float,
+    judged: str = "",
+) -> TensorComparison:
     return TensorComparison(
         {
-            "reason": f"{bad_count} of {ref.numel()} element(s) differ beyond atol={atol:g}, rtol={rtol:g}{judged}",
+            "reason": f"{bad_count} of {total} element(s) differ beyond atol={atol:g}, rtol={rtol:g}{judged}",
             "max_abs_diff": max_abs,
             "max_rel_diff": max_rel,
-            "worst_index": unravel_index(worst["index"], ref.shape),
+            "worst_index": unravel_index(worst["index"], shape),
             "value": worst["value"],
             "expected": worst["expected"],
             "mismatched": bad_count,
-            "total": ref.numel(),
+            "total": total,
         },
         max_abs,
         rms,

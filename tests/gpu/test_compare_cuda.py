@@ -26,6 +26,21 @@ def test_cuda_float32_pass_keeps_the_float64_verdicts(monkeypatch, dtype):
     assert settled >= 10  # the clean trials took the float32 pass
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_cuda_wrong_outputs_are_described_in_float32_as_in_float64(monkeypatch, dtype):
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 1 << 16)
+    g = torch.Generator().manual_seed(3)
+    for trial in range(12):
+        atol, rtol = [(1e-4, 1e-4), (1e-2, 1e-2), (1e-6, 0.0), (1e-3, 0.5)][trial % 4]
+        ref = (torch.randn(1 << 18, generator=g) * 10.0 ** (trial % 3 - 1)).to(dtype)
+        wrong = [ref * 1.5, ref + torch.randn(1 << 18, generator=g).to(dtype), torch.zeros_like(ref)][trial % 3]
+        idx = torch.randint(0, 1 << 18, (50,), generator=g)
+        wrong[idx] = _near_bound_outputs(ref[idx], atol, rtol)
+        r, o = ref.cuda(), wrong.cuda()
+        assert compare._described_in_float32(r.shape, r, o, atol, rtol) is not None
+        assert_same_as_float64(r, o, atol, rtol)
+
+
 def test_cuda_elements_float32_would_let_in_are_rejected():
     atol, rtol = 1e-4, 1e-4
     ref = (torch.rand(1 << 20, generator=torch.Generator().manual_seed(0)) * 0.1).cuda()

@@ -84,11 +84,15 @@ def _near_bound_outputs(ref: torch.Tensor, atol: float, rtol: float) -> torch.Te
 
 def assert_same_as_float64(ref: torch.Tensor, out: torch.Tensor, atol: float, rtol: float) -> bool:
     """compare_tensor's result is the float64 path's: verdict, report and maximum exactly, rms to float32's
-    rounding of the differences. True where the float32 pass settled it."""
+    rounding of the differences, the largest relative difference to float32's rounding of the quotient. True
+    where the float32 pass settled it."""
     from envs import compare
 
     got = compare.compare_tensor(ref, out, atol, rtol)
     want = compare._compare_float64(ref, ref.reshape(-1), out.reshape(-1), atol, rtol)
+    if got.mismatch and want.mismatch and "max_rel_diff" in want.mismatch:
+        # the float32 description's, where thousands of elements tie for it: float32's quotient
+        assert got.mismatch.pop("max_rel_diff") == pytest.approx(want.mismatch.pop("max_rel_diff"), rel=2.0**-20)
     assert got.mismatch == want.mismatch
     assert got.max_abs == want.max_abs  # exact, not approximately
     assert got.rms == pytest.approx(want.rms, rel=1e-6, abs=1e-30)  # float32 differences, squared in float64
@@ -216,3 +220,47 @@ def test_outputs_match_stops_at_the_first_chunk_that_misses(monkeypatch):
     assert not compare.outputs_match(ref, out)
     [first] = compare.compare_each(ref, out, first_only=True)
     assert "judging stopped there" in first.mismatch["reason"] and first.mismatch["total"] == 4000
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_a_wrong_output_is_described_in_float32_as_the_float64_path_describes_it(monkeypatch, dtype):
+    from envs import compare
+
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 1000)  # several chunks: maxima and counts across them
+    g = torch.Generator().manual_seed(2)
+    wrongs = [
+        lambda r: r * 1.5,  # wrong everywhere
+        lambda r: r + 3.0 * torch.randn(r.shape, generator=g).to(r.dtype),
+        lambda r: torch.zeros_like(r),
+        lambda r: torch.where(torch.arange(r.numel()) % 7 == 0, r + 1.0, r),  # a seventh wrong
+        lambda r: torch.full_like(r, 0.25),  # equal differences: ties for every maximum
+        lambda r: r.flip(0),
+    ]
+    described = 0
+    for trial in range(48):
+        atol, rtol = [(1e-4, 1e-4), (1e-2, 1e-2), (1e-6, 0.0), (1e-3, 0.5)][trial % 4]
+        ref = (torch.randn(3500, generator=g) * 10.0 ** (trial % 5 - 2)).to(dtype)
+        out = wrongs[trial % len(wrongs)](ref).to(dtype)
+        if trial % 3 == 1:  # some elements at their bound, rounding either way, beside the misses
+            idx = torch.randint(0, 3500, (40,), generator=g)
+            out[idx] = _near_bound_outputs(ref[idx], atol, rtol)
+        assert_same_as_float64(ref, out, atol, rtol)
+        r32, o32 = ref.reshape(-1), out.reshape(-1)
+        described += compare._described_in_float32(ref.shape, r32, o32, atol, rtol) is not None
+    assert described == 48  # every one of them by the float32 description, none left to the float64 path
+
+
+def test_non_finite_values_leave_the_description_to_the_float64_path():
+    from envs import compare
+
+    ref = torch.randn(100)
+    for bad in (float("nan"), float("inf")):
+        out = ref * 1.5
+        out[40] = bad
+        assert compare._described_in_float32(ref.shape, ref, out, 1e-4, 1e-4) is None
+        assert "NaN/Inf" in compare.compare_outputs(ref, out)["reason"]
+        broken = ref.clone()
+        broken[60] = bad
+        assert compare._described_in_float32(ref.shape, broken, ref * 1.5, 1e-4, 1e-4) is None
+        with pytest.raises(ReferenceNotFinite):
+            compare.compare_outputs(broken, ref * 1.5)
