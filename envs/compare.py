@@ -162,13 +162,20 @@ def _clearly_inside(r_flat: torch.Tensor, o_flat: torch.Tensor, atol: float, rto
         if not float(excess.amax()) <= atol_in:
             return None
         del excess
-        largest = diff.amax()
-        if float(largest) > 0.0:
-            ties = (diff == largest).nonzero().squeeze(1)
-            exact = (o[ties].double() - r[ties].double()).abs().max()
-            max_abs = max(max_abs, float(exact))
-            square_sum += float(torch.linalg.vector_norm(diff, dtype=torch.float64)) ** 2
+        largest, squares = _largest_and_squares(diff, r, o)
+        max_abs, square_sum = max(max_abs, largest), square_sum + squares
     return max_abs, square_sum
+
+
+def _largest_and_squares(diff: torch.Tensor, r: torch.Tensor, o: torch.Tensor) -> tuple[float, float]:
+    """A chunk's largest |out - ref|, exact (float64's, among the elements tied for float32's largest: rounding
+    keeps order), and the sum of its float32 differences' squares in float64."""
+    largest = diff.amax()
+    if float(largest) == 0.0:
+        return 0.0, 0.0
+    ties = (diff == largest).nonzero().squeeze(1)
+    exact = float((o[ties].double() - r[ties].double()).abs().max())
+    return exact, float(torch.linalg.vector_norm(diff, dtype=torch.float64)) ** 2
 
 
 # The float32 description: an element whose float32 excess over the bound widened by 2^-20 is positive is outside
@@ -205,10 +212,8 @@ def _described_in_float32(
         top = float(excess.amax())
         if not (top == top and abs(top) != float("inf") and largest_ref != float("inf")):
             return None  # NaN or Inf in the output or the reference: the float64 path says which
-        largest = diff.amax()
-        ties = (diff == largest).nonzero().squeeze(1)
-        max_abs = max(max_abs, float((o[ties].double() - r[ties].double()).abs().max()))
-        square_sum += float(torch.linalg.vector_norm(diff, dtype=torch.float64)) ** 2
+        largest, squares = _largest_and_squares(diff, r, o)
+        max_abs, square_sum = max(max_abs, largest), square_sum + squares
         if top > atol_in:  # some element may be outside its bound
             maybe = excess > atol_in
             sure = torch.sub(diff, a, alpha=rtol_out) > atol_out
@@ -219,7 +224,7 @@ def _described_in_float32(
             del maybe, sure
             # Each element's float32 excess is within 2^-19 (|out - ref| + rtol*|ref|) of its exact value, so the
             # largest exact excess (and float64's, a hair from it) is among those within three such bounds.
-            margin = 3.0 * 2.0**-19 * (float(largest) * (1.0 + 2.0**-22) + rtol * largest_ref)
+            margin = 3.0 * 2.0**-19 * (largest * (1.0 + 2.0**-22) + rtol * largest_ref)
             candidates = (excess >= top - margin).nonzero().squeeze(1)
             values = _excess64(r, o, candidates, atol, rtol)
             j = int(values.argmax())
