@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import sys
+import time
 import types
 from typing import Any
 
@@ -32,6 +33,18 @@ def clone_args(args: list[Any]) -> list[Any]:
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
 
 
+# Memory given back to the driver slows memory-bound kernels for a while afterwards (H100: 10-20% for ~10-20 ms
+# after ~13 GB; none when nothing is released: docs/gpu-notes.md, session 42). A move waits this long per byte it
+# released, from the release, before the block's runs; at most RELEASE_SETTLE_MAX_S.
+RELEASE_SETTLE_S_PER_BYTE = 2e-3 / 1e9
+RELEASE_SETTLE_MAX_S = 0.05
+
+
+def release_settle_seconds(released_bytes: int) -> float:
+    """How long the GPU idles after giving `released_bytes` back to the driver, before a timed block."""
+    return min(RELEASE_SETTLE_MAX_S, max(0, released_bytes) * RELEASE_SETTLE_S_PER_BYTE)
+
+
 def move_to_fresh_placement(
     placed: dict[str, Any],
     inputs: list[Any],
@@ -39,7 +52,8 @@ def move_to_fresh_placement(
     keep_spacer: bool = False,
     shared_anchor: bool = False,
     hold_previous: bool = False,
-) -> None:
+    settle: bool = True,
+) -> float:
     """New copies of the original `inputs` for the candidate (`placed["inputs"]`) and the anchor
     (`placed["anchor"]`).
 
@@ -61,7 +75,9 @@ def move_to_fresh_placement(
     no freed second copy either; bench_placement's `evaluator_shared` mode asks whether the kernel and the anchor
     reading the same memory makes their ratio repeat).
     `hold_previous` keeps the previous block's pool until the new copies are placed, so they cannot land on the
-    memory it just gave back (bench_placement's `evaluator_held_pool` mode; peak: one more pair of copies)."""
+    memory it just gave back (bench_placement's `evaluator_held_pool` mode; peak: one more pair of copies).
+    Returns the seconds it idled after the release (`release_settle_seconds`), 0.0 where nothing went back or
+    without `settle` (bench_placement's `evaluator_unsettled` mode)."""
 
     def copies() -> None:
         placed["inputs"] = clone_args(inputs)
@@ -70,11 +86,14 @@ def move_to_fresh_placement(
     device = next((a.device for a in inputs if isinstance(a, torch.Tensor) and a.is_cuda), None)
     if device is None:
         copies()
-        return
+        return 0.0
+    reserved = torch.cuda.memory_reserved(device)  # before the pops: a dropped pool gives its memory back at once
     previous = placed.pop("pool", None) if hold_previous else None
     for key in ("inputs", "anchor", "spacer", "pool"):
         placed.pop(key, None)
     torch.cuda.empty_cache()
+    released_at = time.perf_counter()
+    wait = release_settle_seconds(reserved - torch.cuda.memory_reserved(device)) if settle else 0.0
     pool = torch.cuda.MemPool()
     with torch.cuda.use_mem_pool(pool, device):
         spacer = torch.empty(spacer_bytes, dtype=torch.uint8, device=device) if spacer_bytes > 0 else None
@@ -84,6 +103,10 @@ def move_to_fresh_placement(
         del spacer
     placed["pool"] = pool
     del previous  # its memory goes back to the driver at the next move's empty_cache
+    if wait:
+        torch.cuda.synchronize(device)  # the copies count towards the wait
+        time.sleep(max(0.0, wait - (time.perf_counter() - released_at)))
+    return wait
 
 
 def allocating_in_placement(placed: dict[str, Any]) -> contextlib.AbstractContextManager:

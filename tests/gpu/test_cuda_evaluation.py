@@ -304,6 +304,22 @@ def test_a_held_previous_pool_keeps_the_new_copies_off_its_memory():
             assert all(copy.data_ptr() + copy.nbytes <= lo or copy.data_ptr() >= hi for lo, hi in before)
 
 
+def test_a_move_that_gives_memory_back_waits_for_it_from_the_release():
+    import time
+
+    import torch
+
+    from envs.worker.outcome import clone_args, move_to_fresh_placement, release_settle_seconds
+
+    inputs = [torch.randn(1 << 28, device="cuda")]  # 1 GiB: two copies go back at each move
+    placed = {"inputs": inputs, "anchor": clone_args(inputs)}
+    move_to_fresh_placement(placed, inputs)
+    began = time.perf_counter()
+    waited = move_to_fresh_placement(placed, inputs)
+    assert waited >= release_settle_seconds(2 << 30) > 0 and time.perf_counter() - began >= waited
+    assert move_to_fresh_placement(placed, inputs, settle=False) == 0.0
+
+
 def test_placement_blocks_leave_no_timed_run_a_driver_allocation():
     """Eager max pooling frees int64 indices twice its output's size on return: after one warm-up round in a
     fresh pool the kernel's output sat in their block, and each block's one anchor run took a new block from

@@ -102,6 +102,25 @@ def test_a_fresh_placement_never_lands_on_the_copies_it_replaces():
     assert torch.equal(placed["inputs"][0], inputs[0])
 
 
+def test_the_wait_after_a_release_grows_with_the_bytes_released_up_to_its_cap():
+    from envs.worker.outcome import RELEASE_SETTLE_MAX_S, release_settle_seconds
+
+    assert release_settle_seconds(0) == 0.0 and release_settle_seconds(-(1 << 30)) == 0.0
+    small, large = release_settle_seconds(64 << 20), release_settle_seconds(13 * 10**9)
+    assert 0 < small < 0.001 and 0.02 <= large <= RELEASE_SETTLE_MAX_S  # 13 GB needed 10-20 ms on an H100
+    assert release_settle_seconds(1 << 40) == RELEASE_SETTLE_MAX_S
+
+
+def test_a_cpu_move_releases_nothing_and_waits_for_nothing():
+    import torch
+
+    from envs.worker.outcome import clone_args, move_to_fresh_placement
+
+    inputs = [torch.randn(1 << 16)]
+    placed = {"inputs": inputs, "anchor": clone_args(inputs)}
+    assert move_to_fresh_placement(placed, inputs) == 0.0
+
+
 class CachingPool:
     """A caching allocator in miniature: a request takes the smallest free cached block that fits (whole) or
     a new one from the driver; a block is free again once nothing holds what it backs."""
