@@ -3,7 +3,9 @@
 solution, the tensors placed differently before each window by `--modes` (same, clone, realloc, outputs,
 evaluator, evaluator_kept_spacer, evaluator_full_warmup, evaluator_shared: the anchor reading the kernel's copy,
 evaluator_held_pool: a block's copies never on the memory the last block's pool just gave back,
-evaluator_extra_round: later windows warm up one round more, as many as the second window made), as
+evaluator_extra_round: later windows warm up one round more, as many as the second window made,
+evaluator_never_released: every window's pool kept, nothing given back to the driver, evaluator_unsettled: no
+wait after a pool goes back to the driver), as
 the evaluator times (envs.timing.time_interleaved).
 
 Per mode: the kernel's CV over the windows' medians, the range of the eager/kernel ratio, each window's first run
@@ -18,6 +20,7 @@ CUDA only."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import random
@@ -46,6 +49,8 @@ MODES = (
     "evaluator_shared",
     "evaluator_held_pool",
     "evaluator_extra_round",
+    "evaluator_never_released",
+    "evaluator_unsettled",
 )
 MIB = 1 << 20
 
@@ -76,6 +81,8 @@ def measure(
     seed: int,
     trace_memory: bool = False,
     clocks: bool = False,
+    later_rounds: int | None = None,
+    settle_ms: float = 0.0,
 ) -> Iterator[dict]:
     """One row per mode, each yielded as soon as its windows are done (a call cut short keeps what finished)."""
     problem = load_module(f"problem_{problem_id}", str(ROOT / "envs/builtin/problems" / f"{problem_id}.py"))
@@ -95,9 +102,13 @@ def measure(
         medians, ratios, firsts, anchor_firsts, anchor_medians = [], [], [], [], []
         allocating = dict.fromkeys((KERNEL, ANCHOR), 0)
         rounds = None  # the warm-up rounds that settled the second window's pool (envs.timing.block_warmup)
-        traces, states = [], []
+        traces, states, window_runs = [], [], []
         for w in range(windows):
             spacer = place(mode, placed, inputs, example, plugs, rng) if w else None
+            if w and settle_ms:
+                # the GPU left idle a while after the move: a slowness that passes with time, not with runs
+                torch.cuda.synchronize()
+                time.sleep(settle_ms / 1e3)
             fns: dict[str, Callable[[], Any]] = {
                 KERNEL: functools.partial(placed_call, kernel, placed, "inputs"),
                 ANCHOR: functools.partial(placed_call, reference, placed, "anchor"),
@@ -112,6 +123,8 @@ def measure(
             # the second window made settled_after + 1 rounds (the last one confirming); the later ones make one
             # fewer, unless evaluator_extra_round
             later = rounds + 1 if mode == "evaluator_extra_round" and rounds is not None else rounds
+            if later_rounds is not None and rounds is not None:
+                later = later_rounds
             with torch.no_grad():
                 timed = time_interleaved(fns, schedule, **block_warmup(w if short else 0, 25.0, later))
             if trace_memory:
@@ -126,6 +139,8 @@ def measure(
             ratios.append(a / k)
             firsts.append(timed.samples[KERNEL][0] / k)
             anchor_firsts.append(timed.samples[ANCHOR][0] / a)
+            if w < 4:
+                window_runs.append({n: [round(x, 4) for x in timed.samples[n]] for n in (KERNEL, ANCHOR)})
             for name, n in timed.allocating.items():
                 allocating[name] += n
         row = {
@@ -144,10 +159,16 @@ def measure(
             # timed runs that took memory from the driver (0 once the warm-up left the pools warm)
             "allocating_runs": allocating,
             "warmup_rounds": rounds,
+            "later_rounds": later_rounds,
+            "settle_ms": settle_ms,
+            # each timed run of windows 0-3 in order: does a slow window start slow and recover?
+            "window_runs_ms": window_runs,
             "anchor_medians_ms": [round(x, 4) for x in anchor_medians],
             "kernel_medians_ms": [round(x, 4) for x in medians],
             **({"memory_trace": traces} if trace_memory else {}),
             **({"gpu_state": states} if clocks else {}),
+            # the evaluator's waits after releasing a block's pool (envs.worker.outcome.release_settle_seconds)
+            "release_settle_s": round(placed.get("settle_s", 0.0), 4),
             "seconds": round(time.perf_counter() - began, 1),
         }
         del placed, inputs, example, plugs, fns
@@ -207,17 +228,49 @@ def place(
         plugs.append(torch.empty(rng.randint(1, 32) << 21, dtype=torch.uint8, device="cuda"))
         return plugs[-1].numel() // MIB
     elif mode.startswith("evaluator"):
+        if mode == "evaluator_never_released":
+            # every block's pool and copies kept: no memory goes back to the driver between windows
+            placed.setdefault("kept", []).append([placed.get(k) for k in ("pool", "inputs", "anchor")])
         spacer_bytes = rng.randint(1, 32) << 21
-        move_to_fresh_placement(
+        placed["settle_s"] = placed.get("settle_s", 0.0) + move_to_fresh_placement(
             placed,
             originals,
             spacer_bytes=spacer_bytes,
             keep_spacer=mode == "evaluator_kept_spacer",
             shared_anchor=mode == "evaluator_shared",
             hold_previous=mode == "evaluator_held_pool",
+            settle=mode != "evaluator_unsettled",
         )
         return spacer_bytes // MIB
     return None
+
+
+# Another process on the GPU taking memory from the driver and giving it back, launching no kernel: what an
+# evaluation worker does outside its GPU holds (envs.worker.evaluation `_release_cached`), while another times
+NEIGHBOUR = """
+import sys, time, torch
+size = int(float(sys.argv[1]) * (1 << 30))
+while True:
+    block = torch.empty(size, dtype=torch.uint8, device="cuda")
+    del block
+    torch.cuda.empty_cache()
+    time.sleep(0.03)
+"""
+
+
+@contextlib.contextmanager
+def neighbour(gib: float) -> Iterator[None]:
+    """A process allocating and releasing `gib` GiB about every 30 ms while the windows are timed (none at 0)."""
+    if gib <= 0:
+        yield
+        return
+    proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, str(gib)])
+    try:
+        time.sleep(5.0)  # its CUDA context up and its loop running
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def main() -> int:
@@ -234,19 +287,45 @@ def main() -> int:
         help="per window: the spacer's size and each call during which memory_reserved grew",
     )
     ap.add_argument("--clocks", action="store_true", help="per window: the GPU's clocks, power and throttle reasons")
+    ap.add_argument(
+        "--later-rounds",
+        type=int,
+        default=None,
+        help="the evaluator modes' warm-up rounds from the third window on (default: as many as the second took)",
+    )
+    ap.add_argument(
+        "--settle-ms", type=float, default=0.0, help="idle this long after each move (beyond the evaluator's own wait)"
+    )
+    ap.add_argument(
+        "--neighbour-gib",
+        type=float,
+        default=0.0,
+        help="a second process allocates and releases this many GiB every ~30 ms, launching no kernel",
+    )
     args = ap.parse_args()
     if args.runs < 2 or args.windows < 1:
         # a window times runs // 2 anchor runs: with fewer than 2 it has none to compare the kernel against
         ap.error(f"--runs must be >= 2 and --windows >= 1 (got --runs {args.runs}, --windows {args.windows})")
     if not torch.cuda.is_available():
         ap.error("placements are a GPU question: no CUDA device here")
-    for pid in args.problems:
-        for row in measure(pid, tuple(args.modes), args.windows, args.runs, args.seed, args.trace_memory, args.clocks):
-            line = json.dumps(row)
-            print(line, flush=True)
-            if args.out:
-                with open(args.out, "a") as f:
-                    f.write(line + "\n")
+    with neighbour(args.neighbour_gib):
+        for pid in args.problems:
+            for row in measure(
+                pid,
+                tuple(args.modes),
+                args.windows,
+                args.runs,
+                args.seed,
+                args.trace_memory,
+                args.clocks,
+                args.later_rounds,
+                args.settle_ms,
+            ):
+                line = json.dumps({**row, "neighbour_gib": args.neighbour_gib})
+                print(line, flush=True)
+                if args.out:
+                    with open(args.out, "a") as f:
+                        f.write(line + "\n")
     return 0
 
 

@@ -50,3 +50,19 @@ def test_trace_memory_is_an_option():
     done = run("--runs", "2", "--trace-memory", "--modes", "evaluator_kept_spacer")
     assert "unrecognized" not in done.stderr and "invalid choice" not in done.stderr
     assert "no CUDA device" in done.stderr  # past the argument checks, stopped at the CUDA check on this machine
+
+
+def test_the_release_diagnostics_are_options():
+    done = run(
+        "--modes",
+        "evaluator_never_released",
+        "evaluator_unsettled",
+        "--later-rounds",
+        "6",
+        "--settle-ms",
+        "20",
+        "--neighbour-gib",
+        "4",
+    )
+    assert "unrecognized" not in done.stderr and "invalid choice" not in done.stderr
+    assert "no CUDA device" in done.stderr
