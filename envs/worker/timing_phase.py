@@ -4,8 +4,8 @@ timing checks.
 
 A mixin of `envs.worker.evaluation.Evaluation`, like its correctness phase (envs/worker/correctness.py),
 whose helpers it calls (`_inputs`, `_reference`, `_guarded_call`, `_run_candidate`, `_compare`, `_gpu`,
-`_sync`, `_release_cached`). How runs are timed is envs/timing.py; how the speedup and its interval come from
-the samples, envs/speedup.py.
+`_sync`, `_release_cached`, `_step`, `_add_step`). How runs are timed is envs/timing.py; how the speedup and its
+interval come from the samples, envs/speedup.py.
 """
 
 from __future__ import annotations
@@ -102,15 +102,17 @@ class TimingPhase:
             self._step(step, began)
         return timed
 
-    def _placements(self, placed: dict[str, Any], inputs: list[Any]) -> Callable[[], None]:
+    def _placements(self, placed: dict[str, Any], inputs: list[Any], phase: str) -> Callable[[], None]:
         """Gives `placed` the anchor's own copy of `inputs` beside the timed callable's (`placed["inputs"]`),
         and returns what moves both to fresh addresses before each placement block after the first (behind
-        a spacer drawn from the request's seed: the same request, the same shifts)."""
+        a spacer drawn from the request's seed: the same request, the same shifts). The moves' waits after
+        giving memory back add up in the step `<phase>.release_wait`."""
         placed["anchor"] = _clone(inputs)
         spacers = random.Random(self.request.timing_seed)
 
         def replace_inputs() -> None:
-            move_to_fresh_placement(placed, inputs, spacer_bytes=spacers.randint(1, 32) << 21)
+            waited = move_to_fresh_placement(placed, inputs, spacer_bytes=spacers.randint(1, 32) << 21)
+            self._add_step(f"{phase}.release_wait", waited)
 
         return replace_inputs
 
@@ -210,7 +212,7 @@ class TimingPhase:
         run (docs/gpu-notes.md, session 29). Without it, eager is the timed callable too. Returns (the
         reference's stats, the timed callable's stats or None)."""
         placed: dict[str, Any] = {"inputs": _clone(inputs)}  # placed as a candidate's timed runs are
-        replace_inputs = self._placements(placed, inputs)
+        replace_inputs = self._placements(placed, inputs, "baseline")
         timed_fn = compiled if compiled is not None else self.model
 
         def on(fn: Callable[..., Any], copy: str) -> Callable[[], Any]:
@@ -270,7 +272,7 @@ class TimingPhase:
         with torch.no_grad():
             if timing:
                 # The re-anchoring baseline: the trusted reference on its own copy of the same inputs.
-                replace_inputs = self._placements(placed, inputs)
+                replace_inputs = self._placements(placed, inputs, "timing")
 
                 def anchor() -> Any:
                     with allocating_in_placement(placed):

@@ -234,8 +234,10 @@ def test_sequential_timing_stops_between_its_first_check_and_the_last_block_and_
         "timing.tail_check",
         "timing.floor",
         "timing.kernel_share",
+        "timing.release_wait",
     }
     assert all(s >= 0 for s in steps.values()) and steps["timing.timed_runs"] > 0
+    assert steps["timing.release_wait"] > 0  # each move gave back two copies of relu's 3.2 GB input
     # the candidate's Triton compile ran with the worker's shared hold lent back (envs/worker/compile_lend.py)
     assert v.phase_seconds.get("correctness.compile", 0) > 0, v.phase_seconds
 

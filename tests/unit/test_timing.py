@@ -432,6 +432,9 @@ def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_call
         def _step(self, name, began):
             self.facts.setdefault("steps", {})[name] = 1.0
 
+        def _add_step(self, name, seconds):
+            self.facts.setdefault("steps", {})[name] = seconds
+
     phase = Phase()
     results = phase.time_baselines()
     eager, reference = calls
@@ -440,6 +443,7 @@ def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_call
     assert results["eager"]["median_ms"] == 1.0 and results["eager"]["runs"] == 100
     assert results[ANCHOR_REFERENCE]["median_ms"] == 2.0 and results[ANCHOR_REFERENCE]["runs"] == anchor_runs
     assert "baseline.anchor_reference" in phase.facts["steps"]  # its cost, reported apart
+    assert phase.facts["steps"]["baseline.release_wait"] == 0.0  # the moves' waits: none for memory on the CPU
     assert "kernel_samples" not in phase.facts and "anchor" not in phase.facts  # not the candidate's facts
     assert len({id(x) for x in copies}) > 2  # the inputs moved between blocks, the anchor on copies of its own
     # re-anchoring off: no anchor to judge, no reference timed
