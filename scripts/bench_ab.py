@@ -11,7 +11,8 @@ or a commit extracted here with `--extract` (the device machine has no git histo
         --device cuda --workers 4 --candidates tests/repeatability/manifest.jsonl --repeats 3
 
 Everything after `--` goes to bench_eval as it is, with `--out` added; paths in it are read from this
-checkout's root (bench_eval runs from here, importing the tree's code)."""
+checkout's root (bench_eval runs from here, importing the tree's code). Runs that do not fit one call's time
+limit continue in a later one with `--first-round 2` and the same `--out-dir`."""
 
 from __future__ import annotations
 
@@ -97,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--into", type=Path, help="with --extract: the directory")
     ap.add_argument("--tree", type=parse_tree, action="append", default=[], help="NAME=PATH (two or more)")
     ap.add_argument("--rounds", type=int, default=1, help="runs of each tree, interleaved")
+    ap.add_argument(
+        "--first-round",
+        type=int,
+        default=1,
+        help="the first round's number: a later call continues in the same --out-dir without overwriting",
+    )
     ap.add_argument("--out-dir", type=Path, default=Path("ab"), help="reports, logs and caches")
     args = ap.parse_args(own)
     if args.extract:
@@ -108,15 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     names = [name for name, _ in args.tree]
     if len(args.tree) < 2 or len(set(names)) != len(names):
         ap.error("name two or more trees, each once: --tree before=PATH --tree after=.")
-    if args.rounds < 1:
-        ap.error("--rounds must be >= 1")
+    if args.rounds < 1 or args.first_round < 1:
+        ap.error("--rounds and --first-round must be >= 1")
     if "--out" in bench_args:
         ap.error("bench_eval's --out is set per run (in --out-dir); leave it out after --")
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    reports: dict[str, list[Path]] = {name: [] for name in names}
     rates: dict[str, list[float]] = {name: [] for name in names}
     failed = 0
-    for r in range(1, args.rounds + 1):
+    for r in range(args.first_round, args.first_round + args.rounds):
         for name, tree in args.tree:
             out = (args.out_dir / f"{name}-{r}.json").resolve()
             rc = run_once(tree, bench_args, out, args.out_dir.resolve() / "caches" / f"{name}-{r}")
@@ -125,12 +131,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name} round {r}: bench_eval exited {rc}; its log: {out.with_suffix('.log')}", flush=True)
                 continue
             result = read_report(out)
-            reports[name].append(out)
             rate = (result.get("warm") or result.get("cold") or {}).get("evals_per_min")
             if rate is not None:
                 rates[name].append(rate)
             print(f"{name} round {r}: {summary(result)}", flush=True)
-    for name, paths in reports.items():
+    for name in names:
+        # this call's runs and any an earlier call left in the same --out-dir
+        paths = sorted(p for p in args.out_dir.resolve().glob(f"{name}-*.json") if p.stem[len(name) + 1 :].isdigit())
         if len(paths) >= 2:
             done = subprocess.run(
                 [sys.executable, str(ROOT / "scripts" / "bench_spread.py"), *map(str, paths)],

@@ -36,6 +36,12 @@ def test_each_tree_runs_its_own_code(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "head round 1:" in done.stdout and "here round 1:" in done.stdout and "evaluations/min" in done.stdout
     assert (out / "head-1.json").is_file() and (out / "here-1.json").is_file()
+    # a later call goes on from round 2 in the same directory, and compares each tree's runs of both calls
+    done = bench_ab(
+        "--tree", f"head={tree}", "--tree", "here=.", "--out-dir", str(out), "--first-round", "2", "--", *BENCH
+    )
+    assert done.returncode == 0 and "here round 2:" in done.stdout and "here, across its 2 runs" in done.stdout
+    out = tmp_path / "broken"
     # A tree whose evaluator cannot be imported fails alone: the run imported that tree, not this checkout.
     (tree / "envs" / "__init__.py").write_text("raise ImportError('the extracted tree, broken on purpose')\n")
     done = bench_ab("--tree", f"head={tree}", "--tree", "here=.", "--out-dir", str(out), "--", *BENCH)
