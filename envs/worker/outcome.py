@@ -93,7 +93,7 @@ def move_to_fresh_placement(
         placed.pop(key, None)
     torch.cuda.empty_cache()
     released_at = time.perf_counter()
-    wait = release_settle_seconds(reserved - torch.cuda.memory_reserved(device)) if settle else 0.0
+    released = reserved - torch.cuda.memory_reserved(device)
     pool = torch.cuda.MemPool()
     with torch.cuda.use_mem_pool(pool, device):
         spacer = torch.empty(spacer_bytes, dtype=torch.uint8, device=device) if spacer_bytes > 0 else None
@@ -102,7 +102,13 @@ def move_to_fresh_placement(
             placed["spacer"] = spacer
         del spacer
     placed["pool"] = pool
-    del previous  # its memory goes back to the driver at the next move's empty_cache
+    if previous is not None:  # given back now, after the new copies were placed: the wait counts from here
+        reserved = torch.cuda.memory_reserved(device)
+        del previous
+        torch.cuda.empty_cache()
+        released_at = time.perf_counter()
+        released += reserved - torch.cuda.memory_reserved(device)
+    wait = release_settle_seconds(released) if settle else 0.0
     if wait:
         torch.cuda.synchronize(device)  # the copies count towards the wait
         time.sleep(max(0.0, wait - (time.perf_counter() - released_at)))

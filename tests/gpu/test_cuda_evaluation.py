@@ -320,6 +320,8 @@ def test_a_move_that_gives_memory_back_waits_for_it_from_the_release():
     waited = move_to_fresh_placement(placed, inputs)
     assert waited >= release_settle_seconds(2 << 30) > 0 and time.perf_counter() - began >= waited
     assert move_to_fresh_placement(placed, inputs, settle=False) == 0.0
+    # a held pool goes back after the new copies are placed, and is waited for all the same
+    assert move_to_fresh_placement(placed, inputs, hold_previous=True) >= release_settle_seconds(2 << 30)
 
 
 def test_placement_blocks_leave_no_timed_run_a_driver_allocation():
