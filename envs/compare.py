@@ -173,8 +173,7 @@ def _largest_and_squares(diff: torch.Tensor, r: torch.Tensor, o: torch.Tensor) -
     largest = diff.amax()
     if float(largest) == 0.0:
         return 0.0, 0.0
-    ties = (diff == largest).nonzero().squeeze(1)
-    exact = float((o[ties].double() - r[ties].double()).abs().max())
+    exact = float(_diff64(r, o, (diff == largest).nonzero().squeeze(1))[0].max())
     return exact, float(torch.linalg.vector_norm(diff, dtype=torch.float64)) ** 2
 
 
@@ -240,8 +239,8 @@ def _described_in_float32(
         # recomputed in float64 unless too many tie there (an output off by a constant factor): then float32's
         near = (rel >= top_rel * (1.0 - 2.0**-20)).nonzero().squeeze(1)
         if near.numel() <= _REL_CANDIDATES:
-            d64 = (o[near].double() - r[near].double()).abs()
-            max_rel = max(max_rel, float((d64 / r[near].double().abs().clamp_min(1e-12)).max()))
+            d64, a64 = _diff64(r, o, near)
+            max_rel = max(max_rel, float((d64 / a64.clamp_min(1e-12)).max()))
         else:
             max_rel = max(max_rel, top_rel)
         del diff, a, rel
@@ -251,10 +250,16 @@ def _described_in_float32(
     return _mismatch_report(shape, r_flat.numel(), bad_count, max_abs, max_rel, worst, atol, rtol, rms)
 
 
+def _diff64(r: torch.Tensor, o: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """|out - ref| and |ref| in float64, as the float64 path computes them, for the elements `idx` of a chunk."""
+    r64 = r[idx].double()
+    return (o[idx].double() - r64).abs(), r64.abs()
+
+
 def _excess64(r: torch.Tensor, o: torch.Tensor, idx: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
     """The float64 path's excess over the bound for the elements `idx` of a chunk."""
-    r64, o64 = r[idx].double(), o[idx].double()
-    return (o64 - r64).abs() - (atol + rtol * r64.abs())
+    d64, a64 = _diff64(r, o, idx)
+    return d64 - (atol + rtol * a64)
 
 
 def _compare_float64(
