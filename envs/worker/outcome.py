@@ -7,7 +7,7 @@ import importlib.util
 import sys
 import time
 import types
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -87,13 +87,14 @@ def move_to_fresh_placement(
     if device is None:
         copies()
         return 0.0
-    reserved = torch.cuda.memory_reserved(device)  # before the pops: a dropped pool gives its memory back at once
-    previous = placed.pop("pool", None) if hold_previous else None
-    for key in ("inputs", "anchor", "spacer", "pool"):
-        placed.pop(key, None)
-    torch.cuda.empty_cache()
+    held = [placed.pop("pool", None)] if hold_previous else []
+
+    def drop_block() -> None:
+        for key in ("inputs", "anchor", "spacer", "pool"):
+            placed.pop(key, None)
+
+    released = _released_by(device, drop_block)
     released_at = time.perf_counter()
-    released = reserved - torch.cuda.memory_reserved(device)
     pool = torch.cuda.MemPool()
     with torch.cuda.use_mem_pool(pool, device):
         spacer = torch.empty(spacer_bytes, dtype=torch.uint8, device=device) if spacer_bytes > 0 else None
@@ -102,17 +103,23 @@ def move_to_fresh_placement(
             placed["spacer"] = spacer
         del spacer
     placed["pool"] = pool
-    if previous is not None:  # given back now, after the new copies were placed: the wait counts from here
-        reserved = torch.cuda.memory_reserved(device)
-        del previous
-        torch.cuda.empty_cache()
+    if held:  # given back now, after the new copies were placed: the wait counts from here
+        released += _released_by(device, held.clear)
         released_at = time.perf_counter()
-        released += reserved - torch.cuda.memory_reserved(device)
     wait = release_settle_seconds(released) if settle else 0.0
     if wait:
         torch.cuda.synchronize(device)  # the copies count towards the wait
         time.sleep(max(0.0, wait - (time.perf_counter() - released_at)))
     return wait
+
+
+def _released_by(device: torch.device, drop: Callable[[], None]) -> int:
+    """Bytes given back to the driver by `drop` (letting references go: a dropped pool returns its memory at
+    once) and the empty_cache after it."""
+    reserved = torch.cuda.memory_reserved(device)
+    drop()
+    torch.cuda.empty_cache()
+    return reserved - torch.cuda.memory_reserved(device)
 
 
 def allocating_in_placement(placed: dict[str, Any]) -> contextlib.AbstractContextManager:
