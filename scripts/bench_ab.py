@@ -17,7 +17,6 @@ limit continue in a later one with `--first-round 2` and the same `--out-dir`.""
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import statistics
@@ -63,12 +62,6 @@ def run_once(tree: Path, bench_args: list[str], out: Path, caches: Path) -> int:
     command = [sys.executable, str(tree / "scripts" / "bench_eval.py"), *bench_args, "--out", str(out)]
     with open(out.with_suffix(".log"), "w") as log:
         return subprocess.run(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
-
-
-def read_report(report: Path) -> dict:
-    opener = gzip.open if report.suffix == ".gz" else open
-    with opener(report, "rt") as f:
-        return json.load(f)
 
 
 def summary(result: dict) -> str:
@@ -130,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 failed += 1
                 print(f"{name} round {r}: bench_eval exited {rc}; its log: {out.with_suffix('.log')}", flush=True)
                 continue
-            result = read_report(out)
+            result = json.loads(out.read_text())
             rate = (result.get("warm") or result.get("cold") or {}).get("evals_per_min")
             if rate is not None:
                 rates[name].append(rate)
