@@ -97,9 +97,12 @@ class CpuStage:
         return key
 
     def _baseline_key(self, base: dict) -> str:
-        # longer blocks time the anchor reference another way (envs.timing.scaled_block); off, the key is as before
-        longer = {"min_block_ms": self.settings.min_block_ms} if self.settings.min_block_ms else {}
-        return cache_key(**base, runs=self.settings.timed_runs, warmup_ms=self.settings.warmup_ms, **longer)
+        # longer blocks and a launch allowance time the baselines another way (envs/timing.py); off, the key is
+        # as before
+        other = {
+            name: value for name in ("min_block_ms", "launch_allowance_ms") if (value := getattr(self.settings, name))
+        }
+        return cache_key(**base, runs=self.settings.timed_runs, warmup_ms=self.settings.warmup_ms, **other)
 
     def baseline_job(self, problem: Problem) -> Candidate | None:
         """A job that measures `problem`'s baselines ahead of its candidates, or None when they are known or

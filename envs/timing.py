@@ -14,11 +14,20 @@ Placements: `time_in_placements` splits the runs into blocks (`placement_blocks`
 fresh addresses before each block after the first, and reports the block of every sample, which the
 speedup's interval resamples as a unit (envs/speedup.py). A caller's `enough` rule may end the blocks early
 once the samples so far fix what they are for (sequential timing, envs/worker/timing_phase.py).
+
+Launch overhead: by default the start event is recorded, then the host launches the call, so the events hold
+the host's launch time too (KernelBench's way); for a launch-bound kernel that is most of the sample, and it
+moves with the load of a shared host. With a launch allowance (`QueuedCudaClock`) the start event waits behind
+a spin kernel while the host enqueues the call, so the events hold the call's device work, and its host time
+only where it outlasts the spin (at most the allowance).
 """
 
 from __future__ import annotations
 
+import collections
+import collections.abc
 import dataclasses
+import functools
 import math
 import statistics
 import time
@@ -75,6 +84,70 @@ class CudaClock:
 
     def reserved(self) -> int:
         return torch.cuda.memory_reserved()  # every pool of the device, the placement blocks' private ones too
+
+
+# A queued clock's spin: this many times the longest host time of the callable's last few calls (its first
+# call spins the whole allowance), at least MIN_SPIN_MS, at most the allowance.
+SPIN_MARGIN = 2.0
+MIN_SPIN_MS = 0.02
+HOST_HISTORY = 8
+
+
+def spin_ms(allowance_ms: float, recent_host_ms: collections.abc.Iterable[float] = ()) -> float:
+    """How long a queued clock spins before a call whose recent calls took `recent_host_ms` of host time
+    (none yet: the whole allowance)."""
+    seen = list(recent_host_ms)
+    wanted = SPIN_MARGIN * max(seen) if seen else allowance_ms
+    return min(allowance_ms, max(MIN_SPIN_MS, wanted))
+
+
+@functools.lru_cache(maxsize=None)
+def spin_cycles_per_ms(device: int) -> float:
+    """Clock cycles of `torch.cuda._sleep` per millisecond on `device`, measured with events (the fastest of
+    three: a spin never reads shorter than its cycles take at the highest clock)."""
+    rates = []
+    for _ in range(3):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+        begin.record()
+        torch.cuda._sleep(1_000_000)
+        end.record()
+        torch.cuda.synchronize(device)
+        rates.append(1_000_000 / max(begin.elapsed_time(end), 1e-6))
+    return max(rates)
+
+
+class QueuedCudaClock(CudaClock):
+    """A CudaClock whose start event is queued behind a spin kernel: the host enqueues the call while the device
+    still spins, so the events measure the call's device work, without the Python and launch time the host
+    spends on it, up to the spin's length. Host time beyond the spin leaves the device idle inside the events
+    and is counted, and so is host work after anything that waits for the device (reading an input on the
+    host synchronizes with the spin first). The spin lasts SPIN_MARGIN times the longest host time of the
+    callable's recent calls (`host_ms`, kept across a timing's blocks), at most `allowance_ms`."""
+
+    def __init__(self, allowance_ms: float, host_ms: dict[Callable[[], Any], collections.deque] | None = None):
+        super().__init__()
+        self.allowance_ms = allowance_ms
+        self.host_ms = {} if host_ms is None else host_ms
+        self.cycles_per_ms = spin_cycles_per_ms(torch.cuda.current_device())
+        # timed runs of each callable whose host time outlasted their spin (so partly counted in their sample)
+        self.exposed: collections.Counter = collections.Counter()
+
+    def measure(self, fn: Callable[[], Any]) -> tuple[float, Any]:
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        spin = spin_ms(self.allowance_ms, self.host_ms.get(fn, ()))
+        self.flush.zero_()
+        torch.cuda.synchronize()
+        torch.cuda._sleep(int(spin * self.cycles_per_ms))
+        began = time.perf_counter()
+        begin.record()
+        out = fn()
+        end.record()
+        host = (time.perf_counter() - began) * 1e3
+        self.host_ms.setdefault(fn, collections.deque(maxlen=HOST_HISTORY)).append(host)
+        self.exposed[fn] += host > spin
+        torch.cuda.synchronize()
+        return begin.elapsed_time(end), out
 
 
 def interleaved_schedule(runs: int, anchor_runs: int) -> list[str]:
@@ -212,6 +285,8 @@ def block_warmup(block: int, warmup_ms: float, rounds: int | None = None) -> dic
 class PlacedRuns(TimedRuns):
     # the placement block of each sample in `samples`, by callable name
     blocks: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    # with a launch allowance: timed runs of each callable whose host time outlasted the spin before them
+    exposed: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def scaled_block(block: Block, first: dict[str, list[float]], min_block_ms: float) -> Block:
@@ -240,6 +315,7 @@ def time_in_placements(
     keep: tuple[int, ...] = (),
     enough: Callable[[int, dict[str, list[float]], dict[str, list[int]]], bool] | None = None,
     min_block_ms: float = 0.0,
+    launch_allowance_ms: float = 0.0,
 ) -> PlacedRuns:
     """Time the candidate (`fns[KERNEL]`) and, where a block has anchor runs, `fns[ANCHOR]` interleaved
     with it, block after block; `replace_inputs` moves the inputs to fresh addresses before every block
@@ -247,17 +323,20 @@ def time_in_placements(
     the candidate's runs over all blocks, as in time_interleaved; -1 in it keeps the last run made.
     `enough(blocks_done, samples, blocks)`, asked after each block, ends the runs early when it says so.
     With `min_block_ms`, blocks after the first run each callable more often where its runs are short
-    (`scaled_block`)."""
+    (`scaled_block`). With `launch_allowance_ms` (and no `clock`) the runs are timed by a QueuedCudaClock with
+    that allowance, its record of host times kept across the blocks."""
     if len(blocks) > 1 and replace_inputs is None:
         raise ValueError("more than one placement block needs replace_inputs")
     # Without `clock` each block makes its own CudaClock (its flush buffer allocated after the block's
     # inputs, freed after its runs), as when placements were measured on the H200: the same sequence of
     # allocations, so the inputs land as they did then.
+    host_ms: dict[Callable[[], Any], collections.deque] = {}
     samples: dict[str, list[float]] = {name: [] for name in fns}
     ids: dict[str, list[int]] = {name: [] for name in fns}
     kept: dict[int, Any] = {}
     seconds = dict.fromkeys(fns, 0.0)
     allocating = dict.fromkeys(fns, 0)
+    exposed = dict.fromkeys(fns, 0)
     rounds: int | None = None  # the warm-up rounds that settled the second block's pool (block_warmup)
     first: dict[str, list[float]] = {}
     last: Any = None  # the output of the last run made, for keep's -1
@@ -268,10 +347,11 @@ def time_in_placements(
             replace_inputs()
             block = scaled_block(block, first, min_block_ms)
         wanted = {k - offset for k in keep if offset <= k < offset + block.runs}
+        queued = QueuedCudaClock(launch_allowance_ms, host_ms) if clock is None and launch_allowance_ms > 0 else None
         timed = time_interleaved(
             {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
             interleaved_schedule(block.runs, block.anchor_runs),
-            clock=clock,
+            clock=queued or clock,
             **block_warmup(b, warmup_ms, rounds),
             keep=tuple(sorted(wanted | ({block.runs - 1} if -1 in keep else set()))),
         )
@@ -284,6 +364,7 @@ def time_in_placements(
             ids[name] += [b] * len(xs)
             seconds[name] += timed.seconds[name]
             allocating[name] += timed.allocating[name]
+            exposed[name] += queued.exposed[fns[name]] if queued else 0
         kept.update({offset + k: out for k, out in timed.kept.items() if k in wanted})
         last = timed.kept.get(block.runs - 1)
         timed = None  # else its outputs, the last run's among them, stay alive through the next block
@@ -291,7 +372,7 @@ def time_in_placements(
             break
     if -1 in keep:
         kept[len(samples[KERNEL]) - 1] = last
-    return PlacedRuns(samples, kept, seconds, allocating, blocks=ids)
+    return PlacedRuns(samples, kept, seconds, allocating, blocks=ids, exposed=exposed)
 
 
 def time_cuda(

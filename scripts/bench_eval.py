@@ -659,6 +659,12 @@ def main() -> None:
         "(default: the settings' default, 0: off); for launch-bound kernels, compare with --repeats 3",
     )
     ap.add_argument(
+        "--launch-allowance-ms",
+        type=float,
+        help="host time per call left out of the timing: the start event queued behind a spin of up to this "
+        "many ms (default: the settings' default, 0: launch overhead counted)",
+    )
+    ap.add_argument(
         "--fork-workers",
         choices=["auto", "on", "off"],
         help="replace workers by forking a pre-imported zygote (default: the settings' default, auto: on)",
@@ -724,6 +730,8 @@ def main() -> None:
         fidelity["timing_precision"] = args.timing_precision
     if args.min_block_ms is not None:
         fidelity["min_block_ms"] = args.min_block_ms
+    if args.launch_allowance_ms is not None:
+        fidelity["launch_allowance_ms"] = args.launch_allowance_ms
     settings = EvalSettings(device=args.device, workers=args.workers, size=args.size, sandbox=args.sandbox, **fidelity)
     with tempfile.TemporaryDirectory() as tmp:
         cache = BaselineOnlyCache(Path(tmp) / "baselines.sqlite")

@@ -171,6 +171,10 @@ _TIMERS = (
     "envs.speedup.bootstrap_ratio",
     "envs.timing.CudaClock.measure",
     "envs.timing.CudaClock.reserved",
+    "envs.timing.QueuedCudaClock.measure",
+    "envs.timing.spin_ms",
+    "envs.timing.spin_cycles_per_ms",
+    "torch.cuda._sleep",
     "torch.cuda.memory_reserved",
     "triton.testing.do_bench",
 )

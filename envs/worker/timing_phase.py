@@ -59,6 +59,11 @@ class TimingPhase:
         enough = self._precise_enough if anchor is not None else None  # the candidate's runs, not baselines
         timed = self._in_placements(fns, replace_inputs, keep=keep, enough=enough, step=step)
         samples, kept = timed.samples, timed.kept
+        if anchor is not None and timed.exposed.get(KERNEL):  # the candidate's own runs
+            self.notes.append(
+                f"{timed.exposed[KERNEL]} of {len(samples[KERNEL])} timed runs spent more host time than the "
+                "launch allowance: the rest of it is counted in their samples"
+            )
         if anchor is not None:
             self.facts["kernel_samples"] = samples[KERNEL]
             self.facts["kernel_blocks"] = timed.blocks[KERNEL]  # the placement block of each sample
@@ -98,6 +103,7 @@ class TimingPhase:
                 keep=keep,
                 enough=enough,
                 min_block_ms=timing.get("min_block_ms", 0.0),
+                launch_allowance_ms=timing.get("launch_allowance_ms", 0.0),
             )
             self._step(step, began)
         return timed

@@ -95,6 +95,7 @@ def worker_request(
             "precision": settings.timing_precision,
             "min_placements": settings.min_placements,
             "min_block_ms": settings.min_block_ms,
+            "launch_allowance_ms": settings.launch_allowance_ms,
             "drift_test": settings.reanchor and settings.drift_test,
             "anchor_reference_ms": anchor_reference_ms,
         }

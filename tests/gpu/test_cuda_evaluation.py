@@ -262,6 +262,31 @@ def test_min_block_ms_times_a_launch_bound_kernel_more_often_in_each_block():
     assert len(interval.kernel_block_ms) == interval.blocks == len(interval.anchor_block_ms)
 
 
+def test_a_launch_allowance_times_a_launch_bound_kernel_by_its_device_work():
+    """The same tiny vector add with and without a launch allowance: queued behind a spin, its kernel and its
+    eager anchor read their device time, well under what the host's launch adds to them."""
+    from envs.problems import load_problem_file
+
+    here = Path(__file__).parents[1] / "repeatability"
+    problem = load_problem_file(here / "problems" / "tiny_vector_add.py")
+    solution = (here / "kernels" / "tiny_vector_add.py").read_text()
+    verdicts = {}
+    for allowance in (0.0, 0.5):
+        settings = EvalSettings(
+            device="cuda", launch_allowance_ms=allowance, timeouts=PhaseTimeouts(correctness=20, timing=120)
+        )
+        with Evaluator(settings) as ev:
+            verdicts[allowance] = v = ev.evaluate(problem, solution)
+        assert v.status is Status.CORRECT, v.error
+        print(
+            f"allowance {allowance} ms: kernel {v.timings.kernel.median_ms:.4f} ms, anchor "
+            f"{v.timings.anchor.median_ms:.4f}, speedup {v.speedup:.3f}, notes {v.notes}"
+        )
+    counted, queued = verdicts[0.0].timings, verdicts[0.5].timings
+    assert queued.kernel.median_ms < 0.7 * counted.kernel.median_ms
+    assert queued.anchor_reference.median_ms < counted.anchor_reference.median_ms
+
+
 def test_a_placement_block_gets_new_device_memory_not_a_shared_cached_segment():
     import torch
 

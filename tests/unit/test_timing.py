@@ -111,6 +111,15 @@ def test_the_wait_after_a_release_grows_with_the_bytes_released_up_to_its_cap():
     assert release_settle_seconds(1 << 40) == RELEASE_SETTLE_MAX_S
 
 
+def test_a_queued_clock_spins_twice_the_recent_host_time_within_the_allowance():
+    from envs.timing import MIN_SPIN_MS, spin_ms
+
+    assert spin_ms(1.0) == 1.0  # nothing seen yet: the whole allowance
+    assert spin_ms(1.0, [0.05, 0.2, 0.1]) == 0.4  # the slowest recent call, twice
+    assert spin_ms(1.0, [0.8]) == 1.0  # never past the allowance: host time beyond it is counted
+    assert spin_ms(1.0, [0.001]) == MIN_SPIN_MS
+
+
 def test_a_cpu_move_releases_nothing_and_waits_for_nothing():
     import torch
 

@@ -88,7 +88,14 @@ def test_sequential_timing_draws_its_probe_run_among_the_runs_it_always_makes():
 
 @pytest.mark.parametrize(
     "bad",
-    [{"timing_precision": -0.1}, {"timing_precision": 1.0}, {"min_placements": 0}, {"min_block_ms": -1.0}],
+    [
+        {"timing_precision": -0.1},
+        {"timing_precision": 1.0},
+        {"min_placements": 0},
+        {"min_block_ms": -1.0},
+        {"launch_allowance_ms": -0.1},
+        {"launch_allowance_ms": 11.0},
+    ],
 )
 def test_sequential_timing_settings_are_checked(bad):
     with pytest.raises(ValueError):
@@ -100,19 +107,20 @@ def test_a_precision_changes_the_verdict_cache_key_and_none_keeps_the_one_of_ful
     assert EvalSettings(timing_precision=0.02).cache_fields("cuda")["precision"] == 0.02
 
 
-def test_longer_blocks_change_the_verdict_cache_key_and_the_default_keeps_the_one_before_them():
-    assert "min_block_ms" not in EvalSettings().cache_fields("cuda")
-    assert EvalSettings(min_block_ms=1.0).cache_fields("cuda")["min_block_ms"] == 1.0
+@pytest.mark.parametrize("name", ["min_block_ms", "launch_allowance_ms"])
+def test_another_way_of_timing_changes_both_cache_keys_and_off_keeps_the_ones_before_it(name):
+    assert name not in EvalSettings().cache_fields("cuda")
+    assert EvalSettings(**{name: 1.0}).cache_fields("cuda")[name] == 1.0
     worker_set = object.__new__(WorkerSet)
-    worker_set.settings, worker_set.device = EvalSettings(device="cuda", min_block_ms=1.0), "cuda"
+    worker_set.settings, worker_set.device = EvalSettings(device="cuda", **{name: 1.0}), "cuda"
     timed = worker_set._request(resolve_problem("L0_02_relu"), CanonicalSolution("code", "sha"), False)
-    assert WorkerRequest.from_message(timed.to_message()).timing["min_block_ms"] == 1.0
+    assert WorkerRequest.from_message(timed.to_message()).timing[name] == 1.0
     from envs.cpu_stage import CpuStage
 
-    keys = [CpuStage(EvalSettings(device="cuda", min_block_ms=ms), "H200")._baseline_key({"p": 1}) for ms in (0, 0, 1)]
-    assert keys[0] == keys[1] != keys[2]  # baselines measured with longer blocks are kept apart
-    with pytest.raises(MalformedMessage, match="min_block_ms"):
-        WorkerRequest.from_message({**timed.to_message(), "timing": {**timed.timing, "min_block_ms": "long"}})
+    keys = [CpuStage(EvalSettings(device="cuda", **{name: ms}), "H200")._baseline_key({"p": 1}) for ms in (0, 0, 1)]
+    assert keys[0] == keys[1] != keys[2]  # baselines timed the other way are kept apart
+    with pytest.raises(MalformedMessage, match=name):
+        WorkerRequest.from_message({**timed.to_message(), "timing": {**timed.timing, name: "long"}})
 
 
 def test_a_result_keeps_what_the_verdict_needs():
