@@ -67,11 +67,14 @@ def test_host_work_after_reading_the_device_is_counted(tick):
 
 
 def test_device_work_reads_the_same_with_either_clock():
-    x = torch.randn(1 << 26, device="cuda")
+    """A memory-bound kernel of ~0.7 ms: the clocks differ by the launch time the events clock adds (about
+    0.01 ms on an H100), nothing more."""
+    x = torch.randn(1 << 28, device="cuda")
 
     def call():
         return x.mul(2.0)
 
     events, queued = _median(CudaClock(), call), _median(QueuedCudaClock(1.0), call)
-    print(f"a 256 MiB elementwise kernel: events {events:.4f} ms, queued {queued:.4f} ms")
-    assert abs(queued - events) / events < 0.05
+    print(f"a 1 GiB elementwise kernel: events {events:.4f} ms, queued {queued:.4f} ms")
+    assert queued <= events * 1.01
+    assert events - queued < 0.05
