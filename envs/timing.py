@@ -44,6 +44,8 @@ GROWTH_ROUNDS = 4
 MAX_BLOCK_RUNS = 32
 # How a verdict's note says that timed runs still took memory from the driver (scripts/bench_eval.py counts them)
 ALLOCATING_NOTE = "took device memory from the driver inside their timed window"
+# ... and that a candidate's timed runs spent more host time than the launch allowance hides
+EXPOSED_NOTE = "spent more host time than the launch allowance"
 
 
 class Clock(Protocol):

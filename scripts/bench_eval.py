@@ -30,7 +30,7 @@ from envs import EvalSettings, Evaluator, ProblemError, load_problem_set, resolv
 from envs.cache import SqliteCache
 from envs.pool.metrics import percentile
 from envs.report import markdown_table, verdict_table
-from envs.timing import ALLOCATING_NOTE
+from envs.timing import ALLOCATING_NOTE, EXPOSED_NOTE
 from rewards import reward_for_verdict
 from rl.gpu_monitor import GpuMonitor
 
@@ -177,6 +177,7 @@ def summarize(verdicts, wall: float, devices: int = 1, workers: int | None = Non
         "phases_by_status": phases_by_status(verdicts),
         # evaluations whose anchor runs still paid for driver allocations (0 once the warm-up is right)
         "anchor_allocating": sum(any(ALLOCATING_NOTE in n for n in v.notes) for v in verdicts),
+        "host_exposed": sum(any(EXPOSED_NOTE in n for n in v.notes) for v in verdicts),
         # share of the workers' time spent evaluating: below 1 while answers waited (the queue's steps say why)
         "workers_busy": sum(map(worker_busy_seconds, verdicts)) / (wall * devices * workers) if workers else None,
     }
@@ -406,6 +407,8 @@ def print_summary(name: str, result: dict) -> None:
     )
     if result["anchor_allocating"]:
         print(f"  {result['anchor_allocating']} evaluation(s) whose anchor runs {ALLOCATING_NOTE}")
+    if result.get("host_exposed"):
+        print(f"  {result['host_exposed']} evaluation(s) with timed runs that {EXPOSED_NOTE}")
     if result["exclusive_share"]:
         blocks = result["placement_blocks"]
         print(

@@ -24,6 +24,7 @@ from envs.speedup import ANCHOR_REFERENCE, drift_detected, group_runs, relative_
 from envs.timing import (
     ALLOCATING_NOTE,
     ANCHOR,
+    EXPOSED_NOTE,
     KERNEL,
     PlacedRuns,
     host_tail_ms,
@@ -61,8 +62,8 @@ class TimingPhase:
         samples, kept = timed.samples, timed.kept
         if anchor is not None and timed.exposed.get(KERNEL):  # the candidate's own runs
             self.notes.append(
-                f"{timed.exposed[KERNEL]} of {len(samples[KERNEL])} timed runs spent more host time than the "
-                "launch allowance: the rest of it is counted in their samples"
+                f"{timed.exposed[KERNEL]} of {len(samples[KERNEL])} timed runs {EXPOSED_NOTE}: the rest of it "
+                "is counted in their samples"
             )
         if anchor is not None:
             self.facts["kernel_samples"] = samples[KERNEL]

@@ -248,13 +248,15 @@ def test_bench_reports_whether_the_first_repeats_interval_holds_the_later_ones()
     assert cov["per_kernel"]["b"]["covered"] == 1 and cov["per_kernel"]["b"]["blocks"] == 1
 
 
-def test_bench_counts_evaluations_whose_anchor_runs_still_allocated():
-    from envs.timing import ALLOCATING_NOTE
+def test_bench_counts_evaluations_whose_anchor_runs_allocated_or_whose_runs_outlasted_the_allowance():
+    from envs.timing import ALLOCATING_NOTE, EXPOSED_NOTE
 
     bench = bench_eval()
     noted = Verdict(Status.CORRECT, "a", "NVIDIA H200", speedup=1.0, notes=[f"3 of 50 anchor runs {ALLOCATING_NOTE}"])
+    exposed = Verdict(Status.CORRECT, "c", "NVIDIA H200", speedup=1.0, notes=[f"1 of 52 timed runs {EXPOSED_NOTE}"])
     plain = Verdict(Status.CORRECT, "b", "NVIDIA H200", speedup=1.0, notes=["something else"])
-    assert bench.summarize([noted, plain, plain], wall=1.0)["anchor_allocating"] == 1
+    summary = bench.summarize([noted, exposed, plain, plain], wall=1.0)
+    assert (summary["anchor_allocating"], summary["host_exposed"]) == (1, 1)
 
 
 def _placed_runs(blocks: int, kernel_ms: float, anchor_ms: float, spread: float, seed: int):
