@@ -11,14 +11,17 @@ or a commit extracted here with `--extract` (the device machine has no git histo
         --device cuda --workers 4 --candidates tests/repeatability/manifest.jsonl --repeats 3
 
 Everything after `--` goes to bench_eval as it is, with `--out` added; paths in it are read from this
-checkout's root (bench_eval runs from here, importing the tree's code). Runs that do not fit one call's time
-limit continue in a later one with `--first-round 2` and the same `--out-dir`."""
+checkout's root (bench_eval runs from here, importing the tree's code). `--args NAME=ARGS` adds bench_eval
+arguments for one tree only, so two settings of one version compare the same way (`--tree off=. --tree
+queued=. --args "queued=--launch-allowance-ms 0.5"`). Runs that do not fit one call's time limit continue in
+a later one with `--first-round 2` and the same `--out-dir`."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -90,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extract", metavar="COMMIT", help="write COMMIT's code under --into, then stop")
     ap.add_argument("--into", type=Path, help="with --extract: the directory")
     ap.add_argument("--tree", type=parse_tree, action="append", default=[], help="NAME=PATH (two or more)")
+    ap.add_argument(
+        "--args",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help="more bench_eval arguments for the tree NAME only (after the common ones)",
+    )
     ap.add_argument("--rounds", type=int, default=1, help="runs of each tree, interleaved")
     ap.add_argument(
         "--first-round",
@@ -110,15 +120,22 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("name two or more trees, each once: --tree before=PATH --tree after=.")
     if args.rounds < 1 or args.first_round < 1:
         ap.error("--rounds and --first-round must be >= 1")
-    if "--out" in bench_args:
-        ap.error("bench_eval's --out is set per run (in --out-dir); leave it out after --")
+    own_args: dict[str, list[str]] = {name: [] for name in names}
+    for text in args.args:
+        name, sep, extra = text.partition("=")
+        if not sep or name not in own_args:
+            ap.error(f"--args is NAME=ARGS for a tree named by --tree ({', '.join(names)}), not {text!r}")
+        own_args[name] += shlex.split(extra)
+    if any("--out" in a for a in [bench_args, *own_args.values()]):
+        ap.error("bench_eval's --out is set per run (in --out-dir); leave it out of its arguments")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     rates: dict[str, list[float]] = {name: [] for name in names}
     failed = 0
     for r in range(args.first_round, args.first_round + args.rounds):
         for name, tree in args.tree:
             out = (args.out_dir / f"{name}-{r}.json").resolve()
-            rc = run_once(tree, bench_args, out, args.out_dir.resolve() / "caches" / f"{name}-{r}")
+            caches = args.out_dir.resolve() / "caches" / f"{name}-{r}"
+            rc = run_once(tree, [*bench_args, *own_args[name]], out, caches)
             if rc or not out.is_file():
                 failed += 1
                 print(f"{name} round {r}: bench_eval exited {rc}; its log: {out.with_suffix('.log')}", flush=True)

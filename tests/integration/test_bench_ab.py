@@ -1,5 +1,6 @@
 """scripts/bench_ab.py: each tree's bench_eval runs that tree's code, on this machine's CPU."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,18 @@ def test_a_tree_must_hold_the_evaluator_and_names_must_differ(tmp_path):
     assert done.returncode == 2 and "each once" in done.stderr
     done = bench_ab("--tree", "a=.", "--tree", "b=.", "--", *BENCH, "--out", "x.json")
     assert done.returncode == 2 and "leave it out" in done.stderr
+    done = bench_ab("--tree", "a=.", "--tree", "b=.", "--args", "c=--repeats 2", "--", *BENCH)
+    assert done.returncode == 2 and "for a tree named by --tree" in done.stderr
+
+
+def test_one_trees_own_arguments_reach_its_runs_only(tmp_path):
+    out = tmp_path / "ab"
+    done = bench_ab(
+        "--tree", "one=.", "--tree", "two=.", "--args", "two=--repeats 2", "--out-dir", str(out), "--", *BENCH
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    reports = {name: json.loads((out / f"{name}-1.json").read_text()) for name in ("one", "two")}
+    assert (reports["one"]["repeats"], reports["two"]["repeats"]) == (1, 2)
 
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the checkout's git history")
