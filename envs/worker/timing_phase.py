@@ -60,12 +60,12 @@ class TimingPhase:
         enough = self._precise_enough if anchor is not None else None  # the candidate's runs, not baselines
         timed = self._in_placements(fns, replace_inputs, keep=keep, enough=enough, step=step)
         samples, kept = timed.samples, timed.kept
-        if anchor is not None and timed.exposed.get(KERNEL):  # the candidate's own runs
-            self.notes.append(
-                f"{timed.exposed[KERNEL]} of {len(samples[KERNEL])} timed runs {EXPOSED_NOTE}: the rest of it "
-                "is counted in their samples"
-            )
         if anchor is not None:
+            if timed.exposed.get(KERNEL):
+                self.notes.append(
+                    f"{timed.exposed[KERNEL]} of {len(samples[KERNEL])} timed runs {EXPOSED_NOTE}: their host "
+                    "time past the spin is in their samples"
+                )
             self.facts["kernel_samples"] = samples[KERNEL]
             self.facts["kernel_blocks"] = timed.blocks[KERNEL]  # the placement block of each sample
         if anchor_runs:
