@@ -2,7 +2,7 @@
 and judging outputs against the reference and, where it decides, the float64 truth.
 
 A mixin of `envs.worker.evaluation.Evaluation`, whose helpers it calls (`_inputs`, `_reference`,
-`_guarded_call`, `_run_candidate`, `_build`). What the trials and the probe change is in envs/inputs.py,
+`_guarded_call`, `_run_candidate`, `_as_if_timed`, `_build`). What the trials and the probe change is in envs/inputs.py,
 how outputs are judged in envs/truth.py.
 """
 
@@ -187,9 +187,11 @@ class CorrectnessPhase:
     def _probe_stale_memory(self, inputs: list[Any], expected: Any) -> None:
         """A wrong output that turns right once freed memory holds the expected result was never computed:
         the solution returns memory it did not write (or only touched up), i.e. a previous result."""
+        args = _clone(inputs)
         guard.bait_free_memory(as_output_list(expected), self.device)
+        self._as_if_timed()
         try:
-            got = self._run_candidate(lambda: self.candidate(*_clone(inputs)), "ModelNew.forward")
+            got = self._run_candidate(lambda: self.candidate(*args), "ModelNew.forward")
         except Outcome:
             return
         if outputs_match(expected, got, self.request.problem.get("tolerance")):
