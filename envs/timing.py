@@ -93,6 +93,8 @@ class CudaClock:
 SPIN_MARGIN = 2.0
 MIN_SPIN_MS = 0.02
 HOST_HISTORY = 8
+# Cycles a millisecond at a ~2 GHz SM clock: for spins whose length only needs to be about right
+NOMINAL_SPIN_CYCLES_PER_MS = 2_000_000
 
 
 def spin_ms(allowance_ms: float, recent_host_ms: collections.abc.Iterable[float] = ()) -> float:

@@ -27,7 +27,7 @@ from envs import inputs as families
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
 from envs.compare import as_output_list, outputs_match
-from envs.timing import spin_cycles_per_ms
+from envs.timing import NOMINAL_SPIN_CYCLES_PER_MS
 from envs.worker import harness_state
 from envs.worker.correctness import CorrectnessPhase
 from envs.worker.harness_state import BASELINE_IDENTITIES, LAUNCHES
@@ -77,8 +77,8 @@ class Evaluation(CorrectnessPhase, TimingPhase):
             return
         torch.cuda.synchronize()
         allowance = (self.request.timing or {}).get("launch_allowance_ms", 0.0)
-        if allowance:
-            torch.cuda._sleep(int(allowance * spin_cycles_per_ms(torch.cuda.current_device())))
+        if allowance:  # only busy matters here: a nominal clock, not the timer's calibration (made in its hold)
+            torch.cuda._sleep(int(allowance * NOMINAL_SPIN_CYCLES_PER_MS))
 
     def _release_cached(self) -> None:
         """Hand the allocator's cached free memory back to the driver (CUDA): until then a worker keeps what its
