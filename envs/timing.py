@@ -78,11 +78,21 @@ class CudaClock:
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         self.flush.zero_()
         torch.cuda.synchronize()
+        spin = self._queue(fn)
+        began = time.perf_counter()
         begin.record()
         out = fn()
         end.record()
+        self._launched(fn, spin, (time.perf_counter() - began) * 1e3)
         torch.cuda.synchronize()
         return begin.elapsed_time(end), out
+
+    def _queue(self, fn: Callable[[], Any]) -> float:
+        """What the device runs between the synchronization and the start event (ms): nothing here."""
+        return 0.0
+
+    def _launched(self, fn: Callable[[], Any], spun_ms: float, host_ms: float) -> None:
+        """The host time from the start event to the end event's launch: not used here."""
 
     def reserved(self) -> int:
         return torch.cuda.memory_reserved()  # every pool of the device, the placement blocks' private ones too
@@ -137,21 +147,14 @@ class QueuedCudaClock(CudaClock):
         # timed runs of each callable whose host time outlasted their spin (so partly counted in their sample)
         self.exposed: collections.Counter = collections.Counter()
 
-    def measure(self, fn: Callable[[], Any]) -> tuple[float, Any]:
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    def _queue(self, fn: Callable[[], Any]) -> float:
         spin = spin_ms(self.allowance_ms, self.host_ms.get(fn, ()))
-        self.flush.zero_()
-        torch.cuda.synchronize()
         torch.cuda._sleep(int(spin * self.cycles_per_ms))
-        began = time.perf_counter()
-        begin.record()
-        out = fn()
-        end.record()
-        host = (time.perf_counter() - began) * 1e3
-        self.host_ms.setdefault(fn, collections.deque(maxlen=HOST_HISTORY)).append(host)
-        self.exposed[fn] += host > spin
-        torch.cuda.synchronize()
-        return begin.elapsed_time(end), out
+        return spin
+
+    def _launched(self, fn: Callable[[], Any], spun_ms: float, host_ms: float) -> None:
+        self.host_ms.setdefault(fn, collections.deque(maxlen=HOST_HISTORY)).append(host_ms)
+        self.exposed[fn] += host_ms > spun_ms
 
 
 def interleaved_schedule(runs: int, anchor_runs: int) -> list[str]:

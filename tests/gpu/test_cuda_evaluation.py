@@ -242,14 +242,20 @@ def test_sequential_timing_stops_between_its_first_check_and_the_last_block_and_
     assert v.phase_seconds.get("correctness.compile", 0) > 0, v.phase_seconds
 
 
-def test_min_block_ms_times_a_launch_bound_kernel_more_often_in_each_block():
-    """tests/repeatability's tiny vector add runs for well under 0.1 ms: with 1 ms blocks every block after the
-    first holds ten or more runs of it and of its anchor, where the default split gives two and one."""
+def _tiny_vector_add():
+    """tests/repeatability's tiny vector add (problem, solution): a launch-bound kernel well under 0.1 ms."""
     from envs.problems import load_problem_file
 
     here = Path(__file__).parents[1] / "repeatability"
-    problem = load_problem_file(here / "problems" / "tiny_vector_add.py")
-    solution = (here / "kernels" / "tiny_vector_add.py").read_text()
+    return load_problem_file(here / "problems" / "tiny_vector_add.py"), (
+        here / "kernels" / "tiny_vector_add.py"
+    ).read_text()
+
+
+def test_min_block_ms_times_a_launch_bound_kernel_more_often_in_each_block():
+    """With 1 ms blocks every block after the first holds ten or more runs of the tiny vector add and of its
+    anchor, where the default split gives two and one."""
+    problem, solution = _tiny_vector_add()
     settings = EvalSettings(device="cuda", min_block_ms=1.0, timeouts=PhaseTimeouts(correctness=20, timing=120))
     with Evaluator(settings) as ev:
         v = ev.evaluate(problem, solution)
@@ -265,11 +271,7 @@ def test_min_block_ms_times_a_launch_bound_kernel_more_often_in_each_block():
 def test_a_launch_allowance_times_a_launch_bound_kernel_by_its_device_work():
     """The same tiny vector add with and without a launch allowance: queued behind a spin, its kernel and its
     eager anchor read their device time, well under what the host's launch adds to them."""
-    from envs.problems import load_problem_file
-
-    here = Path(__file__).parents[1] / "repeatability"
-    problem = load_problem_file(here / "problems" / "tiny_vector_add.py")
-    solution = (here / "kernels" / "tiny_vector_add.py").read_text()
+    problem, solution = _tiny_vector_add()
     verdicts = {}
     for allowance in (0.0, 0.5):
         settings = EvalSettings(
