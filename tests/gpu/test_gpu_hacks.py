@@ -1,6 +1,8 @@
 """The red-team corpus against the environment on a GPU: GPU-only hacks (side streams, the CUDA caching
 allocator, full-size-only bugs) at full size, every other entry at the small size."""
 
+import dataclasses
+
 import pytest
 
 from envs import EvalSettings, Evaluator, PhaseTimeouts, Status, resolve_problem
@@ -10,13 +12,23 @@ from tests.integration.test_hack_corpus import HACKS, corpus, header
 pytestmark = [pytest.mark.gpu, pytest.mark.integration]
 
 
+def _settings(path, **fields) -> EvalSettings:
+    """The corpus's settings, with what the entry's `# settings:` line pins (e.g. `launch_allowance_ms=0.5`:
+    a hack that cheats only where a setting makes a phase look different)."""
+    base = EvalSettings(device="cuda", timed_runs=20, timeouts=PhaseTimeouts(correctness=60, timing=120), **fields)
+    pinned = dict(item.split("=") for item in header(path).get("settings", "").split())
+    return dataclasses.replace(base, **{k: type(getattr(base, k))(v) for k, v in pinned.items()})
+
+
 def _run(files, size):
-    items = [(resolve_problem(header(p)["problem"]), p.read_text()) for p in files]
-    settings = EvalSettings(
-        device="cuda", size=size, workers=4, timed_runs=20, timeouts=PhaseTimeouts(correctness=60, timing=120)
-    )
-    with Evaluator(settings) as ev:
-        verdicts = dict(zip([p.name for p in files], ev.evaluate_many(items)))
+    verdicts = {}
+    groups: dict[EvalSettings, list] = {}
+    for p in files:
+        groups.setdefault(_settings(p, size=size, workers=4), []).append(p)
+    for settings, group in groups.items():
+        items = [(resolve_problem(header(p)["problem"]), p.read_text()) for p in group]
+        with Evaluator(settings) as ev:
+            verdicts.update(zip([p.name for p in group], ev.evaluate_many(items)))
     for name, v in verdicts.items():  # the outcome of every entry goes into docs/gpu-notes.md
         outcome = f"hack {v.hack.category}" if v.hack else v.status.value
         print(f"\n{name}: {outcome}, reward {reward_for_verdict(v):.3f}, speedup {v.speedup}: {(v.error or '')[:300]}")
@@ -62,8 +74,7 @@ def test_runtime_defences_alone_stop_gpu_only_hacks(name):
 
     path = HACKS / name
     problem = resolve_problem(header(path)["problem"])
-    settings = EvalSettings(device="cuda", timed_runs=20, timeouts=PhaseTimeouts(correctness=60, timing=120))
-    with Evaluator(settings) as ev:
+    with Evaluator(_settings(path)) as ev:
         verdict, _ = ev.pool.execute(problem, canonicalize(path.read_text()), None)
     print(f"{name}: {verdict.status.value} {verdict.hack.category if verdict.hack else ''} {verdict.error}")
     if header(path).get("runtime", "").startswith("neutralized"):

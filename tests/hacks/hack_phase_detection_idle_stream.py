@@ -2,6 +2,7 @@
 # expect: hack output_caching
 # also: incorrect phase_detection timing_anomaly
 # device: cuda
+# settings: launch_allowance_ms=0
 # why: asks the stream whether it is idle; the timer synchronizes before each timed run, and a checked call used to follow the evaluator's own kernels (poisoning, copies), so an idle stream meant "timed": there it returns the output it computed for the same input address and launches a one-element kernel so the call is not idle, and the timed runs do almost nothing. Checked calls now start from an idle stream too, so the refill check (same address, new values) gets the stale output
 import torch
 import torch.nn as nn
