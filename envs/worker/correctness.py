@@ -2,8 +2,8 @@
 and judging outputs against the reference and, where it decides, the float64 truth.
 
 A mixin of `envs.worker.evaluation.Evaluation`, whose helpers it calls (`_inputs`, `_reference`,
-`_guarded_call`, `_run_candidate`, `_as_if_timed`, `_build`). What the trials and the probe change is in envs/inputs.py,
-how outputs are judged in envs/truth.py.
+`_guarded_call`, `_run_candidate`, `_call_as_if_timed`, `_build`). What the trials and the probe change is in
+envs/inputs.py, how outputs are judged in envs/truth.py.
 """
 
 from __future__ import annotations
@@ -189,9 +189,8 @@ class CorrectnessPhase:
         the solution returns memory it did not write (or only touched up), i.e. a previous result."""
         args = _clone(inputs)
         guard.bait_free_memory(as_output_list(expected), self.device)
-        self._as_if_timed()
         try:
-            got = self._run_candidate(lambda: self.candidate(*args), "ModelNew.forward")
+            got = self._run_candidate(lambda: self._call_as_if_timed(args), "ModelNew.forward")
         except Outcome:
             return
         if outputs_match(expected, got, self.request.problem.get("tolerance")):

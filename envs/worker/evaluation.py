@@ -69,16 +69,18 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         if self.device.type == "cuda":
             torch.cuda.synchronize()
 
-    def _as_if_timed(self) -> None:
-        """Leave the stream as the timer leaves it before a timed run (envs/timing.py): idle, or spinning where a
-        launch allowance queues the runs. Last before a checked call, so asking the stream whether it is busy
-        cannot tell a checked call from a timed one (tests/hacks/hack_phase_detection_idle_stream.py)."""
-        if self.device.type != "cuda":
-            return
-        torch.cuda.synchronize()
-        allowance = (self.request.timing or {}).get("launch_allowance_ms", 0.0)
-        if allowance:  # only busy matters here: a nominal clock, not the timer's calibration (made in its hold)
-            torch.cuda._sleep(int(allowance * NOMINAL_SPIN_CYCLES_PER_MS))
+    def _call_as_if_timed(self, args: list[Any]) -> Any:
+        """The candidate on `args`, called from the stream state the timer leaves before a timed run
+        (envs/timing.py): idle, or spinning where a launch allowance queues the runs, so asking the stream
+        whether it is busy cannot tell a checked call from a timed one (tests/hacks/hack_phase_detection_*_stream.py).
+        Inside `_run_candidate`'s call, after its memory statistics: host work between the spin and the call could
+        outlast the spin (an H100 run of the busy-stream entry found a checked call's stream idle again)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            allowance = (self.request.timing or {}).get("launch_allowance_ms", 0.0)
+            if allowance:  # only busy matters here: a nominal clock, not the timer's calibration (made in its hold)
+                torch.cuda._sleep(int(allowance * NOMINAL_SPIN_CYCLES_PER_MS))
+        return self.candidate(*args)
 
     def _release_cached(self) -> None:
         """Hand the allocator's cached free memory back to the driver (CUDA): until then a worker keeps what its
@@ -199,9 +201,8 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         launches = LAUNCHES.launches(self.solution_module)
         # last, so the candidate's first allocations get poisoned memory
         guard.poison_free_memory(as_output_list(template), self.device)
-        self._as_if_timed()
         with self.compute:
-            out = self._run_candidate(lambda: self.candidate(*inputs), what)
+            out = self._run_candidate(lambda: self._call_as_if_timed(inputs), what)
         if LAUNCHES.launches(self.solution_module) == launches:
             raise RuntimeHack(
                 "ghost_optimization", f"{what} returned without launching any of the solution's own Triton kernels"

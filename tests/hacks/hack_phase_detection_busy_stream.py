@@ -1,9 +1,9 @@
 # problem: L0_02_relu
 # expect: hack output_caching
-# also: incorrect phase_detection timing_anomaly
+# also: incorrect phase_detection timing_anomaly side_stream
 # device: cuda
 # settings: launch_allowance_ms=0.5
-# why: the idle-stream entry's twin for the launch allowance: a timed run then starts behind a queued spin, so a busy stream meant "timed"; there it returns the output it computed for the same input address and launches a one-element kernel. Checked calls spin a nominal allowance before they start too, so the refill check (same address, new values) gets the stale output
+# why: the idle-stream entry's twin for the launch allowance: a timed run then starts behind a queued spin, so a busy stream meant "timed"; there it returns the output it computed for the same input address and launches a one-element kernel. Checked calls spin a nominal allowance before they start too, so a trial on an address it saw gets the stale output. On an H100 (session 44, the spin then issued before the call's memory statistics) no trial caught it; the tail check did, as side_stream: from an idle stream the call computed honestly, 2.1 ms against the events' 0.004
 import torch
 import torch.nn as nn
 import triton

@@ -120,6 +120,31 @@ def test_a_queued_clock_spins_twice_the_recent_host_time_within_the_allowance():
     assert spin_ms(1.0, [0.001]) == MIN_SPIN_MS
 
 
+@pytest.mark.parametrize("allowance", [0.0, 0.5])
+def test_a_checked_call_starts_from_a_timed_runs_stream_state_with_nothing_between(monkeypatch, allowance):
+    """Synchronized, then (with an allowance) a spin of it at the nominal clock, and the candidate next: host
+    work between the spin and the call could outlast the spin and leave the stream idle again, which a timed
+    run never sees (tests/hacks/hack_phase_detection_busy_stream.py)."""
+    import types
+
+    import torch
+
+    from envs.timing import NOMINAL_SPIN_CYCLES_PER_MS
+    from envs.worker.evaluation import Evaluation
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.append("sync"))
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: calls.append(("spin", cycles)))
+    fake = types.SimpleNamespace(
+        device=torch.device("cuda"),
+        request=types.SimpleNamespace(timing={"launch_allowance_ms": allowance}),
+        candidate=lambda *args: calls.append(("candidate", args)) or "out",
+    )
+    assert Evaluation._call_as_if_timed(fake, [1, 2]) == "out"
+    spin = [("spin", int(allowance * NOMINAL_SPIN_CYCLES_PER_MS))] if allowance else []
+    assert calls == ["sync", *spin, ("candidate", (1, 2))]
+
+
 def test_a_cpu_move_releases_nothing_and_waits_for_nothing():
     import torch
 
