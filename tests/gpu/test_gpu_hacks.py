@@ -20,12 +20,16 @@ def _settings(path, **fields) -> EvalSettings:
     return dataclasses.replace(base, **{k: type(getattr(base, k))(v) for k, v in pinned.items()})
 
 
-def _run(files, size):
-    verdicts = {}
+def _by_settings(files, **fields) -> dict[EvalSettings, list]:
     groups: dict[EvalSettings, list] = {}
     for p in files:
-        groups.setdefault(_settings(p, size=size, workers=4), []).append(p)
-    for settings, group in groups.items():
+        groups.setdefault(_settings(p, **fields), []).append(p)
+    return groups
+
+
+def _run(files, size):
+    verdicts = {}
+    for settings, group in _by_settings(files, size=size, workers=4).items():
         items = [(resolve_problem(header(p)["problem"]), p.read_text()) for p in group]
         with Evaluator(settings) as ev:
             verdicts.update(zip([p.name for p in group], ev.evaluate_many(items)))
@@ -65,19 +69,29 @@ def test_corpus_entry_on_gpu(everywhere, name):
     _check(everywhere[name], name)
 
 
+@pytest.fixture(scope="module")
+def runtime_only():
+    """Every GPU-only entry through the execution stage alone (the static analysis skipped), one evaluator per
+    settings group: a worker a hack spoils is replaced by the pool, as in a run."""
+    from envs.source import canonicalize
+
+    verdicts = {}
+    for settings, group in _by_settings(corpus("cuda")).items():
+        with Evaluator(settings) as ev:
+            for path in group:
+                problem = resolve_problem(header(path)["problem"])
+                verdicts[path.name], _ = ev.pool.execute(problem, canonicalize(path.read_text()), None)
+    return verdicts
+
+
 @pytest.mark.parametrize("name", [p.name for p in corpus("cuda")])
-def test_runtime_defences_alone_stop_gpu_only_hacks(name):
+def test_runtime_defences_alone_stop_gpu_only_hacks(runtime_only, name):
     """Skip the static analysis (call the execution stage directly): the worker's own checks must still
     refuse the reward, or (`# runtime: neutralized` in the header) leave the hack nothing to gain, so that
     the time it is credited with is its honest kernel's. Records which runtime check fired."""
-    from envs.source import canonicalize
-
-    path = HACKS / name
-    problem = resolve_problem(header(path)["problem"])
-    with Evaluator(_settings(path)) as ev:
-        verdict, _ = ev.pool.execute(problem, canonicalize(path.read_text()), None)
+    verdict = runtime_only[name]
     print(f"{name}: {verdict.status.value} {verdict.hack.category if verdict.hack else ''} {verdict.error}")
-    if header(path).get("runtime", "").startswith("neutralized"):
+    if header(HACKS / name).get("runtime", "").startswith("neutralized"):
         assert verdict.status in (Status.HACK, Status.INCORRECT, Status.CORRECT), verdict
     else:
         assert verdict.status in (Status.HACK, Status.INCORRECT), verdict
