@@ -17,7 +17,16 @@ def _settings(path, **fields) -> EvalSettings:
     a hack that cheats only where a setting makes a phase look different)."""
     base = EvalSettings(device="cuda", timed_runs=20, timeouts=PhaseTimeouts(correctness=60, timing=120), **fields)
     pinned = dict(item.split("=") for item in header(path).get("settings", "").split())
-    return dataclasses.replace(base, **{k: type(getattr(base, k))(v) for k, v in pinned.items()})
+    return dataclasses.replace(base, **{k: _typed(getattr(base, k), v, path) for k, v in pinned.items()})
+
+
+def _typed(default, text: str, path):
+    """`text` as a value of `default`'s type; a flag is true or false (bool("false") would be True)."""
+    if not isinstance(default, bool):
+        return type(default)(text)
+    if text not in ("true", "false"):
+        raise ValueError(f"{path.name}: a flag in '# settings:' is true or false, not {text!r}")
+    return text == "true"
 
 
 def _by_settings(files, **fields) -> dict[EvalSettings, list]:
