@@ -97,11 +97,9 @@ class CpuStage:
         return key
 
     def _baseline_key(self, base: dict) -> str:
-        # longer blocks and a launch allowance time the baselines another way (envs/timing.py); off, the key is
-        # as before
-        other = {
-            name: value for name in ("min_block_ms", "launch_allowance_ms") if (value := getattr(self.settings, name))
-        }
+        # a launch allowance times the baselines another way (envs/timing.py); off, the key is as before it
+        allowance = self.settings.launch_allowance_ms
+        other = {"launch_allowance_ms": allowance} if allowance else {}
         return cache_key(**base, runs=self.settings.timed_runs, warmup_ms=self.settings.warmup_ms, **other)
 
     def baseline_job(self, problem: Problem) -> Candidate | None:

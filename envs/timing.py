@@ -28,8 +28,6 @@ import collections
 import collections.abc
 import dataclasses
 import functools
-import math
-import statistics
 import time
 from typing import Any, Callable, Protocol
 
@@ -40,8 +38,6 @@ ANCHOR = "anchor"  # ... and for the baseline timed beside it
 # Warm-up rounds added while a round still takes memory from the driver: a steady allocation pattern settles
 # in one or two; a callable that keeps taking more (a growing cache) is timed as it is after these.
 GROWTH_ROUNDS = 4
-# The most runs of one callable in one placement block when `min_block_ms` raises them (scaled_block)
-MAX_BLOCK_RUNS = 32
 # How a verdict's note says that timed runs still took memory from the driver (scripts/bench_eval.py counts them)
 ALLOCATING_NOTE = "took device memory from the driver inside their timed window"
 # ... and that a candidate's timed runs spent more host time than the launch allowance hides
@@ -296,23 +292,6 @@ class PlacedRuns(TimedRuns):
     exposed: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
-def scaled_block(block: Block, first: dict[str, list[float]], min_block_ms: float) -> Block:
-    """`block` with each callable's runs raised until they add up to about `min_block_ms` at the median time
-    its runs took in the first block (`first`), at most `MAX_BLOCK_RUNS`: a launch-bound kernel of 0.05 ms
-    gets 20 runs a block at 1 ms rather than two, so a block's median is not one noisy run. A callable
-    without runs in `block` keeps none."""
-    if min_block_ms <= 0:
-        return block
-
-    def runs(planned: int, samples: list[float]) -> int:
-        ms = statistics.median_high(samples) if samples else 0.0
-        if not planned or ms <= 0:
-            return planned
-        return max(planned, min(MAX_BLOCK_RUNS, math.ceil(min_block_ms / ms)))
-
-    return Block(runs(block.runs, first.get(KERNEL, [])), runs(block.anchor_runs, first.get(ANCHOR, [])))
-
-
 def time_in_placements(
     fns: dict[str, Callable[[], Any]],
     blocks: list[Block],
@@ -321,7 +300,6 @@ def time_in_placements(
     warmup_ms: float = 25.0,
     keep: tuple[int, ...] = (),
     enough: Callable[[int, dict[str, list[float]], dict[str, list[int]]], bool] | None = None,
-    min_block_ms: float = 0.0,
     launch_allowance_ms: float = 0.0,
 ) -> PlacedRuns:
     """Time the candidate (`fns[KERNEL]`) and, where a block has anchor runs, `fns[ANCHOR]` interleaved
@@ -329,8 +307,7 @@ def time_in_placements(
     after the first. Only the first block warms up fully (later ones as `block_warmup` says). `keep` counts
     the candidate's runs over all blocks, as in time_interleaved; -1 in it keeps the last run made.
     `enough(blocks_done, samples, blocks)`, asked after each block, ends the runs early when it says so.
-    With `min_block_ms`, blocks after the first run each callable more often where its runs are short
-    (`scaled_block`). With `launch_allowance_ms` (and no `clock`) the runs are timed by a QueuedCudaClock with
+    With `launch_allowance_ms` (and no `clock`) the runs are timed by a QueuedCudaClock with
     that allowance, its record of host times kept across the blocks."""
     if len(blocks) > 1 and replace_inputs is None:
         raise ValueError("more than one placement block needs replace_inputs")
@@ -345,14 +322,12 @@ def time_in_placements(
     allocating = dict.fromkeys(fns, 0)
     exposed = dict.fromkeys(fns, 0)
     rounds: int | None = None  # the warm-up rounds that settled the second block's pool (block_warmup)
-    first: dict[str, list[float]] = {}
     last: Any = None  # the output of the last run made, for keep's -1
     for b, block in enumerate(blocks):
         offset = len(samples[KERNEL])
         if b:
             last = None  # another block runs, so its last run is the one kept: one full output less held
             replace_inputs()
-            block = scaled_block(block, first, min_block_ms)
         wanted = {k - offset for k in keep if offset <= k < offset + block.runs}
         queued = QueuedCudaClock(launch_allowance_ms, host_ms) if clock is None and launch_allowance_ms > 0 else None
         timed = time_interleaved(
@@ -362,8 +337,6 @@ def time_in_placements(
             **block_warmup(b, warmup_ms, rounds),
             keep=tuple(sorted(wanted | ({block.runs - 1} if -1 in keep else set()))),
         )
-        if b == 0:
-            first = timed.samples  # the first block's runs: how long each callable's runs take (scaled_block)
         if b == 1:
             rounds = timed.settled_after
         for name, xs in timed.samples.items():

@@ -47,7 +47,7 @@ class WorkerRequest:
     device: str
     problem: dict[str, Any]  # id, source, tolerance, sizes
     solution: str | None  # None: the reference alone (check_problem, baselines)
-    # runs, warmup_ms, anchor_runs, placements, precision, min_placements, min_block_ms, launch_allowance_ms,
+    # runs, warmup_ms, anchor_runs, placements, precision, min_placements, launch_allowance_ms,
     # drift_test and anchor_reference_ms (the cached anchor reference's median, None where not known yet); None off CUDA
     timing: dict[str, Any] | None
     max_torch_share: float
@@ -89,7 +89,7 @@ class WorkerRequest:
         if timing is not None:
             for key in ("runs", "warmup_ms", "anchor_runs", "placements"):
                 _need(timing, key, (int, float), "worker request timing")
-            for key in ("precision", "min_placements", "min_block_ms", "launch_allowance_ms", "anchor_reference_ms"):
+            for key in ("precision", "min_placements", "launch_allowance_ms", "anchor_reference_ms"):
                 _need(timing, key, (int, float), "worker request timing", optional=True)
             _need(timing, "drift_test", bool, "worker request timing", optional=True)
         correctness = _need(message, "correctness", dict, what)

@@ -103,7 +103,6 @@ class TimingPhase:
                 warmup_ms=timing["warmup_ms"],
                 keep=keep,
                 enough=enough,
-                min_block_ms=timing.get("min_block_ms", 0.0),
                 launch_allowance_ms=timing.get("launch_allowance_ms", 0.0),
             )
             self._step(step, began)

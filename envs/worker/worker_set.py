@@ -94,7 +94,6 @@ def worker_request(
             "placements": min(settings.placements, settings.timed_runs),
             "precision": settings.timing_precision,
             "min_placements": settings.min_placements,
-            "min_block_ms": settings.min_block_ms,
             "launch_allowance_ms": settings.launch_allowance_ms,
             "drift_test": settings.reanchor and settings.drift_test,
             "anchor_reference_ms": anchor_reference_ms,

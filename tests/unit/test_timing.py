@@ -486,39 +486,6 @@ def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_call
     assert ANCHOR_REFERENCE not in Phase().time_baselines() and len(calls) == 1
 
 
-class ShortRunsClock(PlacementClock):
-    """A launch-bound kernel (0.05 ms a run) beside an anchor of 0.04 ms; a block's runs follow the placement."""
-
-    def measure(self, fn):
-        out = fn()
-        self.order.append((self.placement, out))
-        return (0.05 if out == "kernel" else 0.04), out
-
-
-def test_min_block_ms_gives_short_runs_more_of_them_in_the_blocks_after_the_first():
-    from envs.timing import ANCHOR, KERNEL, MAX_BLOCK_RUNS, placement_blocks, time_in_placements
-
-    blocks = placement_blocks(100, 50, 48)  # 3 or 2 kernel runs and 2 or 1 anchor runs a block
-    clock = ShortRunsClock([1.0] * 48)
-    fns = {KERNEL: lambda: "kernel", ANCHOR: lambda: "anchor"}
-    timed = time_in_placements(fns, blocks, clock.moved, clock=clock, warmup_ms=0, keep=(5, -1), min_block_ms=1.0)
-    per_block = {name: [timed.blocks[name].count(b) for b in range(48)] for name in fns}
-    # the first block as planned (nothing measured yet), then 1 ms / 0.05 ms and 1 ms / 0.04 ms runs
-    assert per_block[KERNEL] == [3] + [20] * 47 and per_block[ANCHOR] == [2] + [25] * 47
-    assert len(timed.samples[KERNEL]) == 3 + 20 * 47
-    assert {name for placement, name in clock.order if placement == 0} == {"kernel", "anchor"}
-    assert set(timed.kept) == {5, 3 + 20 * 47 - 1}  # run indices still count over all blocks
-    # a long-running callable keeps its planned runs; a very short one stops at the cap
-    slow = ShortRunsClock([1.0] * 48)
-    slow.measure = lambda fn: (2.0, fn())
-    timed = time_in_placements(fns, blocks, slow.moved, clock=slow, warmup_ms=0, min_block_ms=1.0)
-    assert len(timed.samples[KERNEL]) == 100 and len(timed.samples[ANCHOR]) == 50
-    tiny = ShortRunsClock([1.0] * 4)
-    tiny.measure = lambda fn: (0.001, fn())
-    timed = time_in_placements(fns, placement_blocks(8, 4, 4), tiny.moved, clock=tiny, warmup_ms=0, min_block_ms=1.0)
-    assert timed.blocks[KERNEL].count(3) == MAX_BLOCK_RUNS and timed.blocks[ANCHOR].count(3) == MAX_BLOCK_RUNS
-
-
 def test_a_blocks_outputs_are_freed_before_the_next_block_but_for_the_kept_probe_run():
     import gc
     import weakref

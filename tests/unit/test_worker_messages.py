@@ -92,7 +92,6 @@ def test_sequential_timing_draws_its_probe_run_among_the_runs_it_always_makes():
         {"timing_precision": -0.1},
         {"timing_precision": 1.0},
         {"min_placements": 0},
-        {"min_block_ms": -1.0},
         {"launch_allowance_ms": -0.1},
         {"launch_allowance_ms": 11.0},
     ],
@@ -107,17 +106,20 @@ def test_a_precision_changes_the_verdict_cache_key_and_none_keeps_the_one_of_ful
     assert EvalSettings(timing_precision=0.02).cache_fields("cuda")["precision"] == 0.02
 
 
-@pytest.mark.parametrize("name", ["min_block_ms", "launch_allowance_ms"])
-def test_another_way_of_timing_changes_both_cache_keys_and_off_keeps_the_ones_before_it(name):
-    assert name not in EvalSettings().cache_fields("cuda")
-    assert EvalSettings(**{name: 1.0}).cache_fields("cuda")[name] == 1.0
+def test_a_launch_allowance_changes_both_cache_keys_and_none_keeps_the_ones_before_it():
+    name = "launch_allowance_ms"
+    assert name not in EvalSettings(launch_allowance_ms=0).cache_fields("cuda")
+    assert EvalSettings(launch_allowance_ms=1.0).cache_fields("cuda")[name] == 1.0
     worker_set = object.__new__(WorkerSet)
-    worker_set.settings, worker_set.device = EvalSettings(device="cuda", **{name: 1.0}), "cuda"
+    worker_set.settings, worker_set.device = EvalSettings(device="cuda", launch_allowance_ms=1.0), "cuda"
     timed = worker_set._request(resolve_problem("L0_02_relu"), CanonicalSolution("code", "sha"), False)
     assert WorkerRequest.from_message(timed.to_message()).timing[name] == 1.0
     from envs.cpu_stage import CpuStage
 
-    keys = [CpuStage(EvalSettings(device="cuda", **{name: ms}), "H200")._baseline_key({"p": 1}) for ms in (0, 0, 1)]
+    keys = [
+        CpuStage(EvalSettings(device="cuda", launch_allowance_ms=ms), "H200")._baseline_key({"p": 1})
+        for ms in (0, 0, 1)
+    ]
     assert keys[0] == keys[1] != keys[2]  # baselines timed the other way are kept apart
     with pytest.raises(MalformedMessage, match=name):
         WorkerRequest.from_message({**timed.to_message(), "timing": {**timed.timing, name: "long"}})
