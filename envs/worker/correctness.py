@@ -35,6 +35,7 @@ class CorrectnessPhase:
         )
         self.truth = Float64Reference(self._float64_model)
         self.base_rms: list[float] = []  # the first trial's reference output magnitudes
+        self.probe_times: float | None = None  # how far the sensitivity probe moved elements, once it passed
 
     def _float64_model(self) -> torch.nn.Module:
         """A second reference model in float64 with the reference's parameters (built aside the RNG stream)."""
@@ -183,6 +184,7 @@ class CorrectnessPhase:
             o.error += _probe_change(o.extra.get("mismatch"), before, moved, after)
             raise
         self.accuracy.probe = f"passed ({times:g}x)"
+        self.probe_times = times
 
     def _probe_stale_memory(self, inputs: list[Any], expected: Any) -> None:
         """A wrong output that turns right once freed memory holds the expected result was never computed:

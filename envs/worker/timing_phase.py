@@ -17,6 +17,7 @@ from typing import Any, Callable
 import torch
 import torch._dynamo  # noqa: F401  (time_baselines resets it; the harness imported it before any snapshot)
 
+from envs import inputs as families
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
 from envs.compare import as_output_list
@@ -325,12 +326,37 @@ class TimingPhase:
                 guard.cache_blocks_like(as_output_list(expected), self.device)
                 got = self._guarded_call(inputs, "ModelNew.forward on refilled inputs", expected, pristine=pristine)
                 self._compare(expected, got, "after the inputs were refilled in place", inputs, "output_caching")
+                got = None
+                self._moved_in_place(inputs, pristine, expected)
                 if timing:
                     self._step("timing.rechecks", began)
             guard.check_identities(self.identities, "during the timed runs")
             if timing:
                 self._timing_checks(call, inputs, expected, stats)
         return stats
+
+    def _moved_in_place(self, inputs: list[Any], pristine: list[Any], before: Any) -> None:
+        """A few elements of the same input tensors moved in place, as far as the sensitivity probe moved them, and
+        the candidate called on them again: a result cached under a key that reads only part of the inputs (their
+        addresses and shapes and a checksum of some elements, computed by a kernel of its own so no call is idle)
+        is stale now, where the dense refill changed the key. `before`: the reference's output before the move.
+        Skipped where the probe did not pass (nothing says how far to move) or the output barely moves here."""
+        if self.probe_times is None:
+            return
+        tolerance = self.request.problem.get("tolerance")
+        g = families.generator(self.request.seeds[0] ^ _IN_PLACE_SALT, self.device)
+        with families.perturbed(inputs, self.probe_times, g) as (moved_inputs, where):
+            moved = self._reference(moved_inputs)
+            scales = families.atol_scales(moved, self.base_rms)
+            if not where or families.response_ratio(before, moved, tolerance, scales) < families.PROBE_RESPONSE:
+                return
+            for copy, x in zip(pristine, moved_inputs):  # what the input-mutation check compares with
+                if isinstance(copy, torch.Tensor):
+                    copy.copy_(x)
+            what = "ModelNew.forward after a few input elements moved in place"
+            got = self._guarded_call(moved_inputs, what, moved, pristine=pristine)
+            label = f"after {families.PROBE_ELEMENTS} element(s) of each floating input moved in place ({where[0]})"
+            self._compare(moved, got, label, moved_inputs, "output_caching", atol_scales=scales)
 
     def _timing_checks(self, call: Callable[[], Any], inputs: list[Any], expected: Any, stats: dict) -> None:
         with self._gpu("exclusive"):
@@ -368,6 +394,9 @@ class TimingPhase:
             self.notes.append(f"kernel time share not measured: {type(e).__name__}: {e}"[:300])
         self._step("timing.kernel_share", began)
 
+
+# The in-place check's positions come from another stream than the sensitivity probe's
+_IN_PLACE_SALT = 0xCAC4E
 
 # Sequential timing asks whether the interval is tight enough every this many blocks (each ask is a
 # bootstrap of the runs so far, a few milliseconds inside the exclusive window).
