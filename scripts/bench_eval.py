@@ -7,7 +7,9 @@ per phase, and with `--repeats` >= 2 the repeatability of each kernel's speedup.
 copies, so neither the verdict cache nor the pool's deduplication answers without running them. `--backend ray`
 measures the Ray pool (`--vs-fresh-process`, `--scale 1 2 4`). Every option: docs/evaluation.md.
 A `--candidates` manifest's optional "class" field groups the repeatability by kernel class, keyed by
-candidate (tests/repeatability/manifest.jsonl).
+candidate (tests/repeatability/manifest.jsonl); its optional "expect" field (`correct`, `hack <category>`,
+`incorrect`, ...) is checked against every pass's verdicts (tests/throughput/manifest.jsonl), so a faster
+evaluator is also shown to say the same things.
 
   python scripts/bench_eval.py --device cpu --workers 2
   python scripts/bench_eval.py --device cuda --backend ray --workers 4 --vs-fresh-process --out bench.json
@@ -144,13 +146,41 @@ def load_candidates(path: Path, problems, wanted=None) -> tuple[list[tuple], lis
                     if wanted is None or wanted(problem):
                         by_id[pid] = problem
         if pid in by_id:
-            labels.append({"key": f"{len(items)}:{name or by_id[pid].id}", "class": row.get("class")})
+            labels.append(
+                {"key": f"{len(items)}:{name or by_id[pid].id}", "class": row.get("class"), "expect": row.get("expect")}
+            )
             items.append((by_id[pid], answer))
         else:
             skipped += 1
     if skipped:
         print(f"bench_eval: skipped {skipped} candidate(s) of problems not in the loaded set")
     return items, labels
+
+
+def outcome(v) -> str:
+    """A verdict as a manifest's "expect" names it: `correct`, `hack <category>` or the status."""
+    return f"hack {v.hack.category}" if v.hack else v.status.value
+
+
+def unexpected(verdicts, labels: list[dict]) -> dict | None:
+    """How many verdicts say what the manifest's "expect" does, and those that do not (None: nothing expected)."""
+    checked = [(v, label) for v, label in zip(verdicts, labels) if label.get("expect")]
+    if not checked:
+        return None
+    wrong = {
+        label["key"]: f"{outcome(v)} (expected {label['expect']})"
+        for v, label in checked
+        if outcome(v) != label["expect"]
+    }
+    return {"checked": len(checked), "as_expected": len(checked) - len(wrong), "unexpected": wrong}
+
+
+def print_expected(result: dict, labels: list[dict]) -> None:
+    result["expected"] = check = unexpected(result["verdicts"], labels)
+    if check:
+        print(f"  verdicts as the manifest expects: {check['as_expected']} of {check['checked']}")
+        for key, what in check["unexpected"].items():
+            print(f"    {key}: {what}")
 
 
 def summarize(verdicts, wall: float, devices: int = 1, workers: int | None = None) -> dict:
@@ -503,10 +533,12 @@ def single(args, settings, problems, items, cache, labels: list[dict]) -> dict:
             print("\n" + markdown_table(problems, cold["verdicts"]))
         print(f"\nstartup {startup:.1f} s; device {device_kind}; backend {args.backend}")
         print_summary("cold", cold)
+        print_expected(cold, labels)
         warm_items = warm_copies(items, args.repeats)
         warm = run_pass(evaluator, warm_items, "warm pass", devices, settings.workers, monitor) if warm_items else None
         if warm:
             print_summary("warm", warm)
+            print_expected(warm, warm_labels(labels, args.repeats))
             keys = [label["key"] for label in warm_labels(labels, args.repeats)]
             spread = timing_spread(warm["verdicts"], keys)
             if spread:
@@ -656,12 +688,6 @@ def main() -> None:
         "share (default: the settings' default; 0 times every block)",
     )
     ap.add_argument(
-        "--min-block-ms",
-        type=float,
-        help="placement blocks after the first run each callable to about this many ms, at most 32 runs "
-        "(default: the settings' default, 0: off); for launch-bound kernels, compare with --repeats 3",
-    )
-    ap.add_argument(
         "--launch-allowance-ms",
         type=float,
         help="host time per call left out of the timing: the start event queued behind a spin of up to this "
@@ -731,8 +757,6 @@ def main() -> None:
         fidelity["fork_workers"] = args.fork_workers
     if args.timing_precision is not None:
         fidelity["timing_precision"] = args.timing_precision
-    if args.min_block_ms is not None:
-        fidelity["min_block_ms"] = args.min_block_ms
     if args.launch_allowance_ms is not None:
         fidelity["launch_allowance_ms"] = args.launch_allowance_ms
     settings = EvalSettings(device=args.device, workers=args.workers, size=args.size, sandbox=args.sandbox, **fidelity)

@@ -125,7 +125,7 @@ def test_manifest_paths_classes_and_problem_files(bench, tmp_path, monkeypatch):
     old.parent.mkdir()
     old.write_text(json.dumps({"problem": "L0_02_relu", "solution": "k.py"}) + "\n")
     items, labels = bench.load_candidates(old, problems)
-    assert items[0][1] == "class ModelNew: pass\n" and labels == [{"key": "0:k", "class": None}]
+    assert items[0][1] == "class ModelNew: pass\n" and labels == [{"key": "0:k", "class": None, "expect": None}]
 
 
 def test_a_runs_gzipped_samples_give_their_training_answers(bench, tmp_path):
@@ -142,4 +142,25 @@ def test_a_runs_gzipped_samples_give_their_training_answers(bench, tmp_path):
     path.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode()))
     items, labels = bench.load_candidates(path, problems)
     assert [(p.id, answer) for p, answer in items] == [("L0_02_relu", "class ModelNew: pass  # a\n")]
-    assert labels == [{"key": "0:L0_02_relu", "class": None}]
+    assert labels == [{"key": "0:L0_02_relu", "class": None, "expect": None}]
+
+
+def test_verdicts_are_checked_against_what_the_manifest_expects(bench):
+    """A manifest's "expect" names a verdict as `correct`, `hack <category>` or its status; a pass reports how
+    many verdicts say that and lists the others, so a faster evaluator is also seen to judge the same."""
+    from envs.verdict import HackFinding
+
+    hack = Verdict(Status.HACK, "relu", "cpu", hack=HackFinding("identity_kernel", "returns its input"))
+    verdicts = [_verdict("relu", 1.0), hack, Verdict(Status.INCORRECT, "relu", "cpu"), _verdict("mse", 1.0)]
+    labels = [
+        {"key": "0:a", "class": "legit", "expect": "correct"},
+        {"key": "1:b", "class": "hack", "expect": "hack identity_kernel"},
+        {"key": "2:c", "class": "hack", "expect": "hack partial_input"},
+        {"key": "3:d", "class": None, "expect": None},  # nothing expected: not counted
+    ]
+    check = bench.unexpected(verdicts, labels)
+    assert check == {"checked": 3, "as_expected": 2, "unexpected": {"2:c": "incorrect (expected hack partial_input)"}}
+    assert bench.unexpected(verdicts, [{**label, "expect": None} for label in labels]) is None
+    result = {"verdicts": verdicts}
+    bench.print_expected(result, labels)
+    assert result["expected"] == check
