@@ -688,6 +688,12 @@ def main() -> None:
         "share (default: the settings' default; 0 times every block)",
     )
     ap.add_argument(
+        "--min-placements",
+        type=int,
+        help="sequential timing: never stop before this many placement blocks (default: the settings' default); "
+        "compare repeatability and interval coverage with --repeats 3",
+    )
+    ap.add_argument(
         "--launch-allowance-ms",
         type=float,
         help="host time per call left out of the timing: the start event queued behind a spin of up to this "
@@ -757,6 +763,8 @@ def main() -> None:
         fidelity["fork_workers"] = args.fork_workers
     if args.timing_precision is not None:
         fidelity["timing_precision"] = args.timing_precision
+    if args.min_placements:
+        fidelity["min_placements"] = args.min_placements
     if args.launch_allowance_ms is not None:
         fidelity["launch_allowance_ms"] = args.launch_allowance_ms
     settings = EvalSettings(device=args.device, workers=args.workers, size=args.size, sandbox=args.sandbox, **fidelity)
