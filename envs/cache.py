@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
@@ -13,6 +14,24 @@ from typing import Any
 
 def cache_key(**parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+# Packages of envs/ that never judge a candidate: the curation pipeline, the HTTP service, the agent's tools and
+# the built-in problems (a problem's own text is in every key already).
+_NOT_JUDGING = {"data", "service", "tools", "builtin"}
+
+
+@functools.lru_cache(maxsize=4)
+def judging_code_fingerprint(root: Path = Path(__file__).resolve().parent) -> str:
+    """A hash of the code that judges a candidate (`root`, envs/, but the packages above): part of every verdict
+    key, so a verdict cached by other code (a detector added since, a changed comparison or timing rule) is never
+    served."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        if relative.parts[0] not in _NOT_JUDGING:
+            digest.update(relative.as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 class CacheError(ValueError):

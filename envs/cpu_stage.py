@@ -14,7 +14,7 @@ import time
 
 from envs.antihack import static as static_analysis
 from envs.antihack.judge import LLMJudge, apply_judge
-from envs.cache import SqliteCache, cache_key
+from envs.cache import SqliteCache, cache_key, judging_code_fingerprint
 from envs.guard import StageFailure, guarded
 from envs.problems import Problem
 from envs.settings import EvalSettings
@@ -83,7 +83,7 @@ class CpuStage:
             return dataclasses.replace(checked, phase_seconds={"static": elapsed, "total": elapsed})
         solution = checked
         base = self._problem_key(problem)
-        verdict_key = cache_key(**base, solution=solution.sha256, settings=self.settings.cache_fields(self.device))
+        verdict_key = self._verdict_key(base, solution)
         hit = self._cached(problem, solution, base, verdict_key)
         if hit is not None:
             return self._judged(dataclasses.replace(hit, cached=True), problem, solution)
@@ -124,15 +124,16 @@ class CpuStage:
         except SourceError as e:
             return Verdict(Status.COMPILE_ERROR, problem.id, self.device_name, error=str(e))
 
+    def _verdict_key(self, base: dict, solution: CanonicalSolution, sandboxed: bool | None = None) -> str:
+        settings = self.settings.cache_fields(self.device, sandboxed=sandboxed)
+        return cache_key(**base, solution=solution.sha256, settings=settings, code=judging_code_fingerprint())
+
     def _cached(self, problem: Problem, solution: CanonicalSolution, base: dict, verdict_key: str) -> Verdict | None:
         """The cached verdict of this code, if any. A caller that does not require the sandbox may also use
         a verdict obtained under it; never the reverse. An unreadable entry is a miss (and is logged)."""
         if self.cache is None:
             return None
-        sandboxed = cache_key(
-            **base, solution=solution.sha256, settings=self.settings.cache_fields(self.device, sandboxed=True)
-        )
-        for key in dict.fromkeys([verdict_key, sandboxed]):
+        for key in dict.fromkeys([verdict_key, self._verdict_key(base, solution, sandboxed=True)]):
             try:
                 hit = self.cache.get_verdict(key)
                 if hit is not None:

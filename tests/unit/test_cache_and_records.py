@@ -124,3 +124,42 @@ def test_a_verdict_obtained_without_a_guaranteed_sandbox_is_not_served_to_a_call
     hit = CpuStage(EvalSettings(device="cpu", sandbox="off"), "cpu", cache).prepare(problem, answer)
     assert isinstance(hit, Verdict) and hit.cached and hit.status is Status.INCORRECT
     cache.close()
+
+
+def test_a_verdict_cached_by_other_judging_code_is_not_served(tmp_path, monkeypatch):
+    """Verdict keys carry a hash of the code that judges (envs/ but curation, service, tools and the built-in
+    problems): a verdict from before a detector was added is evaluated again, not served."""
+    import shutil
+
+    from envs import cache as cache_module
+    from envs.evaluator import Candidate, CpuStage
+    from envs.problems import resolve_problem
+
+    envs = tmp_path / "envs"
+    for part in ("worker", "data"):
+        (envs / part).mkdir(parents=True)
+    (envs / "compare.py").write_text("RULE = 1\n")
+    (envs / "worker" / "timing_phase.py").write_text("CHECKS = 1\n")
+    (envs / "data" / "pipeline.py").write_text("STEP = 1\n")
+    before = cache_module.judging_code_fingerprint(envs)
+    (envs / "data" / "pipeline.py").write_text("STEP = 2\n")  # curation judges nothing
+    cache_module.judging_code_fingerprint.cache_clear()
+    assert cache_module.judging_code_fingerprint(envs) == before
+    (envs / "worker" / "timing_phase.py").write_text("CHECKS = 2\n")  # a new re-check
+    cache_module.judging_code_fingerprint.cache_clear()
+    assert cache_module.judging_code_fingerprint(envs) != before
+    shutil.copy(envs / "compare.py", envs / "worker" / "compare.py")  # a file moved elsewhere counts too
+    cache_module.judging_code_fingerprint.cache_clear()
+    assert len({cache_module.judging_code_fingerprint(envs), before}) == 2
+
+    problem = resolve_problem("L0_02_relu")
+    answer = open(problem.reference_solution).read()
+    cache = SqliteCache(tmp_path / "verdicts.sqlite")
+    stage = CpuStage(EvalSettings(device="cpu"), "cpu", cache)
+    first = stage.prepare(problem, answer)
+    cache.put_verdict(first.verdict_key, problem.id, Verdict(Status.CORRECT, problem.id, "cpu").to_dict())
+    assert isinstance(stage.prepare(problem, answer), Verdict)  # the same code: served
+    monkeypatch.setattr("envs.cpu_stage.judging_code_fingerprint", lambda: "other code")
+    again = stage.prepare(problem, answer)
+    assert isinstance(again, Candidate) and again.verdict_key != first.verdict_key
+    cache.close()
