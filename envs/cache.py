@@ -19,10 +19,11 @@ def cache_key(**parts: Any) -> str:
 # Packages of envs/ that never judge a candidate: the curation pipeline, the HTTP service, the agent's tools and
 # the built-in problems (a problem's own text is in every key already).
 _NOT_JUDGING = {"data", "service", "tools", "builtin"}
+_ENVS = Path(__file__).resolve().parent
 
 
 @functools.lru_cache(maxsize=4)
-def judging_code_fingerprint(root: Path = Path(__file__).resolve().parent) -> str:
+def judging_code_fingerprint(root: Path = _ENVS) -> str:
     """A hash of the code that judges a candidate (`root`, envs/, but the packages above): part of every verdict
     key, so a verdict cached by other code (a detector added since, a changed comparison or timing rule) is never
     served."""
