@@ -560,3 +560,59 @@ def test_sequential_timing_judges_the_kernel_alone_where_the_anchor_shows_no_dri
     assert measured._precise_enough(12, samples, ids)
     # A GPU 10% slower than when the reference was timed: the anchor decides again.
     assert not phase(drift_test=True, anchor_reference_ms=0.9)._precise_enough(12, samples, ids)
+
+
+@pytest.mark.parametrize("case", ["honest", "partial_key_cache", "probe_not_passed", "integer_inputs"])
+def test_a_few_elements_moved_in_place_expose_a_cache_keyed_on_part_of_the_input(case):
+    """After the dense refill, the re-checks move the probe's few elements of the same tensors in place and call
+    again: an honest candidate passes, one whose cache key reads only the first element returns a stale output
+    (output_caching); nothing runs where the probe did not pass (no move size) or no input is floating point."""
+    import types
+
+    import torch
+
+    from envs import inputs as families
+    from envs.antihack.runtime import RuntimeHack
+    from envs.compare import outputs_match
+    from envs.worker import timing_phase
+
+    torch.manual_seed(0)
+    cache = {}
+
+    def candidate(x):  # the key reads x[1], which seed 7's moves leave alone (they are at 0, 7, 211, ...)
+        key = (x.data_ptr(), float(x[1]))
+        if case == "partial_key_cache" and key in cache:
+            return cache[key].clone()
+        cache[key] = out = x.cumsum(0)
+        return out
+
+    calls = []
+
+    class Phase(timing_phase.TimingPhase):
+        request = types.SimpleNamespace(problem={}, seeds=[7])
+        device = torch.device("cpu")
+        base_rms = [1.0]
+        probe_times = None if case == "probe_not_passed" else families.PROBE_SIZES[0]
+
+        def _reference(self, inputs):
+            return inputs[0].cumsum(0)
+
+        def _guarded_call(self, inputs, what, template=None, pristine=None):
+            assert all(torch.equal(p, x) for p, x in zip(pristine, inputs))  # the copy follows the move
+            calls.append(what)
+            return candidate(*inputs)
+
+        def _compare(self, expected, got, label, inputs, hack_category=None, atol_scales=None):
+            if not outputs_match(expected, got):
+                raise RuntimeHack(hack_category, label)
+
+    x = torch.randn(1000, dtype=torch.float64) if case != "integer_inputs" else torch.arange(1000)
+    before = candidate(x)  # the refill's call: the cache now holds this tensor's result
+    kept = x.clone()
+    if case == "partial_key_cache":
+        with pytest.raises(RuntimeHack, match="moved in place"):
+            Phase()._moved_in_place([x], [x.clone()], before)
+    else:
+        Phase()._moved_in_place([x], [x.clone()], before)
+    assert torch.equal(x, kept)  # the moved elements are put back
+    assert len(calls) == (1 if case in ("honest", "partial_key_cache") else 0)
