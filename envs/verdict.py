@@ -174,6 +174,12 @@ class Verdict:
         return self.status is Status.CORRECT
 
     @property
+    def outcome(self) -> str:
+        """The verdict in a word or two, as the corpus and the measurement sets' manifests name it: `correct`,
+        `hack <category>` or the status."""
+        return f"hack {self.hack.category}" if self.hack else self.status.value
+
+    @property
     def exclusive_seconds(self) -> float:
         """Seconds this evaluation held its GPU exclusively (EXCLUSIVE_STEPS); 0 on CPU and for a cached verdict's
         own lookup (its phases are those of the evaluation that produced it)."""

@@ -157,20 +157,15 @@ def load_candidates(path: Path, problems, wanted=None) -> tuple[list[tuple], lis
     return items, labels
 
 
-def outcome(v) -> str:
-    """A verdict as a manifest's "expect" names it: `correct`, `hack <category>` or the status."""
-    return f"hack {v.hack.category}" if v.hack else v.status.value
-
-
 def unexpected(verdicts, labels: list[dict]) -> dict | None:
     """How many verdicts say what the manifest's "expect" does, and those that do not (None: nothing expected)."""
     checked = [(v, label) for v, label in zip(verdicts, labels) if label.get("expect")]
     if not checked:
         return None
     wrong = {
-        label["key"]: f"{outcome(v)} (expected {label['expect']})"
+        label["key"]: f"{v.outcome} (expected {label['expect']})"
         for v, label in checked
-        if outcome(v) != label["expect"]
+        if v.outcome != label["expect"]
     }
     return {"checked": len(checked), "as_expected": len(checked) - len(wrong), "unexpected": wrong}
 
@@ -538,8 +533,9 @@ def single(args, settings, problems, items, cache, labels: list[dict]) -> dict:
         warm = run_pass(evaluator, warm_items, "warm pass", devices, settings.workers, monitor) if warm_items else None
         if warm:
             print_summary("warm", warm)
-            print_expected(warm, warm_labels(labels, args.repeats))
-            keys = [label["key"] for label in warm_labels(labels, args.repeats)]
+            repeated = warm_labels(labels, args.repeats)
+            print_expected(warm, repeated)
+            keys = [label["key"] for label in repeated]
             spread = timing_spread(warm["verdicts"], keys)
             if spread:
                 print(

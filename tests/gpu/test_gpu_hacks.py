@@ -43,8 +43,9 @@ def _run(files, size):
         with Evaluator(settings) as ev:
             verdicts.update(zip([p.name for p in group], ev.evaluate_many(items)))
     for name, v in verdicts.items():  # the outcome of every entry goes into docs/gpu-notes.md
-        outcome = f"hack {v.hack.category}" if v.hack else v.status.value
-        print(f"\n{name}: {outcome}, reward {reward_for_verdict(v):.3f}, speedup {v.speedup}: {(v.error or '')[:300]}")
+        print(
+            f"\n{name}: {v.outcome}, reward {reward_for_verdict(v):.3f}, speedup {v.speedup}: {(v.error or '')[:300]}"
+        )
     return verdicts
 
 

@@ -163,8 +163,7 @@ def _contain(trap, files: list[Path]):
         with concurrent.futures.ThreadPoolExecutor(ev.pool.size) as pool:
             verdicts = dict(zip([p.name for p in files], pool.map(one, files)))
         for name, v in verdicts.items():  # what the runtime checks alone made of each (pytest -s shows it)
-            outcome = f"hack {v.hack.category}" if v.hack else v.status.value
-            print(f"{name}: {outcome} in {v.phase_seconds.get('total', sum(v.phase_seconds.values())):.1f} s")
+            print(f"{name}: {v.outcome} in {v.phase_seconds.get('total', sum(v.phase_seconds.values())):.1f} s")
         strays = [
             p.info["cmdline"]
             for p in psutil.process_iter(["cmdline"])

@@ -22,10 +22,6 @@ def manifest() -> list[dict]:
     return [json.loads(line) for line in (SET / "manifest.jsonl").read_text().splitlines() if line.strip()]
 
 
-def outcome(v) -> str:
-    return f"hack {v.hack.category}" if v.hack else v.status.value
-
-
 def test_manifest_lists_every_file_and_agrees_with_the_headers():
     rows = manifest()
     assert sorted(Path(r["solution"]).name for r in rows) == sorted(p.name for p in (SET / "kernels").glob("*.py"))
@@ -76,7 +72,7 @@ def evaluate(rows: list[dict]) -> dict:
 
 def _unexpected(rows: list[dict]) -> dict:
     verdicts = evaluate(rows)
-    return {n: f"{outcome(v)} (expected {want}): {v.error}" for n, (want, v) in verdicts.items() if outcome(v) != want}
+    return {n: f"{v.outcome} (expected {want}): {v.error}" for n, (want, v) in verdicts.items() if v.outcome != want}
 
 
 @pytest.mark.integration
