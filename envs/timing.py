@@ -178,6 +178,7 @@ class TimedRuns:
     # timed runs of each callable during which the allocator took memory from the driver (0 once warm)
     allocating: dict[str, int] = dataclasses.field(default_factory=dict)
     settled_after: int = 0  # the last warm-up round that took memory from the driver (0: none did)
+    warmup_seconds: float = 0.0  # host wall time of the warm-up, of all callables
 
 
 def time_interleaved(
@@ -234,6 +235,7 @@ def time_interleaved(
             growth_rounds += 1
             continue
         break
+    warmup_seconds = time.perf_counter() - start
     samples: dict[str, list[float]] = {name: [] for name in fns}
     allocating = dict.fromkeys(fns, 0)
     kept: dict[int, Any] = {}
@@ -246,7 +248,7 @@ def time_interleaved(
         if name == KERNEL and len(samples[name]) in keep:
             kept[len(samples[name])] = out
         samples[name].append(ms)  # `out` stays alive until the next run returns, as in a benchmark loop
-    return TimedRuns(samples, kept, seconds, allocating, settled_after)
+    return TimedRuns(samples, kept, seconds, allocating, settled_after, warmup_seconds)
 
 
 def split_runs(runs: int, parts: int) -> list[int]:
@@ -290,6 +292,13 @@ class PlacedRuns(TimedRuns):
     blocks: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     # with a launch allowance: timed runs of each callable whose host time outlasted the spin before them
     exposed: dict[str, int] = dataclasses.field(default_factory=dict)
+    # host wall time of the blocks by part (BLOCK_PARTS): where a timing's GPU hold goes besides the timed runs
+    parts: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+# A placement block's parts: moving the inputs (their copies and the wait after a release), making its clock
+# (the flush buffer), the warm-up, the timed runs, and the caller's `enough` rule after it.
+BLOCK_PARTS = ("move", "clock", "warmup", "runs", "check")
 
 
 def time_in_placements(
@@ -321,15 +330,21 @@ def time_in_placements(
     seconds = dict.fromkeys(fns, 0.0)
     allocating = dict.fromkeys(fns, 0)
     exposed = dict.fromkeys(fns, 0)
+    parts = dict.fromkeys(BLOCK_PARTS, 0.0)
     rounds: int | None = None  # the warm-up rounds that settled the second block's pool (block_warmup)
     last: Any = None  # the output of the last run made, for keep's -1
     for b, block in enumerate(blocks):
         offset = len(samples[KERNEL])
+        began = time.perf_counter()
         if b:
             last = None  # another block runs, so its last run is the one kept: one full output less held
             replace_inputs()
+        moved = time.perf_counter()
+        parts["move"] += moved - began
         wanted = {k - offset for k in keep if offset <= k < offset + block.runs}
         queued = QueuedCudaClock(launch_allowance_ms, host_ms) if clock is None and launch_allowance_ms > 0 else None
+        parts["clock"] += time.perf_counter() - moved
+        began = time.perf_counter()
         timed = time_interleaved(
             {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
             interleaved_schedule(block.runs, block.anchor_runs),
@@ -337,6 +352,8 @@ def time_in_placements(
             **block_warmup(b, warmup_ms, rounds),
             keep=tuple(sorted(wanted | ({block.runs - 1} if -1 in keep else set()))),
         )
+        parts["warmup"] += timed.warmup_seconds
+        parts["runs"] += time.perf_counter() - began - timed.warmup_seconds
         if b == 1:
             rounds = timed.settled_after
         for name, xs in timed.samples.items():
@@ -348,11 +365,14 @@ def time_in_placements(
         kept.update({offset + k: out for k, out in timed.kept.items() if k in wanted})
         last = timed.kept.get(block.runs - 1)
         timed = None  # else its outputs, the last run's among them, stay alive through the next block
-        if enough is not None and b + 1 < len(blocks) and enough(b + 1, samples, ids):
+        began = time.perf_counter()
+        done = enough is not None and b + 1 < len(blocks) and enough(b + 1, samples, ids)
+        parts["check"] += time.perf_counter() - began
+        if done:
             break
     if -1 in keep:
         kept[len(samples[KERNEL]) - 1] = last
-    return PlacedRuns(samples, kept, seconds, allocating, blocks=ids, exposed=exposed)
+    return PlacedRuns(samples, kept, seconds, allocating, blocks=ids, exposed=exposed, parts=parts)
 
 
 def time_cuda(

@@ -107,6 +107,9 @@ class TimingPhase:
                 launch_allowance_ms=timing.get("launch_allowance_ms", 0.0),
             )
             self._step(step, began)
+        if placements > 1:  # where the hold went, block by block (bench_eval prints the steps)
+            for part, seconds in timed.parts.items():
+                self._add_step(f"{step}.{part}", seconds)
         return timed
 
     def _placements(self, placed: dict[str, Any], inputs: list[Any], phase: str) -> Callable[[], None]:

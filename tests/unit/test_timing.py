@@ -353,6 +353,35 @@ def test_an_enough_rule_ends_the_blocks_early_and_keep_minus_one_is_the_last_run
     assert timed.kept == {3: 3, 39: 39}  # run 55 never happened; -1 is the 40th run, not the 100th
 
 
+def test_a_blocks_host_time_is_split_into_its_parts_where_each_part_spends_it():
+    import time
+
+    from envs.timing import BLOCK_PARTS, KERNEL, placement_blocks, time_in_placements
+
+    clock = PlacementClock([1.0] * 4)
+
+    def slow_move():
+        time.sleep(0.05)
+        clock.moved()
+
+    def slow_check(done, samples, ids):
+        time.sleep(0.01)
+        return False
+
+    def kernel():
+        time.sleep(0.001)
+        return KERNEL
+
+    blocks = placement_blocks(8, 0, 4)  # 2 timed runs a block; warm-up 3 calls in the first, 1 in the others
+    timed = time_in_placements({KERNEL: kernel}, blocks, slow_move, clock=clock, warmup_ms=0, enough=slow_check)
+    parts = timed.parts
+    assert set(parts) == set(BLOCK_PARTS)
+    assert parts["move"] >= 0.15  # three moves, none before the first block
+    assert parts["check"] >= 0.03  # asked after every block but the last
+    assert parts["runs"] >= 0.008 and parts["warmup"] >= 0.006  # 8 timed calls; 3 + 1 + 1 + 1 warm-up calls
+    assert parts["runs"] < parts["move"] and parts["clock"] < 0.01
+
+
 def test_without_a_stop_keep_minus_one_is_the_last_of_all_runs_and_the_last_block_is_never_asked_about():
     from envs.timing import KERNEL, placement_blocks, time_in_placements
 
