@@ -3,6 +3,10 @@
 `DeviceLock` orders the evaluation workers of one process; `GpuGate` extends it to every process on the
 host that runs work on the same GPU (a colocated rollout engine and learner, another evaluator: each holds
 it shared while its kernels run), so a timed window never overlaps another process's kernels.
+
+Quiet periods: memory given back to the driver slows memory-bound kernels for a while after (docs/gpu-notes.md,
+session 42). Whoever gives a lot back says so (`quiet`), and no exclusive hold starts until the period is over;
+shared work goes on through it, so the GPU does correctness runs instead of idling inside a timing window.
 """
 
 from __future__ import annotations
@@ -11,11 +15,24 @@ import contextlib
 import fcntl
 import os
 import re
+import struct
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Iterator
+
+# The longest quiet period one call asks for; an end further ahead than this is stale (a host clock since reset)
+MAX_QUIET_S = 1.0
+# How long a release keeps the GPU slow: 10-20% for ~10-20 ms after ~13 GB on the H100 (docs/gpu-notes.md,
+# session 42), so 2 ms per GB, at most RELEASE_SETTLE_MAX_S.
+RELEASE_SETTLE_S_PER_BYTE = 2e-3 / 1e9
+RELEASE_SETTLE_MAX_S = 0.05
+
+
+def release_settle_seconds(released_bytes: int) -> float:
+    """How long the GPU should run no timed window after `released_bytes` went back to the driver."""
+    return min(RELEASE_SETTLE_MAX_S, max(0, released_bytes) * RELEASE_SETTLE_S_PER_BYTE)
 
 
 def host_gpu_ids(count: int) -> list[int | str]:
@@ -50,6 +67,8 @@ class GpuGate:
         self._paths = (root / f"kernelrl-gpu-{name}.lock", root / f"kernelrl-gpu-{name}.turnstile")
         self._main = os.open(self._paths[0], os.O_RDWR | os.O_CREAT, 0o666)
         self._turnstile = os.open(self._paths[1], os.O_RDWR | os.O_CREAT, 0o666)
+        # the end of the GPU's quiet period (time.monotonic: one clock for the whole host), as 8 bytes
+        self._quiet = os.open(root / f"kernelrl-gpu-{name}.quiet", os.O_RDWR | os.O_CREAT, 0o666)
 
     @classmethod
     def for_current_device(cls) -> GpuGate | None:
@@ -72,6 +91,28 @@ class GpuGate:
 
     def release(self) -> None:
         fcntl.flock(self._main, fcntl.LOCK_UN)
+
+    def quiet_until(self, until: float) -> None:
+        """No exclusive hold on this GPU starts before `until` (time.monotonic), in any process."""
+        fcntl.flock(self._quiet, fcntl.LOCK_EX)
+        try:
+            if until > self._read_quiet():
+                os.pwrite(self._quiet, struct.pack("d", until), 0)
+        finally:
+            fcntl.flock(self._quiet, fcntl.LOCK_UN)
+
+    def quiet_end(self) -> float:
+        """When this GPU's quiet period ends (time.monotonic; in the past when there is none)."""
+        fcntl.flock(self._quiet, fcntl.LOCK_SH)
+        try:
+            return self._read_quiet()
+        finally:
+            fcntl.flock(self._quiet, fcntl.LOCK_UN)
+
+    def _read_quiet(self) -> float:
+        data = os.pread(self._quiet, 8, 0)
+        end = struct.unpack("d", data)[0] if len(data) == 8 else 0.0
+        return end if end <= time.monotonic() + MAX_QUIET_S else 0.0
 
     def hold_shared(self) -> int:
         """Take the GPU shared on a descriptor of its own (flock locks belong to an open file, so holders in
@@ -103,7 +144,7 @@ class GpuGate:
             self.let_go(held)
 
     def close(self) -> None:
-        for fd in (self._main, self._turnstile):
+        for fd in (self._main, self._turnstile, self._quiet):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -121,10 +162,27 @@ class DeviceLock:
         self._exclusive = False
         self._waiting_exclusive = 0
         self._gate_holds: dict[int, int] = {}  # thread -> its shared hold on the gate
+        self._quiet_end = 0.0  # time.monotonic; without a gate the quiet period is this process's only
+
+    def quiet(self, seconds: float) -> None:
+        """Memory went back to the driver: no exclusive hold starts in the next `seconds`."""
+        until = time.monotonic() + min(MAX_QUIET_S, max(0.0, seconds))
+        with self._cond:
+            self._quiet_end = max(self._quiet_end, until)
+        if self.gate is not None:
+            self.gate.quiet_until(until)
+
+    def _quiet_left(self) -> float:
+        end = max(self._quiet_end, self.gate.quiet_end() if self.gate is not None else 0.0)
+        return end - time.monotonic()
 
     def acquire(self, mode: str) -> float:
-        """Block until granted; return the seconds spent waiting."""
+        """Block until granted; return the seconds spent waiting. An exclusive hold waits out a quiet period
+        before it queues (so shared holds go on meanwhile), and the rest of one that began while it queued."""
         start = time.monotonic()
+        if mode == "exclusive":
+            while (left := self._quiet_left()) > 0:
+                time.sleep(left)
         with self._cond:
             if mode == "exclusive":
                 self._waiting_exclusive += 1
@@ -147,6 +205,8 @@ class DeviceLock:
             except BaseException:
                 self.release(mode, gate=False)
                 raise
+        if mode == "exclusive" and (left := self._quiet_left()) > 0:
+            time.sleep(left)  # a shared holder gave memory back while this one queued
         return time.monotonic() - start
 
     def release(self, mode: str, gate: bool = True) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import contextlib
 import dataclasses
 import functools
 import time
@@ -296,9 +297,11 @@ class PlacedRuns(TimedRuns):
     parts: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-# A placement block's parts: moving the inputs (their copies and the wait after a release), making its clock
-# (the flush buffer), the warm-up, the timed runs, and the caller's `enough` rule after it.
-BLOCK_PARTS = ("move", "clock", "warmup", "runs", "check")
+# A placement block's parts: moving the inputs (their copies), waiting for the block's `hold`, making its clock
+# (the flush buffer), the warm-up, the timed runs, and the caller's `enough` rule after it. Only clock, warm-up
+# and runs happen inside the hold.
+BLOCK_PARTS = ("move", "hold", "clock", "warmup", "runs", "check")
+HELD_PARTS = ("clock", "warmup", "runs")
 
 
 def time_in_placements(
@@ -310,6 +313,7 @@ def time_in_placements(
     keep: tuple[int, ...] = (),
     enough: Callable[[int, dict[str, list[float]], dict[str, list[int]]], bool] | None = None,
     launch_allowance_ms: float = 0.0,
+    hold: Callable[[], contextlib.AbstractContextManager] | None = None,
 ) -> PlacedRuns:
     """Time the candidate (`fns[KERNEL]`) and, where a block has anchor runs, `fns[ANCHOR]` interleaved
     with it, block after block; `replace_inputs` moves the inputs to fresh addresses before every block
@@ -317,7 +321,8 @@ def time_in_placements(
     the candidate's runs over all blocks, as in time_interleaved; -1 in it keeps the last run made.
     `enough(blocks_done, samples, blocks)`, asked after each block, ends the runs early when it says so.
     With `launch_allowance_ms` (and no `clock`) the runs are timed by a QueuedCudaClock with
-    that allowance, its record of host times kept across the blocks."""
+    that allowance, its record of host times kept across the blocks. `hold` (the GPU's exclusive lock) is taken
+    around each block's warm-up and runs, so the moves and the checks between blocks leave the GPU to others."""
     if len(blocks) > 1 and replace_inputs is None:
         raise ValueError("more than one placement block needs replace_inputs")
     # Without `clock` each block makes its own CudaClock (its flush buffer allocated after the block's
@@ -342,18 +347,22 @@ def time_in_placements(
         moved = time.perf_counter()
         parts["move"] += moved - began
         wanted = {k - offset for k in keep if offset <= k < offset + block.runs}
-        queued = QueuedCudaClock(launch_allowance_ms, host_ms) if clock is None and launch_allowance_ms > 0 else None
-        parts["clock"] += time.perf_counter() - moved
-        began = time.perf_counter()
-        timed = time_interleaved(
-            {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
-            interleaved_schedule(block.runs, block.anchor_runs),
-            clock=queued or clock,
-            **block_warmup(b, warmup_ms, rounds),
-            keep=tuple(sorted(wanted | ({block.runs - 1} if -1 in keep else set()))),
-        )
-        parts["warmup"] += timed.warmup_seconds
-        parts["runs"] += time.perf_counter() - began - timed.warmup_seconds
+        with hold() if hold is not None else contextlib.nullcontext():
+            held = time.perf_counter()
+            parts["hold"] += held - moved
+            allowed = clock is None and launch_allowance_ms > 0
+            queued = QueuedCudaClock(launch_allowance_ms, host_ms) if allowed else None
+            began = time.perf_counter()
+            parts["clock"] += began - held
+            timed = time_interleaved(
+                {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
+                interleaved_schedule(block.runs, block.anchor_runs),
+                clock=queued or clock,
+                **block_warmup(b, warmup_ms, rounds),
+                keep=tuple(sorted(wanted | ({block.runs - 1} if -1 in keep else set()))),
+            )
+            parts["warmup"] += timed.warmup_seconds
+            parts["runs"] += time.perf_counter() - began - timed.warmup_seconds
         if b == 1:
             rounds = timed.settled_after
         for name, xs in timed.samples.items():

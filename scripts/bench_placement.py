@@ -167,7 +167,7 @@ def measure(
             "kernel_medians_ms": [round(x, 4) for x in medians],
             **({"memory_trace": traces} if trace_memory else {}),
             **({"gpu_state": states} if clocks else {}),
-            # the evaluator's waits after releasing a block's pool (envs.worker.outcome.release_settle_seconds)
+            # the waits after releasing a block's pool (envs.gpu_lock.release_settle_seconds)
             "release_settle_s": round(placed.get("settle_s", 0.0), 4),
             "seconds": round(time.perf_counter() - began, 1),
         }
@@ -232,15 +232,17 @@ def place(
             # every block's pool and copies kept: no memory goes back to the driver between windows
             placed.setdefault("kept", []).append([placed.get(k) for k in ("pool", "inputs", "anchor")])
         spacer_bytes = rng.randint(1, 32) << 21
-        placed["settle_s"] = placed.get("settle_s", 0.0) + move_to_fresh_placement(
+        settling = move_to_fresh_placement(
             placed,
             originals,
             spacer_bytes=spacer_bytes,
             keep_spacer=mode == "evaluator_kept_spacer",
             shared_anchor=mode == "evaluator_shared",
             hold_previous=mode == "evaluator_held_pool",
-            settle=mode != "evaluator_unsettled",
         )
+        if mode != "evaluator_unsettled":  # the evaluator's workers leave this time to other workers' shared work
+            time.sleep(settling)
+            placed["settle_s"] = placed.get("settle_s", 0.0) + settling
         return spacer_bytes // MIB
     return None
 

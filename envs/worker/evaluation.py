@@ -33,7 +33,8 @@ from envs.worker.correctness import CorrectnessPhase
 from envs.worker.harness_state import BASELINE_IDENTITIES, LAUNCHES
 from envs.worker.messages import WorkerRequest
 from envs.worker.oom import CandidateMemory, oom_report
-from envs.worker.outcome import Outcome, load_module
+from envs.gpu_lock import release_settle_seconds
+from envs.worker.outcome import Outcome, load_module, released_by
 from envs.worker.outcome import clone_args as _clone
 from envs.worker.parent_link import ParentLink
 from envs.worker.profiling import profile_candidate
@@ -84,9 +85,16 @@ class Evaluation(CorrectnessPhase, TimingPhase):
 
     def _release_cached(self) -> None:
         """Hand the allocator's cached free memory back to the driver (CUDA): until then a worker keeps what its
-        last phase reserved from the other workers on the GPU, e.g. while it waits for the exclusive hold."""
+        last phase reserved from the other workers on the GPU, e.g. while it waits for the exclusive hold. What
+        goes back slows the GPU for a while, so the parent keeps timing windows out meanwhile (`_quiet`)."""
         if self.device.type == "cuda":
-            torch.cuda.empty_cache()
+            self._quiet(release_settle_seconds(released_by(self.device, lambda: None)))
+
+    def _quiet(self, seconds: float) -> None:
+        """Tell the parent that memory went back to the driver: its GPU lock starts no exclusive hold for
+        `seconds`, until the release has settled (envs/gpu_lock.py)."""
+        if seconds > 0:
+            self.link.quiet(seconds)
 
     def _gpu(self, mode: str) -> contextlib.AbstractContextManager:
         return self.link.gpu(mode) if self.device.type == "cuda" else contextlib.nullcontext()

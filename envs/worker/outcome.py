@@ -11,6 +11,8 @@ from typing import Any, Callable
 
 import torch
 
+from envs.gpu_lock import release_settle_seconds
+
 
 class Outcome(Exception):
     """Ends an evaluation early with a status and a message."""
@@ -33,18 +35,6 @@ def clone_args(args: list[Any]) -> list[Any]:
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
 
 
-# Memory given back to the driver slows memory-bound kernels for a while afterwards (H100: 10-20% for ~10-20 ms
-# after ~13 GB; none when nothing is released: docs/gpu-notes.md, session 42). A move waits this long per byte it
-# released, from the release, before the block's runs; at most RELEASE_SETTLE_MAX_S.
-RELEASE_SETTLE_S_PER_BYTE = 2e-3 / 1e9
-RELEASE_SETTLE_MAX_S = 0.05
-
-
-def release_settle_seconds(released_bytes: int) -> float:
-    """How long the GPU idles after giving `released_bytes` back to the driver, before a timed block."""
-    return min(RELEASE_SETTLE_MAX_S, max(0, released_bytes) * RELEASE_SETTLE_S_PER_BYTE)
-
-
 def move_to_fresh_placement(
     placed: dict[str, Any],
     inputs: list[Any],
@@ -52,7 +42,6 @@ def move_to_fresh_placement(
     keep_spacer: bool = False,
     shared_anchor: bool = False,
     hold_previous: bool = False,
-    settle: bool = True,
 ) -> float:
     """New copies of the original `inputs` for the candidate (`placed["inputs"]`) and the anchor
     (`placed["anchor"]`).
@@ -76,8 +65,9 @@ def move_to_fresh_placement(
     reading the same memory makes their ratio repeat).
     `hold_previous` keeps the previous block's pool until the new copies are placed, so they cannot land on the
     memory it just gave back (bench_placement's `evaluator_held_pool` mode; peak: one more pair of copies).
-    Returns the seconds it idled after the release (`release_settle_seconds`), 0.0 where nothing went back or
-    without `settle` (bench_placement's `evaluator_unsettled` mode)."""
+    Returns how much longer no timed window should start on the GPU: `release_settle_seconds` of what went back
+    to the driver, less what the copies took after the release (0.0 where nothing went back). The caller waits it
+    out (bench_placement) or tells the GPU's lock, which keeps exclusive holds out meanwhile (the worker)."""
 
     def copies() -> None:
         placed["inputs"] = clone_args(inputs)
@@ -93,7 +83,7 @@ def move_to_fresh_placement(
         for key in ("inputs", "anchor", "spacer", "pool"):
             placed.pop(key, None)
 
-    released = _released_by(device, drop_block)
+    released = released_by(device, drop_block)
     released_at = time.perf_counter()
     pool = torch.cuda.MemPool()
     with torch.cuda.use_mem_pool(pool, device):
@@ -104,16 +94,13 @@ def move_to_fresh_placement(
         del spacer
     placed["pool"] = pool
     if held:  # given back now, after the new copies were placed: the wait counts from here
-        released += _released_by(device, held.clear)
+        released += released_by(device, held.clear)
         released_at = time.perf_counter()
-    wait = release_settle_seconds(released) if settle else 0.0
-    if wait:
-        torch.cuda.synchronize(device)  # the copies count towards the wait
-        time.sleep(max(0.0, wait - (time.perf_counter() - released_at)))
-    return wait
+    torch.cuda.synchronize(device)  # the copies end inside the caller's hold, and count towards the settling
+    return max(0.0, release_settle_seconds(released) - (time.perf_counter() - released_at))
 
 
-def _released_by(device: torch.device, drop: Callable[[], None]) -> int:
+def released_by(device: torch.device, drop: Callable[[], None]) -> int:
     """Bytes given back to the driver by `drop` (letting references go: a dropped pool returns its memory at
     once) and the empty_cache after it."""
     reserved = torch.cuda.memory_reserved(device)

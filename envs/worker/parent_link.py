@@ -28,6 +28,10 @@ class ParentLink:
     def phase(self, name: str) -> None:
         self.send({"type": "phase", "name": name})
 
+    def quiet(self, seconds: float) -> None:
+        """Memory went back to the driver: the parent's GPU lock starts no exclusive hold for `seconds`."""
+        self.send({"type": "quiet", "seconds": seconds})
+
     @contextlib.contextmanager
     def gpu(self, mode: str) -> Iterator[None]:
         """Hold the GPU shared (correctness) or exclusive (timing); the parent arbitrates."""

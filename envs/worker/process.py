@@ -25,7 +25,7 @@ from typing import Any
 
 import psutil
 
-from envs.gpu_lock import DeviceLock
+from envs.gpu_lock import RELEASE_SETTLE_MAX_S, DeviceLock
 from envs.settings import StepBudget
 from envs.worker import cpu_backstop
 from envs.worker.cpu_backstop import CpuBudget, PhaseCpuWatch
@@ -101,6 +101,11 @@ def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if _ENV_ALLOW.match(k) and not _ENV_SECRET.search(k)}
     env.update(extra)
     return env
+
+
+# The quiet periods one request may ask its GPU lock for in all: a move before each placement block and a few
+# releases of the allocator's cache fit; more, from a candidate writing to the link, would only delay timing.
+QUIET_BUDGET_S = 64 * RELEASE_SETTLE_MAX_S
 
 
 class WorkerProcess:
@@ -462,6 +467,7 @@ class WorkerProcess:
         held: str | None = None
         reference_s: float | None = None
         watch: StepWatch | None = None
+        quiet_left = QUIET_BUDGET_S
         self.evaluations += 1
         try:
             write_frame(self._req_w, request)
@@ -509,6 +515,13 @@ class WorkerProcess:
                         phases["gpu_wait"] = phases.get("gpu_wait", 0.0) + waited
                     held = message["mode"]
                     write_frame(self._req_w, {"type": "granted"})
+                elif kind == "quiet":
+                    seconds = message.get("seconds")
+                    if not isinstance(seconds, (int, float)) or not 0 < seconds <= RELEASE_SETTLE_MAX_S:
+                        raise WorkerFailure("crash", f"worker asked for a quiet period of {seconds!r} s", phase, phases)
+                    if self.lock is not None and quiet_left > 0:
+                        self.lock.quiet(min(seconds, quiet_left))
+                        quiet_left -= seconds
                 elif kind == "unlock" and held is not None:
                     if self.lock is not None:
                         self.lock.release(held)

@@ -151,3 +151,53 @@ def test_overlapping_correctness_holds_do_not_starve_another_evaluators_window(t
     got, ended = map(float, out.read_text().split())
     assert not [s for s in trials if s[0] < ended and got < s[1]]  # no trial inside the window
     assert [s for s in trials if s[0] > ended]  # and the workers went on after it
+
+
+def test_a_quiet_period_keeps_exclusive_holds_out_and_lets_shared_ones_in(tmp_path):
+    """Memory given back to the driver slows the GPU for a while: no timing window starts in that time, in this
+    process or another one on the same GPU, while correctness work goes on."""
+    lock = DeviceLock(GpuGate(0, tmp_path))
+    other_process = DeviceLock(GpuGate(0, tmp_path))  # its own gate files' descriptors, as another evaluator's
+    lock.quiet(0.3)
+    began = time.monotonic()
+    assert lock.acquire("shared") < 0.05  # shared work is not held back
+    lock.release("shared")
+    waited = other_process.acquire("exclusive")
+    assert waited >= 0.25 and time.monotonic() - began >= 0.28
+    other_process.release("exclusive")
+    assert lock.acquire("exclusive") < 0.05  # over: the next window starts at once
+    lock.release("exclusive")
+
+
+def test_a_quiet_period_never_shortens_one_already_asked_for_and_a_stale_or_huge_one_is_bounded(tmp_path):
+    from envs.gpu_lock import MAX_QUIET_S
+
+    gate = GpuGate(0, tmp_path)
+    lock = DeviceLock(gate)
+    lock.quiet(0.4)
+    lock.quiet(0.1)  # shorter: the longer one stands
+    assert gate.quiet_end() - time.monotonic() > 0.3
+    lock.quiet(3600)  # a request beyond the bound is cut to it
+    assert gate.quiet_end() - time.monotonic() <= MAX_QUIET_S
+    # an end far ahead of the host's clock (written before a reboot) is stale: no wait at all
+    import struct
+
+    with open(tmp_path / "kernelrl-gpu-0.quiet", "r+b") as f:
+        f.write(struct.pack("d", time.monotonic() + 1e6))
+    assert DeviceLock(GpuGate(0, tmp_path)).acquire("exclusive") < 0.05
+
+
+def test_an_exclusive_hold_that_queued_behind_a_shared_one_waits_out_the_quiet_it_asked_for(tmp_path):
+    """A worker that moves its inputs under a shared hold says how long its release needs to settle while another
+    worker's window already queues: that window starts after the period, not as the shared hold ends."""
+    lock = DeviceLock(GpuGate(0, tmp_path))
+    lock.acquire("shared")
+    waits = []
+    window = threading.Thread(target=lambda: waits.append(lock.acquire("exclusive")))
+    window.start()
+    time.sleep(0.05)  # the window queues behind the shared hold
+    lock.quiet(0.3)
+    lock.release("shared")
+    window.join(5)
+    assert waits and waits[0] >= 0.3
+    lock.release("exclusive")

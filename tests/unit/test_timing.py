@@ -103,7 +103,7 @@ def test_a_fresh_placement_never_lands_on_the_copies_it_replaces():
 
 
 def test_the_wait_after_a_release_grows_with_the_bytes_released_up_to_its_cap():
-    from envs.worker.outcome import RELEASE_SETTLE_MAX_S, release_settle_seconds
+    from envs.gpu_lock import RELEASE_SETTLE_MAX_S, release_settle_seconds
 
     assert release_settle_seconds(0) == 0.0 and release_settle_seconds(-(1 << 30)) == 0.0
     small, large = release_settle_seconds(64 << 20), release_settle_seconds(13 * 10**9)
@@ -452,7 +452,7 @@ def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_call
     import torch
 
     from envs.speedup import ANCHOR_REFERENCE
-    from envs.timing import ANCHOR, KERNEL, placement_blocks, time_in_placements
+    from envs.timing import ANCHOR, BLOCK_PARTS, KERNEL, placement_blocks, time_in_placements
     from envs.worker import timing_phase
 
     calls = []
@@ -484,6 +484,7 @@ def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_call
             return x * 2
 
         def _gpu(self, mode):
+            holds.append(mode)
             return contextlib.nullcontext()
 
         def _enter_phase(self, name):
@@ -498,6 +499,13 @@ def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_call
         def _add_step(self, name, seconds):
             self.facts.setdefault("steps", {})[name] = seconds
 
+        def _note_memory(self, step=None):
+            pass
+
+        def _quiet(self, seconds):
+            quiet.append(seconds)
+
+    quiet, holds = [], []
     phase = Phase()
     results = phase.time_baselines()
     eager, reference = calls
@@ -506,7 +514,13 @@ def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_call
     assert results["eager"]["median_ms"] == 1.0 and results["eager"]["runs"] == 100
     assert results[ANCHOR_REFERENCE]["median_ms"] == 2.0 and results[ANCHOR_REFERENCE]["runs"] == anchor_runs
     assert "baseline.anchor_reference" in phase.facts["steps"]  # its cost, reported apart
-    assert phase.facts["steps"]["baseline.release_wait"] == 0.0  # the moves' waits: none for memory on the CPU
+    assert phase.facts["steps"]["baseline.quiet"] == 0.0  # the moves' settling: none for memory on the CPU
+    assert quiet and set(quiet) == {0.0}  # a move before each block after the first, nothing to settle on the CPU
+    # eager's one block, then each anchor-reference block in an exclusive hold of its own, the moves between
+    # them shared: other workers' correctness runs fill the GPU's time while a move's release settles
+    blocks = len(quiet) + 1
+    assert holds == ["exclusive"] + ["exclusive"] + ["shared", "exclusive"] * (blocks - 1)
+    assert set(phase.facts["steps"]) >= {f"baseline.anchor_reference.{part}" for part in BLOCK_PARTS}
     assert "kernel_samples" not in phase.facts and "anchor" not in phase.facts  # not the candidate's facts
     assert len({id(x) for x in copies}) > 2  # the inputs moved between blocks, the anchor on copies of its own
     # re-anchoring off: no anchor to judge, no reference timed
