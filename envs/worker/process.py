@@ -108,6 +108,14 @@ def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:
 QUIET_BUDGET_S = 64 * RELEASE_SETTLE_MAX_S
 
 
+def granted_quiet(asked: Any, left: float) -> float:
+    """Seconds of a worker's `quiet` message that its request's remaining allowance `left` grants. Raises
+    ValueError unless it asks for a number in (0, RELEASE_SETTLE_MAX_S]: no worker's own code asks for more."""
+    if isinstance(asked, bool) or not isinstance(asked, (int, float)) or not 0 < asked <= RELEASE_SETTLE_MAX_S:
+        raise ValueError(f"worker asked for a quiet period of {asked!r} s")
+    return max(0.0, min(float(asked), left))
+
+
 class WorkerProcess:
     def __init__(
         self,
@@ -516,12 +524,13 @@ class WorkerProcess:
                     held = message["mode"]
                     write_frame(self._req_w, {"type": "granted"})
                 elif kind == "quiet":
-                    seconds = message.get("seconds")
-                    if not isinstance(seconds, (int, float)) or not 0 < seconds <= RELEASE_SETTLE_MAX_S:
-                        raise WorkerFailure("crash", f"worker asked for a quiet period of {seconds!r} s", phase, phases)
-                    if self.lock is not None and quiet_left > 0:
-                        self.lock.quiet(min(seconds, quiet_left))
-                        quiet_left -= seconds
+                    try:
+                        granted = granted_quiet(message.get("seconds"), quiet_left)
+                    except ValueError as e:
+                        raise WorkerFailure("crash", str(e), phase, phases) from None
+                    quiet_left -= granted
+                    if granted and self.lock is not None:
+                        self.lock.quiet(granted)
                 elif kind == "unlock" and held is not None:
                     if self.lock is not None:
                         self.lock.release(held)

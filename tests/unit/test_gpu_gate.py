@@ -201,3 +201,17 @@ def test_an_exclusive_hold_that_queued_behind_a_shared_one_waits_out_the_quiet_i
     window.join(5)
     assert waits and waits[0] >= 0.3
     lock.release("exclusive")
+
+
+def test_a_workers_quiet_requests_are_bounded_one_by_one_and_per_request():
+    """Candidate code shares the worker's process and could write to its link: a request may delay timing
+    windows only as long as its own moves and releases could."""
+    from envs.gpu_lock import RELEASE_SETTLE_MAX_S
+    from envs.worker.process import QUIET_BUDGET_S, granted_quiet
+
+    assert granted_quiet(0.02, QUIET_BUDGET_S) == 0.02
+    assert granted_quiet(RELEASE_SETTLE_MAX_S, 0.01) == 0.01  # what is left of the request's allowance
+    assert granted_quiet(0.02, 0.0) == 0.0
+    for asked in (0, -1, RELEASE_SETTLE_MAX_S * 2, float("nan"), float("inf"), "0.01", None, True):
+        with pytest.raises(ValueError, match="quiet period"):
+            granted_quiet(asked, QUIET_BUDGET_S)
