@@ -32,7 +32,7 @@ from envs import EvalSettings, Evaluator, ProblemError, load_problem_set, resolv
 from envs.cache import SqliteCache
 from envs.pool.metrics import percentile
 from envs.report import markdown_table, verdict_table
-from envs.timing import ALLOCATING_NOTE, EXPOSED_NOTE
+from envs.timing import ALLOCATING_NOTE, BLOCK_PARTS, EXPOSED_NOTE
 from rewards import reward_for_verdict
 from rl.gpu_monitor import GpuMonitor
 
@@ -198,6 +198,7 @@ def summarize(verdicts, wall: float, devices: int = 1, workers: int | None = Non
         # share of each device's wall time inside exclusive timing windows: timing's physical limit is 1
         "exclusive_share": sum(v.exclusive_seconds for v in verdicts) / (wall * devices),
         "placement_blocks": statistics.fmean(blocks) if (blocks := placement_blocks_used(verdicts)) else None,
+        "block_parts_ms": block_parts_ms(verdicts),
         "statuses": {s: sum(v.status.value == s for v in verdicts) for s in {v.status.value for v in verdicts}},
         "phases_by_status": phases_by_status(verdicts),
         # evaluations whose anchor runs still paid for driver allocations (0 once the warm-up is right)
@@ -212,6 +213,21 @@ def placement_blocks_used(verdicts) -> list[int]:
     """Placement blocks behind each timed verdict's speedup (fewer than `placements` where sequential
     timing stopped early)."""
     return [v.speedup_interval.blocks for v in verdicts if v.speedup_interval is not None]
+
+
+def block_parts_ms(verdicts) -> dict[str, float]:
+    """Milliseconds a placement block of a candidate's timing spends on each of its parts (envs.timing
+    BLOCK_PARTS), the mean over the pass's timed verdicts: what another block costs, and where."""
+    timed = [v for v in verdicts if v.speedup_interval is not None and v.speedup_interval.blocks]
+    if not timed:
+        return {}
+    return {
+        part: 1e3
+        * statistics.fmean(
+            v.phase_seconds.get(f"timing.timed_runs.{part}", 0.0) / v.speedup_interval.blocks for v in timed
+        )
+        for part in BLOCK_PARTS
+    }
 
 
 # The evaluator's cumulative counters a pass reports the increase of: what cost the pass evaluations it had to
@@ -440,6 +456,9 @@ def print_summary(name: str, result: dict) -> None:
             f"  exclusive timing {100 * result['exclusive_share']:.1f}% of each device's wall time"
             + (f"; {blocks:.1f} placement blocks per timed kernel" if blocks is not None else "")
         )
+    if result.get("block_parts_ms"):
+        parts = ", ".join(f"{part} {ms:.1f}" for part, ms in result["block_parts_ms"].items())
+        print(f"  a placement block's ms: {parts} (the exclusive hold: clock, warmup, runs)")
     counters, busy = result.get("pool_counters"), result.get("workers_busy")
     if counters or busy is not None:
         print(

@@ -124,3 +124,21 @@ def test_bench_eval_counts_what_the_workers_were_busy_with():
     summary = summarize([ran, retried, refused], wall=4.7, devices=1, workers=2)
     assert summary["workers_busy"] == pytest.approx(9.4 / 9.4)
     assert summarize([ran], wall=4.7)["workers_busy"] is None  # a pass that does not say how many workers
+
+
+def test_bench_eval_reports_what_a_placement_block_costs_by_part():
+    import dataclasses
+
+    from envs.timing import BLOCK_PARTS
+    from envs.verdict import SpeedupInterval
+    from scripts.bench_eval import block_parts_ms
+
+    def timed(blocks, **parts):
+        interval = SpeedupInterval(0.9, 1.1, 0.95, True, 1.0, 1000, blocks=blocks)
+        steps = {f"timing.timed_runs.{part}": seconds for part, seconds in parts.items()}
+        return dataclasses.replace(_verdict(**steps), speedup_interval=interval)
+
+    ms = block_parts_ms([timed(12, move=0.12, runs=0.06), timed(48, move=0.24, runs=0.48), _verdict(timing=1.0)])
+    assert set(ms) == set(BLOCK_PARTS)  # every part, those a verdict lacks at 0
+    assert ms["move"] == pytest.approx(7.5) and ms["runs"] == pytest.approx(7.5) and ms["warmup"] == 0.0
+    assert block_parts_ms([_verdict(timing=1.0)]) == {}  # nothing timed in blocks (a CPU run)
