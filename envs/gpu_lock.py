@@ -169,6 +169,7 @@ class DeviceLock:
         until = time.monotonic() + min(MAX_QUIET_S, max(0.0, seconds))
         with self._cond:
             self._quiet_end = max(self._quiet_end, until)
+            self._cond.notify_all()  # a queued exclusive hold steps back out of the shared holds' way
         if self.gate is not None:
             self.gate.quiet_until(until)
 
@@ -178,18 +179,24 @@ class DeviceLock:
 
     def acquire(self, mode: str) -> float:
         """Block until granted; return the seconds spent waiting. An exclusive hold waits out a quiet period
-        before it queues (so shared holds go on meanwhile), and the rest of one that began while it queued."""
+        before it queues, and leaves the queue when one of this process's holders starts another, so shared
+        holds go on meanwhile; the rest of one another process started while it queued, it waits out held."""
         start = time.monotonic()
-        if mode == "exclusive":
-            while (left := self._quiet_left()) > 0:
-                time.sleep(left)
         with self._cond:
             if mode == "exclusive":
-                self._waiting_exclusive += 1
-                try:
-                    self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
-                finally:
-                    self._waiting_exclusive -= 1
+                while True:
+                    while (left := self._quiet_left()) > 0:
+                        self._cond.wait(left)
+                    self._waiting_exclusive += 1
+                    try:
+                        self._cond.wait_for(
+                            lambda: (not self._exclusive and self._shared == 0) or self._quiet_end > time.monotonic()
+                        )
+                    finally:
+                        self._waiting_exclusive -= 1
+                    if self._quiet_end <= time.monotonic():
+                        break
+                    self._cond.notify_all()  # out of the queue: the shared holds it kept waiting may start
                 self._exclusive = True
             elif mode == "shared":
                 self._cond.wait_for(lambda: not self._exclusive and self._waiting_exclusive == 0)
