@@ -103,9 +103,10 @@ def scrubbed_environment(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-# The quiet periods one request may ask its GPU lock for in all: a move before each placement block and a few
-# releases of the allocator's cache fit; more, from a candidate writing to the link, would only delay timing.
-QUIET_BUDGET_S = 64 * RELEASE_SETTLE_MAX_S
+# The quiet periods one request may ask its GPU lock for in all: a move before each of 48 placement blocks of the
+# baselines' and of the candidate's timing, and a few releases of the allocator's cache, fit; more, from a
+# candidate writing to the link, would only delay timing.
+QUIET_BUDGET_S = 128 * RELEASE_SETTLE_MAX_S
 
 
 def granted_quiet(asked: Any, left: float) -> float:
