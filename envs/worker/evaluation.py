@@ -27,13 +27,13 @@ from envs import inputs as families
 from envs.antihack import runtime as guard
 from envs.antihack.runtime import RuntimeHack
 from envs.compare import as_output_list, outputs_match
+from envs.gpu_lock import release_settle_seconds
 from envs.timing import NOMINAL_SPIN_CYCLES_PER_MS
 from envs.worker import harness_state
 from envs.worker.correctness import CorrectnessPhase
 from envs.worker.harness_state import BASELINE_IDENTITIES, LAUNCHES
 from envs.worker.messages import WorkerRequest
 from envs.worker.oom import CandidateMemory, oom_report
-from envs.gpu_lock import release_settle_seconds
 from envs.worker.outcome import Outcome, load_module, released_by
 from envs.worker.outcome import clone_args as _clone
 from envs.worker.parent_link import ParentLink
