@@ -154,6 +154,12 @@ def _samples(result: dict, name: str) -> tuple[list[float], list[Any] | None]:
     return [float(values[i]) for i in good], None if blocks is None else [blocks[i] for i in good]
 
 
+# Steps a result may report: the baselines' (up to 5), the correctness phase's (4), the timing phase's (6), and the
+# parts (envs.timing BLOCK_PARTS) of the anchor reference's and the candidate's placement blocks: 27, and room to
+# spare; more are left out.
+MOST_STEPS = 32
+
+
 def _named_numbers(reported: Any, most: int = 16) -> dict[str, float]:
     """Non-negative numbers by name (at most `most`, names cut at 40 characters): the seconds of the steps inside
     phases ("phase.step"), the most GiB reserved in each phase and step. A report, so what is malformed is left
@@ -273,7 +279,7 @@ class WorkerResult:
             baselines=baselines,
             degenerate=message.get("degenerate"),
             profile=message.get("profile"),
-            steps=_named_numbers(message.get("steps")),
+            steps=_named_numbers(message.get("steps"), most=MOST_STEPS),
             memory_gib=_named_numbers(message.get("memory_gib"), most=64),  # phases and steps, each twice
             oom=_oom(message.get("oom")),
         )

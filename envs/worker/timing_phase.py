@@ -111,7 +111,7 @@ class TimingPhase:
         )
         self._add_step(step, sum(timed.parts[part] for part in HELD_PARTS))
         self._note_memory(step)
-        if placements > 1:
+        if placements > 1:  # the candidate's blocks and the anchor reference's
             for part, seconds in timed.parts.items():
                 self._add_step(f"{step}.{part}", seconds)
         return timed

@@ -259,3 +259,26 @@ def test_measured_baselines_carry_the_anchor_reference_and_drift_is_judged_again
     # re-anchoring off: nothing would be judged against a reference, none is asked for
     worker_set.settings = EvalSettings(device="cuda", seed=0, reanchor=False)
     assert worker_set._request(problem, solution, True).baselines == ["eager", "inductor"]
+
+
+def test_every_step_a_timed_evaluation_reports_reaches_the_verdict():
+    """The steps are a bounded report: with the baselines measured in the same request, the parts of both timings'
+    placement blocks must not push the candidate's own timing steps (the exclusive seconds) out of it."""
+    from envs.timing import BLOCK_PARTS
+    from envs.verdict import EXCLUSIVE_STEPS
+
+    names = [
+        "baseline.eager",
+        "baseline.inductor",
+        "baseline.inductor_compile",
+        "baseline.anchor_reference",
+        *(f"baseline.anchor_reference.{part}" for part in BLOCK_PARTS),
+        "baseline.quiet",
+        *(f"correctness.{step}" for step in ("compile", "first_trial", "probe", "trials")),
+        *(f"timing.{step}" for step in ("timed_runs", "rechecks", "tail_check", "floor", "kernel_share", "quiet")),
+        *(f"timing.timed_runs.{part}" for part in BLOCK_PARTS),
+    ]
+    message = {"status": "correct", "notes": [], "steps": {name: 0.5 for name in names}}
+    steps = WorkerResult.from_message(message).steps
+    assert list(steps) == names
+    assert set(EXCLUSIVE_STEPS) <= set(steps)
