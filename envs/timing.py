@@ -340,29 +340,31 @@ def time_in_placements(
     last: Any = None  # the output of the last run made, for keep's -1
     for b, block in enumerate(blocks):
         offset = len(samples[KERNEL])
-        began = time.perf_counter()
+        move_began = time.perf_counter()
         if b:
             last = None  # another block runs, so its last run is the one kept: one full output less held
             replace_inputs()
         moved = time.perf_counter()
-        parts["move"] += moved - began
+        parts["move"] += moved - move_began
         wanted = {k - offset for k in keep if offset <= k < offset + block.runs}
         with hold() if hold is not None else contextlib.nullcontext():
             held = time.perf_counter()
             parts["hold"] += held - moved
             allowed = clock is None and launch_allowance_ms > 0
             queued = QueuedCudaClock(launch_allowance_ms, host_ms) if allowed else None
-            began = time.perf_counter()
-            parts["clock"] += began - held
+            block_clock = clock or queued or CudaClock()
+            runs_began = time.perf_counter()
+            parts["clock"] += runs_began - held
             timed = time_interleaved(
                 {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
                 interleaved_schedule(block.runs, block.anchor_runs),
-                clock=queued or clock,
+                clock=block_clock,
                 **block_warmup(b, warmup_ms, rounds),
                 keep=tuple(sorted(wanted | ({block.runs - 1} if -1 in keep else set()))),
             )
+            block_clock = None  # a CudaClock's flush buffer freed after its runs (a queued one stays for `exposed`)
             parts["warmup"] += timed.warmup_seconds
-            parts["runs"] += time.perf_counter() - began - timed.warmup_seconds
+            parts["runs"] += time.perf_counter() - runs_began - timed.warmup_seconds
         if b == 1:
             rounds = timed.settled_after
         for name, xs in timed.samples.items():
@@ -374,9 +376,9 @@ def time_in_placements(
         kept.update({offset + k: out for k, out in timed.kept.items() if k in wanted})
         last = timed.kept.get(block.runs - 1)
         timed = None  # else its outputs, the last run's among them, stay alive through the next block
-        began = time.perf_counter()
+        check_began = time.perf_counter()
         done = enough is not None and b + 1 < len(blocks) and enough(b + 1, samples, ids)
-        parts["check"] += time.perf_counter() - began
+        parts["check"] += time.perf_counter() - check_began
         if done:
             break
     if -1 in keep:
