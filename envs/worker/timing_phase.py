@@ -349,7 +349,8 @@ class TimingPhase:
         the candidate called on them again: a result cached under a key that reads only part of the inputs (their
         addresses and shapes and a checksum of some elements, computed by a kernel of its own so no call is idle)
         is stale now, where the dense refill changed the key. `before`: the reference's output before the move.
-        Skipped where the probe did not pass (nothing says how far to move) or the output barely moves here."""
+        Skipped where the probe did not pass (nothing says how far to move), the moved reference output holds NaN
+        or Inf, or the output barely moves here."""
         if self.probe_times is None:
             return
         tolerance = self.request.problem.get("tolerance")
@@ -358,6 +359,8 @@ class TimingPhase:
             if not where:  # no floating-point input
                 return
             moved = self._reference(moved_inputs)
+            if not families.is_finite(moved):  # as the probe: no verdict stands on such an output
+                return
             scales = families.atol_scales(moved, self.base_rms)
             if families.response_ratio(before, moved, tolerance, scales) < families.PROBE_RESPONSE:
                 return

@@ -605,11 +605,15 @@ def test_sequential_timing_judges_the_kernel_alone_where_the_anchor_shows_no_dri
     assert not phase(drift_test=True, anchor_reference_ms=0.9)._precise_enough(12, samples, ids)
 
 
-@pytest.mark.parametrize("case", ["honest", "partial_key_cache", "probe_not_passed", "integer_inputs"])
+@pytest.mark.parametrize(
+    "case", ["honest", "partial_key_cache", "probe_not_passed", "integer_inputs", "reference_not_finite"]
+)
 def test_a_few_elements_moved_in_place_expose_a_cache_keyed_on_part_of_the_input(case):
     """After the dense refill, the re-checks move the probe's few elements of the same tensors in place and call
     again: an honest candidate passes, one whose cache key reads only the first element returns a stale output
-    (output_caching); nothing runs where the probe did not pass (no move size) or no input is floating point."""
+    (output_caching); nothing runs where the probe did not pass (no move size), no input is floating point, or
+    the move leaves the reference's output holding NaN or Inf (the probe skips then too: no verdict stands on
+    such an output)."""
     import types
 
     import torch
@@ -638,7 +642,10 @@ def test_a_few_elements_moved_in_place_expose_a_cache_keyed_on_part_of_the_input
         probe_times = None if case == "probe_not_passed" else families.PROBE_SIZES[0]
 
         def _reference(self, inputs):
-            return inputs[0].cumsum(0)
+            out = inputs[0].cumsum(0)
+            if case == "reference_not_finite":  # a second output turns Inf once the elements moved (a log might)
+                return out, torch.tensor([0.0 if torch.equal(inputs[0], kept) else float("inf")])
+            return out
 
         def _guarded_call(self, inputs, what, template=None, pristine=None):
             assert all(torch.equal(p, x) for p, x in zip(pristine, inputs))  # the copy follows the move
