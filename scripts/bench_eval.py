@@ -778,7 +778,7 @@ def main() -> None:
         fidelity["fork_workers"] = args.fork_workers
     if args.timing_precision is not None:
         fidelity["timing_precision"] = args.timing_precision
-    if args.min_placements:
+    if args.min_placements is not None:
         fidelity["min_placements"] = args.min_placements
     if args.launch_allowance_ms is not None:
         fidelity["launch_allowance_ms"] = args.launch_allowance_ms
