@@ -179,42 +179,52 @@ class DeviceLock:
 
     def acquire(self, mode: str) -> float:
         """Block until granted; return the seconds spent waiting. An exclusive hold waits out a quiet period
-        before it queues, and leaves the queue when one of this process's holders starts another, so shared
-        holds go on meanwhile; the rest of one another process started while it queued, it waits out held."""
+        before it queues, and steps out of the queue when one starts while it waits (here or in another
+        process), so shared holds go on meanwhile."""
         start = time.monotonic()
-        with self._cond:
-            if mode == "exclusive":
-                while True:
-                    while (left := self._quiet_left()) > 0:
-                        self._cond.wait(left)
-                    self._waiting_exclusive += 1
-                    try:
-                        self._cond.wait_for(
-                            lambda: (not self._exclusive and self._shared == 0) or self._quiet_end > time.monotonic()
-                        )
-                    finally:
-                        self._waiting_exclusive -= 1
-                    if self._quiet_end <= time.monotonic():
-                        break
-                    self._cond.notify_all()  # out of the queue: the shared holds it kept waiting may start
-                self._exclusive = True
-            elif mode == "shared":
+        if mode == "shared":
+            with self._cond:
                 self._cond.wait_for(lambda: not self._exclusive and self._waiting_exclusive == 0)
                 self._shared += 1
-            else:
-                raise ValueError(f"unknown lock mode {mode!r}")
-        if self.gate is not None:
-            try:
-                if mode == "exclusive":
-                    self.gate.acquire_exclusive()  # our own workers are out; now the other processes
-                else:
+            if self.gate is not None:
+                try:
                     self._gate_holds[threading.get_ident()] = self.gate.hold_shared()
-            except BaseException:
-                self.release(mode, gate=False)
-                raise
-        if mode == "exclusive" and (left := self._quiet_left()) > 0:
-            time.sleep(left)  # a shared holder gave memory back while this one queued
+                except BaseException:
+                    self.release(mode, gate=False)
+                    raise
+        elif mode == "exclusive":
+            while True:
+                self._take_exclusive_here()
+                if self.gate is not None:
+                    try:
+                        self.gate.acquire_exclusive()  # our own workers are out; now the other processes
+                    except BaseException:
+                        self.release(mode, gate=False)
+                        raise
+                if self._quiet_left() <= 0:
+                    break
+                self.release(mode)  # another process gave memory back while this one queued: its turn again
+        else:
+            raise ValueError(f"unknown lock mode {mode!r}")
         return time.monotonic() - start
+
+    def _take_exclusive_here(self) -> None:
+        """This process's side of an exclusive hold: no quiet period, no shared holds, no other window."""
+        with self._cond:
+            while True:
+                while (left := self._quiet_left()) > 0:
+                    self._cond.wait(left)
+                self._waiting_exclusive += 1
+                try:
+                    self._cond.wait_for(
+                        lambda: (not self._exclusive and self._shared == 0) or self._quiet_end > time.monotonic()
+                    )
+                finally:
+                    self._waiting_exclusive -= 1
+                if self._quiet_end <= time.monotonic():
+                    break
+                self._cond.notify_all()  # out of the queue: the shared holds it kept waiting may start
+            self._exclusive = True
 
     def release(self, mode: str, gate: bool = True) -> None:
         if gate and self.gate is not None:

@@ -207,6 +207,37 @@ def test_an_exclusive_hold_queued_when_a_quiet_period_starts_steps_aside_for_sha
     lock.release("exclusive")
 
 
+def test_an_exclusive_hold_steps_aside_for_a_quiet_period_another_process_starts_while_it_queues(tmp_path):
+    """Another evaluator on the same GPU gives memory back and lets go of its shared hold while this one's window
+    queues on the host-wide gate: the window does not sit out the settling holding the GPU, so that evaluator's
+    next correctness run starts at once, and the window starts after the period."""
+    lock = DeviceLock(GpuGate(0, tmp_path))
+    other_process = DeviceLock(GpuGate(0, tmp_path))
+    other_process.acquire("shared")
+    waits = []
+    window = threading.Thread(target=lambda: waits.append(lock.acquire("exclusive")))
+    window.start()
+    time.sleep(0.05)  # the window queues on the gate behind the other process's trial
+    other_process.quiet(0.3)
+    other_process.release("shared")
+    began = time.monotonic()
+    time.sleep(0.02)  # the window has had the gate and seen the period
+    trial_waits = []
+
+    def trial():
+        trial_waits.append(other_process.acquire("shared"))
+        other_process.release("shared")
+
+    in_trial = threading.Thread(target=trial)
+    in_trial.start()
+    in_trial.join(1.0)
+    window.join(5)
+    assert waits and waits[0] >= 0.3 and time.monotonic() - began >= 0.25
+    lock.release("exclusive")
+    in_trial.join(5)
+    assert trial_waits and trial_waits[0] < 0.05  # its next trial was not kept out by a window asleep in the GPU
+
+
 def test_a_workers_quiet_requests_are_bounded_one_by_one_and_per_request():
     """Candidate code shares the worker's process and could write to its link: a request may delay timing
     windows only as long as its own moves and releases could."""
