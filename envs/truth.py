@@ -275,10 +275,13 @@ class Float64Reference:
 
     `build` returns the float64 model. On CUDA it runs on the GPU; if it does not fit, the truth is
     unavailable for the rest of the evaluation (rule 1 decides, with a note) rather than moved to the CPU,
-    where a full-size problem in float64 would outlast the correctness timeout."""
+    where a full-size problem in float64 would outlast the correctness timeout. `release_cache` hands the
+    allocator's cached memory back to the driver; an evaluation worker passes one that also asks its GPU lock for
+    the quiet period the release needs (envs/gpu_lock.py), since other workers may time kernels meanwhile."""
 
-    def __init__(self, build: Callable[[], torch.nn.Module]):
+    def __init__(self, build: Callable[[], torch.nn.Module], release_cache: Callable[[], None] | None = None):
         self._build = build
+        self._release_cache = release_cache or _release_cuda_cache
         self._model: torch.nn.Module | None = None
         self.unavailable: str | None = None
 
@@ -287,7 +290,7 @@ class Float64Reference:
             return None, self.unavailable
         # its float64 inputs and outputs are twice the size of the cached blocks (split by the comparisons
         # besides), which could not hold them: handed back first, they do not stay reserved beside them
-        _release_cuda_cache()
+        self._release_cache()
         try:
             if self._model is None:
                 self._model = self._build()
@@ -318,7 +321,7 @@ class Float64Reference:
         self.unavailable = f"no float64 truth: {why}"
         self._model = None
         gc.collect()
-        _release_cuda_cache()
+        self._release_cache()
 
 
 def _release_cuda_cache() -> None:

@@ -33,7 +33,7 @@ class CorrectnessPhase:
         self.accuracy = AccuracyLog(
             list(self.fidelity.get("families") or []), "not run" if self.fidelity.get("probe") else "off"
         )
-        self.truth = Float64Reference(self._float64_model)
+        self.truth = Float64Reference(self._float64_model, self._release_cached)
         self.base_rms: list[float] = []  # the first trial's reference output magnitudes
         self.probe_times: float | None = None  # how far the sensitivity probe moved elements, once it passed
 

@@ -322,6 +322,8 @@ class WorkerProcess:
             pass
         wait_ended([*self._signalled, *victims], timeout=5)
         self._signalled = []
+        if self.device == "cuda" and self.lock is not None:
+            self.lock.quiet(RELEASE_SETTLE_MAX_S)  # its CUDA context, all it held, just went back to the driver
         for fd in (self._req_w, self._res_r):
             try:
                 os.close(fd)

@@ -86,3 +86,18 @@ def test_a_gated_neighbour_stays_out_of_the_timed_window(tmp_path, neighbour_use
         assert shared == pytest.approx(alone, rel=0.05)
     else:  # the control: without the gate the neighbour's kernels land in the window
         assert shared > 1.2 * alone
+
+
+def test_a_worker_that_exits_keeps_timing_windows_out_while_its_memory_settles(tmp_path):
+    """A worker's whole CUDA context goes back to the driver when it exits (a replacement after a crash, a hack, a
+    timeout): no other worker's window starts in the slowdown that follows."""
+    from envs.gpu_lock import RELEASE_SETTLE_MAX_S, DeviceLock, GpuGate
+    from envs.worker.process import WorkerProcess
+
+    lock = DeviceLock(GpuGate(0, tmp_path))
+    worker = WorkerProcess("cuda", 0, 4 << 30, 120.0, lock)
+    worker.shutdown()
+    began = time.monotonic()
+    waited = lock.acquire("exclusive")
+    lock.release("exclusive")
+    assert waited > 0 and time.monotonic() - began >= RELEASE_SETTLE_MAX_S * 0.5

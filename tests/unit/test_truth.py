@@ -180,9 +180,12 @@ def test_float64_reference_gives_up_with_a_reason():
 
     narrow = Float64Reference(lambda: Narrows())
     assert narrow([torch.randn(3)])[0] is None and "returns torch.float32" in narrow.unavailable
-    fails = Float64Reference(lambda: Fails())
+    releases = []
+    fails = Float64Reference(lambda: Fails(), lambda: releases.append("released"))
     out, why = fails([torch.randn(3)])
     assert out is None and "only float32" in why and fails([torch.randn(3)]) == (None, why)  # once for all
+    # the worker's release (which asks for a quiet period) is used before the run and after giving up
+    assert releases == ["released", "released"]
 
 
 def test_accuracy_log_reports_the_deciding_rule_and_round_trips_through_the_verdict(scan):
