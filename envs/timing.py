@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import collections
 import collections.abc
-import contextlib
 import dataclasses
 import functools
 import time
@@ -297,11 +296,9 @@ class PlacedRuns(TimedRuns):
     parts: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-# A placement block's parts: moving the inputs (their copies), waiting for the block's `hold`, making its clock
-# (the flush buffer), the warm-up, the timed runs, and the caller's `enough` rule after it. Only clock, warm-up
-# and runs happen inside the hold.
-BLOCK_PARTS = ("move", "hold", "clock", "warmup", "runs", "check")
-HELD_PARTS = ("clock", "warmup", "runs")
+# A placement block's parts: moving the inputs (their copies and the wait after a release), making its clock
+# (the flush buffer), the warm-up, the timed runs, and the caller's `enough` rule after it.
+BLOCK_PARTS = ("move", "clock", "warmup", "runs", "check")
 
 
 def time_in_placements(
@@ -313,7 +310,6 @@ def time_in_placements(
     keep: tuple[int, ...] = (),
     enough: Callable[[int, dict[str, list[float]], dict[str, list[int]]], bool] | None = None,
     launch_allowance_ms: float = 0.0,
-    hold: Callable[[], contextlib.AbstractContextManager] | None = None,
 ) -> PlacedRuns:
     """Time the candidate (`fns[KERNEL]`) and, where a block has anchor runs, `fns[ANCHOR]` interleaved
     with it, block after block; `replace_inputs` moves the inputs to fresh addresses before every block
@@ -321,8 +317,7 @@ def time_in_placements(
     the candidate's runs over all blocks, as in time_interleaved; -1 in it keeps the last run made.
     `enough(blocks_done, samples, blocks)`, asked after each block, ends the runs early when it says so.
     With `launch_allowance_ms` (and no `clock`) the runs are timed by a QueuedCudaClock with
-    that allowance, its record of host times kept across the blocks. `hold` (the GPU's exclusive lock) is taken
-    around each block's warm-up and runs, so the moves and the checks between blocks leave the GPU to others."""
+    that allowance, its record of host times kept across the blocks."""
     if len(blocks) > 1 and replace_inputs is None:
         raise ValueError("more than one placement block needs replace_inputs")
     # Without `clock` each block makes its own CudaClock (its flush buffer allocated after the block's
@@ -347,24 +342,21 @@ def time_in_placements(
         moved = time.perf_counter()
         parts["move"] += moved - move_began
         wanted = {k - offset for k in keep if offset <= k < offset + block.runs}
-        with hold() if hold is not None else contextlib.nullcontext():
-            held = time.perf_counter()
-            parts["hold"] += held - moved
-            allowed = clock is None and launch_allowance_ms > 0
-            queued = QueuedCudaClock(launch_allowance_ms, host_ms) if allowed else None
-            block_clock = clock or queued or CudaClock()
-            runs_began = time.perf_counter()
-            parts["clock"] += runs_began - held
-            timed = time_interleaved(
-                {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
-                interleaved_schedule(block.runs, block.anchor_runs),
-                clock=block_clock,
-                **block_warmup(b, warmup_ms, rounds),
-                keep=tuple(sorted(wanted | ({block.runs - 1} if -1 in keep else set()))),
-            )
-            block_clock = None  # a CudaClock's flush buffer freed after its runs (a queued one stays for `exposed`)
-            parts["warmup"] += timed.warmup_seconds
-            parts["runs"] += time.perf_counter() - runs_began - timed.warmup_seconds
+        allowed = clock is None and launch_allowance_ms > 0
+        queued = QueuedCudaClock(launch_allowance_ms, host_ms) if allowed else None
+        block_clock = clock or queued or CudaClock()
+        runs_began = time.perf_counter()
+        parts["clock"] += runs_began - moved
+        timed = time_interleaved(
+            {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
+            interleaved_schedule(block.runs, block.anchor_runs),
+            clock=block_clock,
+            **block_warmup(b, warmup_ms, rounds),
+            keep=tuple(sorted(wanted | ({block.runs - 1} if -1 in keep else set()))),
+        )
+        block_clock = None  # a CudaClock's flush buffer freed after its runs (a queued one stays for `exposed`)
+        parts["warmup"] += timed.warmup_seconds
+        parts["runs"] += time.perf_counter() - runs_began - timed.warmup_seconds
         if b == 1:
             rounds = timed.settled_after
         for name, xs in timed.samples.items():

@@ -458,7 +458,7 @@ def print_summary(name: str, result: dict) -> None:
         )
     if result.get("block_parts_ms"):
         parts = ", ".join(f"{part} {ms:.1f}" for part, ms in result["block_parts_ms"].items())
-        print(f"  a placement block's ms: {parts} (the exclusive hold: clock, warmup, runs)")
+        print(f"  a placement block's ms: {parts} (all inside the exclusive hold)")
     counters, busy = result.get("pool_counters"), result.get("workers_busy")
     if counters or busy is not None:
         print(

@@ -155,7 +155,7 @@ def _samples(result: dict, name: str) -> tuple[list[float], list[Any] | None]:
 
 
 # Steps a result may report: the baselines' (up to 5), the correctness phase's (4), the timing phase's (6), and the
-# parts (envs.timing BLOCK_PARTS) of the anchor reference's and the candidate's placement blocks: 27, and room to
+# parts (envs.timing BLOCK_PARTS) of the anchor reference's and the candidate's placement blocks: 25, and room to
 # spare; more are left out.
 MOST_STEPS = 32
 

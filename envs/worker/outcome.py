@@ -67,7 +67,7 @@ def move_to_fresh_placement(
     memory it just gave back (bench_placement's `evaluator_held_pool` mode; peak: one more pair of copies).
     Returns how much longer no timed window should start on the GPU: `release_settle_seconds` of what went back
     to the driver, less what the copies took after the release (0.0 where nothing went back). The caller waits it
-    out (bench_placement) or tells the GPU's lock, which keeps exclusive holds out meanwhile (the worker)."""
+    out (the worker inside its timing hold, as bench_placement does)."""
 
     def copies() -> None:
         placed["inputs"] = clone_args(inputs)

@@ -4,7 +4,7 @@ timing checks.
 
 A mixin of `envs.worker.evaluation.Evaluation`, like its correctness phase (envs/worker/correctness.py),
 whose helpers it calls (`_inputs`, `_reference`, `_guarded_call`, `_run_candidate`, `_compare`, `_gpu`,
-`_sync`, `_release_cached`, `_quiet`, `_step`, `_add_step`, `_note_memory`). How runs are timed is
+`_sync`, `_release_cached`, `_step`, `_add_step`, `_note_memory`). How runs are timed is
 envs/timing.py; how the speedup and its interval come from the samples, envs/speedup.py.
 """
 
@@ -26,7 +26,6 @@ from envs.timing import (
     ALLOCATING_NOTE,
     ANCHOR,
     EXPOSED_NOTE,
-    HELD_PARTS,
     KERNEL,
     PlacedRuns,
     host_tail_ms,
@@ -90,26 +89,26 @@ class TimingPhase:
         enough: Callable[[int, dict[str, list[float]], dict[str, list[int]]], bool] | None = None,
         step: str = "timing.timed_runs",
     ) -> PlacedRuns:
-        """`fns` timed in the blocks the request's timing asks for: `runs` of fns[KERNEL] and, where fns has
-        ANCHOR, `anchor_runs` of it; over `placements` blocks with `replace_inputs`, else in one. Each block's
-        warm-up and runs hold the GPU exclusively; the moves between blocks hold it shared, so other workers'
-        correctness runs fill the time the GPU needs after a move gives memory back (envs/gpu_lock.py). The
-        seconds held are reported as `step`, and each part of the blocks as `step.<part>` (envs.timing
-        BLOCK_PARTS), which bench_eval prints."""
+        """`fns` timed under one exclusive GPU hold in the blocks the request's timing asks for: `runs` of
+        fns[KERNEL] and, where fns has ANCHOR, `anchor_runs` of it; over `placements` blocks with
+        `replace_inputs`, else in one. The seconds held are reported as `step`, and each part of the blocks as
+        `step.<part>` (envs.timing BLOCK_PARTS), which bench_eval prints. One hold for all blocks: taken per
+        block, each block queued behind the other workers' correctness trials (docs/gpu-notes.md, session 47)."""
         timing = self.request.timing
         anchor_runs = timing.get("anchor_runs", 0) if ANCHOR in fns else 0
         placements = timing.get("placements", 1) if replace_inputs is not None else 1
-        timed = time_in_placements(
-            fns,
-            placement_blocks(timing["runs"], anchor_runs, placements),
-            replace_inputs,
-            warmup_ms=timing["warmup_ms"],
-            keep=keep,
-            enough=enough,
-            launch_allowance_ms=timing.get("launch_allowance_ms", 0.0),
-            hold=lambda: self._gpu("exclusive"),
-        )
-        self._add_step(step, sum(timed.parts[part] for part in HELD_PARTS))
+        with self._gpu("exclusive"):
+            began = time.perf_counter()
+            timed = time_in_placements(
+                fns,
+                placement_blocks(timing["runs"], anchor_runs, placements),
+                replace_inputs,
+                warmup_ms=timing["warmup_ms"],
+                keep=keep,
+                enough=enough,
+                launch_allowance_ms=timing.get("launch_allowance_ms", 0.0),
+            )
+            self._step(step, began)
         self._note_memory(step)
         if placements > 1:  # the candidate's blocks and the anchor reference's
             for part, seconds in timed.parts.items():
@@ -119,16 +118,16 @@ class TimingPhase:
     def _placements(self, placed: dict[str, Any], inputs: list[Any], phase: str) -> Callable[[], None]:
         """Gives `placed` the anchor's own copy of `inputs` beside the timed callable's (`placed["inputs"]`),
         and returns what moves both to fresh addresses before each placement block after the first (behind
-        a spacer drawn from the request's seed: the same request, the same shifts). A move's copies hold the
-        GPU shared; the quiet period its release asks of the GPU's lock adds up in the step `<phase>.quiet`."""
+        a spacer drawn from the request's seed: the same request, the same shifts). The moves run inside the
+        timing's exclusive hold, so each waits out the settling its release needs there (envs/gpu_lock.py); the
+        waits add up in the step `<phase>.release_wait`."""
         placed["anchor"] = _clone(inputs)
         spacers = random.Random(self.request.timing_seed)
 
         def replace_inputs() -> None:
-            with self._gpu("shared"):
-                settling = move_to_fresh_placement(placed, inputs, spacer_bytes=spacers.randint(1, 32) << 21)
-            self._quiet(settling)
-            self._add_step(f"{phase}.quiet", settling)
+            settling = move_to_fresh_placement(placed, inputs, spacer_bytes=spacers.randint(1, 32) << 21)
+            time.sleep(settling)
+            self._add_step(f"{phase}.release_wait", settling)
 
         return replace_inputs
 

@@ -6,7 +6,7 @@ import psutil
 import pytest
 
 from envs import EvalSettings, Evaluator, PhaseTimeouts, Status
-from envs.timing import BLOCK_PARTS, HELD_PARTS
+from envs.timing import BLOCK_PARTS
 from rewards import kernel_reward
 from rewards.kernel_reward import reward_for_verdict
 from tests.conftest import builtin
@@ -235,13 +235,13 @@ def test_sequential_timing_stops_between_its_first_check_and_the_last_block_and_
         "timing.tail_check",
         "timing.floor",
         "timing.kernel_share",
-        "timing.quiet",
+        "timing.release_wait",
         *(f"timing.timed_runs.{part}" for part in BLOCK_PARTS),
     }
     assert all(s >= 0 for s in steps.values()) and steps["timing.timed_runs"] > 0
-    assert steps["timing.quiet"] > 0  # each move gave back two copies of relu's 3.2 GB input
-    held = sum(steps[f"timing.timed_runs.{part}"] for part in HELD_PARTS)
-    assert abs(steps["timing.timed_runs"] - held) < 1e-6  # the exclusive time: the moves are not in it
+    assert steps["timing.release_wait"] > 0  # each move gave back two copies of relu's 3.2 GB input
+    parts = sum(steps[f"timing.timed_runs.{part}"] for part in BLOCK_PARTS)
+    assert parts <= steps["timing.timed_runs"] <= parts + 0.05  # the blocks' parts: all of the hold, nearly
     # the candidate's Triton compile ran with the worker's shared hold lent back (envs/worker/compile_lend.py)
     assert v.phase_seconds.get("correctness.compile", 0) > 0, v.phase_seconds
 
@@ -335,8 +335,8 @@ def test_a_move_that_gives_memory_back_asks_for_its_settling_from_the_release():
     began = time.perf_counter()
     settling = move_to_fresh_placement(placed, inputs)
     took = time.perf_counter() - began
-    # what is left of the release's settling once the copies are done: never slept here (the lock keeps the
-    # timing windows out meanwhile), so the move takes about as long as its copies
+    # what is left of the release's settling once the copies are done: the caller sleeps it (inside its timing
+    # hold), so the move itself takes about as long as its copies
     assert 0 < settling <= release_settle_seconds(2 << 30) and took < release_settle_seconds(2 << 30) + 0.05
     # a held pool goes back after the new copies are placed, so all of its settling is still ahead
     assert move_to_fresh_placement(placed, inputs, hold_previous=True) > 0.5 * release_settle_seconds(2 << 30)
