@@ -109,7 +109,6 @@ class TimingPhase:
                 launch_allowance_ms=timing.get("launch_allowance_ms", 0.0),
             )
             self._step(step, began)
-        self._note_memory(step)
         if placements > 1:  # the candidate's blocks and the anchor reference's
             for part, seconds in timed.parts.items():
                 self._add_step(f"{step}.{part}", seconds)
