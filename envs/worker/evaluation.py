@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -96,8 +96,17 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         if seconds > 0:
             self.link.quiet(seconds)
 
-    def _gpu(self, mode: str) -> contextlib.AbstractContextManager:
-        return self.link.gpu(mode) if self.device.type == "cuda" else contextlib.nullcontext()
+    @contextlib.contextmanager
+    def _gpu(self, mode: str) -> Iterator[None]:
+        """Hold the GPU `mode` ("shared" or "exclusive") around GPU work; every kernel the worker launches runs
+        inside one, so none overlaps another worker's timed window, and what was queued ends before the hold
+        does. A no-op on the CPU."""
+        if self.device.type != "cuda":
+            yield
+            return
+        with self.link.gpu(mode):
+            yield
+            torch.cuda.synchronize()
 
     def _write(self, filename: str, source: str) -> str:
         path = os.path.join(self.workdir, filename)
@@ -147,14 +156,15 @@ class Evaluation(CorrectnessPhase, TimingPhase):
             setattr(self.problem, key, value)
         torch.manual_seed(self.request.init_seed)
         self.init_inputs = self.problem.get_init_inputs()
-        self.model = self._build(self.problem.Model, self.request.init_seed)
+        with self._gpu("shared"):
+            self.model = self._build(self.problem.Model, self.request.init_seed)
 
     def report_reference(self) -> None:
         """The reference's seconds per call (the better of two), measured before any candidate code exists:
         the parent derives the deadlines of the candidate's steps from it (envs/worker/progress.py)."""
-        inputs = self._inputs(self.request.timing_seed)
         seconds = []
-        with torch.no_grad():
+        with torch.no_grad(), self._gpu("shared"):
+            inputs = self._inputs(self.request.timing_seed)
             for _ in range(2):
                 started = time.perf_counter()
                 with self.memory.reference():  # the floor of the candidate's memory budget
@@ -182,9 +192,10 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         if not isinstance(getattr(module, "ModelNew", None), type):
             raise Outcome("compile_error", "the solution defines no class ModelNew")
         guard.check_identities(self.identities, "while the solution was imported")
-        self.candidate = self._run_candidate(
-            lambda: self._build(module.ModelNew, self.request.init_seed), "ModelNew(*get_init_inputs())"
-        )
+        with self._gpu("shared"):
+            self.candidate = self._run_candidate(
+                lambda: self._build(module.ModelNew, self.request.init_seed), "ModelNew(*get_init_inputs())"
+            )
         guard.check_identities(self.identities, "while ModelNew was built")
 
     def _reference(self, inputs: list[Any]) -> Any:
@@ -240,6 +251,10 @@ class Evaluation(CorrectnessPhase, TimingPhase):
     def check_problem(self) -> str | None:
         """Why the problem is degenerate (a constant, input-independent or tiny output would pass), or None."""
         self._enter_phase("correctness")
+        with self._gpu("shared"):
+            return self._degeneracy()
+
+    def _degeneracy(self) -> str | None:
         outputs, derived = [], []
         with torch.no_grad():
             for seed in self.request.seeds[:3]:

@@ -120,7 +120,8 @@ class TimingPhase:
         a spacer drawn from the request's seed: the same request, the same shifts). The moves run inside the
         timing's exclusive hold, so each waits out the settling its release needs there (envs/gpu_lock.py); the
         waits add up in the step `<phase>.release_wait`."""
-        placed["anchor"] = _clone(inputs)
+        with self._gpu("shared"):
+            placed["anchor"] = _clone(inputs)
         spacers = random.Random(self.request.timing_seed)
 
         def replace_inputs() -> None:
@@ -160,7 +161,8 @@ class TimingPhase:
         if not wanted:
             return results
         self._enter_phase("baseline")
-        inputs = self._inputs(self.request.timing_seed)
+        with self._gpu("shared"):
+            inputs = self._inputs(self.request.timing_seed)
         referenced = ANCHOR_REFERENCE in wanted and bool(self.request.timing.get("anchor_runs"))
         with torch.no_grad():
             if "eager" in wanted:
@@ -225,7 +227,8 @@ class TimingPhase:
         envs/speedup.py, rather than by eager's single back-to-back block, whose placement moves it from run to
         run (docs/gpu-notes.md, session 29). Without it, eager is the timed callable too. Returns (the
         reference's stats, the timed callable's stats or None)."""
-        placed: dict[str, Any] = {"inputs": _clone(inputs)}  # placed as a candidate's timed runs are
+        with self._gpu("shared"):
+            placed: dict[str, Any] = {"inputs": _clone(inputs)}  # placed as a candidate's timed runs are
         replace_inputs = self._placements(placed, inputs, "baseline")
         timed_fn = compiled if compiled is not None else self.model
 
@@ -263,11 +266,13 @@ class TimingPhase:
         # the phase starts: its memory peaks then count from what stays reserved, not from the trials' cache
         self._release_cached()
         self._enter_phase("timing")
-        inputs = self._inputs(self.request.timing_seed + 1)  # inputs the correctness phase never showed
-        # The copy the timed runs (or CPU re-check calls) use, replaced by a fresh one in each placement block
-        # (envs.settings `placements`). Never `inputs` itself: the anchor's copies and the re-checks' expected
-        # outputs are made from those, so whatever the candidate writes into its inputs must not reach them.
-        placed = {"inputs": _clone(inputs)}
+        with self._gpu("shared"):
+            inputs = self._inputs(self.request.timing_seed + 1)  # inputs the correctness phase never showed
+            # The copy the timed runs (or CPU re-check calls) use, replaced by a fresh one in each placement
+            # block (envs.settings `placements`). Never `inputs` itself: the anchor's copies and the re-checks'
+            # expected outputs are made from those, so whatever the candidate writes into its inputs must not
+            # reach them.
+            placed = {"inputs": _clone(inputs)}
         timing = self.request.timing
         runs = timing["runs"] if timing else self.request.cpu_rechecks
         probe = self.request.timing_seed % (guaranteed_runs(timing) if timing else runs)  # one it cannot predict
@@ -300,10 +305,11 @@ class TimingPhase:
                 self._note_memory()  # the re-checks' peak then counts from what stays reserved
             else:
                 kept = {}
-                for i in range(runs):
-                    out = call()
-                    if i in (probe, runs - 1):
-                        kept[i] = out
+                with self._gpu("shared"):  # a no-op on the CPU, where these calls replace the timed runs
+                    for i in range(runs):
+                        out = call()
+                        if i in (probe, runs - 1):
+                            kept[i] = out
             with self._gpu("shared"):
                 began = time.perf_counter()  # after the lock's grant: waiting for it is the parent's gpu_wait
                 if timing:
@@ -388,7 +394,8 @@ class TimingPhase:
                 "work runs outside the timed stream",
             )
         began = time.perf_counter()
-        flops = guard.count_flops(lambda: self.model(*inputs))
+        with self._gpu("shared"):  # counting the FLOPs runs the reference
+            flops = guard.count_flops(lambda: self.model(*inputs))
         moved = guard.tensor_bytes(inputs) + guard.tensor_bytes(as_output_list(expected))
         floor = guard.floor_ms(moved, flops, torch.cuda.get_device_name())
         self.facts["floor_ms"] = floor
@@ -401,7 +408,8 @@ class TimingPhase:
         names = LAUNCHES.names.get(self.solution_module, set())
         began = time.perf_counter()
         try:
-            self.facts["own_kernel_share"] = guard.own_kernel_share(call, names)
+            with self._gpu("shared"):
+                self.facts["own_kernel_share"] = guard.own_kernel_share(call, names)
         except Exception as e:  # the profiler is a report, not a gate
             self.notes.append(f"kernel time share not measured: {type(e).__name__}: {e}"[:300])
         self._step("timing.kernel_share", began)

@@ -384,3 +384,13 @@ def test_a_kept_spacer_is_held_until_the_next_move_and_a_plain_one_is_not():
     assert spacer.numel() == 8 << 20 and spacer.data_ptr() != placed["inputs"][0].data_ptr()
     move_to_fresh_placement(placed, inputs, spacer_bytes=4 << 20)
     assert "spacer" not in placed and torch.equal(placed["inputs"][0], inputs[0])
+
+
+def test_no_tensor_operation_of_an_evaluation_runs_outside_a_gpu_hold_on_the_gpu():
+    """The baselines, the inputs' copies, the FLOP count and the profiler's run included: work outside a hold
+    would overlap another worker's timed window."""
+    from tests.unit.test_worker_holds import run_probe
+
+    got = run_probe("cuda", "L1_05_row_sum", baselines=True)
+    assert got["status"] == "correct", got
+    assert got["outside"] == {}, got["outside"]

@@ -512,9 +512,10 @@ def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_call
     assert results[ANCHOR_REFERENCE]["median_ms"] == 2.0 and results[ANCHOR_REFERENCE]["runs"] == anchor_runs
     assert "baseline.anchor_reference" in phase.facts["steps"]  # its cost, reported apart
     assert phase.facts["steps"]["baseline.release_wait"] == 0.0  # the moves' settling: none for memory on the CPU
-    # eager's blocks in one exclusive hold, then the anchor reference's, its moves inside it: taken per block,
-    # the hold queued behind other workers' correctness trials each time (docs/gpu-notes.md, session 47)
-    assert holds == ["exclusive", "exclusive"]
+    # the inputs made under a shared hold; eager's blocks in one exclusive hold; the anchor reference's two copies
+    # shared, then its blocks in one exclusive hold, the moves inside it (taken per block, the hold queued behind
+    # other workers' correctness trials each time: docs/gpu-notes.md, session 47)
+    assert holds == ["shared", "exclusive", "shared", "shared", "exclusive"]
     assert set(phase.facts["steps"]) >= {f"baseline.anchor_reference.{part}" for part in BLOCK_PARTS}
     assert "kernel_samples" not in phase.facts and "anchor" not in phase.facts  # not the candidate's facts
     assert len({id(x) for x in copies}) > 2  # the inputs moved between blocks, the anchor on copies of its own
