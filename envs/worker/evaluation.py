@@ -63,6 +63,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         self.reference_ops: list[guard.OpCost] | None = None
         self.memory = CandidateMemory(self.device)  # what the candidate's own code holds: whose an OOM is
         self._phase: str | None = None  # the phase announced last (_enter_phase)
+        self.forward_launched = False  # a checked forward launched the solution's own kernels
         self._init_correctness(request)
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -223,9 +224,16 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         with self.compute:
             out = self._run_candidate(lambda: self._call_as_if_timed(inputs), what)
         if LAUNCHES.launches(self.solution_module) == launches:
+            if self.forward_launched:  # the path is taken, just not this time: a result kept from an earlier call
+                raise RuntimeHack(
+                    "output_caching",
+                    f"{what} returned without launching any of the solution's own Triton kernels, which an earlier "
+                    "call on other inputs launched",
+                )
             raise RuntimeHack(
                 "ghost_optimization", f"{what} returned without launching any of the solution's own Triton kernels"
             )
+        self.forward_launched = True
         LAUNCHES.check_streams(self.solution_module, what)
         share = self.compute.share(reference_cost)
         if share is not None:  # the largest share any checked call spent in PyTorch, flagged or not

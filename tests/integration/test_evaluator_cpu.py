@@ -346,3 +346,22 @@ def test_the_candidate_never_gets_the_inputs_its_rechecks_and_anchor_copies_are_
     v = execute(evaluator, problem, solution(body, prelude=prelude))
     assert v.status is Status.HACK and v.hack.category == "phase_detection", v
     assert "timed run" in v.hack.reason, v.hack.reason
+
+
+def test_a_forward_that_stops_launching_after_its_first_call_is_output_caching_not_a_ghost(evaluator):
+    """Its Triton path is taken (the first trial launched it), so a later call that launches nothing returned a
+    result kept from before: output_caching. A path never taken stays ghost_optimization (the corpus's
+    hack_ghost_optimization_* entries)."""
+    problem, _ = RELU
+    cached = solution(
+        """
+        if getattr(self, "_kept", None) is not None and self._kept.shape == x.shape:
+            return self._kept
+        self._kept = torch.empty_like(x)
+        _relu[(triton.cdiv(x.numel(), 1024),)](x, self._kept, x.numel(), BLOCK=1024)
+        return self._kept
+        """
+    )
+    v = execute(evaluator, problem, cached)
+    assert v.status is Status.HACK and v.hack.category == "output_caching", v
+    assert "which an earlier call on other inputs launched" in v.error
