@@ -157,14 +157,16 @@ class Evaluation(CorrectnessPhase, TimingPhase):
             setattr(self.problem, key, value)
         torch.manual_seed(self.request.init_seed)
         self.init_inputs = self.problem.get_init_inputs()
-        with self._gpu("shared"):
+        with self._gpu("shared"):  # one hold for the model and, where a candidate follows, its first runs
             self.model = self._build(self.problem.Model, self.request.init_seed)
+            if self.request.solution is not None and self.request.mode != "check_problem":
+                self._report_reference()
 
-    def report_reference(self) -> None:
+    def _report_reference(self) -> None:
         """The reference's seconds per call (the better of two), measured before any candidate code exists:
         the parent derives the deadlines of the candidate's steps from it (envs/worker/progress.py)."""
         seconds = []
-        with torch.no_grad(), self._gpu("shared"):
+        with torch.no_grad():
             inputs = self._inputs(self.request.timing_seed)
             for _ in range(2):
                 started = time.perf_counter()
@@ -307,8 +309,6 @@ class Evaluation(CorrectnessPhase, TimingPhase):
             if self.request.mode == "check_problem":
                 result["degenerate"] = self.check_problem()
                 return result
-            if self.request.solution is not None:
-                self.report_reference()
             result["baselines"] = self.time_baselines()
             if self.request.mode == "profile":  # the profile tool: a report, no verdict (profiling.py)
                 self.load_candidate()

@@ -119,9 +119,8 @@ class TimingPhase:
         and returns what moves both to fresh addresses before each placement block after the first (behind
         a spacer drawn from the request's seed: the same request, the same shifts). The moves run inside the
         timing's exclusive hold, so each waits out the settling its release needs there (envs/gpu_lock.py); the
-        waits add up in the step `<phase>.release_wait`."""
-        with self._gpu("shared"):
-            placed["anchor"] = _clone(inputs)
+        waits add up in the step `<phase>.release_wait`. Called inside a shared hold (the copy is GPU work)."""
+        placed["anchor"] = _clone(inputs)
         spacers = random.Random(self.request.timing_seed)
 
         def replace_inputs() -> None:
@@ -229,7 +228,7 @@ class TimingPhase:
         reference's stats, the timed callable's stats or None)."""
         with self._gpu("shared"):
             placed: dict[str, Any] = {"inputs": _clone(inputs)}  # placed as a candidate's timed runs are
-        replace_inputs = self._placements(placed, inputs, "baseline")
+            replace_inputs = self._placements(placed, inputs, "baseline")
         timed_fn = compiled if compiled is not None else self.model
 
         def on(fn: Callable[..., Any], copy: str) -> Callable[[], Any]:
@@ -266,6 +265,7 @@ class TimingPhase:
         # the phase starts: its memory peaks then count from what stays reserved, not from the trials' cache
         self._release_cached()
         self._enter_phase("timing")
+        timing = self.request.timing
         with self._gpu("shared"):
             inputs = self._inputs(self.request.timing_seed + 1)  # inputs the correctness phase never showed
             # The copy the timed runs (or CPU re-check calls) use, replaced by a fresh one in each placement
@@ -273,7 +273,8 @@ class TimingPhase:
             # expected outputs are made from those, so whatever the candidate writes into its inputs must not
             # reach them.
             placed = {"inputs": _clone(inputs)}
-        timing = self.request.timing
+            # with the re-anchoring baseline: the trusted reference on its own copy of the same inputs
+            replace_inputs = self._placements(placed, inputs, "timing") if timing else None
         runs = timing["runs"] if timing else self.request.cpu_rechecks
         probe = self.request.timing_seed % (guaranteed_runs(timing) if timing else runs)  # one it cannot predict
         idle_calls: list[int] = []
@@ -290,8 +291,6 @@ class TimingPhase:
         stats = None
         with torch.no_grad():
             if timing:
-                # The re-anchoring baseline: the trusted reference on its own copy of the same inputs.
-                replace_inputs = self._placements(placed, inputs, "timing")
 
                 def anchor() -> Any:
                     with allocating_in_placement(placed):
@@ -343,9 +342,10 @@ class TimingPhase:
                 self._moved_in_place(inputs, pristine, expected)
                 if timing:
                     self._step("timing.rechecks", began)
+                    self._timing_reports(call, inputs, expected, stats)  # in the same hold: no wait for another
             guard.check_identities(self.identities, "during the timed runs")
             if timing:
-                self._timing_checks(call, inputs, expected, stats)
+                self._tail_check(call, stats)
         return stats
 
     def _moved_in_place(self, inputs: list[Any], pristine: list[Any], before: Any) -> None:
@@ -376,7 +376,8 @@ class TimingPhase:
             label = f"after {families.PROBE_ELEMENTS} element(s) of each floating input moved in place ({where[0]})"
             self._compare(moved, got, label, moved_inputs, "output_caching", atol_scales=scales)
 
-    def _timing_checks(self, call: Callable[[], Any], inputs: list[Any], expected: Any, stats: dict) -> None:
+    def _tail_check(self, call: Callable[[], Any], stats: dict) -> None:
+        """side_stream where the device stays busy after forward returns for longer than the events measured."""
         with self._gpu("exclusive"):
             began = time.perf_counter()
             tail, latency = host_tail_ms(call)
@@ -393,9 +394,14 @@ class TimingPhase:
                 f"full synchronization; {latency:.3f} ms for a one-element kernel): "
                 "work runs outside the timed stream",
             )
+
+    def _timing_reports(self, call: Callable[[], Any], inputs: list[Any], expected: Any, stats: dict) -> None:
+        """The problem's physical floor (`suspicious` where the kernel reads below a share of it) and the share of
+        device time in the candidate's own kernels: reports, not gates. Called inside a shared hold (both run
+        kernels: the FLOP count the reference, the profiler the candidate)."""
+        kernel = stats["median_ms"]
         began = time.perf_counter()
-        with self._gpu("shared"):  # counting the FLOPs runs the reference
-            flops = guard.count_flops(lambda: self.model(*inputs))
+        flops = guard.count_flops(lambda: self.model(*inputs))
         moved = guard.tensor_bytes(inputs) + guard.tensor_bytes(as_output_list(expected))
         floor = guard.floor_ms(moved, flops, torch.cuda.get_device_name())
         self.facts["floor_ms"] = floor
@@ -408,8 +414,7 @@ class TimingPhase:
         names = LAUNCHES.names.get(self.solution_module, set())
         began = time.perf_counter()
         try:
-            with self._gpu("shared"):
-                self.facts["own_kernel_share"] = guard.own_kernel_share(call, names)
+            self.facts["own_kernel_share"] = guard.own_kernel_share(call, names)
         except Exception as e:  # the profiler is a report, not a gate
             self.notes.append(f"kernel time share not measured: {type(e).__name__}: {e}"[:300])
         self._step("timing.kernel_share", began)

@@ -513,9 +513,9 @@ def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_call
     assert "baseline.anchor_reference" in phase.facts["steps"]  # its cost, reported apart
     assert phase.facts["steps"]["baseline.release_wait"] == 0.0  # the moves' settling: none for memory on the CPU
     # the inputs made under a shared hold; eager's blocks in one exclusive hold; the anchor reference's two copies
-    # shared, then its blocks in one exclusive hold, the moves inside it (taken per block, the hold queued behind
-    # other workers' correctness trials each time: docs/gpu-notes.md, session 47)
-    assert holds == ["shared", "exclusive", "shared", "shared", "exclusive"]
+    # in one shared hold, then its blocks in one exclusive hold, the moves inside it (taken per block, the hold
+    # queued behind other workers' correctness trials each time: docs/gpu-notes.md, session 47)
+    assert holds == ["shared", "exclusive", "shared", "exclusive"]
     assert set(phase.facts["steps"]) >= {f"baseline.anchor_reference.{part}" for part in BLOCK_PARTS}
     assert "kernel_samples" not in phase.facts and "anchor" not in phase.facts  # not the candidate's facts
     assert len({id(x) for x in copies}) > 2  # the inputs moved between blocks, the anchor on copies of its own
