@@ -51,15 +51,17 @@ class TimingPhase:
         anchor: Callable[[], Any] | None = None,
         replace_inputs: Callable[[], None] | None = None,
         step: str = "timing.timed_runs",
+        then: Callable[[], None] | None = None,
     ) -> tuple[dict, dict[int, Any]]:
         """Time `fn`; with `anchor` (the candidate's timing, re-anchoring on) eager PyTorch is timed in the
         same window, its runs interleaved with fn's, and the raw samples of both are reported for the
         speedup and its interval (envs/speedup.py). With `replace_inputs` the runs are split into
-        `timing["placements"]` blocks, the inputs copied to fresh addresses before each block after the first."""
+        `timing["placements"]` blocks, the inputs copied to fresh addresses before each block after the first.
+        `then` runs in the same exclusive hold after the runs."""
         anchor_runs = self.request.timing.get("anchor_runs", 0) if anchor is not None else 0
         fns = {KERNEL: fn, **({ANCHOR: anchor} if anchor_runs else {})}
         enough = self._precise_enough if anchor is not None else None  # the candidate's runs, not baselines
-        timed = self._in_placements(fns, replace_inputs, keep=keep, enough=enough, step=step)
+        timed = self._in_placements(fns, replace_inputs, keep=keep, enough=enough, step=step, then=then)
         samples, kept = timed.samples, timed.kept
         if anchor is not None:
             if timed.exposed.get(KERNEL):
@@ -88,12 +90,15 @@ class TimingPhase:
         keep: tuple[int, ...] = (),
         enough: Callable[[int, dict[str, list[float]], dict[str, list[int]]], bool] | None = None,
         step: str = "timing.timed_runs",
+        then: Callable[[], None] | None = None,
     ) -> PlacedRuns:
         """`fns` timed under one exclusive GPU hold in the blocks the request's timing asks for: `runs` of
         fns[KERNEL] and, where fns has ANCHOR, `anchor_runs` of it; over `placements` blocks with
         `replace_inputs`, else in one. The seconds held are reported as `step`, and each part of the blocks as
         `step.<part>` (envs.timing BLOCK_PARTS), which bench_eval prints. One hold for all blocks: taken per
-        block, each block queued behind the other workers' correctness trials (docs/gpu-notes.md, session 47)."""
+        block, each block queued behind the other workers' correctness trials (docs/gpu-notes.md, session 47).
+        `then` runs inside the same hold after the blocks: what else needs the GPU alone takes no hold of its own,
+        each of which first waits for the trials in flight to end."""
         timing = self.request.timing
         anchor_runs = timing.get("anchor_runs", 0) if ANCHOR in fns else 0
         placements = timing.get("placements", 1) if replace_inputs is not None else 1
@@ -109,6 +114,8 @@ class TimingPhase:
                 launch_allowance_ms=timing.get("launch_allowance_ms", 0.0),
             )
             self._step(step, began)
+            if then is not None:
+                then()
         if placements > 1:  # the candidate's blocks and the anchor reference's
             for part, seconds in timed.parts.items():
                 self._add_step(f"{step}.{part}", seconds)
@@ -296,7 +303,14 @@ class TimingPhase:
                     with allocating_in_placement(placed):
                         return self.model(*placed["anchor"])
 
-                stats, kept = self._time(call, keep=(probe, -1), anchor=anchor, replace_inputs=replace_inputs)
+                tail: list[tuple[float, float]] = []  # the side-stream check's clock, judged after the re-checks
+                stats, kept = self._time(
+                    call,
+                    keep=(probe, -1),
+                    anchor=anchor,
+                    replace_inputs=replace_inputs,
+                    then=lambda: tail.append(self._measure_tail(call)),
+                )
                 runs = stats["runs"]  # fewer than asked where sequential timing stopped early
                 placed["inputs"], placed["anchor"] = inputs, None
                 placed.pop("pool", None)
@@ -345,7 +359,7 @@ class TimingPhase:
                     self._timing_reports(call, inputs, expected, stats)  # in the same hold: no wait for another
             guard.check_identities(self.identities, "during the timed runs")
             if timing:
-                self._tail_check(call, stats)
+                self._judge_tail(*tail[0], stats)
         return stats
 
     def _moved_in_place(self, inputs: list[Any], pristine: list[Any], before: Any) -> None:
@@ -376,12 +390,17 @@ class TimingPhase:
             label = f"after {families.PROBE_ELEMENTS} element(s) of each floating input moved in place ({where[0]})"
             self._compare(moved, got, label, moved_inputs, "output_caching", atol_scales=scales)
 
-    def _tail_check(self, call: Callable[[], Any], stats: dict) -> None:
-        """side_stream where the device stays busy after forward returns for longer than the events measured."""
-        with self._gpu("exclusive"):
-            began = time.perf_counter()
-            tail, latency = host_tail_ms(call)
-            self._step("timing.tail_check", began)
+    def _measure_tail(self, call: Callable[[], Any]) -> tuple[float, float]:
+        """How long the device stays busy after forward returns, and the platform's own latency (host_tail_ms):
+        inside the timed runs' exclusive hold, after them."""
+        began = time.perf_counter()
+        measured = host_tail_ms(call)
+        self._step("timing.tail_check", began)
+        return measured
+
+    def _judge_tail(self, tail: float, latency: float, stats: dict) -> None:
+        """side_stream where the device stayed busy after forward returned for longer than the events measured;
+        judged after the re-checks, so a hack they catch keeps their category."""
         kernel = stats["median_ms"]
         # Honest kernels: what is still running when forward returns is at most what the events measured,
         # plus the launch-to-sync latency a one-element kernel shows. Work on a stream the events do not

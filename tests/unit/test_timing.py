@@ -439,6 +439,44 @@ class NamedClock(QuietClock):
         return (2.0 if out == ANCHOR else 1.0), out
 
 
+def test_what_runs_after_the_timed_blocks_shares_their_exclusive_hold(monkeypatch):
+    """The candidate's tail check (host_tail_ms) runs inside the timed runs' hold: an exclusive hold of its own
+    would first wait for the other workers' trials in flight to end, once more per evaluation."""
+    import contextlib
+    import types
+
+    from envs.timing import KERNEL, time_in_placements
+    from envs.worker import timing_phase
+
+    monkeypatch.setattr(
+        timing_phase,
+        "time_in_placements",
+        lambda fns, blocks, replace_inputs, **kwargs: time_in_placements(
+            {k: (lambda: KERNEL) for k in fns}, blocks, replace_inputs, clock=NamedClock(), **kwargs
+        ),
+    )
+    held, holds, seen = [], [], []
+
+    class Phase(timing_phase.TimingPhase):
+        request = types.SimpleNamespace(timing={"runs": 10, "warmup_ms": 0.0, "anchor_runs": 0, "placements": 1})
+
+        def __init__(self):
+            self.facts = {}
+
+        @contextlib.contextmanager
+        def _gpu(self, mode):
+            holds.append(mode)
+            held.append(mode)
+            yield
+            held.pop()
+
+        def _step(self, name, began):
+            pass
+
+    Phase()._in_placements({KERNEL: lambda: None}, None, then=lambda: seen.append(list(held)))
+    assert seen == [["exclusive"]] and holds == ["exclusive"]
+
+
 @pytest.mark.parametrize("precision,anchor_runs", [(0.0, 50), (0.01, 14)])
 def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_callables(
     monkeypatch, precision, anchor_runs
