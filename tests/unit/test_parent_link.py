@@ -13,11 +13,8 @@ from envs.worker.parent_link import ParentLink
 from envs.worker.protocol import read_frame, write_frame
 
 
-@pytest.fixture()
-def link_and_messages():
-    to_worker_r, to_worker_w = os.pipe()
-    to_parent_r, to_parent_w = os.pipe()
-    messages: list[dict] = []
+def granting_parent(to_parent_r: int, to_worker_w: int, messages: list[dict]) -> threading.Thread:
+    """The parent's end of a link on a thread: reads every message into `messages` and grants every lock."""
 
     def parent() -> None:
         while True:
@@ -31,6 +28,15 @@ def link_and_messages():
 
     thread = threading.Thread(target=parent, daemon=True)
     thread.start()
+    return thread
+
+
+@pytest.fixture()
+def link_and_messages():
+    to_worker_r, to_worker_w = os.pipe()
+    to_parent_r, to_parent_w = os.pipe()
+    messages: list[dict] = []
+    thread = granting_parent(to_parent_r, to_worker_w, messages)
     yield ParentLink(to_worker_r, to_parent_w), messages
     os.close(to_parent_w)
     thread.join(5)

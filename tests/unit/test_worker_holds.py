@@ -19,7 +19,6 @@ def ops_outside_holds(device: str, problem_id: str, baselines: bool) -> dict:
     import collections
     import contextlib
     import tempfile
-    import threading
 
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -28,25 +27,15 @@ def ops_outside_holds(device: str, problem_id: str, baselines: bool) -> dict:
     from envs.worker import harness
     from envs.worker.evaluation import Evaluation
     from envs.worker.parent_link import ParentLink
-    from envs.worker.protocol import read_frame, write_frame
     from envs.worker.worker_set import worker_request
     from tests.conftest import builtin
+    from tests.unit.test_parent_link import granting_parent
 
     problem, solution = builtin(problem_id)
     request = worker_request(EvalSettings(device=device), device, problem, canonicalize(solution), baselines)
     to_worker_r, to_worker_w = os.pipe()
     to_parent_r, to_parent_w = os.pipe()
-
-    def parent() -> None:
-        while True:
-            try:
-                message = read_frame(to_parent_r)
-            except EOFError:
-                return
-            if message["type"] == "lock":
-                write_frame(to_worker_w, {"type": "granted"})
-
-    threading.Thread(target=parent, daemon=True).start()
+    granting_parent(to_parent_r, to_worker_w, [])
     link = ParentLink(to_worker_r, to_parent_w)
     link.nonce = request.nonce
     held: list[str] = []
