@@ -523,7 +523,8 @@ class WorkerProcess:
                         started += waited
                         if watch is not None:
                             watch.pause(waited)
-                        phases["gpu_wait"] = phases.get("gpu_wait", 0.0) + waited
+                        for key in ("gpu_wait", f"gpu_wait.{message['mode']}"):  # the drains apart
+                            phases[key] = phases.get(key, 0.0) + waited
                     held = message["mode"]
                     write_frame(self._req_w, {"type": "granted"})
                 elif kind == "quiet":

@@ -242,6 +242,8 @@ def test_sequential_timing_stops_between_its_first_check_and_the_last_block_and_
     assert steps["timing.release_wait"] > 0  # each move gave back two copies of relu's 3.2 GB input
     parts = sum(steps[f"timing.timed_runs.{part}"] for part in BLOCK_PARTS)
     assert parts <= steps["timing.timed_runs"] <= parts + 0.05  # the blocks' parts: all of the hold, nearly
+    # the parent's waits for the GPU's lock, by the mode asked for: the exclusive ones wait out the trials in flight
+    assert {"gpu_wait.shared", "gpu_wait.exclusive"} <= set(v.phase_seconds), v.phase_seconds
     # the candidate's Triton compile ran with the worker's shared hold lent back (envs/worker/compile_lend.py)
     assert v.phase_seconds.get("correctness.compile", 0) > 0, v.phase_seconds
 
