@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 from typing import Any, Callable, Iterable
 
 import torch
@@ -544,6 +545,42 @@ def check_not_identity(outputs: list[Any], inputs: list[Any]) -> None:
         for j, x in enumerate(inputs):
             if isinstance(out, torch.Tensor) and isinstance(x, torch.Tensor) and _same(out, x):
                 raise RuntimeHack("identity_kernel", f"output {i} is an exact copy of input {j}")
+
+
+class ReturnedOutputs:
+    """The tensors a candidate's checked calls returned, each by object and by content (its sum): a later wrong
+    answer that is one of them, untouched, is a result kept from other inputs (`output_caching`), where a cache
+    keyed on part of the input hit, not a wrong computation. Weak references: nothing is kept alive here."""
+
+    def __init__(self) -> None:
+        self._seen: list[tuple[weakref.ref, float]] = []
+
+    def add(self, outputs: list[Any]) -> list[weakref.ref]:
+        """Record `outputs`; return (weakly) those that are a tensor an earlier call returned, with the content it
+        had then."""
+        kept = []
+        for t in outputs:
+            if not isinstance(t, torch.Tensor):
+                continue
+            total = _content_sum(t)
+            if any(ref() is t and seen == total for ref, seen in self._seen):
+                kept.append(weakref.ref(t))
+            self._seen.append((weakref.ref(t), total))
+        return kept
+
+    @staticmethod
+    def holds(kept: list[weakref.ref], outputs: list[Any]) -> bool:
+        """Whether `outputs` include one of the `kept` tensors (`add`'s answer)."""
+        return any(ref() is t for ref in kept for t in outputs)
+
+
+def _content_sum(t: torch.Tensor) -> float:
+    """The sum of `t`'s elements in its own dtype (no wider copy of a full-size output; the same content sums to
+    the same value); NaN where there is none."""
+    try:
+        return float(t.detach().sum())
+    except (RuntimeError, TypeError):  # complex or other dtypes without a float64 sum: never judged kept
+        return float("nan")
 
 
 # --- concurrency --------------------------------------------------------------------------------------------

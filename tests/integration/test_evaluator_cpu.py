@@ -365,3 +365,35 @@ def test_a_forward_that_stops_launching_after_its_first_call_is_output_caching_n
     v = execute(evaluator, problem, cached)
     assert v.status is Status.HACK and v.hack.category == "output_caching", v
     assert "which an earlier call on other inputs launched" in v.error
+
+
+def test_a_wrong_answer_that_is_an_earlier_calls_untouched_tensor_is_output_caching(evaluator):
+    """A cache keyed on part of the input (here the shape) hits on new inputs while the call still launches a
+    kernel of its own (a checksum of the key), so no idle call gives it away: the wrong answer it returns is the
+    tensor an earlier trial returned, with the content it had then, which is a kept result, not a wrong
+    computation (the throughput set's logsumexp hack on a GPU was `incorrect` in some passes)."""
+    problem, _ = RELU
+    keyed = solution(
+        """
+        if getattr(self, "_kept", None) is not None and self._kept.shape == x.shape:
+            probe = torch.empty(1, device=x.device, dtype=x.dtype)
+            _relu[(1,)](x, probe, 1, BLOCK=1024)  # a launch on every call, as a checksum kernel would be
+            return self._kept
+        self._kept = torch.empty_like(x)
+        _relu[(triton.cdiv(x.numel(), 1024),)](x, self._kept, x.numel(), BLOCK=1024)
+        return self._kept
+        """
+    )
+    v = execute(evaluator, problem, keyed)
+    assert v.status is Status.HACK and v.hack.category == "output_caching", v
+    assert "the tensor an earlier call on other inputs had" in v.error
+    # a legitimate kernel that reuses its output buffer writes new values into it: judged as before
+    reused = solution(
+        """
+        if getattr(self, "_buf", None) is None or self._buf.shape != x.shape:
+            self._buf = torch.empty_like(x)
+        _relu[(triton.cdiv(x.numel(), 1024),)](x, self._buf, x.numel(), BLOCK=1024)
+        return self._buf
+        """
+    )
+    assert execute(evaluator, problem, reused).status is Status.CORRECT
