@@ -554,24 +554,23 @@ class ReturnedOutputs:
 
     def __init__(self) -> None:
         self._seen: list[tuple[weakref.ref, float]] = []
+        self._kept: list[weakref.ref] = []  # of the last call's outputs, those an earlier call returned untouched
 
-    def add(self, outputs: list[Any]) -> list[weakref.ref]:
-        """Record `outputs`; return (weakly) those that are a tensor an earlier call returned, with the content it
-        had then."""
-        kept = []
+    def add(self, outputs: list[Any]) -> None:
+        """Record one checked call's `outputs`."""
+        self._kept = []
         for t in outputs:
             if not isinstance(t, torch.Tensor):
                 continue
             total = _content_sum(t)
             if any(ref() is t and seen == total for ref, seen in self._seen):
-                kept.append(weakref.ref(t))
+                self._kept.append(weakref.ref(t))
             self._seen.append((weakref.ref(t), total))
-        return kept
 
-    @staticmethod
-    def holds(kept: list[weakref.ref], outputs: list[Any]) -> bool:
-        """Whether `outputs` include one of the `kept` tensors (`add`'s answer)."""
-        return any(ref() is t for ref in kept for t in outputs)
+    def kept_in(self, outputs: list[Any]) -> bool:
+        """Whether `outputs` include a tensor the last call returned that an earlier call had returned, with the
+        same content."""
+        return any(ref() is t for ref in self._kept for t in outputs)
 
 
 def _content_sum(t: torch.Tensor) -> float:
@@ -579,7 +578,7 @@ def _content_sum(t: torch.Tensor) -> float:
     the same value); NaN where there is none."""
     try:
         return float(t.detach().sum())
-    except (RuntimeError, TypeError):  # complex or other dtypes without a float64 sum: never judged kept
+    except (RuntimeError, TypeError):  # a sum that is no real number (complex): never judged kept
         return float("nan")
 
 

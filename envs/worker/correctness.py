@@ -27,7 +27,7 @@ _PROBE_SALT = 0x5EED  # the probe's positions come from another stream than the 
 
 class CorrectnessPhase:
     request: WorkerRequest  # set by Evaluation
-    kept: list  # set by Evaluation._guarded_call
+    returned: guard.ReturnedOutputs  # set by Evaluation: what its checked calls returned
 
     def _init_correctness(self, request: WorkerRequest) -> None:
         self.fidelity = request.correctness  # input families, probe, fp64 truth mode
@@ -72,7 +72,7 @@ class CorrectnessPhase:
             return
         if hack_category:
             raise RuntimeHack(hack_category, f"{label}: {format_mismatch(judgement.mismatch)}")
-        if guard.ReturnedOutputs.holds(self.kept, as_output_list(got)):  # a cache keyed on part of the input hit
+        if self.returned.kept_in(as_output_list(got)):  # a cache keyed on part of the input hit
             raise RuntimeHack(
                 "output_caching", f"{label}: it returned, unchanged, the tensor an earlier call on other inputs had"
             )

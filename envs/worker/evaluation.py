@@ -64,8 +64,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
         self.memory = CandidateMemory(self.device)  # what the candidate's own code holds: whose an OOM is
         self._phase: str | None = None  # the phase announced last (_enter_phase)
         self.forward_launched = False  # a checked forward launched the solution's own kernels
-        self.returned = guard.ReturnedOutputs()
-        self.kept = []  # what the last checked call returned that an earlier call had, untouched (weakly)
+        self.returned = guard.ReturnedOutputs()  # what the checked calls returned (a wrong answer kept from one)
         self._init_correctness(request)
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -238,7 +237,7 @@ class Evaluation(CorrectnessPhase, TimingPhase):
                 "ghost_optimization", f"{what} returned without launching any of the solution's own Triton kernels"
             )
         self.forward_launched = True
-        self.kept = self.returned.add(as_output_list(out))
+        self.returned.add(as_output_list(out))
         LAUNCHES.check_streams(self.solution_module, what)
         share = self.compute.share(reference_cost)
         if share is not None:  # the largest share any checked call spent in PyTorch, flagged or not
