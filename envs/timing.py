@@ -190,6 +190,7 @@ def time_interleaved(
     keep: tuple[int, ...] = (),
     min_warmup_runs: int = 3,
     until_settled: bool = True,
+    busy_until: float = 0.0,
 ) -> TimedRuns:
     """Warm each callable up, then run `schedule` (names of `fns`), timing every run with `clock`.
 
@@ -205,7 +206,11 @@ def time_interleaved(
     than its output (eager max pooling's indices) left a fresh pool without a free block of that size after
     one round, and with one anchor run per placement block every anchor run paid for a driver allocation,
     inflating the speedup (docs/gpu-notes.md). `TimedRuns.settled_after` says how
-    many rounds it took, `TimedRuns.allocating` counts timed runs that still grew it."""
+    many rounds it took, `TimedRuns.allocating` counts timed runs that still grew it.
+
+    `busy_until` (a time.perf_counter() instant) keeps the warm-up making rounds until then: the GPU reads slow
+    for a while after memory went back to the driver (envs/gpu_lock.py), and rounds run through that while
+    cost no more than idling through it; where `max_warmup_runs` stops them first, the rest is slept."""
     clock = clock or CudaClock()
     seconds = dict.fromkeys(fns, 0.0)
     order = list(dict.fromkeys([n for n in schedule if n in fns] + list(fns)))
@@ -227,14 +232,16 @@ def time_interleaved(
             runs[name] += 1
         grew = clock.reserved() > before
         settled_after = rounds if grew else settled_after
+        now = time.perf_counter()
         if any(runs[n] < min_warmup_runs for n in order) or (
-            max(runs.values()) < max_warmup_runs and (time.perf_counter() - start) * 1e3 < budget_ms
+            max(runs.values()) < max_warmup_runs and ((now - start) * 1e3 < budget_ms or now < busy_until)
         ):
             continue
         if until_settled and grew and growth_rounds < GROWTH_ROUNDS:
             growth_rounds += 1
             continue
         break
+    time.sleep(max(0.0, busy_until - time.perf_counter()))
     warmup_seconds = time.perf_counter() - start
     samples: dict[str, list[float]] = {name: [] for name in fns}
     allocating = dict.fromkeys(fns, 0)
@@ -273,17 +280,18 @@ def placement_blocks(runs: int, anchor_runs: int, placements: int) -> list[Block
     return [Block(r, a) for r, a in zip(kernel, anchors + [0] * (len(kernel) - len(anchors)))]
 
 
-def block_warmup(block: int, warmup_ms: float, rounds: int | None = None) -> dict[str, Any]:
+def block_warmup(block: int, warmup_ms: float, rounds: int | None = None, busy_until: float = 0.0) -> dict[str, Any]:
     """time_interleaved's warm-up for placement block `block`. The first warms up fully. Later ones start from
     the same state (the same inputs copied into a fresh pool) and make the same calls, so the second block
     calls each callable in turn until a round takes no memory from the driver, and the others run the
     `rounds` that took (its `settled_after`): the new addresses' first touch and the pool filled, at one
-    round for most problems instead of the confirming extra one in each of 48 blocks."""
+    round for most problems instead of the confirming extra one in each of 48 blocks. Later blocks go on
+    until `busy_until`, the end of the settling their move's release asked for."""
     if block == 0:
         return {"warmup_ms": warmup_ms, "min_warmup_runs": 3}
     if rounds is None:
-        return {"warmup_ms": 0.0, "min_warmup_runs": 1}
-    return {"warmup_ms": 0.0, "min_warmup_runs": max(1, rounds), "until_settled": False}
+        return {"warmup_ms": 0.0, "min_warmup_runs": 1, "busy_until": busy_until}
+    return {"warmup_ms": 0.0, "min_warmup_runs": max(1, rounds), "until_settled": False, "busy_until": busy_until}
 
 
 @dataclasses.dataclass
@@ -296,15 +304,15 @@ class PlacedRuns(TimedRuns):
     parts: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-# A placement block's parts: moving the inputs (their copies and the wait after a release), making its clock
-# (the flush buffer), the warm-up, the timed runs, and the caller's `enough` rule after it.
+# A placement block's parts: moving the inputs (their copies), making its clock (the flush buffer), the warm-up
+# (running through the settling the move's release asked for), the timed runs, and the caller's `enough` rule.
 BLOCK_PARTS = ("move", "clock", "warmup", "runs", "check")
 
 
 def time_in_placements(
     fns: dict[str, Callable[[], Any]],
     blocks: list[Block],
-    replace_inputs: Callable[[], None] | None = None,
+    replace_inputs: Callable[[], float | None] | None = None,
     clock: Clock | None = None,
     warmup_ms: float = 25.0,
     keep: tuple[int, ...] = (),
@@ -313,7 +321,9 @@ def time_in_placements(
 ) -> PlacedRuns:
     """Time the candidate (`fns[KERNEL]`) and, where a block has anchor runs, `fns[ANCHOR]` interleaved
     with it, block after block; `replace_inputs` moves the inputs to fresh addresses before every block
-    after the first. Only the first block warms up fully (later ones as `block_warmup` says). `keep` counts
+    after the first, and may return for how many seconds the GPU still settles after the memory it gave back
+    (envs/gpu_lock.py): the block's warm-up runs that long at least. Only the first block warms up fully (later
+    ones as `block_warmup` says). `keep` counts
     the candidate's runs over all blocks, as in time_interleaved; -1 in it keeps the last run made.
     `enough(blocks_done, samples, blocks)`, asked after each block, ends the runs early when it says so.
     With `launch_allowance_ms` (and no `clock`) the runs are timed by a QueuedCudaClock with
@@ -336,9 +346,10 @@ def time_in_placements(
     for b, block in enumerate(blocks):
         offset = len(samples[KERNEL])
         move_began = time.perf_counter()
+        settling = 0.0
         if b:
             last = None  # another block runs, so its last run is the one kept: one full output less held
-            replace_inputs()
+            settling = replace_inputs() or 0.0
         moved = time.perf_counter()
         parts["move"] += moved - move_began
         wanted = {k - offset for k in keep if offset <= k < offset + block.runs}
@@ -351,7 +362,7 @@ def time_in_placements(
             {k: f for k, f in fns.items() if k == KERNEL or block.anchor_runs},
             interleaved_schedule(block.runs, block.anchor_runs),
             clock=block_clock,
-            **block_warmup(b, warmup_ms, rounds),
+            **block_warmup(b, warmup_ms, rounds, busy_until=moved + settling),
             keep=tuple(sorted(wanted | ({block.runs - 1} if -1 in keep else set()))),
         )
         block_clock = None  # a CudaClock's flush buffer freed after its runs (a queued one stays for `exposed`)

@@ -69,7 +69,7 @@ def run_once(tree: Path, bench_args: list[str], out: Path, caches: Path) -> int:
 
 def summary(result: dict) -> str:
     """One line: the warm pass's (else the cold pass's) throughput, repeatability, placement blocks and the
-    moves' release waits (quiet periods since)."""
+    moves' release settling (`release_wait` in trees that slept it, `quiet` in those before)."""
     passed = result.get("warm") or result.get("cold") or {}
     parts = []
     if passed.get("evals_per_min") is not None:
@@ -79,7 +79,7 @@ def summary(result: dict) -> str:
         parts.append(f"speedups p50 {100 * spread['median_spread']:.2f}% / p95 {100 * spread['p95_spread']:.2f}% apart")
     if passed.get("placement_blocks") is not None:
         parts.append(f"{passed['placement_blocks']:.1f} placement blocks")
-    for step in ("timing.timed_runs", "timing.release_wait", "timing.quiet"):
+    for step in ("timing.timed_runs", "timing.release_settle", "timing.release_wait", "timing.quiet"):
         if step in (passed.get("phases") or {}):
             parts.append(f"{step} {passed['phases'][step]['mean_s']:.3f} s")
     return "; ".join(parts) or "no pass in the report"

@@ -5,7 +5,8 @@ evaluator, evaluator_kept_spacer, evaluator_full_warmup, evaluator_shared: the a
 evaluator_held_pool: a block's copies never on the memory the last block's pool just gave back,
 evaluator_extra_round: later windows warm up one round more, as many as the second window made,
 evaluator_never_released: every window's pool kept, nothing given back to the driver, evaluator_unsettled: no
-wait after a pool goes back to the driver), as
+wait after a pool goes back to the driver, evaluator_slept_settle: that wait idled through before the warm-up
+instead of warmed up through), as
 the evaluator times (envs.timing.time_interleaved).
 
 Per mode: the kernel's CV over the windows' medians, the range of the eager/kernel ratio, each window's first run
@@ -51,6 +52,7 @@ MODES = (
     "evaluator_extra_round",
     "evaluator_never_released",
     "evaluator_unsettled",
+    "evaluator_slept_settle",
 )
 MIB = 1 << 20
 
@@ -125,8 +127,10 @@ def measure(
             later = rounds + 1 if mode == "evaluator_extra_round" and rounds is not None else rounds
             if later_rounds is not None and rounds is not None:
                 later = later_rounds
+            # the evaluator's warm-up runs through the settling the move's release asked for
+            warmup = {**block_warmup(w if short else 0, 25.0, later), "busy_until": placed.pop("settle_until", 0.0)}
             with torch.no_grad():
-                timed = time_interleaved(fns, schedule, **block_warmup(w if short else 0, 25.0, later))
+                timed = time_interleaved(fns, schedule, **warmup)
             if trace_memory:
                 traces.append({"window": w, "spacer_mib": spacer, **growth(calls, len(schedule))})
             if clocks:
@@ -167,7 +171,8 @@ def measure(
             "kernel_medians_ms": [round(x, 4) for x in medians],
             **({"memory_trace": traces} if trace_memory else {}),
             **({"gpu_state": states} if clocks else {}),
-            # the waits after releasing a block's pool (envs.gpu_lock.release_settle_seconds)
+            # the settling after releasing a block's pool (envs.gpu_lock.release_settle_seconds), slept or warmed
+            # up through as the mode says
             "release_settle_s": round(placed.get("settle_s", 0.0), 4),
             "seconds": round(time.perf_counter() - began, 1),
         }
@@ -240,9 +245,11 @@ def place(
             shared_anchor=mode == "evaluator_shared",
             hold_previous=mode == "evaluator_held_pool",
         )
-        if mode != "evaluator_unsettled":  # the evaluator's workers leave this time to other workers' shared work
+        if mode == "evaluator_slept_settle":
             time.sleep(settling)
-            placed["settle_s"] = placed.get("settle_s", 0.0) + settling
+        elif mode != "evaluator_unsettled":  # the window's warm-up runs until then (envs.timing.block_warmup)
+            placed["settle_until"] = time.perf_counter() + settling
+        placed["settle_s"] = placed.get("settle_s", 0.0) + (settling if mode != "evaluator_unsettled" else 0.0)
         return spacer_bytes // MIB
     return None
 

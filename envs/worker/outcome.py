@@ -66,8 +66,8 @@ def move_to_fresh_placement(
     `hold_previous` keeps the previous block's pool until the new copies are placed, so they cannot land on the
     memory it just gave back (bench_placement's `evaluator_held_pool` mode; peak: one more pair of copies).
     Returns how much longer no timed window should start on the GPU: `release_settle_seconds` of what went back
-    to the driver, less what the copies took after the release (0.0 where nothing went back). The caller waits it
-    out (the worker inside its timing hold, as bench_placement does)."""
+    to the driver, less what the copies took after the release (0.0 where nothing went back). The caller runs no
+    timed run before it is over (the worker's next block warms up through it: envs.timing.time_in_placements)."""
 
     def copies() -> None:
         placed["inputs"] = clone_args(inputs)

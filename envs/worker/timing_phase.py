@@ -121,19 +121,20 @@ class TimingPhase:
                 self._add_step(f"{step}.{part}", seconds)
         return timed
 
-    def _placements(self, placed: dict[str, Any], inputs: list[Any], phase: str) -> Callable[[], None]:
+    def _placements(self, placed: dict[str, Any], inputs: list[Any], phase: str) -> Callable[[], float]:
         """Gives `placed` the anchor's own copy of `inputs` beside the timed callable's (`placed["inputs"]`),
         and returns what moves both to fresh addresses before each placement block after the first (behind
         a spacer drawn from the request's seed: the same request, the same shifts). The moves run inside the
-        timing's exclusive hold, so each waits out the settling its release needs there (envs/gpu_lock.py); the
-        waits add up in the step `<phase>.release_wait`. Called inside a shared hold (the copy is GPU work)."""
+        timing's exclusive hold; each returns the settling its release needs (envs/gpu_lock.py), which the next
+        block's warm-up runs through (envs.timing.time_in_placements) and the step `<phase>.release_settle`
+        adds up. Called inside a shared hold (the copy is GPU work)."""
         placed["anchor"] = _clone(inputs)
         spacers = random.Random(self.request.timing_seed)
 
-        def replace_inputs() -> None:
+        def replace_inputs() -> float:
             settling = move_to_fresh_placement(placed, inputs, spacer_bytes=spacers.randint(1, 32) << 21)
-            time.sleep(settling)
-            self._add_step(f"{phase}.release_wait", settling)
+            self._add_step(f"{phase}.release_settle", settling)
+            return settling
 
         return replace_inputs
 

@@ -235,11 +235,11 @@ def test_sequential_timing_stops_between_its_first_check_and_the_last_block_and_
         "timing.tail_check",
         "timing.floor",
         "timing.kernel_share",
-        "timing.release_wait",
+        "timing.release_settle",
         *(f"timing.timed_runs.{part}" for part in BLOCK_PARTS),
     }
     assert all(s >= 0 for s in steps.values()) and steps["timing.timed_runs"] > 0
-    assert steps["timing.release_wait"] > 0  # each move gave back two copies of relu's 3.2 GB input
+    assert steps["timing.release_settle"] > 0  # each move gave back two copies of relu's 3.2 GB input
     parts = sum(steps[f"timing.timed_runs.{part}"] for part in BLOCK_PARTS)
     assert parts <= steps["timing.timed_runs"] <= parts + 0.05  # the blocks' parts: all of the hold, nearly
     # the parent's waits for the GPU's lock, by the mode asked for: the exclusive ones wait out the trials in flight

@@ -382,6 +382,53 @@ def test_a_blocks_host_time_is_split_into_its_parts_where_each_part_spends_it():
     assert parts["runs"] < parts["move"] and parts["clock"] < 0.01
 
 
+def test_a_later_blocks_warm_up_runs_through_the_settling_its_move_asked_for():
+    """The GPU reads slow for a while after a move gave memory back (session 42: 15-20% for 10-20 ms on an
+    H100); the next block's warm-up runs through it instead of the GPU idling first and then warming up."""
+    import time
+
+    from envs.timing import KERNEL, placement_blocks, time_in_placements
+
+    clock = PlacementClock([1.0] * 3)
+    settles = iter([0.03, None])  # the first move gave memory back, the second nothing (as on the CPU)
+    calls = []
+
+    def kernel():
+        calls.append(clock.placement)
+        time.sleep(0.002)
+        return KERNEL
+
+    def move():
+        clock.moved()
+        return next(settles)
+
+    timed = time_in_placements({KERNEL: kernel}, placement_blocks(6, 0, 3), move, clock=clock, warmup_ms=0)
+    warmups = [calls.count(b) - 2 for b in range(3)]  # each block's calls less its 2 timed runs
+    assert warmups[0] == 3 and warmups[2] == 1  # the first block's 3; the last the rounds the second settled in
+    assert 8 <= warmups[1] <= 16  # 30 ms of 2 ms calls, no round past the end of the settling
+    assert timed.parts["warmup"] >= 0.03 + 4 * 0.002
+
+
+def test_a_warm_up_stopped_by_its_run_cap_sleeps_the_rest_of_the_settling():
+    import time
+
+    from envs.timing import KERNEL, time_interleaved
+
+    calls = []
+    began = time.perf_counter()
+    timed = time_interleaved(
+        {KERNEL: lambda: calls.append(1)},
+        [KERNEL],
+        clock=PlacementClock([1.0]),
+        warmup_ms=0,
+        max_warmup_runs=2,
+        min_warmup_runs=1,
+        until_settled=False,
+        busy_until=began + 0.05,
+    )
+    assert len(calls) == 2 + 1 and timed.warmup_seconds >= 0.045
+
+
 def test_without_a_stop_keep_minus_one_is_the_last_of_all_runs_and_the_last_block_is_never_asked_about():
     from envs.timing import KERNEL, placement_blocks, time_in_placements
 
@@ -549,7 +596,7 @@ def test_the_anchor_reference_is_eager_timed_in_a_candidates_blocks_as_both_call
     assert results["eager"]["median_ms"] == 1.0 and results["eager"]["runs"] == 100
     assert results[ANCHOR_REFERENCE]["median_ms"] == 2.0 and results[ANCHOR_REFERENCE]["runs"] == anchor_runs
     assert "baseline.anchor_reference" in phase.facts["steps"]  # its cost, reported apart
-    assert phase.facts["steps"]["baseline.release_wait"] == 0.0  # the moves' settling: none for memory on the CPU
+    assert phase.facts["steps"]["baseline.release_settle"] == 0.0  # the moves' settling: none for memory on the CPU
     # the inputs made under a shared hold; eager's blocks in one exclusive hold; the anchor reference's two copies
     # in one shared hold, then its blocks in one exclusive hold, the moves inside it (taken per block, the hold
     # queued behind other workers' correctness trials each time: docs/gpu-notes.md, session 47)

@@ -273,10 +273,10 @@ def test_every_step_a_timed_evaluation_reports_reaches_the_verdict():
         "baseline.inductor_compile",
         "baseline.anchor_reference",
         *(f"baseline.anchor_reference.{part}" for part in BLOCK_PARTS),
-        "baseline.release_wait",
+        "baseline.release_settle",
         *(f"correctness.{step}" for step in ("compile", "first_trial", "probe", "trials")),
         *(f"timing.{step}" for step in ("timed_runs", "rechecks", "tail_check", "floor", "kernel_share")),
-        "timing.release_wait",
+        "timing.release_settle",
         *(f"timing.timed_runs.{part}" for part in BLOCK_PARTS),
     ]
     message = {"status": "correct", "notes": [], "steps": {name: 0.5 for name in names}}
