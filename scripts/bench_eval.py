@@ -715,6 +715,12 @@ def main() -> None:
         "many ms (default: the settings' default, 0: launch overhead counted)",
     )
     ap.add_argument(
+        "--warmup-ms",
+        type=float,
+        help="each callable's warm-up before a timing's first placement block, in ms of calls (default: the "
+        "settings' default); the block's share of the exclusive hold, compare repeatability with --repeats 3",
+    )
+    ap.add_argument(
         "--fork-workers",
         choices=["auto", "on", "off"],
         help="replace workers by forking a pre-imported zygote (default: the settings' default, auto: on)",
@@ -782,6 +788,8 @@ def main() -> None:
         fidelity["min_placements"] = args.min_placements
     if args.launch_allowance_ms is not None:
         fidelity["launch_allowance_ms"] = args.launch_allowance_ms
+    if args.warmup_ms is not None:
+        fidelity["warmup_ms"] = args.warmup_ms
     settings = EvalSettings(device=args.device, workers=args.workers, size=args.size, sandbox=args.sandbox, **fidelity)
     with tempfile.TemporaryDirectory() as tmp:
         cache = BaselineOnlyCache(Path(tmp) / "baselines.sqlite")
