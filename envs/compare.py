@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from envs import fused_compare
+
 # |out - ref| <= atol + rtol * |ref|, chosen by the reference output's dtype. A problem may override
 # them with TOLERANCE (docs/problem-format.md); everything else is exact.
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -138,20 +140,31 @@ def compare_tensor(ref: Any, out: Any, atol: float, rtol: float, first_only: boo
 _FLOAT32_EXACT = (torch.float32, torch.float16, torch.bfloat16)
 _FLOAT32_ATOL = (2.0**-100, 1e30)
 # Each float32 operation rounds by at most 2^-24 relative; the test below takes five roundings (the difference,
-# rtol and its product with |ref|, the subtraction, atol), so shrinking rtol and atol by 2^-20 makes "inside in
-# float32" imply "inside in exact arithmetic".
+# rtol and its product with |ref|, the subtraction, atol; the fused kernel a sixth, atol's), so shrinking rtol and
+# atol by 2^-20 makes "inside in float32" imply "inside in exact arithmetic".
 _FLOAT32_MARGIN = 1.0 - 2.0**-20
 
 
 def _clearly_inside(r_flat: torch.Tensor, o_flat: torch.Tensor, atol: float, rtol: float) -> tuple[float, float] | None:
     """(max |out - ref|, sum of squares) when every element is inside its bound with the margin to spare
-    and the reference is finite; None as soon as a chunk is not (the float64 path then judges it all).
-    The maximum is exact: rounding keeps order, so the largest exact difference is among the elements
-    whose float32 difference is the largest. The squares, of float32's differences, sum in float64.
+    and the reference is finite; None otherwise (the float64 path then judges it all). The maximum is exact:
+    rounding keeps order, so the largest exact difference is among the elements whose float32 difference is the
+    largest. The squares, of float32's differences, sum in float64. On a GPU one Triton kernel makes the pass
+    (envs/fused_compare.py: two passes over the operands; it rounds the shrunk bounds to float32 too, a sixth
+    rounding the margin covers), elsewhere torch operations in chunks (`_clearly_inside_in_chunks`)."""
+    rtol_in, atol_in = rtol * _FLOAT32_MARGIN, atol * _FLOAT32_MARGIN
+    if fused_compare.eligible(r_flat, o_flat):
+        return fused_compare.clearly_inside_fused(r_flat, o_flat, atol_in, rtol_in)
+    return _clearly_inside_in_chunks(r_flat, o_flat, atol_in, rtol_in)
+
+
+def _clearly_inside_in_chunks(
+    r_flat: torch.Tensor, o_flat: torch.Tensor, atol_in: float, rtol_in: float
+) -> tuple[float, float] | None:
+    """`_clearly_inside` with torch operations, the bounds already shrunk; None as soon as a chunk is not inside.
     A chunk costs about 14 passes over its float32 size in memory traffic: the bound is never a tensor, the test
     is a maximum (no tensor of booleans) and the squares are summed in float64 as they are read."""
     max_abs = square_sum = 0.0
-    rtol_in, atol_in = rtol * _FLOAT32_MARGIN, atol * _FLOAT32_MARGIN
     for start in range(0, r_flat.numel(), CHUNK_ELEMENTS):
         r, o = r_flat[start : start + CHUNK_ELEMENTS].float(), o_flat[start : start + CHUNK_ELEMENTS].float()
         diff = torch.sub(o, r).abs_()

@@ -214,6 +214,12 @@ _COMPARISONS = (
     "envs.compare.outputs_match",
     "envs.compare.compare_each",
     "envs.compare.compare_tensor",
+    "envs.compare._clearly_inside",
+    # the float32 pass on a GPU (envs/fused_compare.py) and the knob that keeps its binary out of the shared cache
+    "envs.fused_compare.eligible",
+    "envs.fused_compare.clearly_inside_fused",
+    "envs.fused_compare._inside_partials",
+    "triton.knobs.compilation",
     "envs.truth.judge_outputs",
     "envs.truth.check_against_truth",
 )
@@ -236,6 +242,7 @@ _MODULES = (
     "triton",
     "time",
     "envs.compare",
+    "envs.fused_compare",
     "envs.truth",
     "envs.inputs",
     "envs.timing",

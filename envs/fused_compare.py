@@ -1,0 +1,92 @@
+"""The comparison's float32 pass (envs/compare.py `_clearly_inside`) as one Triton kernel, for CUDA tensors.
+
+The pass made of torch operations reads and writes about 14 times an output's float32 size (the difference, its
+absolute value, the bound's excess, the maxima, the squares); in a correctness trial that is more memory traffic
+than the reference's and the candidate's runs together. One kernel reads the reference and the output once and
+writes a few numbers per program: whether every element is inside its (shrunk) bound, the largest |out - ref|
+in float64 (what the float64 path computes), and the sum of float32 differences' squares in float64.
+
+The kernel runs in the worker, after candidate code has run in the same process, so its binary must never come
+from a cache the candidate could have written (Triton's cache directory is shared by the workers of a sandbox):
+every launch is made with Triton's `always_compile` on, so a variant this process has not compiled yet is
+compiled from this file, never loaded from disk. What it wrote is read only where every program stored its
+results: a launch that did not run leaves NaN, which is never "inside". And the binary a launch used must be
+the one the variant's first launch in this process used: one swapped into Triton's in-memory cache since makes
+the pass answer "not settled", so the float64 path judges the output (its functions' identities are checked
+as the torch pass's are: envs/antihack/runtime.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCK = 1024  # elements a program reads per step
+MAX_PROGRAMS = 1024  # programs (each strides over the tensor): one partial result each
+_LAUNCHED: dict[tuple[torch.dtype, bool], object] = {}  # the binary each variant's first launch used
+
+
+@triton.jit(do_not_specialize=["n"], do_not_specialize_on_alignment=["ref", "out"])
+def _inside_partials(ref, out, n, rtol_in, atol_in, partials, BLOCK: tl.constexpr):
+    """Per program: [elements not inside their bound (NaN and Inf included), largest |out - ref| in float64,
+    sum of the float32 differences' squares in float64], over the elements it strides over."""
+    pid = tl.program_id(0)
+    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    lanes = tl.arange(0, BLOCK)
+    outside = tl.zeros([BLOCK], dtype=tl.int32)
+    largest = tl.zeros([BLOCK], dtype=tl.float64)
+    squares = tl.zeros([BLOCK], dtype=tl.float64)
+    for i in range(0, tl.cdiv(n, step)):
+        offs = i * step + pid.to(tl.int64) * BLOCK + lanes
+        mask = offs < n
+        r = tl.load(ref + offs, mask=mask, other=0.0).to(tl.float32)
+        o = tl.load(out + offs, mask=mask, other=0.0).to(tl.float32)
+        diff = tl.abs(o - r)
+        # as the torch pass: |out - ref| - rtol*|ref| <= atol; NaN or Inf anywhere makes the test false
+        excess = diff - rtol_in * tl.abs(r)
+        outside += tl.where(mask & ~(excess <= atol_in), 1, 0)
+        largest = tl.maximum(largest, tl.abs(o.to(tl.float64) - r.to(tl.float64)))
+        wide = diff.to(tl.float64)
+        squares += wide * wide
+    tl.store(partials + pid * 3, tl.sum(outside, axis=0).to(tl.float64))
+    tl.store(partials + pid * 3 + 1, tl.max(largest, axis=0))
+    tl.store(partials + pid * 3 + 2, tl.sum(squares, axis=0))
+
+
+def eligible(r_flat: torch.Tensor, o_flat: torch.Tensor) -> bool:
+    """Whether the kernel can take these flat tensors: on a GPU, dense, with a dtype it loads."""
+    return (
+        r_flat.is_cuda
+        and o_flat.device == r_flat.device
+        and r_flat.is_contiguous()
+        and o_flat.is_contiguous()
+        and r_flat.dtype in (torch.float32, torch.float16, torch.bfloat16)
+        and o_flat.dtype == r_flat.dtype
+    )
+
+
+def clearly_inside_fused(
+    r_flat: torch.Tensor, o_flat: torch.Tensor, atol_in: float, rtol_in: float
+) -> tuple[float, float] | None:
+    """(max |out - ref|, sum of squares) when every element satisfies |out - ref| - rtol_in*|ref| <= atol_in in
+    float32 and nothing is NaN or Inf; None otherwise. The bounds come already shrunk by the caller's margin,
+    which also covers their rounding to float32 here (envs/compare.py). The maximum is float64's |out - ref|, as
+    the float64 path computes it (float32's largest among the tied, recomputed, gives the same: rounding keeps
+    order); the squares are summed in another order than torch's, so the sum may differ in its last bits."""
+    n = r_flat.numel()
+    if n == 0:
+        return 0.0, 0.0
+    programs = min(MAX_PROGRAMS, triton.cdiv(n, BLOCK))
+    partials = torch.full((programs, 3), math.nan, dtype=torch.float64, device=r_flat.device)
+    with triton.knobs.compilation.scope():
+        triton.knobs.compilation.always_compile = True  # never a binary from the shared cache directory
+        binary = _inside_partials[(programs,)](r_flat, o_flat, n, rtol_in, atol_in, partials, BLOCK=BLOCK)
+    rows = partials.tolist()
+    if binary is not None and _LAUNCHED.setdefault((r_flat.dtype, n >= 1 << 31), binary) is not binary:
+        return None  # not the binary this variant first ran: the float64 path judges
+    if not all(row[0] == 0.0 for row in rows):  # an element outside, or a program that wrote nothing
+        return None
+    return max(row[1] for row in rows), math.fsum(row[2] for row in rows)
