@@ -233,6 +233,21 @@ def test_checks_in_pieces_find_a_difference_in_any_piece(monkeypatch):
     assert e.value.category == "stale_memory"
 
 
+def test_a_piece_with_matching_nans_still_shows_a_change_beside_them_and_integers_compare_plainly():
+    x = torch.randn(50)
+    x[3] = float("nan")
+    changed = x.clone()
+    changed[40] += 1  # the same piece as the NaN, which matches
+    with pytest.raises(RuntimeHack, match="modified input 0"):
+        guard.check_inputs_unchanged([x], [changed])
+    ints = torch.arange(50)
+    guard.check_inputs_unchanged([ints.clone()], [ints])
+    bumped = ints.clone()
+    bumped[7] = -1
+    with pytest.raises(RuntimeHack, match="modified input 0"):
+        guard.check_inputs_unchanged([ints], [bumped])
+
+
 def test_complex_inputs_match_nan_for_nan_component_by_component():
     x = torch.randn(6, 6, dtype=torch.complex64)
     x[1, 2] = complex(float("nan"), 1.0)
