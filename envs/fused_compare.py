@@ -6,14 +6,14 @@ than the reference's and the candidate's runs together. One kernel reads the ref
 writes a few numbers per program: whether every element is inside its (shrunk) bound, the largest |out - ref|
 in float64 (what the float64 path computes), and the sum of float32 differences' squares in float64.
 
-The kernel runs in the worker, after candidate code has run in the same process, so its binary must never come
-from a cache the candidate could have written (Triton's cache directory is shared by the workers of a sandbox):
-every launch is made with Triton's `always_compile` on, so a variant this process has not compiled yet is
-compiled from this file, never loaded from disk. What it wrote is read only where every program stored its
-results: a launch that did not run leaves NaN, which is never "inside". And the binary a launch used must be
-the one the variant's first launch in this process used: one swapped into Triton's in-memory cache since makes
-the pass answer "not settled", so the float64 path judges the output (its functions' identities are checked
-as the torch pass's are: envs/antihack/runtime.py).
+The kernel runs in the worker, after candidate code has run in the same process, so its binary must be the one
+this process compiled from this file before any problem or candidate code (`prepare`, called by the harness on
+CUDA): compiled with Triton's `always_compile` on (never a binary from the cache directory a sandbox's workers
+share), kept in `_BINARY`, which the identity checks watch (envs/antihack/runtime.py), and compared with the
+binary every launch reports it ran: one swapped into Triton's in-memory cache since makes the pass answer "not
+settled", and the float64 path judges the output. Results start as NaN, so a launch that ran nothing settles
+nothing either. Only float32 outputs under 2^31 elements take it (one variant, one compile at each worker's
+start); the others keep the torch pass.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import triton.language as tl
 
 BLOCK = 1024  # elements a program reads per step
 MAX_PROGRAMS = 1024  # programs (each strides over the tensor): one partial result each
-_LAUNCHED: dict[tuple[torch.dtype, bool], object] = {}  # the binary each variant's first launch used
+_BINARY: object | None = None  # the float32 variant `prepare` compiled; None: not prepared, the torch pass
 
 
 @triton.jit(do_not_specialize=["n"], do_not_specialize_on_alignment=["ref", "out"])
@@ -56,15 +56,27 @@ def _inside_partials(ref, out, n, rtol_in, atol_in, partials, BLOCK: tl.constexp
     tl.store(partials + pid * 3 + 2, tl.sum(squares, axis=0))
 
 
+def prepare() -> None:
+    """Compile the float32 variant (without launching it) before any problem or candidate code runs in this
+    process; CUDA must be initialised."""
+    global _BINARY
+    with triton.knobs.compilation.scope():
+        triton.knobs.compilation.always_compile = True  # never a binary from the shared cache directory
+        _BINARY = _inside_partials.warmup(
+            torch.float32, torch.float32, 1, 1.0, 1.0, torch.float64, grid=(1,), BLOCK=BLOCK
+        )
+
+
 def eligible(r_flat: torch.Tensor, o_flat: torch.Tensor) -> bool:
-    """Whether the kernel can take these flat tensors: on a GPU, dense, with a dtype it loads."""
+    """Whether the prepared kernel takes these flat tensors: float32 on a GPU, dense, under 2^31 elements."""
     return (
-        r_flat.is_cuda
+        _BINARY is not None
+        and r_flat.is_cuda
         and o_flat.device == r_flat.device
         and r_flat.is_contiguous()
         and o_flat.is_contiguous()
-        and r_flat.dtype in (torch.float32, torch.float16, torch.bfloat16)
-        and o_flat.dtype == r_flat.dtype
+        and r_flat.dtype == o_flat.dtype == torch.float32
+        and r_flat.numel() < 1 << 31
     )
 
 
@@ -82,11 +94,11 @@ def clearly_inside_fused(
     programs = min(MAX_PROGRAMS, triton.cdiv(n, BLOCK))
     partials = torch.full((programs, 3), math.nan, dtype=torch.float64, device=r_flat.device)
     with triton.knobs.compilation.scope():
-        triton.knobs.compilation.always_compile = True  # never a binary from the shared cache directory
+        triton.knobs.compilation.always_compile = True  # a variant compiled now comes from this file too
         binary = _inside_partials[(programs,)](r_flat, o_flat, n, rtol_in, atol_in, partials, BLOCK=BLOCK)
     rows = partials.tolist()
-    if binary is not None and _LAUNCHED.setdefault((r_flat.dtype, n >= 1 << 31), binary) is not binary:
-        return None  # not the binary this variant first ran: the float64 path judges
+    if binary is not _BINARY:
+        return None  # not the binary `prepare` compiled: the float64 path judges
     if not all(row[0] == 0.0 for row in rows):  # an element outside, or a program that wrote nothing
         return None
     return max(row[1] for row in rows), math.fsum(row[2] for row in rows)

@@ -215,10 +215,12 @@ _COMPARISONS = (
     "envs.compare.compare_each",
     "envs.compare.compare_tensor",
     "envs.compare._clearly_inside",
-    # the float32 pass on a GPU (envs/fused_compare.py) and the knob that keeps its binary out of the shared cache
+    # the float32 pass on a GPU (envs/fused_compare.py), its prepared binary, and the knob that keeps a binary out
+    # of the shared cache
     "envs.fused_compare.eligible",
     "envs.fused_compare.clearly_inside_fused",
     "envs.fused_compare._inside_partials",
+    "envs.fused_compare._BINARY",
     "triton.knobs.compilation",
     "envs.truth.judge_outputs",
     "envs.truth.check_against_truth",

@@ -28,6 +28,7 @@ import torch.utils._python_dispatch  # noqa: F401
 import torch.utils.flop_counter  # noqa: F401
 import triton
 
+from envs import fused_compare
 from envs.antihack import runtime as guard
 from envs.worker import compile_lend, harness_state
 from envs.worker.cpu_backstop import apply_lifetime_limit
@@ -65,6 +66,15 @@ def prepare(device: str) -> None:
     BASELINE_IDENTITIES.update(guard.broad_snapshot())
 
 
+def _prepare_fused_compare() -> None:
+    """The comparison's float32 kernel compiled before any problem or candidate code (envs/fused_compare.py);
+    where it cannot be, the torch pass compares, as on the CPU."""
+    try:
+        fused_compare.prepare()
+    except Exception as e:  # a slower comparison, not a wrong one: said once, on the worker's stderr
+        print(f"kernelrl worker: the fused comparison is off: {type(e).__name__}: {e}", file=sys.stderr)
+
+
 def serve(req_fd: int, res_fd: int, root: str, device: str, board_fd: int, prepared: bool = False) -> None:
     """Be the harness: bind to the owner, limit this process, then answer requests until told to stop.
     `prepared`: `prepare` already ran in the zygote this process was forked from."""
@@ -80,6 +90,7 @@ def serve(req_fd: int, res_fd: int, root: str, device: str, board_fd: int, prepa
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     if device == "cuda":
         torch.cuda.init()
+        _prepare_fused_compare()
     if not prepared:
         prepare(device)
     elif device == "cuda":  # initialising CUDA came after the zygote's snapshot: take it again, still trusted

@@ -67,42 +67,49 @@ def test_the_fused_pass_gives_the_torch_pass_answers_in_triton_s_interpreter():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
-def test_only_dense_gpu_tensors_of_a_loaded_dtype_take_the_fused_pass():
+def test_only_dense_float32_gpu_tensors_take_the_prepared_fused_pass(monkeypatch):
     from envs import fused_compare
 
-    x = torch.ones(8)
-    assert not fused_compare.eligible(x, x)  # the CPU keeps the torch pass (and its verdicts)
-
     class OnGpu:  # the checks a CUDA tensor meets, without a GPU
-        def __init__(self, dtype=torch.float32, dense=True, device="cuda:0"):
-            self.is_cuda, self.dtype, self.device, self.dense = True, dtype, torch.device(device), dense
+        def __init__(self, dtype=torch.float32, dense=True, device="cuda:0", numel=8):
+            self.is_cuda, self.dtype, self.device, self.dense, self.n = True, dtype, torch.device(device), dense, numel
 
         def is_contiguous(self):
             return self.dense
 
+        def numel(self):
+            return self.n
+
+    assert not fused_compare.eligible(OnGpu(), OnGpu())  # not prepared (the CPU, or a kernel that did not compile)
+    monkeypatch.setattr(fused_compare, "_BINARY", object())
     assert fused_compare.eligible(OnGpu(), OnGpu())
+    x = torch.ones(8)
+    assert not fused_compare.eligible(x, x)  # the CPU keeps the torch pass (and its verdicts)
     assert not fused_compare.eligible(OnGpu(), OnGpu(dense=False))  # a strided view: the kernel reads densely
-    assert not fused_compare.eligible(OnGpu(torch.float64), OnGpu(torch.float64))
+    assert not fused_compare.eligible(OnGpu(torch.float16), OnGpu(torch.float16))  # not prepared: the torch pass
     assert not fused_compare.eligible(OnGpu(), OnGpu(torch.float16))
     assert not fused_compare.eligible(OnGpu(), OnGpu(device="cuda:1"))
+    assert not fused_compare.eligible(OnGpu(numel=1 << 31), OnGpu(numel=1 << 31))  # int32 offsets and counts
 
 
-def test_a_binary_swapped_in_after_a_variants_first_launch_settles_nothing(monkeypatch):
-    """A launch returns the binary it ran; one other than the variant's first in this process (swapped into
-    Triton's in-memory cache by code that ran since) leaves the output to the float64 path."""
+def test_a_launch_that_ran_another_binary_than_the_prepared_one_settles_nothing(monkeypatch):
+    """A launch returns the binary it ran; one other than `prepare`'s (swapped into Triton's in-memory cache by
+    code that ran since) leaves the output to the float64 path."""
     from envs import fused_compare
 
-    class Launches:  # each launch writes a clean result and ran a binary of its own
+    prepared, other = object(), object()
+    ran = iter([prepared, other])
+
+    class Launches:  # each launch writes a clean result
         def __getitem__(self, grid):
             def launch(ref, out, n, rtol_in, atol_in, partials, BLOCK):
                 partials.zero_()
-                return object()
+                return next(ran)
 
             return launch
 
     monkeypatch.setattr(fused_compare, "_inside_partials", Launches())
-    monkeypatch.setattr(fused_compare, "_LAUNCHED", {})
+    monkeypatch.setattr(fused_compare, "_BINARY", prepared)
     x = torch.ones(100)
-    assert fused_compare.clearly_inside_fused(x, x, 1e-4, 1e-4) == (0.0, 0.0)  # the first: recorded
-    assert fused_compare.clearly_inside_fused(x, x, 1e-4, 1e-4) is None  # another binary since
-    assert fused_compare.clearly_inside_fused(x.half(), x.half(), 1e-2, 1e-2) == (0.0, 0.0)  # another variant
+    assert fused_compare.clearly_inside_fused(x, x, 1e-4, 1e-4) == (0.0, 0.0)
+    assert fused_compare.clearly_inside_fused(x, x, 1e-4, 1e-4) is None
