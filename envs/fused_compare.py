@@ -34,13 +34,13 @@ def _inside_partials(ref, out, n, rtol_in, atol_in, partials, BLOCK: tl.constexp
     """Per program: [elements not inside their bound (NaN and Inf included), largest |out - ref| in float64,
     sum of the float32 differences' squares in float64], over the elements it strides over."""
     pid = tl.program_id(0)
-    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    step = tl.num_programs(0) * BLOCK
     lanes = tl.arange(0, BLOCK)
     outside = tl.zeros([BLOCK], dtype=tl.int32)
     largest = tl.zeros([BLOCK], dtype=tl.float64)
     squares = tl.zeros([BLOCK], dtype=tl.float64)
-    for i in range(0, tl.cdiv(n, step)):
-        offs = i * step + pid.to(tl.int64) * BLOCK + lanes
+    for i in range(0, tl.cdiv(n, step)):  # n < 2^31 (`eligible`), so the count is an int32; offsets are int64
+        offs = tl.cast(i, tl.int64) * step + pid * BLOCK + lanes
         mask = offs < n
         r = tl.load(ref + offs, mask=mask, other=0.0).to(tl.float32)
         o = tl.load(out + offs, mask=mask, other=0.0).to(tl.float32)
