@@ -209,8 +209,8 @@ def time_interleaved(
     many rounds it took, `TimedRuns.allocating` counts timed runs that still grew it.
 
     `busy_until` (a time.perf_counter() instant) keeps the warm-up making rounds until then: the GPU reads slow
-    for a while after memory went back to the driver (envs/gpu_lock.py), and rounds run through that while
-    cost no more than idling through it; where `max_warmup_runs` stops them first, the rest is slept."""
+    for a while after memory went back to the driver (envs/gpu_lock.py), and rounds made meanwhile cost no more
+    than idling through it; where `max_warmup_runs` stops them first, the rest is slept."""
     clock = clock or CudaClock()
     seconds = dict.fromkeys(fns, 0.0)
     order = list(dict.fromkeys([n for n in schedule if n in fns] + list(fns)))
@@ -241,7 +241,8 @@ def time_interleaved(
             growth_rounds += 1
             continue
         break
-    time.sleep(max(0.0, busy_until - time.perf_counter()))
+    if (left := busy_until - time.perf_counter()) > 0:
+        time.sleep(left)
     warmup_seconds = time.perf_counter() - start
     samples: dict[str, list[float]] = {name: [] for name in fns}
     allocating = dict.fromkeys(fns, 0)
