@@ -9,11 +9,13 @@ in float64 (what the float64 path computes), and the sum of float32 differences'
 The kernel runs in the worker, after candidate code has run in the same process, so its binary must be the one
 this process compiled from this file before any problem or candidate code (`prepare`, called by the harness on
 CUDA): compiled with Triton's `always_compile` on (never a binary from the cache directory a sandbox's workers
-share), kept in `_BINARY`, which the identity checks watch (envs/antihack/runtime.py), and compared with the
-binary every launch reports it ran: one swapped into Triton's in-memory cache since makes the pass answer "not
-settled", and the float64 path judges the output. Results start as NaN, so a launch that ran nothing settles
-nothing either. Only float32 outputs under 2^31 elements take it (one variant, one compile at each worker's
-start); the others keep the torch pass.
+share) and loaded into the GPU's context there, kept in `_BINARY`, which the identity checks watch
+(envs/antihack/runtime.py). A launch settles an output only where it reports that binary, and the attributes a
+launch goes through (the JIT function's and the binary's own, where an instance attribute would shadow a method,
+and Triton's launch hooks) are those `prepare` saw: a binary swapped into Triton's in-memory cache since, or a
+launcher of one's own, makes the pass answer "not settled", and the float64 path judges the output. Results
+start as NaN, so a launch that ran nothing settles nothing either. Only float32 outputs under 2^31 elements take
+it (one variant, one compile at each worker's start); the others keep the torch pass.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import triton.language as tl
 BLOCK = 1024  # elements a program reads per step
 MAX_PROGRAMS = 1024  # programs (each strides over the tensor): one partial result each
 _BINARY: object | None = None  # the float32 variant `prepare` compiled; None: not prepared, the torch pass
+_FINGERPRINT: tuple | None = None  # what a launch goes through, as `prepare` left it (`_fingerprint`)
 
 
 @triton.jit(do_not_specialize=["n"], do_not_specialize_on_alignment=["ref", "out"])
@@ -57,14 +60,29 @@ def _inside_partials(ref, out, n, rtol_in, atol_in, partials, BLOCK: tl.constexp
 
 
 def prepare() -> None:
-    """Compile the float32 variant (without launching it) before any problem or candidate code runs in this
-    process; CUDA must be initialised."""
-    global _BINARY
+    """Compile the float32 variant and load it into the GPU's context (without launching it) before any problem
+    or candidate code runs in this process; CUDA must be initialised."""
+    global _BINARY, _FINGERPRINT
     with triton.knobs.compilation.scope():
         triton.knobs.compilation.always_compile = True  # never a binary from the shared cache directory
-        _BINARY = _inside_partials.warmup(
+        binary = _inside_partials.warmup(
             torch.float32, torch.float32, 1, 1.0, 1.0, torch.float64, grid=(1,), BLOCK=BLOCK
         )
+    binary.run  # noqa: B018  (loads it now: its bytes never sit unloaded while candidate code runs)
+    _BINARY = binary
+    _FINGERPRINT = _fingerprint()
+
+
+def _fingerprint() -> tuple:
+    """The identities of what a launch of `_BINARY` goes through besides the classes' methods (which the
+    identity checks watch): the JIT function's and the binary's instance attributes, and Triton's launch hooks."""
+    hooks = (triton.knobs.runtime.launch_enter_hook, triton.knobs.runtime.launch_exit_hook)
+    return (
+        tuple((name, id(value)) for name, value in vars(_inside_partials).items()),
+        tuple((name, id(value)) for name, value in vars(_BINARY).items()),
+        # a hook, or a chain of them (its calls)
+        tuple((id(hook), tuple(map(id, getattr(hook, "calls", ())))) for hook in hooks),
+    )
 
 
 def eligible(r_flat: torch.Tensor, o_flat: torch.Tensor) -> bool:
@@ -97,8 +115,8 @@ def clearly_inside_fused(
         triton.knobs.compilation.always_compile = True  # a variant compiled now comes from this file too
         binary = _inside_partials[(programs,)](r_flat, o_flat, n, rtol_in, atol_in, partials, BLOCK=BLOCK)
     rows = partials.tolist()
-    if binary is not _BINARY:
-        return None  # not the binary `prepare` compiled: the float64 path judges
+    if binary is not _BINARY or (_BINARY is not None and _fingerprint() != _FINGERPRINT):
+        return None  # not what `prepare` compiled and loaded: the float64 path judges
     if not all(row[0] == 0.0 for row in rows):  # an element outside, or a program that wrote nothing
         return None
     return max(row[1] for row in rows), math.fsum(row[2] for row in rows)

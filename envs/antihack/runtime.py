@@ -221,7 +221,12 @@ _COMPARISONS = (
     "envs.fused_compare.clearly_inside_fused",
     "envs.fused_compare._inside_partials",
     "envs.fused_compare._BINARY",
+    "envs.fused_compare._FINGERPRINT",
+    "envs.fused_compare._fingerprint",
     "triton.knobs.compilation",
+    "triton.knobs.runtime",
+    "triton.runtime.jit.KernelInterface.__getitem__",
+    "triton.compiler.compiler.CompiledKernel.run",
     "envs.truth.judge_outputs",
     "envs.truth.check_against_truth",
 )

@@ -92,13 +92,19 @@ def test_only_dense_float32_gpu_tensors_take_the_prepared_fused_pass(monkeypatch
     assert not fused_compare.eligible(OnGpu(numel=1 << 31), OnGpu(numel=1 << 31))  # int32 offsets and counts
 
 
-def test_a_launch_that_ran_another_binary_than_the_prepared_one_settles_nothing(monkeypatch):
+def test_a_launch_through_anything_but_what_prepare_left_settles_nothing(monkeypatch):
     """A launch returns the binary it ran; one other than `prepare`'s (swapped into Triton's in-memory cache by
-    code that ran since) leaves the output to the float64 path."""
+    code that ran since), or one reached through an attribute or a launch hook set since, leaves the output to
+    the float64 path."""
+    import triton
+
     from envs import fused_compare
 
-    prepared, other = object(), object()
-    ran = iter([prepared, other])
+    class Binary:
+        pass
+
+    prepared, other = Binary(), Binary()
+    ran = iter([prepared, other] + [prepared] * 4)
 
     class Launches:  # each launch writes a clean result
         def __getitem__(self, grid):
@@ -108,8 +114,24 @@ def test_a_launch_that_ran_another_binary_than_the_prepared_one_settles_nothing(
 
             return launch
 
-    monkeypatch.setattr(fused_compare, "_inside_partials", Launches())
+    kernel = Launches()
+    monkeypatch.setattr(fused_compare, "_inside_partials", kernel)
     monkeypatch.setattr(fused_compare, "_BINARY", prepared)
+    monkeypatch.setattr(fused_compare, "_FINGERPRINT", fused_compare._fingerprint())
     x = torch.ones(100)
     assert fused_compare.clearly_inside_fused(x, x, 1e-4, 1e-4) == (0.0, 0.0)
+    assert fused_compare.clearly_inside_fused(x, x, 1e-4, 1e-4) is None  # another binary ran
+    prepared._run = lambda *args: None  # a launcher of one's own on the prepared binary
     assert fused_compare.clearly_inside_fused(x, x, 1e-4, 1e-4) is None
+    del prepared._run
+    hook = triton.knobs.runtime.launch_exit_hook  # a chain of hooks, or None, by Triton's version
+    monkeypatch.setattr(triton.knobs.runtime, "launch_exit_hook", lambda *args: None)
+    assert fused_compare.clearly_inside_fused(x, x, 1e-4, 1e-4) is None
+    if hasattr(hook, "add"):  # a hook added to the chain
+        monkeypatch.setattr(triton.knobs.runtime, "launch_exit_hook", hook)
+        extra = lambda *args: None  # noqa: E731
+        hook.add(extra)
+        assert fused_compare.clearly_inside_fused(x, x, 1e-4, 1e-4) is None
+        hook.remove(extra)
+    monkeypatch.setattr(triton.knobs.runtime, "launch_exit_hook", hook)
+    assert fused_compare.clearly_inside_fused(x, x, 1e-4, 1e-4) == (0.0, 0.0)  # as prepared again
