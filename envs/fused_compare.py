@@ -73,13 +73,21 @@ def prepare() -> None:
     _FINGERPRINT = _fingerprint()
 
 
+# The instance attributes a launch reads: on the JIT function (one of its own would shadow the class's method),
+# and on the binary (its launcher, loaded module and bytes, set by `prepare`)
+_JIT_ATTRIBUTES = ("run", "__getitem__", "warmup", "device_caches")
+_BINARY_ATTRIBUTES = ("_run", "run", "launch_metadata", "function", "module", "kernel", "packed_metadata")
+
+
 def _fingerprint() -> tuple:
-    """The identities of what a launch of `_BINARY` goes through besides the classes' methods (which the
-    identity checks watch): the JIT function's and the binary's instance attributes, and Triton's launch hooks."""
+    """The identities of what a launch of `_BINARY` goes through besides the classes' methods: the instance
+    attributes it reads and Triton's launch hooks. The identity checks watch it too, so a change made by candidate
+    code is a comparison patch there, besides settling nothing here."""
+    jit, binary = vars(_inside_partials), vars(_BINARY) if _BINARY is not None else {}
     hooks = (triton.knobs.runtime.launch_enter_hook, triton.knobs.runtime.launch_exit_hook)
     return (
-        tuple((name, id(value)) for name, value in vars(_inside_partials).items()),
-        tuple((name, id(value)) for name, value in vars(_BINARY).items()),
+        tuple(id(jit.get(name)) for name in _JIT_ATTRIBUTES),
+        tuple(id(binary.get(name)) for name in _BINARY_ATTRIBUTES),
         # a hook, or a chain of them (its calls)
         tuple((id(hook), tuple(map(id, getattr(hook, "calls", ())))) for hook in hooks),
     )

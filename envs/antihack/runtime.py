@@ -272,9 +272,16 @@ def _resolve(path: str) -> Any:
     return obj
 
 
+# What the fused comparison's launch goes through besides named functions (envs/fused_compare.py `_fingerprint`:
+# instance attributes and Triton's launch hooks), as one entry whose change is a comparison patch
+_FUSED_LAUNCH = "envs.fused_compare launch path"
+
+
 def identity_snapshot() -> dict[str, int]:
     snap = {path: id(_resolve(path)) for path in (*_TIMERS, *_COMPARISONS, *_OTHERS)}
     snap.update({f"sys.modules[{m}]": id(sys.modules.get(m)) for m in _MODULES})
+    fused = sys.modules.get("envs.fused_compare")
+    snap[_FUSED_LAUNCH] = hash(fused._fingerprint()) if fused is not None else 0
     return snap
 
 
@@ -284,7 +291,8 @@ def check_identities(before: dict[str, int], when: str) -> None:
     if not changed:
         return
     first = changed[0]
-    category = "timer_patch" if first in _TIMERS else "comparison_patch" if first in _COMPARISONS else "monkeypatch"
+    comparison = first in _COMPARISONS or first == _FUSED_LAUNCH
+    category = "timer_patch" if first in _TIMERS else "comparison_patch" if comparison else "monkeypatch"
     raise RuntimeHack(category, f"{', '.join(changed[:5])} replaced {when}")
 
 

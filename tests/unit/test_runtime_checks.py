@@ -77,6 +77,32 @@ def test_identity_snapshot_sees_patched_timers_and_comparisons(monkeypatch):
     assert e.value.category == "comparison_patch"
 
 
+def test_a_launcher_set_on_the_fused_comparisons_binary_is_a_comparison_patch(monkeypatch):
+    """What the fused comparison's launch goes through (envs/fused_compare.py): an instance attribute set since the
+    snapshot, here a launcher of one's own on its prepared binary, or a Triton launch hook."""
+    import triton
+
+    from envs import fused_compare
+
+    class Binary:
+        pass
+
+    binary = Binary()
+    monkeypatch.setattr(fused_compare, "_BINARY", binary)
+    before = guard.identity_snapshot()
+    guard.check_identities(before, "now")
+    binary._run = lambda *args: None
+    with pytest.raises(RuntimeHack) as e:
+        guard.check_identities(before, "while the solution was imported")
+    assert e.value.category == "comparison_patch"
+    del binary._run
+    guard.check_identities(before, "now")
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", lambda *args: None)
+    with pytest.raises(RuntimeHack) as e:
+        guard.check_identities(before, "during ModelNew.forward")
+    assert e.value.category == "comparison_patch"
+
+
 @pytest.mark.parametrize("name", ["time_in_placements", "placement_blocks", "block_warmup", "interleaved_schedule"])
 def test_identity_snapshot_sees_the_placement_timing_replaced(monkeypatch, name):
     import envs.timing
