@@ -83,7 +83,7 @@ def _fingerprint() -> tuple:
     """The identities of what a launch of `_BINARY` goes through besides the classes' methods: the instance
     attributes it reads and Triton's launch hooks. The identity checks watch it too, so a change made by candidate
     code is a comparison patch there, besides settling nothing here."""
-    jit, binary = vars(_inside_partials), vars(_BINARY) if _BINARY is not None else {}
+    jit, binary = getattr(_inside_partials, "__dict__", {}), getattr(_BINARY, "__dict__", {})
     hooks = (triton.knobs.runtime.launch_enter_hook, triton.knobs.runtime.launch_exit_hook)
     return (
         tuple(id(jit.get(name)) for name in _JIT_ATTRIBUTES),

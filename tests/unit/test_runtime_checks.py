@@ -101,6 +101,12 @@ def test_a_launcher_set_on_the_fused_comparisons_binary_is_a_comparison_patch(mo
     with pytest.raises(RuntimeHack) as e:
         guard.check_identities(before, "during ModelNew.forward")
     assert e.value.category == "comparison_patch"
+    monkeypatch.undo()
+    before = guard.identity_snapshot()
+    monkeypatch.setattr(fused_compare, "_inside_partials", 5)  # something without attributes: named, not a crash
+    with pytest.raises(RuntimeHack) as e:
+        guard.check_identities(before, "now")
+    assert e.value.category == "comparison_patch" and "_inside_partials" in e.value.reason
 
 
 @pytest.mark.parametrize("name", ["time_in_placements", "placement_blocks", "block_warmup", "interleaved_schedule"])
