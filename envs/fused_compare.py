@@ -20,7 +20,9 @@ it (one variant, one compile at each worker's start); the others keep the torch 
 
 from __future__ import annotations
 
+import contextlib
 import math
+from typing import Iterator
 
 import torch
 import triton
@@ -63,14 +65,22 @@ def prepare() -> None:
     """Compile the float32 variant and load it into the GPU's context (without launching it) before any problem
     or candidate code runs in this process; CUDA must be initialised."""
     global _BINARY, _FINGERPRINT
-    with triton.knobs.compilation.scope():
-        triton.knobs.compilation.always_compile = True  # never a binary from the shared cache directory
+    with _compiling_from_source():
         binary = _inside_partials.warmup(
             torch.float32, torch.float32, 1, 1.0, 1.0, torch.float64, grid=(1,), BLOCK=BLOCK
         )
     binary.run  # noqa: B018  (loads it now: its bytes never sit unloaded while candidate code runs)
     _BINARY = binary
     _FINGERPRINT = _fingerprint()
+
+
+@contextlib.contextmanager
+def _compiling_from_source() -> Iterator[None]:
+    """Triton's `always_compile` on: a binary compiled meanwhile comes from this file, never from the cache
+    directory a sandbox's workers share."""
+    with triton.knobs.compilation.scope():
+        triton.knobs.compilation.always_compile = True
+        yield
 
 
 # The instance attributes a launch reads: on the JIT function (one of its own would shadow the class's method),
@@ -119,8 +129,7 @@ def clearly_inside_fused(
         return 0.0, 0.0
     programs = min(MAX_PROGRAMS, triton.cdiv(n, BLOCK))
     partials = torch.full((programs, 3), math.nan, dtype=torch.float64, device=r_flat.device)
-    with triton.knobs.compilation.scope():
-        triton.knobs.compilation.always_compile = True  # a variant compiled now comes from this file too
+    with _compiling_from_source():  # a variant compiled now comes from this file too
         binary = _inside_partials[(programs,)](r_flat, o_flat, n, rtol_in, atol_in, partials, BLOCK=BLOCK)
     rows = partials.tolist()
     if binary is not _BINARY or (_BINARY is not None and _fingerprint() != _FINGERPRINT):

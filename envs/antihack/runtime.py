@@ -223,6 +223,7 @@ _COMPARISONS = (
     "envs.fused_compare._BINARY",
     "envs.fused_compare._FINGERPRINT",
     "envs.fused_compare._fingerprint",
+    "envs.fused_compare._compiling_from_source",
     "triton.knobs.compilation",
     "triton.knobs.runtime",
     "triton.runtime.jit.KernelInterface.__getitem__",
